@@ -1,0 +1,76 @@
+# turnkeeper: `make run` starts the sidecar, `make test` installs and runs every test.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.installed
+GRPC_PROTO_INCLUDE = $(shell $(PY) -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')
+PROTOS := $(wildcard proto/turnkeeper/v1/*.proto)
+CLIENT_DIRS := $(patsubst %/Makefile,%,$(wildcard clients/*/Makefile))
+ADDRESS ?= 127.0.0.1:50051
+
+.PHONY: help venv run generate generate-python check-generated lint fmt test test-python test-clients bench clean
+
+help:
+	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults)"
+	@echo "make test      install everything the tests need and run them all"
+	@echo "make generate  regenerate committed code from proto/"
+	@echo "make lint      buf lint/format, ruff, mypy --strict"
+	@echo "make bench     run the benchmarks"
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+run: $(STAMP)
+	$(PY) -m turnkeeper.server --listen $(ADDRESS)
+
+generate: generate-python
+	@for d in $(CLIENT_DIRS); do $(MAKE) -C $$d generate || exit 1; done
+
+generate-python: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(PY) -m grpc_tools.protoc -Iproto -I$(GRPC_PROTO_INCLUDE) \
+	  --python_out=service --mypy_out=service $(PROTOS)
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(PY) -m grpc_tools.protoc -Iproto -I$(GRPC_PROTO_INCLUDE) \
+	  --grpc_python_out=service --mypy_grpc_out=service proto/turnkeeper/v1/history_service.proto
+
+# Fails when committed generated code differs from what proto/ produces.
+check-generated: generate
+	@if [ -n "$$(git status --porcelain -- service/turnkeeper/v1 clients)" ]; then \
+	  git status --porcelain -- service/turnkeeper/v1 clients; \
+	  echo "generated code drifted from proto/: run 'make generate' and commit"; exit 1; fi
+
+lint: $(STAMP)
+	$(BIN)/buf lint
+	$(BIN)/buf format --diff --exit-code
+	@if git rev-parse --verify -q HEAD~1 >/dev/null; then \
+	  $(BIN)/buf breaking --against '.git#ref=HEAD~1'; fi
+	$(BIN)/ruff check service tests bench
+	$(BIN)/ruff format --check service tests bench
+	$(BIN)/mypy service
+
+fmt: $(STAMP)
+	$(BIN)/buf format -w
+	$(BIN)/ruff format service tests bench
+	$(BIN)/ruff check --fix service tests bench
+
+test-python: $(STAMP)
+	$(BIN)/pytest -q
+
+test-clients: $(STAMP)
+	@for d in $(CLIENT_DIRS); do echo "== $$d"; $(MAKE) -C $$d test || exit 1; done
+
+test: $(STAMP) lint check-generated test-python test-clients
+
+bench: $(STAMP)
+	$(PY) bench/bench_engine.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

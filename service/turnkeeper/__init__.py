@@ -1,0 +1,1 @@
+"""turnkeeper: conversation-history management for LLM agent runtimes."""
