@@ -256,7 +256,7 @@ class TrimOutcome(_message.Message):
     """The output index of the inserted breadcrumb; absent when none was inserted."""
     @_builtins.property
     def dropped_range(self) -> _trim_pb2.IndexRange:
-        """The input rows dropped, as a half-open index range; empty when nothing was dropped."""
+        """The input rows dropped, as a half-open index range; absent when nothing was dropped."""
 
     def __init__(
         self,
