@@ -1,0 +1,1 @@
+"""gRPC adapters over the turnkeeper engine."""
