@@ -1,0 +1,120 @@
+"""Route, capacity and budget resolution (spec §3, §6): one function decides them for every RPC."""
+
+from __future__ import annotations
+
+import math
+
+from turnkeeper.core.trimming import DEFAULT_TURN_LIMIT
+from turnkeeper.v1 import profile_pb2, resolution_pb2
+
+LEGACY_BUDGET = 32_000
+"""The historical budget of a profile that sets neither max_context_tokens nor a ratio (§3.1)."""
+
+FALLBACK_WINDOW = 32_000
+"""The window used for safety arithmetic when the capacity is unknown; never reported (§3)."""
+
+
+def select_route(profiles: profile_pb2.Profiles) -> resolution_pb2.Route:
+    """Session switch, then classifier hint, then the default route, as provider dispatch does."""
+    runtime = profiles.runtime
+    selection = profiles.selection
+    if selection.HasField("session_switch"):
+        provider = selection.session_switch.provider
+        model = selection.session_switch.model
+        source = resolution_pb2.ROUTE_SOURCE_SESSION_SWITCH
+    else:
+        hinted = next(
+            (
+                r
+                for r in runtime.classifier_routes
+                if selection.classifier_hint and r.hint == selection.classifier_hint
+            ),
+            None,
+        )
+        if hinted is not None:
+            provider, model = hinted.provider, hinted.model
+            source = resolution_pb2.ROUTE_SOURCE_CLASSIFIER_HINT
+        else:
+            provider, model = runtime.default_provider, runtime.default_model
+            source = resolution_pb2.ROUTE_SOURCE_DEFAULT
+    profile = find_provider(profiles, provider)
+    if not model and profile is not None:
+        model = profile.model
+    return resolution_pb2.Route(provider=provider, model=model, source=source)
+
+
+def find_provider(profiles: profile_pb2.Profiles, alias: str) -> profile_pb2.ProviderProfile | None:
+    if not alias:
+        return None
+    return next((p for p in profiles.providers if p.alias == alias), None)
+
+
+def known_window(profiles: profile_pb2.Profiles, route: resolution_pb2.Route) -> int | None:
+    """The configured window, only when the profile describes the selected model (§3 Route)."""
+    profile = find_provider(profiles, route.provider)
+    if profile is None or not profile.HasField("context_window"):
+        return None
+    if profile.model and profile.model != route.model:
+        return None
+    return profile.context_window
+
+
+def valid_ratio(runtime: profile_pb2.RuntimeProfile) -> float | None:
+    """The ratio when it takes effect: in (0.0, 1.0]; anything else (NaN too) counts as unset."""
+    if not runtime.HasField("context_compact_ratio"):
+        return None
+    ratio = runtime.context_compact_ratio
+    return ratio if math.isfinite(ratio) and 0.0 < ratio <= 1.0 else None
+
+
+def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
+    runtime = profiles.runtime
+    route = select_route(profiles)
+    window = known_window(profiles, route)
+    max_tokens = runtime.max_context_tokens if runtime.HasField("max_context_tokens") else None
+    # Unknown capacity: a positive max_context_tokens is the window operand, honoured as-is (§3.5).
+    safety = window if window is not None else (max_tokens or FALLBACK_WINDOW)
+    capacity = resolution_pb2.Capacity(known=window is not None, safety_tokens=safety)
+    if window is not None:
+        capacity.model_context_window = window
+
+    steps: list[resolution_pb2.BudgetStep] = []
+
+    def step(rule: resolution_pb2.BudgetRule.ValueType, value: int) -> int:
+        steps.append(resolution_pb2.BudgetStep(rule=rule, budget_tokens=value))
+        return value
+
+    ratio = valid_ratio(runtime)
+    if max_tokens == 0:
+        budget = step(resolution_pb2.BUDGET_RULE_DISABLED, 0)
+    else:
+        if ratio is None:
+            if max_tokens is not None:
+                budget = step(resolution_pb2.BUDGET_RULE_MAX_CONTEXT_TOKENS, max_tokens)
+            else:
+                budget = step(resolution_pb2.BUDGET_RULE_LEGACY_DEFAULT, LEGACY_BUDGET)
+        else:
+            derived = max(1, math.floor(safety * ratio))
+            budget = step(resolution_pb2.BUDGET_RULE_CONTEXT_COMPACT_RATIO, derived)
+            if max_tokens is not None and max_tokens < budget:
+                budget = step(resolution_pb2.BUDGET_RULE_MAX_CONTEXT_TOKENS, max_tokens)
+        pruning = runtime.history_pruning
+        if pruning.enabled and 0 < pruning.max_tokens < budget:
+            budget = step(resolution_pb2.BUDGET_RULE_HISTORY_PRUNING, pruning.max_tokens)
+        if window is not None and window < budget:
+            budget = step(resolution_pb2.BUDGET_RULE_MODEL_CAPACITY, window)
+
+    ratio_set = runtime.HasField("context_compact_ratio")
+    return resolution_pb2.Resolution(
+        route=route,
+        capacity=capacity,
+        budget_tokens=budget,
+        budget_rule=steps[-1].rule,
+        budget_steps=steps,
+        max_history_turns=(
+            runtime.max_history_messages
+            if runtime.HasField("max_history_messages")
+            else DEFAULT_TURN_LIMIT
+        ),
+        ratio_ignored=ratio_set and ratio is None and math.isfinite(runtime.context_compact_ratio),
+    )

@@ -1,0 +1,35 @@
+"""The capacity pre-flight (spec §3, §9 Capacity): fails a request before it reaches the provider.
+
+It runs whatever the proactive budget is, 0 included: raising the budget never makes a request fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from turnkeeper.core.pricing import price_text
+from turnkeeper.core.rows import Pricing
+from turnkeeper.v1 import resolution_pb2, trim_pb2
+
+
+def check_capacity(
+    pricing: Pricing,
+    hook_texts: Iterable[str],
+    tool_schemas: Iterable[str],
+    reserved_output_tokens: int,
+    capacity: resolution_pb2.Capacity,
+) -> trim_pb2.CapacityReport:
+    message_tokens = pricing.total
+    hook_tokens = sum(price_text(t) for t in hook_texts)
+    schema_tokens = sum(price_text(s) for s in tool_schemas)
+    total = message_tokens + hook_tokens + schema_tokens + reserved_output_tokens
+    return trim_pb2.CapacityReport(
+        message_tokens=message_tokens,
+        image_tokens=pricing.image_tokens,
+        hook_tokens=hook_tokens,
+        tool_schema_tokens=schema_tokens,
+        reserved_output_tokens=reserved_output_tokens,
+        total_tokens=total,
+        capacity=capacity,
+        fits=total <= capacity.safety_tokens,
+    )

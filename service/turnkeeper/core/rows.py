@@ -1,0 +1,151 @@
+"""The compact per-row view every decision is made over (spec §0, §1, §9).
+
+A Row keeps only what pricing and turn structure need: its class, how many provider rows it stands
+for, its text cost, and its image counts. Both history shapes reduce to the same view.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from turnkeeper.core.pricing import (
+    FRAMING_TOKENS,
+    TOKENS_PER_IMAGE,
+    strip_sent_images,
+    text_tokens,
+    utf8_len,
+)
+from turnkeeper.v1 import history_pb2
+
+TOOL_RESULTS_PREFIX = "[Tool results]"
+"""A user row starting with this carries tool results for text-only providers (§1)."""
+
+
+class RowKind(enum.Enum):
+    SYSTEM = "system"
+    USER = "user"
+    """A real user row: the start of a turn."""
+    CARRIER = "carrier"
+    """A `[Tool results]` user row; part of the turn before it."""
+    BREADCRUMB = "breadcrumb"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    kind: RowKind
+    provider_rows: int
+    text_bytes: int
+    text_tokens: int
+    """Sum of ceil(bytes / 4) over the provider rows this row stands for."""
+    marker_images: int
+    """Loadable `[IMAGE:...]` markers in a real user row: always sent."""
+    attachments: int
+    """Declared attachments: sent only in the current user turn."""
+
+    @property
+    def is_turn_boundary(self) -> bool:
+        return self.kind is RowKind.USER
+
+
+def _calls_bytes(calls: Iterable[history_pb2.ToolCall]) -> int:
+    return sum(utf8_len(c.id) + utf8_len(c.name) + utf8_len(c.arguments) for c in calls)
+
+
+def classify_chat(message: history_pb2.ChatMessage) -> RowKind:
+    role = message.role
+    if role == history_pb2.ROLE_USER:
+        if message.breadcrumb:
+            return RowKind.BREADCRUMB
+        if message.content.startswith(TOOL_RESULTS_PREFIX):
+            return RowKind.CARRIER
+        return RowKind.USER
+    if role == history_pb2.ROLE_SYSTEM:
+        return RowKind.SYSTEM
+    if role == history_pb2.ROLE_TOOL:
+        return RowKind.TOOL
+    return RowKind.ASSISTANT
+
+
+def chat_row(message: history_pb2.ChatMessage) -> Row:
+    kind = classify_chat(message)
+    images = 0
+    if kind is RowKind.USER:
+        text, images = strip_sent_images(message.content)
+        content_bytes = utf8_len(text)
+    else:
+        content_bytes = utf8_len(message.content)
+    nbytes = content_bytes + utf8_len(message.tool_call_id) + _calls_bytes(message.tool_calls)
+    attachments = len(message.attachments) if kind in (RowKind.TOOL, RowKind.CARRIER) else 0
+    return Row(kind, 1, nbytes, text_tokens(nbytes), images, attachments)
+
+
+def conversation_row(message: history_pb2.ConversationMessage) -> Row:
+    """A structured row priced as the provider rows it stands for (§9)."""
+    which = message.WhichOneof("message")
+    if which == "assistant_tool_calls":
+        step = message.assistant_tool_calls
+        nbytes = utf8_len(step.text) + utf8_len(step.reasoning) + _calls_bytes(step.tool_calls)
+        return Row(RowKind.ASSISTANT, 1, nbytes, text_tokens(nbytes), 0, 0)
+    if which == "tool_results":
+        total_bytes = total_tokens = attachments = 0
+        for result in message.tool_results.results:
+            nbytes = utf8_len(result.content) + utf8_len(result.tool_call_id)
+            total_bytes += nbytes
+            total_tokens += text_tokens(nbytes)
+            attachments += len(result.attachments)
+        results = len(message.tool_results.results)
+        return Row(RowKind.TOOL, results, total_bytes, total_tokens, 0, attachments)
+    return chat_row(message.chat)
+
+
+def rows_of(history: history_pb2.History) -> list[Row]:
+    if history.WhichOneof("shape") == "conversation":
+        return [conversation_row(m) for m in history.conversation.messages]
+    return [chat_row(m) for m in history.chat.messages]
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    """Per-row estimates of one history (§9 Estimate of a row, History estimate)."""
+
+    tokens: list[int]
+    images: list[int]
+    """Images sent per row: markers in real user rows, attachments in the current turn."""
+
+    @property
+    def total(self) -> int:
+        return sum(self.tokens)
+
+    @property
+    def image_tokens(self) -> int:
+        return TOKENS_PER_IMAGE * sum(self.images)
+
+
+def last_boundary(rows: Sequence[Row]) -> int:
+    """Index of the last real user row, or -1: rows after it form the current user turn."""
+    for i in range(len(rows) - 1, -1, -1):
+        if rows[i].is_turn_boundary:
+            return i
+    return -1
+
+
+def price(rows: Sequence[Row]) -> Pricing:
+    current_from = last_boundary(rows) + 1
+    tokens: list[int] = []
+    images: list[int] = []
+    for i, row in enumerate(rows):
+        sent = row.marker_images + (row.attachments if i >= current_from else 0)
+        images.append(sent)
+        tokens.append(
+            row.text_tokens + FRAMING_TOKENS * row.provider_rows + TOKENS_PER_IMAGE * sent
+        )
+    return Pricing(tokens, images)
+
+
+def breadcrumb_row(text: str) -> Row:
+    nbytes = utf8_len(text)
+    return Row(RowKind.BREADCRUMB, 1, nbytes, text_tokens(nbytes), 0, 0)

@@ -1,0 +1,190 @@
+"""Whole-turn retention (spec §2, §5, §6, §9): plans over the row view, applied as index ranges.
+
+A plan never re-estimates the kept suffix per candidate: the history is priced once and every
+candidate cut is judged from running sums, so each operation is one O(n) pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from turnkeeper.core.rows import Pricing, Row, RowKind
+
+T = TypeVar("T")
+
+DEFAULT_BREADCRUMB_TEXT = "[earlier turns omitted to fit the context window]"
+DEFAULT_TURN_LIMIT = 50
+DEFAULT_ROW_LIMIT = 50
+"""The channel sender cache's row cap when its limit is 0 or unset (§6, §9)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """P and the turn boundaries of B (§9 Token-budget trim)."""
+
+    system_rows: int
+    """The leading run of system rows."""
+    prefix: int
+    """len(P): the leading system rows plus a breadcrumb right after them."""
+    boundaries: list[int]
+    """Absolute indices of the turn boundaries in B, ascending."""
+
+    @property
+    def has_breadcrumb(self) -> bool:
+        return self.prefix > self.system_rows
+
+    @property
+    def turns(self) -> int:
+        return len(self.boundaries)
+
+
+def layout(rows: Sequence[Row]) -> Layout:
+    system_rows = 0
+    while system_rows < len(rows) and rows[system_rows].kind is RowKind.SYSTEM:
+        system_rows += 1
+    prefix = system_rows
+    if prefix < len(rows) and rows[prefix].kind is RowKind.BREADCRUMB:
+        prefix += 1
+    boundaries = [i for i in range(prefix, len(rows)) if rows[i].is_turn_boundary]
+    return Layout(system_rows, prefix, boundaries)
+
+
+@dataclass(frozen=True, slots=True)
+class TrimPlan:
+    """What a trim does, in input indices; `drop` is empty when the history is unchanged."""
+
+    drop: range
+    breadcrumb_at: int | None
+    """Output index of a newly inserted breadcrumb, if any."""
+    dropped_turns: int
+    kept_turns: int
+    tokens_before: int
+    tokens_after: int
+    target_tokens: int
+
+    @property
+    def trimmed(self) -> bool:
+        return len(self.drop) > 0
+
+    @property
+    def dropped_messages(self) -> int:
+        return len(self.drop)
+
+
+def _unchanged(lay: Layout, total: int, target: int) -> TrimPlan:
+    return TrimPlan(range(lay.prefix, lay.prefix), None, 0, lay.turns, total, total, target)
+
+
+def _new_breadcrumb_cost(lay: Layout, breadcrumb_cost: int | None) -> int | None:
+    """The cost of the breadcrumb a trim would insert: none on paths without one, none to stack."""
+    return None if lay.has_breadcrumb else breadcrumb_cost
+
+
+def _drop_turns(
+    lay: Layout, costs: Sequence[int], total: int, j: int, breadcrumb_cost: int | None, target: int
+) -> TrimPlan:
+    """Output P + crumb + B[bj:]: drops the j oldest turns; a new crumb follows the system rows."""
+    end = lay.boundaries[j]
+    dropped_cost = sum(costs[lay.prefix : end])
+    crumb = _new_breadcrumb_cost(lay, breadcrumb_cost)
+    return TrimPlan(
+        drop=range(lay.prefix, end),
+        breadcrumb_at=None if crumb is None else lay.system_rows,
+        dropped_turns=j,
+        kept_turns=lay.turns - j,
+        tokens_before=total,
+        tokens_after=total - dropped_cost + (crumb or 0),
+        target_tokens=target,
+    )
+
+
+def plan_token_budget(
+    rows: Sequence[Row], pricing: Pricing, budget: int, breadcrumb_cost: int | None
+) -> TrimPlan:
+    """Drops the fewest oldest whole turns so the output, breadcrumb included, fits the budget.
+
+    Unchanged when the budget is 0 (disabled), the estimate already fits, or fewer than two turns
+    exist. When no cut fits, only the newest turn is kept: the budget is a target, not a hard cap.
+    `breadcrumb_cost` is the estimate of the breadcrumb this path inserts; None where there is none.
+    """
+    lay = layout(rows)
+    costs = pricing.tokens
+    total = sum(costs)
+    k = lay.turns
+    if budget == 0 or total <= budget or k < 2:
+        return _unchanged(lay, total, budget)
+    insert_cost = _new_breadcrumb_cost(lay, breadcrumb_cost) or 0
+    # kept(j) = total - cost(B[:bj]); walk the boundaries with a running sum of B.
+    dropped = 0
+    pos = lay.prefix
+    chosen = k - 1
+    for j in range(1, k):
+        end = lay.boundaries[j]
+        dropped += sum(costs[pos:end])
+        pos = end
+        if total - dropped + insert_cost <= budget:
+            chosen = j
+            break
+    return _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+
+
+def recovery_target(total: int) -> int:
+    """Reactive overflow recovery trims to two thirds of the current estimate (§5, §9)."""
+    return 2 * total // 3
+
+
+def plan_overflow_recovery(
+    rows: Sequence[Row], pricing: Pricing, breadcrumb_cost: int | None
+) -> TrimPlan:
+    return plan_token_budget(rows, pricing, recovery_target(pricing.total), breadcrumb_cost)
+
+
+def plan_turn_count(
+    rows: Sequence[Row], pricing: Pricing, limit: int, breadcrumb_cost: int | None
+) -> TrimPlan:
+    """Keeps the newest max(limit, 1) turns: an explicit 0 still keeps the running turn (§2, §6)."""
+    lay = layout(rows)
+    total = pricing.total
+    k = lay.turns
+    if k <= limit or k <= 1:
+        return _unchanged(lay, total, 0)
+    return _drop_turns(lay, pricing.tokens, total, k - max(limit, 1), breadcrumb_cost, 0)
+
+
+def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPlan:
+    """The channel sender cache: leading system rows kept and not counted, newest N others kept.
+
+    It counts rows, not turns, and 0 means the default of 50 (§6, §9).
+    """
+    lay = layout(rows)
+    total = pricing.total
+    keep = limit or DEFAULT_ROW_LIMIT
+    others = len(rows) - lay.system_rows
+    if others <= keep:
+        return TrimPlan(
+            range(lay.system_rows, lay.system_rows), None, 0, lay.turns, total, total, 0
+        )
+    drop = range(lay.system_rows, lay.system_rows + others - keep)
+    kept_turns = sum(1 for i in range(drop.stop, len(rows)) if rows[i].is_turn_boundary)
+    return TrimPlan(
+        drop=drop,
+        breadcrumb_at=None,
+        dropped_turns=0,
+        kept_turns=kept_turns,
+        tokens_before=total,
+        tokens_after=total - sum(pricing.tokens[drop.start : drop.stop]),
+        target_tokens=0,
+    )
+
+
+def apply_plan(items: Sequence[T], plan: TrimPlan, make_breadcrumb: Callable[[], T]) -> list[T]:
+    """The output history: everything outside `drop`, with the new breadcrumb where planned."""
+    if not plan.trimmed:
+        return list(items)
+    out = list(items[: plan.drop.start])
+    if plan.breadcrumb_at is not None:
+        out.append(make_breadcrumb())
+    out.extend(items[plan.drop.stop :])
+    return out
