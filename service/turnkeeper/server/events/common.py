@@ -1,0 +1,83 @@
+"""Pieces shared by the feed backends: filters, heartbeat interval, response builders."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from google.protobuf import timestamp_pb2
+
+from turnkeeper.server.errors import FieldViolation, RequestError, invalid_argument
+from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
+
+DEFAULT_HEARTBEAT_S = 15.0
+MIN_HEARTBEAT_S = 1.0
+MAX_HEARTBEAT_S = 300.0
+
+
+def heartbeat_interval(request: history_service_pb2.TrimEventsRequest) -> float:
+    """The heartbeat interval in seconds: unset or zero means 15 s; clamped to [1, 300]."""
+    if not request.HasField("heartbeat_interval"):
+        return DEFAULT_HEARTBEAT_S
+    d = request.heartbeat_interval
+    seconds = d.seconds + d.nanos / 1e9
+    if seconds == 0:
+        return DEFAULT_HEARTBEAT_S
+    return min(MAX_HEARTBEAT_S, max(MIN_HEARTBEAT_S, seconds))
+
+
+@dataclass(frozen=True)
+class Filter:
+    """What a subscriber asked to see; an empty set means everything on that axis."""
+
+    session_ids: frozenset[str]
+    runtime_ids: frozenset[str]
+    reasons: frozenset[int]
+
+    @classmethod
+    def of(cls, request: history_service_pb2.TrimEventsRequest) -> Filter:
+        return cls(
+            frozenset(request.session_ids),
+            frozenset(request.runtime_ids),
+            frozenset(int(r) for r in request.reasons),
+        )
+
+    def matches(self, trimmed: trim_pb2.HistoryTrimmed) -> bool:
+        if self.session_ids and trimmed.caller.session_id not in self.session_ids:
+            return False
+        if self.runtime_ids and trimmed.caller.runtime_id not in self.runtime_ids:
+            return False
+        return not self.reasons or int(trimmed.reason) in self.reasons
+
+
+def invalid_cursor(description: str) -> RequestError:
+    return invalid_argument(
+        errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION,
+        [FieldViolation("after_cursor", description)],
+    )
+
+
+def now_timestamp() -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.FromNanoseconds(time.time_ns())
+    return ts
+
+
+def event_item(event: events_pb2.TrimEvent) -> history_service_pb2.TrimEventsResponse:
+    return history_service_pb2.TrimEventsResponse(event=event)
+
+
+def gap_item(
+    cause: events_pb2.GapCause.ValueType, after: str, before: str, missed: int
+) -> history_service_pb2.TrimEventsResponse:
+    return history_service_pb2.TrimEventsResponse(
+        gap=events_pb2.Gap(
+            cause=cause, after_cursor=after, before_cursor=before, missed_events=missed
+        )
+    )
+
+
+def heartbeat_item(cursor: str, dropped: int) -> history_service_pb2.TrimEventsResponse:
+    return history_service_pb2.TrimEventsResponse(
+        heartbeat=events_pb2.Heartbeat(cursor=cursor, time=now_timestamp(), dropped_events=dropped)
+    )

@@ -1,0 +1,229 @@
+"""The embedded feed: an in-process ring buffer and per-subscriber bounded queues."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from turnkeeper.server.feed import FeedStatus
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+
+from . import cursor as cursors
+from .common import (
+    Filter,
+    event_item,
+    gap_item,
+    heartbeat_interval,
+    heartbeat_item,
+    invalid_cursor,
+    now_timestamp,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Drop:
+    """Events dropped for one subscriber in a row; delivered as one SLOW_CONSUMER gap."""
+
+    after_cursor: str
+    missed: int = 0
+    before_cursor: str = ""
+    closed: bool = False
+
+
+_Item = events_pb2.TrimEvent | _Drop
+
+
+@dataclass(eq=False)  # identity semantics: kept in a set
+class _Subscriber:
+    filter: Filter
+    capacity: int
+    loop: asyncio.AbstractEventLoop
+    items: deque[_Item] = field(default_factory=deque)
+    queued_events: int = 0
+    dropped: int = 0
+    # The cursor of the newest event handed to this subscriber (queued or replayed): a drop's
+    # after_cursor.
+    last_cursor: str = ""
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def offer(self, event: events_pb2.TrimEvent) -> None:
+        """Queues without waiting; a full queue drops the event for this subscriber only."""
+        tail = self.items[-1] if self.items else None
+        if self.queued_events >= self.capacity:
+            self.dropped += 1
+            if isinstance(tail, _Drop) and not tail.closed:
+                tail.missed += 1
+            else:
+                self.items.append(_Drop(after_cursor=self.last_cursor, missed=1))
+            return
+        if isinstance(tail, _Drop) and not tail.closed:
+            tail.before_cursor = event.cursor
+            tail.closed = True
+        self.items.append(event)
+        self.queued_events += 1
+        self.last_cursor = event.cursor
+        self.wake()
+
+    def take(self) -> _Item | None:
+        if not self.items:
+            return None
+        item = self.items.popleft()
+        if isinstance(item, _Drop):
+            item.closed = True  # later drops start a new gap after whatever comes next
+        else:
+            self.queued_events -= 1
+        return item
+
+    def wake(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            self.wakeup.set()
+        else:  # publish() called from a worker thread
+            with contextlib.suppress(RuntimeError):  # the loop is closing; nobody is waiting
+                self.loop.call_soon_threadsafe(self.wakeup.set)
+
+
+class RingFeed:
+    """Retains the newest `ring_size` events; cursors are valid for this process only."""
+
+    def __init__(self, ring_size: int, subscriber_queue_size: int) -> None:
+        if ring_size < 1 or subscriber_queue_size < 1:
+            raise ValueError("ring_size and subscriber_queue_size must be positive")
+        self.epoch = secrets.token_hex(8)
+        self._ring: deque[tuple[int, events_pb2.TrimEvent]] = deque(maxlen=ring_size)
+        self._queue_size = subscriber_queue_size
+        self._seq = 0
+        self._subscribers: set[_Subscriber] = set()
+        # publish() may run on a worker thread; everything below is guarded by this lock.
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            subscribers = list(self._subscribers)
+        for sub in subscribers:
+            sub.wake()
+
+    def status(self) -> FeedStatus:
+        return FeedStatus(healthy=True, detail="in-process ring buffer")
+
+    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        try:
+            with self._lock:
+                if self._closed:
+                    return
+                self._seq += 1
+                # The constructor copies `trimmed`, so later changes by the caller do not leak in.
+                event = events_pb2.TrimEvent(
+                    cursor=cursors.encode_ring(self.epoch, self._seq),
+                    time=now_timestamp(),
+                    trimmed=trimmed,
+                )
+                self._ring.append((self._seq, event))
+                for sub in self._subscribers:
+                    if sub.filter.matches(event.trimmed):
+                        sub.offer(event)
+        except Exception:  # publish runs on the request path and must never fail it
+            log.exception("dropping a trim event")
+
+    async def subscribe(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+        wanted = Filter.of(request)
+        interval = heartbeat_interval(request)
+        start: cursors.Cursor | None = None
+        if request.after_cursor:
+            start = cursors.decode(request.after_cursor)
+            if start is None:
+                raise invalid_cursor("not a cursor issued by this feed")
+
+        sub = _Subscriber(wanted, self._queue_size, asyncio.get_running_loop())
+        backlog: deque[history_service_pb2.TrimEventsResponse] = deque()
+        # Snapshot the replay and register for live events under one lock hold, so every event
+        # lands either in the replay or in the live queue: none twice, none missing.
+        with self._lock:
+            if self._closed:
+                return
+            if start is not None:
+                backlog.extend(self._replay(start, wanted, request.after_cursor))
+                replayed = [i.event.cursor for i in backlog if i.HasField("event")]
+                if replayed:
+                    sub.last_cursor = replayed[-1]
+            self._subscribers.add(sub)
+        try:
+            sent_cursor = ""  # a heartbeat names the last event sent on this stream
+            last_sent = time.monotonic()
+            while True:
+                sub.wakeup.clear()
+                if self._closed:
+                    return
+                out: history_service_pb2.TrimEventsResponse | None = None
+                if backlog:
+                    out = backlog.popleft()
+                else:
+                    item = sub.take()
+                    if isinstance(item, _Drop):
+                        out = gap_item(
+                            events_pb2.GAP_CAUSE_SLOW_CONSUMER,
+                            item.after_cursor,
+                            item.before_cursor,
+                            item.missed,
+                        )
+                    elif item is not None:
+                        out = event_item(item)
+                if out is None:
+                    remaining = last_sent + interval - time.monotonic()
+                    if remaining > 0:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(sub.wakeup.wait(), remaining)
+                        continue
+                    out = heartbeat_item(sent_cursor, sub.dropped)
+                elif out.HasField("event"):
+                    sent_cursor = out.event.cursor
+                yield out
+                last_sent = time.monotonic()
+        finally:
+            with self._lock:
+                self._subscribers.discard(sub)
+
+    def _replay(
+        self, start: cursors.Cursor, wanted: Filter, after: str
+    ) -> list[history_service_pb2.TrimEventsResponse]:
+        """The items owed to a subscriber resuming after `start`: a gap when some are gone, then
+        every retained matching event after it. Caller holds the lock."""
+        first_seq = self._ring[0][0] if self._ring else self._seq + 1
+        if isinstance(start, cursors.RingCursor) and start.epoch == self.epoch:
+            if start.seq > self._seq:
+                raise invalid_cursor("the cursor is ahead of every event this feed published")
+            events = [e for seq, e in self._ring if seq > start.seq and wanted.matches(e.trimmed)]
+            items = [event_item(e) for e in events]
+            if start.seq < first_seq - 1:
+                # Everything between the cursor and the oldest retained event was evicted; the
+                # count includes events this subscriber's filters would have skipped.
+                before = events[0].cursor if events else ""
+                missed = first_seq - 1 - start.seq
+                gap = gap_item(events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, after, before, missed)
+                items.insert(0, gap)
+            return items
+        # A cursor from an earlier run (or another backend): what happened since is unknown.
+        events = [e for _, e in self._ring if wanted.matches(e.trimmed)]
+        before = events[0].cursor if events else ""
+        return [gap_item(events_pb2.GAP_CAUSE_RESTART, after, before, 0)] + [
+            event_item(e) for e in events
+        ]
