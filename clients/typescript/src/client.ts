@@ -1,0 +1,178 @@
+import { connect as netConnect } from "node:net";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { createClient, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { TurnkeeperError } from "./errors.js";
+import { TrimEventSubscription, type WatchOptions } from "./events.js";
+import {
+  HistoryService,
+  type CapToolResultsRequestSchema,
+  type CapToolResultsResponse,
+  type CheckCapacityRequestSchema,
+  type CheckCapacityResponse,
+  type EstimateTokensRequestSchema,
+  type EstimateTokensResponse,
+  type PrepareModelCallRequestSchema,
+  type PrepareModelCallResponse,
+  type ResolveBudgetRequestSchema,
+  type ResolveBudgetResponse,
+  type SweepOrphansRequestSchema,
+  type SweepOrphansResponse,
+  type TrimEventsRequestSchema,
+  type TrimHistoryRequestSchema,
+  type TrimHistoryResponse,
+} from "./gen/turnkeeper/v1/history_service_pb.js";
+
+/** The server's message-size limit (64 MiB), used for both directions by default. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** The default deadline of a unary call. Every RPC is pure computation, so this is generous. */
+export const DEFAULT_TIMEOUT_MS = 30_000;
+
+/** Where the sidecar listens. */
+export type Target =
+  /** `host:port`, `unix:/path`, `unix:///path`, an absolute socket path, or an `http://` URL. */
+  | string
+  | { readonly address: string }
+  | { readonly unix: string };
+
+export interface ClientOptions {
+  /** Deadline of each unary call unless the call overrides it; <= 0 disables it. Default 30 s. */
+  readonly timeoutMs?: number;
+  /** Largest message sent or accepted, in bytes. Default 64 MiB, as the server. */
+  readonly maxMessageBytes?: number;
+  /** How long establishing the HTTP/2 connection may take. Default 10 s. */
+  readonly connectTimeoutMs?: number;
+  /** Connect interceptors (auth headers, logging, metrics). */
+  readonly interceptors?: Interceptor[];
+}
+
+/**
+ * A client of `turnkeeper.v1.HistoryService` over gRPC (HTTP/2), on TCP or a Unix socket.
+ *
+ * Requests accept either generated messages or plain init objects. Failed calls reject with a
+ * {@link TurnkeeperError} carrying the decoded ErrorInfo, BadRequest and CapacityReport details.
+ * One client holds one HTTP/2 connection; call {@link close} when done.
+ */
+export class TurnkeeperClient {
+  /** The underlying Connect client, for calls this wrapper does not cover. */
+  readonly raw: Client<typeof HistoryService>;
+  private readonly session: Http2SessionManager;
+  private readonly timeoutMs: number;
+
+  constructor(target: Target, options: ClientOptions = {}) {
+    const { baseUrl, socketPath } = parseTarget(target);
+    const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    // Owning the session manager lets close() end the connection; for Unix sockets the HTTP/2
+    // session runs over a socket we open ourselves, while the URL only supplies :authority.
+    this.session = new Http2SessionManager(
+      baseUrl,
+      { connectTimeoutMs: options.connectTimeoutMs ?? 10_000 },
+      socketPath === undefined
+        ? { maxSessionMemory: 64 }
+        : { maxSessionMemory: 64, createConnection: () => netConnect(socketPath) },
+    );
+    const transport = createGrpcTransport({
+      baseUrl,
+      sessionManager: this.session,
+      readMaxBytes: maxBytes,
+      writeMaxBytes: maxBytes,
+      interceptors: options.interceptors ?? [],
+    });
+    this.raw = createClient(HistoryService, transport);
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /** Prices a history with the pinned heuristic, total and per row. */
+  estimateTokens(request: MessageInitShape<typeof EstimateTokensRequestSchema>, options?: CallOptions): Promise<EstimateTokensResponse> {
+    return this.unary(() => this.raw.estimateTokens(request, this.withDeadline(options)));
+  }
+
+  /** Resolves the route, its capacity, the proactive token budget and the turn limit. */
+  resolveBudget(request: MessageInitShape<typeof ResolveBudgetRequestSchema>, options?: CallOptions): Promise<ResolveBudgetResponse> {
+    return this.unary(() => this.raw.resolveBudget(request, this.withDeadline(options)));
+  }
+
+  /** Applies one trimming operation; `historyTrimmed` is set when the trim dropped turns on the agent path. */
+  trimHistory(request: MessageInitShape<typeof TrimHistoryRequestSchema>, options?: CallOptions): Promise<TrimHistoryResponse> {
+    return this.unary(() => this.raw.trimHistory(request, this.withDeadline(options)));
+  }
+
+  /**
+   * Prepares a history for one provider call. Rejects with FAILED_PRECONDITION and
+   * `capacityReport` set when the request does not fit the model's capacity.
+   */
+  prepareModelCall(request: MessageInitShape<typeof PrepareModelCallRequestSchema>, options?: CallOptions): Promise<PrepareModelCallResponse> {
+    return this.unary(() => this.raw.prepareModelCall(request, this.withDeadline(options)));
+  }
+
+  /** Runs the capacity pre-flight alone; rejects like {@link prepareModelCall} when it does not fit. */
+  checkCapacity(request: MessageInitShape<typeof CheckCapacityRequestSchema>, options?: CallOptions): Promise<CheckCapacityResponse> {
+    return this.unary(() => this.raw.checkCapacity(request, this.withDeadline(options)));
+  }
+
+  /** Removes tool results without a call and tool calls without a result. */
+  sweepOrphans(request: MessageInitShape<typeof SweepOrphansRequestSchema>, options?: CallOptions): Promise<SweepOrphansResponse> {
+    return this.unary(() => this.raw.sweepOrphans(request, this.withDeadline(options)));
+  }
+
+  /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
+  capToolResults(request: MessageInitShape<typeof CapToolResultsRequestSchema>, options?: CallOptions): Promise<CapToolResultsResponse> {
+    return this.unary(() => this.raw.capToolResults(request, this.withDeadline(options)));
+  }
+
+  /**
+   * Subscribes to the trim feed. The subscription remembers the last cursor it saw and, when the
+   * stream breaks (UNAVAILABLE, a clean end, or silence past the heartbeat watchdog), reconnects
+   * with backoff and resumes after that cursor, so each event is delivered once.
+   *
+   * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
+   */
+  watchTrimEvents(request: MessageInitShape<typeof TrimEventsRequestSchema> = {}, options: WatchOptions = {}): TrimEventSubscription {
+    return new TrimEventSubscription(this.raw, request, options);
+  }
+
+  /** Closes the connection, ending any open calls and subscriptions. */
+  close(): void {
+    this.session.abort();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  private withDeadline(options: CallOptions | undefined): CallOptions {
+    return { ...options, timeoutMs: options?.timeoutMs ?? this.timeoutMs };
+  }
+
+  private async unary<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (e) {
+      throw TurnkeeperError.from(e);
+    }
+  }
+}
+
+/** Opens a client; see {@link TurnkeeperClient}. */
+export function connect(target: Target, options?: ClientOptions): TurnkeeperClient {
+  return new TurnkeeperClient(target, options);
+}
+
+function parseTarget(target: Target): { baseUrl: string; socketPath?: string } {
+  if (typeof target !== "string") {
+    return "unix" in target ? unixTarget(target.unix) : { baseUrl: `http://${target.address}` };
+  }
+  if (target.startsWith("unix:")) {
+    // gRPC name syntax: unix:relative/or/absolute and unix:///absolute.
+    return unixTarget(target.startsWith("unix://") ? target.slice("unix://".length) : target.slice("unix:".length));
+  }
+  if (target.startsWith("/")) return unixTarget(target);
+  if (/^https?:\/\//.test(target)) return { baseUrl: target };
+  return { baseUrl: `http://${target}` };
+}
+
+function unixTarget(path: string): { baseUrl: string; socketPath: string } {
+  if (path === "") throw new TypeError("turnkeeper: empty Unix socket path");
+  // :authority for a Unix socket is conventionally "localhost" (as grpc-go and grpc-core send).
+  return { baseUrl: "http://localhost", socketPath: path };
+}

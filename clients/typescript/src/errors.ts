@@ -1,0 +1,83 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import {
+  BadRequestSchema,
+  ErrorInfoSchema,
+  PreconditionFailureSchema,
+  type BadRequest_FieldViolation,
+  type PreconditionFailure_Violation,
+} from "./gen/google/rpc/error_details_pb.js";
+import { ErrorReason, ErrorReasonSchema } from "./gen/turnkeeper/v1/errors_pb.js";
+import { CapacityReportSchema, type CapacityReport } from "./gen/turnkeeper/v1/trim_pb.js";
+
+/** The `google.rpc.ErrorInfo` domain of every error the server raises. */
+export const ERROR_DOMAIN = "turnkeeper.v1";
+
+/** A field violation from `google.rpc.BadRequest`: the request path (snake_case) and what is wrong with it. */
+export interface FieldViolation {
+  readonly field: string;
+  readonly description: string;
+}
+
+/**
+ * An RPC that failed, with the rich details of the server's `google.rpc.Status` decoded.
+ *
+ * The original ConnectError stays available as `cause`.
+ */
+export class TurnkeeperError extends Error {
+  override readonly name = "TurnkeeperError";
+  /** The gRPC status code (Connect's Code values equal the gRPC numbers). */
+  readonly code: Code;
+  /** The canonical gRPC name of `code`, such as `INVALID_ARGUMENT`. */
+  readonly codeName: string;
+  /** The status message without the `[code]` prefix Connect adds to `message`. */
+  readonly rawMessage: string;
+  /** The ErrorInfo reason as sent, such as `ERROR_REASON_INVALID_HISTORY`; empty when the status had no ErrorInfo. */
+  readonly reasonName: string;
+  /** `reasonName` as an enum value; UNSPECIFIED when absent or unknown to this client version. */
+  readonly reason: ErrorReason;
+  /** The ErrorInfo domain (`turnkeeper.v1` for server errors); empty when absent. */
+  readonly domain: string;
+  /** The ErrorInfo metadata. */
+  readonly errorMetadata: Readonly<Record<string, string>>;
+  /** Every `google.rpc.BadRequest` field violation, in server order. */
+  readonly fieldViolations: readonly FieldViolation[];
+  /** Every `google.rpc.PreconditionFailure` violation. */
+  readonly preconditionViolations: readonly PreconditionFailure_Violation[];
+  /** The `turnkeeper.v1.CapacityReport` attached to CONTEXT_WINDOW_EXCEEDED failures. */
+  readonly capacityReport: CapacityReport | undefined;
+  override readonly cause: ConnectError;
+
+  constructor(cause: ConnectError) {
+    super(cause.message);
+    this.cause = cause;
+    this.code = cause.code;
+    this.codeName = codeName(cause.code);
+    this.rawMessage = cause.rawMessage;
+
+    const info = cause.findDetails(ErrorInfoSchema)[0];
+    this.reasonName = info?.reason ?? "";
+    this.reason = ErrorReasonSchema.values.find((v) => v.name === this.reasonName)?.number ?? ErrorReason.UNSPECIFIED;
+    this.domain = info?.domain ?? "";
+    this.errorMetadata = { ...info?.metadata };
+
+    this.fieldViolations = cause
+      .findDetails(BadRequestSchema)
+      .flatMap((b) => b.fieldViolations)
+      .map((v: BadRequest_FieldViolation) => ({ field: v.field, description: v.description }));
+    this.preconditionViolations = cause.findDetails(PreconditionFailureSchema).flatMap((p) => p.violations);
+    this.capacityReport = cause.findDetails(CapacityReportSchema)[0];
+  }
+
+  /** Wraps what a Connect call threw; anything that is not a ConnectError is wrapped as UNKNOWN. */
+  static from(reason: unknown): TurnkeeperError {
+    return reason instanceof TurnkeeperError ? reason : new TurnkeeperError(ConnectError.from(reason));
+  }
+}
+
+/** The canonical gRPC status name of a code (`Code.InvalidArgument` -> `INVALID_ARGUMENT`). */
+export function codeName(code: Code): string {
+  // Connect spells it "Canceled"; gRPC's canonical name is CANCELLED.
+  if (code === Code.Canceled) return "CANCELLED";
+  const name = Code[code] as string | undefined;
+  return name === undefined ? `CODE_${code}` : name.replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
+}

@@ -1,0 +1,180 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { create, type MessageInitShape } from "@bufbuild/protobuf";
+import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
+import { TurnkeeperError } from "./errors.js";
+import {
+  TrimEventsRequestSchema,
+  type HistoryService,
+  type TrimEventsRequest,
+  type TrimEventsResponse,
+} from "./gen/turnkeeper/v1/history_service_pb.js";
+
+/** Exponential backoff between reconnect attempts. */
+export interface BackoffOptions {
+  /** Delay before the first retry. Default 200 ms. */
+  readonly initialMs?: number;
+  /** Upper bound of the delay. Default 10 s. */
+  readonly maxMs?: number;
+  /** Growth factor per consecutive failure. Default 2. */
+  readonly multiplier?: number;
+  /** Random spread, as a fraction of the delay (0.2 = +-20 %), so many clients do not reconnect in step. Default 0.2. */
+  readonly jitter?: number;
+}
+
+export interface WatchOptions {
+  /** Resume after this cursor (wins over `request.afterCursor`). Empty means a live tail from now. */
+  readonly afterCursor?: string;
+  /** Ends the subscription, like {@link TrimEventSubscription.close}. */
+  readonly signal?: AbortSignal;
+  /** Headers sent with every (re)subscription. */
+  readonly headers?: CallOptions["headers"];
+  readonly backoff?: BackoffOptions;
+  /** Consecutive failed attempts tolerated before the last error is thrown to the consumer. Default unlimited. */
+  readonly maxRetries?: number;
+  /**
+   * Reconnect when nothing, not even a heartbeat, arrives for this long: a half-open connection
+   * otherwise stalls forever. Default three heartbeat intervals; <= 0 disables the watchdog.
+   */
+  readonly idleTimeoutMs?: number;
+  /** Which errors end the current stream with a reconnect instead of failing. Default {@link isRetryableStreamError}. */
+  readonly isRetryable?: (error: TurnkeeperError) => boolean;
+  /** Called before each reconnect, with the error that ended the stream (undefined for a clean end or a stall). */
+  readonly onReconnect?: (info: { attempt: number; delayMs: number; error: TurnkeeperError | undefined }) => void;
+}
+
+/**
+ * The errors after which a subscription reconnects by default: the server or the connection is
+ * (temporarily) gone. Client-side mistakes such as an unreadable cursor are not retried.
+ */
+export function isRetryableStreamError(error: TurnkeeperError): boolean {
+  return error.code === Code.Unavailable || error.code === Code.Aborted || error.code === Code.ResourceExhausted;
+}
+
+const DEFAULT_HEARTBEAT_MS = 15_000;
+
+/**
+ * A resumable TrimEvents subscription. Iterate it (once) with `for await`; every feed item is yielded,
+ * events, heartbeats and gaps alike. Breaking out of the loop or calling {@link close} ends it.
+ *
+ * It tracks {@link cursor}, the last event cursor seen on any stream (events carry it, heartbeats
+ * repeat it), and after a disconnect resubscribes with `after_cursor` set to it, so the consumer
+ * sees every event exactly once. Events the server could no longer deliver are reported as a Gap item.
+ */
+export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> {
+  private lastCursor: string;
+  private readonly request: TrimEventsRequest;
+  private readonly closer = new AbortController();
+  private readonly idleTimeoutMs: number;
+  private started = false;
+
+  /** @internal Use {@link TurnkeeperClient.watchTrimEvents}. */
+  constructor(
+    private readonly raw: Client<typeof HistoryService>,
+    request: MessageInitShape<typeof TrimEventsRequestSchema>,
+    private readonly options: WatchOptions,
+  ) {
+    this.request = create(TrimEventsRequestSchema, request);
+    this.lastCursor = options.afterCursor ?? this.request.afterCursor;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 3 * heartbeatMs(this.request);
+    options.signal?.addEventListener("abort", () => this.close(), { once: true });
+  }
+
+  /** The cursor of the last event seen; pass it as `afterCursor` to resume in a later subscription. */
+  get cursor(): string {
+    return this.lastCursor;
+  }
+
+  /** Ends the subscription; a pending `next()` resolves as done. */
+  close(): void {
+    this.closer.abort();
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<TrimEventsResponse> {
+    if (this.started) throw new Error("turnkeeper: a TrimEventSubscription can be iterated only once");
+    this.started = true;
+    return this.run();
+  }
+
+  private async *run(): AsyncGenerator<TrimEventsResponse, void, undefined> {
+    let failures = 0;
+    while (!this.closer.signal.aborted) {
+      const attempt = new AbortController();
+      const stopAttempt = (): void => attempt.abort();
+      this.closer.signal.addEventListener("abort", stopAttempt, { once: true });
+      let watchdog: NodeJS.Timeout | undefined;
+      let stalled = false;
+      const arm = (): void => {
+        clearTimeout(watchdog);
+        if (this.idleTimeoutMs > 0) {
+          watchdog = setTimeout(() => {
+            stalled = true;
+            attempt.abort();
+          }, this.idleTimeoutMs);
+        }
+      };
+      let failure: TurnkeeperError | undefined;
+      try {
+        arm();
+        const stream = this.raw.trimEvents(
+          { ...this.request, afterCursor: this.lastCursor },
+          { signal: attempt.signal, ...(this.options.headers ? { headers: this.options.headers } : {}) },
+        );
+        for await (const item of stream) {
+          failures = 0;
+          this.remember(item);
+          // A slow consumer is not a stalled stream: the watchdog pauses while the item is handled.
+          clearTimeout(watchdog);
+          yield item;
+          arm();
+        }
+        // A clean end (the server drains its streams on shutdown): resume like after a failure.
+      } catch (e) {
+        if (this.closer.signal.aborted) return;
+        if (!stalled) {
+          failure = TurnkeeperError.from(e);
+          if (!(this.options.isRetryable ?? isRetryableStreamError)(failure)) throw failure;
+        }
+      } finally {
+        clearTimeout(watchdog);
+        this.closer.signal.removeEventListener("abort", stopAttempt);
+        attempt.abort();
+      }
+
+      failures++;
+      if (failures > (this.options.maxRetries ?? Infinity)) {
+        throw failure ?? TurnkeeperError.from(new ConnectError("trim event stream kept ending without events", Code.Unavailable));
+      }
+      const delayMs = backoffDelay(failures, this.options.backoff);
+      this.options.onReconnect?.({ attempt: failures, delayMs, error: failure });
+      try {
+        await sleep(delayMs, undefined, { signal: this.closer.signal });
+      } catch {
+        return; // closed while waiting
+      }
+    }
+  }
+
+  private remember(response: TrimEventsResponse): void {
+    const item = response.item;
+    if (item.case === "event" && item.value.cursor !== "") this.lastCursor = item.value.cursor;
+    // A heartbeat's cursor is empty until this stream sent an event; keep the resume point then.
+    if (item.case === "heartbeat" && item.value.cursor !== "") this.lastCursor = item.value.cursor;
+  }
+}
+
+function heartbeatMs(request: TrimEventsRequest): number {
+  const interval = request.heartbeatInterval;
+  if (interval === undefined) return DEFAULT_HEARTBEAT_MS;
+  const ms = Number(interval.seconds) * 1000 + interval.nanos / 1e6;
+  // The server clamps the interval to [1 s, 300 s]; mirror that so the watchdog matches what it sends.
+  return Math.min(Math.max(ms, 1000), 300_000);
+}
+
+/** The delay before retry number `failures` (1-based). */
+export function backoffDelay(failures: number, options: BackoffOptions = {}): number {
+  const initial = options.initialMs ?? 200;
+  const max = options.maxMs ?? 10_000;
+  const base = Math.min(max, initial * (options.multiplier ?? 2) ** Math.max(0, failures - 1));
+  const jitter = options.jitter ?? 0.2;
+  return Math.max(0, Math.round(base * (1 + jitter * (2 * Math.random() - 1))));
+}
