@@ -1,0 +1,188 @@
+package turnkeeper
+
+import (
+	"context"
+	"errors"
+	"io"
+	"iter"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	turnkeeperv1 "github.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1"
+)
+
+// Backoff is the reconnect policy of a Subscription: the n-th consecutive failure waits
+// min(Max, Initial * Multiplier^(n-1)), spread by ±Jitter (a fraction).
+type Backoff struct {
+	Initial    time.Duration
+	Max        time.Duration
+	Multiplier float64
+	Jitter     float64
+	// MaxAttempts is the number of consecutive failed reconnects after which Recv returns the
+	// error; 0 retries until the subscription's context ends.
+	MaxAttempts int
+}
+
+// DefaultBackoff retries quickly at first (the server is usually a local sidecar being
+// restarted) and settles at one attempt every five seconds.
+var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Multiplier: 2, Jitter: 0.2}
+
+func (b Backoff) delay(failures int) time.Duration {
+	d := float64(b.Initial) * math.Pow(math.Max(b.Multiplier, 1), float64(failures-1))
+	if b.Max > 0 {
+		d = math.Min(d, float64(b.Max))
+	}
+	if b.Jitter > 0 {
+		d *= 1 + b.Jitter*(2*rand.Float64()-1)
+	}
+	return time.Duration(d)
+}
+
+// Subscription is a TrimEvents stream that survives disconnects. It remembers the cursor of the
+// last event (or heartbeat) received and, when the stream ends or the server is unavailable,
+// reopens it with that cursor as after_cursor, so each event is delivered once.
+//
+// When no event has been received yet (the heartbeat cursor is empty too), a reconnect starts
+// a live tail again: events published while disconnected are not replayed in that case.
+// Recv is not safe for concurrent use; Cursor and Close are.
+type Subscription struct {
+	stub    turnkeeperv1.HistoryServiceClient
+	req     *turnkeeperv1.TrimEventsRequest
+	backoff Backoff
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	stream       grpc.ServerStreamingClient[turnkeeperv1.TrimEventsResponse]
+	streamCancel context.CancelFunc
+	failures     int
+
+	mu     sync.Mutex
+	cursor string
+}
+
+// TrimEvents subscribes to the trim feed with req's filters, resuming after req.AfterCursor
+// when it is set. The stream opens on the first Recv and lives until ctx ends or Close.
+// The server confirms a live subscription with a heartbeat once req.HeartbeatInterval passes idle.
+func (c *Client) TrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsRequest) *Subscription {
+	ctx, cancel := context.WithCancel(ctx)
+	if req == nil {
+		req = &turnkeeperv1.TrimEventsRequest{}
+	}
+	req = proto.CloneOf(req)
+	return &Subscription{stub: c.stub, req: req, backoff: c.backoff, ctx: ctx, cancel: cancel, cursor: req.GetAfterCursor()}
+}
+
+// Recv returns the next feed item: an event, a heartbeat or a gap notice. Disconnects and
+// UNAVAILABLE are retried with backoff; any other failure is returned as an *Error.
+func (s *Subscription) Recv() (*turnkeeperv1.TrimEventsResponse, error) {
+	for {
+		if s.stream == nil {
+			if err := s.open(); err != nil {
+				if err := s.retry(err); err != nil {
+					return nil, err
+				}
+				continue
+			}
+		}
+		item, err := s.stream.Recv()
+		if err == nil {
+			s.failures = 0
+			s.remember(item)
+			return item, nil
+		}
+		s.closeStream()
+		if err := s.retry(err); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// All ranges over the feed items; a failure ends the sequence as its last pair.
+func (s *Subscription) All() iter.Seq2[*turnkeeperv1.TrimEventsResponse, error] {
+	return func(yield func(*turnkeeperv1.TrimEventsResponse, error) bool) {
+		for {
+			item, err := s.Recv()
+			if !yield(item, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Cursor returns the resume point: the cursor of the last event received, or the subscription's
+// initial after_cursor. Persist it to resume a later subscription after the same event.
+func (s *Subscription) Cursor() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cursor
+}
+
+// Close ends the subscription; a blocked Recv returns a Canceled error.
+func (s *Subscription) Close() { s.cancel() }
+
+func (s *Subscription) open() error {
+	req := proto.CloneOf(s.req)
+	req.AfterCursor = s.Cursor()
+	ctx, cancel := context.WithCancel(s.ctx)
+	stream, err := s.stub.TrimEvents(ctx, req)
+	if err != nil {
+		cancel()
+		return err
+	}
+	s.stream, s.streamCancel = stream, cancel
+	return nil
+}
+
+func (s *Subscription) closeStream() {
+	s.streamCancel()
+	s.stream, s.streamCancel = nil, nil
+}
+
+func (s *Subscription) remember(item *turnkeeperv1.TrimEventsResponse) {
+	cursor := item.GetEvent().GetCursor()
+	if cursor == "" {
+		// A heartbeat names the last event sent on this stream; it is empty until one was.
+		cursor = item.GetHeartbeat().GetCursor()
+	}
+	if cursor != "" {
+		s.mu.Lock()
+		s.cursor = cursor
+		s.mu.Unlock()
+	}
+}
+
+// retry waits out the backoff when err is worth a new stream; otherwise, or when the
+// subscription ends first, it returns the error Recv gives up with.
+func (s *Subscription) retry(err error) error {
+	if s.ctx.Err() != nil {
+		return FromError(s.ctx.Err())
+	}
+	if !reconnectable(err) {
+		return FromError(err)
+	}
+	s.failures++
+	if s.backoff.MaxAttempts > 0 && s.failures > s.backoff.MaxAttempts {
+		return FromError(err)
+	}
+	timer := time.NewTimer(s.backoff.delay(s.failures))
+	defer timer.Stop()
+	select {
+	case <-s.ctx.Done():
+		return FromError(s.ctx.Err())
+	case <-timer.C:
+		return nil
+	}
+}
+
+// reconnectable: the feed never ends on its own, so a clean end means the server is going away
+// (shutdown, restart); UNAVAILABLE covers lost connections and a feed backend that is down.
+func reconnectable(err error) bool {
+	return errors.Is(err, io.EOF) || status.Code(err) == codes.Unavailable
+}
