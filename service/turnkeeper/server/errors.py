@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf import any_pb2
@@ -17,8 +17,10 @@ from turnkeeper.v1 import errors_pb2
 
 DOMAIN = "turnkeeper.v1"
 
+S = TypeVar("S")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+Ctx = TypeVar("Ctx", bound="grpc.aio.ServicerContext[Any, Any]")
 
 
 @dataclass(frozen=True)
@@ -90,18 +92,13 @@ def invalid_argument(
     )
 
 
-async def abort(context: grpc.aio.ServicerContext[object, object], error: RequestError) -> NoReturn:
-    await context.abort_with_status(error.to_status())
-    raise AssertionError("abort_with_status returned")  # pragma: no cover
-
-
 def unary_errors(
-    handler: Callable[[object, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]],
-) -> Callable[[object, Req, grpc.aio.ServicerContext[Req, Resp]], Awaitable[Resp]]:
+    handler: Callable[[S, Req, Ctx], Awaitable[Resp]],
+) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
     """Turns a RequestError raised by a unary handler into its rich status."""
 
     @functools.wraps(handler)
-    async def wrapper(self: object, request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
+    async def wrapper(self: S, request: Req, context: Ctx) -> Resp:
         try:
             return await handler(self, request, context)
         except RequestError as error:
@@ -112,14 +109,12 @@ def unary_errors(
 
 
 def stream_errors(
-    handler: Callable[[object, Req, grpc.aio.ServicerContext[Req, Resp]], AsyncIterator[Resp]],
-) -> Callable[[object, Req, grpc.aio.ServicerContext[Req, Resp]], AsyncIterator[Resp]]:
+    handler: Callable[[S, Req, Ctx], AsyncIterator[Resp]],
+) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
     """Turns a RequestError raised by a server-streaming handler into its rich status."""
 
     @functools.wraps(handler)
-    async def wrapper(
-        self: object, request: Req, context: grpc.aio.ServicerContext[Req, Resp]
-    ) -> AsyncIterator[Resp]:
+    async def wrapper(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
         try:
             async for item in handler(self, request, context):
                 yield item

@@ -1,0 +1,382 @@
+"""The HistoryService servicer: validates, calls the engine, maps results to the contract."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from google.rpc import error_details_pb2
+
+from turnkeeper.core.budget import resolve
+from turnkeeper.core.preflight import check_capacity
+from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
+from turnkeeper.core.sweep import sweep
+from turnkeeper.core.toolcap import cap_tool_result
+from turnkeeper.core.trimming import (
+    DEFAULT_BREADCRUMB_TEXT,
+    DEFAULT_ROW_LIMIT,
+    DEFAULT_TURN_LIMIT,
+    TrimPlan,
+    plan_overflow_recovery,
+    plan_row_count,
+    plan_token_budget,
+    plan_turn_count,
+)
+from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.server import validation
+from turnkeeper.server.errors import RequestError, stream_errors, unary_errors
+from turnkeeper.server.feed import EventFeed
+from turnkeeper.v1 import (
+    errors_pb2,
+    history_service_pb2_grpc,
+    profile_pb2,
+    resolution_pb2,
+    trim_pb2,
+)
+from turnkeeper.v1 import history_service_pb2 as svc
+
+log = logging.getLogger("turnkeeper.trim")
+
+Context = grpc.aio.ServicerContext[Any, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TrimLimits:
+    """The limits one TrimHistory call works with, from explicit limits or resolved profiles."""
+
+    budget_tokens: int | None
+    turn_limit: int
+    row_limit: int
+    breadcrumb_text: str
+    resolution: resolution_pb2.Resolution | None
+
+
+def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
+    if request.WhichOneof("limits") == "explicit_limits":
+        explicit = request.explicit_limits
+        has_limit = explicit.HasField("max_history_messages")
+        return TrimLimits(
+            budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
+            turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
+            row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
+            breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+            resolution=None,
+        )
+    resolution = resolve(request.profiles)
+    runtime = request.profiles.runtime
+    return TrimLimits(
+        budget_tokens=resolution.budget_tokens,
+        turn_limit=resolution.max_history_turns,
+        row_limit=runtime.max_history_messages,
+        breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+        resolution=resolution,
+    )
+
+
+def _outcome(plan: TrimPlan) -> svc.TrimOutcome:
+    outcome = svc.TrimOutcome(
+        trimmed=plan.trimmed,
+        dropped_messages=plan.dropped_messages,
+        dropped_turns=plan.dropped_turns,
+        kept_turns=plan.kept_turns,
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.tokens_after,
+        target_tokens=plan.target_tokens,
+    )
+    if plan.trimmed:
+        outcome.dropped_range.start = plan.drop.start
+        outcome.dropped_range.end = plan.drop.stop
+    if plan.breadcrumb_at is not None:
+        outcome.breadcrumb_index = plan.breadcrumb_at
+    return outcome
+
+
+def _history_trimmed(
+    plan: TrimPlan,
+    reason: trim_pb2.TrimReason.ValueType,
+    *,
+    overflow_recovery: bool,
+    budget_tokens: int,
+    turn_limit: int,
+    resolution: resolution_pb2.Resolution | None,
+    caller: trim_pb2.CallerContext | None,
+) -> trim_pb2.HistoryTrimmed:
+    """The §7 payload: returned to the caller and published to every TrimEvents subscriber."""
+    trimmed = trim_pb2.HistoryTrimmed(
+        reason=reason,
+        overflow_recovery=overflow_recovery,
+        dropped_messages=plan.dropped_messages,
+        dropped_turns=plan.dropped_turns,
+        kept_turns=plan.kept_turns,
+        tokens_before=plan.tokens_before,
+        tokens_after=plan.tokens_after,
+        target_tokens=plan.target_tokens,
+        budget_tokens=budget_tokens,
+        turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
+        breadcrumb_inserted=plan.breadcrumb_at is not None,
+    )
+    if resolution is not None:
+        trimmed.capacity.CopyFrom(resolution.capacity)
+        trimmed.route.CopyFrom(resolution.route)
+    if caller is not None:
+        trimmed.caller.CopyFrom(caller)
+    return trimmed
+
+
+def _log_trim(path: str, mode: str, plan: TrimPlan) -> None:
+    if plan.trimmed:
+        log.info(
+            "trimmed path=%s mode=%s dropped_messages=%d dropped_turns=%d kept_turns=%d "
+            "tokens_before=%d tokens_after=%d",
+            path,
+            mode,
+            plan.dropped_messages,
+            plan.dropped_turns,
+            plan.kept_turns,
+            plan.tokens_before,
+            plan.tokens_after,
+        )
+
+
+def _capacity_exceeded(
+    report: trim_pb2.CapacityReport, route: resolution_pb2.Route
+) -> RequestError:
+    description = (
+        f"the prepared request needs {report.total_tokens} tokens but the model's capacity is "
+        f"{report.capacity.safety_tokens} (messages {report.message_tokens}, hooks "
+        f"{report.hook_tokens}, tool schemas {report.tool_schema_tokens}, reserved output "
+        f"{report.reserved_output_tokens})"
+    )
+    failure = error_details_pb2.PreconditionFailure(
+        violations=[
+            error_details_pb2.PreconditionFailure.Violation(
+                type="CONTEXT_WINDOW",
+                subject=f"{route.provider}/{route.model}",
+                description=description,
+            )
+        ]
+    )
+    return RequestError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        errors_pb2.ERROR_REASON_CONTEXT_WINDOW_EXCEEDED,
+        description,
+        details=[failure, report],
+        metadata={
+            "total_tokens": str(report.total_tokens),
+            "capacity_tokens": str(report.capacity.safety_tokens),
+            "capacity_known": str(report.capacity.known).lower(),
+        },
+    )
+
+
+class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
+    """Stateless: every call carries its history and profiles; only the event feed is shared."""
+
+    def __init__(self, feed: EventFeed, max_history_rows: int) -> None:
+        self._feed = feed
+        self._max_rows = max_history_rows
+
+    @unary_errors
+    async def EstimateTokens(
+        self, request: svc.EstimateTokensRequest, context: Context
+    ) -> svc.EstimateTokensResponse:
+        validation.check_estimate_tokens(request, self._max_rows)
+        working = WorkingHistory.of(request.history)
+        estimates = [
+            trim_pb2.MessageEstimate(
+                provider_rows=row.provider_rows,
+                text_bytes=row.text_bytes,
+                text_tokens=row.text_tokens,
+                framing_tokens=FRAMING_TOKENS * row.provider_rows,
+                images=images,
+                image_tokens=TOKENS_PER_IMAGE * images,
+                total_tokens=tokens,
+                turn_boundary=row.is_turn_boundary,
+            )
+            for row, tokens, images in zip(
+                working.rows, working.pricing.tokens, working.pricing.images, strict=True
+            )
+        ]
+        return svc.EstimateTokensResponse(
+            total_tokens=working.pricing.total,
+            messages=estimates,
+            turns=sum(1 for row in working.rows if row.is_turn_boundary),
+            image_tokens=working.pricing.image_tokens,
+        )
+
+    @unary_errors
+    async def ResolveBudget(
+        self, request: svc.ResolveBudgetRequest, context: Context
+    ) -> svc.ResolveBudgetResponse:
+        validation.check_resolve_budget(request)
+        return svc.ResolveBudgetResponse(resolution=resolve(request.profiles))
+
+    @unary_errors
+    async def TrimHistory(
+        self, request: svc.TrimHistoryRequest, context: Context
+    ) -> svc.TrimHistoryResponse:
+        validation.check_trim_history(request, self._max_rows)
+        path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
+        limits = _limits(request)
+        working = WorkingHistory.of(request.history)
+        # Only the structured agent path shows trimming to the model and to subscribers (§7).
+        emits = path == trim_pb2.CALLER_PATH_AGENT
+        crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
+        mode = request.mode
+        reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
+        if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
+            # Validation guarantees a budget with explicit limits; profiles always resolve one.
+            budget = limits.budget_tokens or 0
+            plan = plan_token_budget(working.rows, working.pricing, budget, crumb)
+        elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
+            plan = plan_overflow_recovery(working.rows, working.pricing, crumb)
+        elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
+            reason = trim_pb2.TRIM_REASON_TURN_LIMIT
+            plan = plan_turn_count(working.rows, working.pricing, limits.turn_limit, crumb)
+        else:
+            plan = plan_row_count(working.rows, working.pricing, limits.row_limit)
+        output = working.apply(plan, limits.breadcrumb_text)
+        _log_trim(trim_pb2.CallerPath.Name(path), trim_pb2.TrimMode.Name(mode), plan)
+
+        response = svc.TrimHistoryResponse(history=output.history, outcome=_outcome(plan))
+        if limits.resolution is not None:
+            response.resolution.CopyFrom(limits.resolution)
+        if emits and plan.trimmed:
+            trimmed = _history_trimmed(
+                plan,
+                reason,
+                overflow_recovery=mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+                budget_tokens=limits.budget_tokens or 0,
+                turn_limit=limits.turn_limit,
+                resolution=limits.resolution,
+                caller=request.caller if request.HasField("caller") else None,
+            )
+            response.history_trimmed.CopyFrom(trimmed)
+            self._feed.publish(trimmed)
+        return response
+
+    @unary_errors
+    async def PrepareModelCall(
+        self, request: svc.PrepareModelCallRequest, context: Context
+    ) -> svc.PrepareModelCallResponse:
+        validation.check_prepare_model_call(request, self._max_rows)
+        resolution = resolve(request.profiles)
+        runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
+        text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
+        crumb = breadcrumb_cost(text)
+        caller = request.caller if request.HasField("caller") else None
+
+        swept = sweep(request.history)
+        working = WorkingHistory.of(swept.history)
+        tokens_before = (
+            WorkingHistory.of(request.history).pricing.total
+            if swept.removals
+            else working.pricing.total
+        )
+
+        trims: list[trim_pb2.HistoryTrimmed] = []
+        turn_plan = plan_turn_count(
+            working.rows, working.pricing, resolution.max_history_turns, crumb
+        )
+        working = working.apply(turn_plan, text)
+        if turn_plan.trimmed:
+            trims.append(
+                _history_trimmed(
+                    turn_plan,
+                    trim_pb2.TRIM_REASON_TURN_LIMIT,
+                    overflow_recovery=False,
+                    budget_tokens=resolution.budget_tokens,
+                    turn_limit=resolution.max_history_turns,
+                    resolution=resolution,
+                    caller=caller,
+                )
+            )
+        if request.overflow_recovery:
+            budget_plan = plan_overflow_recovery(working.rows, working.pricing, crumb)
+        else:
+            budget_plan = plan_token_budget(
+                working.rows, working.pricing, resolution.budget_tokens, crumb
+            )
+        working = working.apply(budget_plan, text)
+        if budget_plan.trimmed:
+            trims.append(
+                _history_trimmed(
+                    budget_plan,
+                    trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+                    overflow_recovery=request.overflow_recovery,
+                    budget_tokens=resolution.budget_tokens,
+                    turn_limit=0,
+                    resolution=resolution,
+                    caller=caller,
+                )
+            )
+
+        report = check_capacity(
+            working.pricing,
+            request.hook_texts,
+            request.tool_schemas,
+            request.reserved_output_tokens,
+            resolution.capacity,
+        )
+        if not report.fits:
+            # Nothing is sent, so nothing is published: the runtime must change the request.
+            raise _capacity_exceeded(report, resolution.route)
+        for plan in (turn_plan, budget_plan):
+            _log_trim("CALLER_PATH_AGENT", "PREPARE_MODEL_CALL", plan)
+        for trimmed in trims:
+            self._feed.publish(trimmed)
+        return svc.PrepareModelCallResponse(
+            history=working.history,
+            resolution=resolution,
+            orphans_removed=swept.removals,
+            trims=trims,
+            capacity_report=report,
+            tokens_before=tokens_before,
+        )
+
+    @unary_errors
+    async def CheckCapacity(
+        self, request: svc.CheckCapacityRequest, context: Context
+    ) -> svc.CheckCapacityResponse:
+        validation.check_check_capacity(request, self._max_rows)
+        resolution = resolve(request.profiles)
+        report = check_capacity(
+            WorkingHistory.of(request.history).pricing,
+            request.hook_texts,
+            request.tool_schemas,
+            request.reserved_output_tokens,
+            resolution.capacity,
+        )
+        if not report.fits:
+            raise _capacity_exceeded(report, resolution.route)
+        return svc.CheckCapacityResponse(report=report, resolution=resolution)
+
+    @unary_errors
+    async def SweepOrphans(
+        self, request: svc.SweepOrphansRequest, context: Context
+    ) -> svc.SweepOrphansResponse:
+        validation.check_sweep_orphans(request, self._max_rows)
+        swept = sweep(request.history)
+        return svc.SweepOrphansResponse(history=swept.history, removals=swept.removals)
+
+    @unary_errors
+    async def CapToolResults(
+        self, request: svc.CapToolResultsRequest, context: Context
+    ) -> svc.CapToolResultsResponse:
+        validation.check_cap_tool_results(request)
+        results = []
+        for content in request.contents:
+            capped, cut = cap_tool_result(content, request.max_tool_result_chars)
+            results.append(trim_pb2.CappedToolResult(content=capped, truncated_chars=cut))
+        return svc.CapToolResultsResponse(results=results)
+
+    @stream_errors
+    async def TrimEvents(
+        self, request: svc.TrimEventsRequest, context: Context
+    ) -> AsyncIterator[svc.TrimEventsResponse]:
+        validation.check_trim_events(request)
+        async for item in self._feed.subscribe(request):
+            yield item
