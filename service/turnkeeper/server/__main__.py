@@ -1,0 +1,29 @@
+"""`python -m turnkeeper.server [flags]`: run the sidecar until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from turnkeeper.server.app import StartupError, serve
+from turnkeeper.server.config import parse_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_config(argv)
+    logging.basicConfig(
+        level=config.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve(config))
+    except StartupError as error:
+        logging.getLogger("turnkeeper.server").error("cannot start: %s", error)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

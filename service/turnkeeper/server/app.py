@@ -1,0 +1,278 @@
+"""The sidecar process: binds, serves HistoryService + health + reflection, stops cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import signal
+import stat
+import tempfile
+from urllib.parse import urlsplit
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.events import create_feed
+from turnkeeper.server.feed import EventFeed, FeedStatus
+from turnkeeper.server.interceptors import AccessLogInterceptor
+from turnkeeper.server.servicer import HistoryServicer
+from turnkeeper.v1 import history_service_pb2, history_service_pb2_grpc
+
+log = logging.getLogger("turnkeeper.server")
+
+SERVICE_NAME: str = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
+# Health of the TrimEvents feed alone: NOT_SERVING while the backend is degraded, so that
+# trims (which never depend on the feed) stay SERVING under "" and SERVICE_NAME.
+EVENTS_HEALTH_NAME = f"{SERVICE_NAME}/events"
+FEED_POLL_SECONDS = 1.0
+
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class StartupError(Exception):
+    """The sidecar cannot start; the message tells the operator why."""
+
+
+class _UnixSocketLock:
+    """An exclusive flock on "<socket>.lock", held for the server's life.
+
+    The kernel drops it when the process dies, so a leftover socket file whose lock is free
+    is stale and safe to remove, while a held lock means a live server owns the path.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock_path = f"{path}.lock"
+        try:
+            self._fd: int | None = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            raise StartupError(f"the directory of unix socket {path} does not exist") from None
+        except OSError as error:
+            raise StartupError(
+                f"cannot open lock file {self.lock_path}: {error.strerror}"
+            ) from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            self.release()
+            raise StartupError(
+                f"unix socket {path} is in use by another turnkeeper server (pid {owner}; "
+                f"it holds {self.lock_path})"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def remove_stale_socket(self) -> None:
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise StartupError(f"{self.path} exists and is not a socket; refusing to replace it")
+        os.unlink(self.path)
+
+    def release(self) -> None:
+        # The lock file itself stays: unlinking it would let a racing server lock a new inode.
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _write_ready_file(path: str, tcp: list[str], unix: list[str]) -> None:
+    """Atomic: a reader sees either no file or the whole JSON document."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".ready-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump({"tcp": tcp, "unix": unix, "pid": os.getpid()}, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _describe_events(url: str | None) -> str:
+    if url is None:
+        return "memory"
+    parts = urlsplit(url)
+    # Never log credentials embedded in the URL.
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
+class Sidecar:
+    """One running turnkeeper server; `start` then `stop`. Reused by tests in-process."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.tcp_addresses: list[str] = []
+        self.unix_paths: list[str] = []
+        self._locks: list[_UnixSocketLock] = []
+        self._feed: EventFeed | None = None
+        self._server: grpc.aio.Server | None = None
+        self._health = health.aio.HealthServicer()
+        self._poller: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def health(self) -> health.aio.HealthServicer:
+        return self._health
+
+    async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self._teardown(grace=0)
+            raise
+
+    async def _start(self) -> None:
+        config = self.config
+        # Locks first: a second server on the same socket fails before touching anything.
+        for path in config.unix:
+            self._locks.append(_UnixSocketLock(path))
+        if config.ready_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(config.ready_file)
+
+        feed = create_feed(config)
+        self._feed = feed
+        await feed.start()
+
+        server = grpc.aio.server(
+            interceptors=[AccessLogInterceptor()],
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", config.max_receive_bytes),
+                ("grpc.max_send_message_length", config.max_send_bytes),
+            ],
+        )
+        self._server = server
+        history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
+            HistoryServicer(feed=feed, max_history_rows=config.max_history_rows), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+
+        for address in config.listen:
+            port = self._bind(server, address)
+            self.tcp_addresses.append(f"{address.rpartition(':')[0]}:{port}")
+        for lock in self._locks:
+            lock.remove_stale_socket()
+            self._bind(server, f"unix:{lock.path}")
+            self.unix_paths.append(lock.path)
+
+        await server.start()
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, _SERVING)
+        await self._publish_feed_status(feed.status(), None)
+        self._poller = asyncio.create_task(self._watch_feed(feed), name="feed-health")
+
+        if config.ready_file:
+            _write_ready_file(config.ready_file, self.tcp_addresses, self.unix_paths)
+        log.info(
+            "turnkeeper serving tcp=%s unix=%s events=%s max_receive_bytes=%d "
+            "max_history_rows=%d pid=%d",
+            ",".join(self.tcp_addresses) or "-",
+            ",".join(self.unix_paths) or "-",
+            _describe_events(config.events_url),
+            config.max_receive_bytes,
+            config.max_history_rows,
+            os.getpid(),
+        )
+
+    @staticmethod
+    def _bind(server: grpc.aio.Server, address: str) -> int:
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as error:
+            raise StartupError(f"cannot listen on {address}: {error}") from None
+        if port == 0:
+            raise StartupError(f"cannot listen on {address}")
+        return port
+
+    async def _publish_feed_status(self, status: FeedStatus, previous: FeedStatus | None) -> None:
+        await self._health.set(EVENTS_HEALTH_NAME, _SERVING if status.healthy else _NOT_SERVING)
+        if previous is None or status.healthy != previous.healthy:
+            if status.healthy:
+                log.info("event feed healthy")
+            else:
+                log.warning("event feed degraded: %s", status.detail or "no detail")
+
+    async def _watch_feed(self, feed: EventFeed) -> None:
+        previous: FeedStatus | None = None
+        while True:
+            try:
+                status = feed.status()
+            except Exception as error:  # a broken status() must not end health reporting
+                status = FeedStatus(healthy=False, detail=f"status check failed: {error!r}")
+            if status != previous:
+                await self._publish_feed_status(status, previous)
+                previous = status
+            await asyncio.sleep(FEED_POLL_SECONDS)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Health NOT_SERVING, end event streams, drain in-flight RPCs for the grace period."""
+        if self._stopping:
+            return
+        self._stopping = True
+        await self._teardown(self.config.grace_seconds if grace is None else grace)
+
+    async def _teardown(self, grace: float) -> None:
+        await self._health.enter_graceful_shutdown()
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
+        if self.config.ready_file:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.config.ready_file)
+        try:
+            if self._feed is not None:
+                await self._feed.close()
+        finally:
+            self._feed = None
+            if self._server is not None:
+                await self._server.stop(grace)
+                self._server = None
+            for lock in self._locks:
+                if lock.path in self.unix_paths:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(lock.path)
+                lock.release()
+            self._locks.clear()
+            self.unix_paths.clear()
+
+    async def wait_for_termination(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+
+async def serve(config: ServerConfig) -> None:
+    """Runs until SIGTERM or SIGINT, then shuts down gracefully. Raises StartupError."""
+    loop = asyncio.get_running_loop()
+    stop_requested = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop_requested.set)
+    sidecar = Sidecar(config)
+    try:
+        await sidecar.start()
+        await stop_requested.wait()
+        log.info("shutting down: draining for up to %.1f s", config.grace_seconds)
+        await sidecar.stop()
+        log.info("stopped")
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)

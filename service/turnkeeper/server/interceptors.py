@@ -1,0 +1,168 @@
+"""Access log: one line per RPC with its method, status, duration and sizes — never content."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+import grpc
+
+log = logging.getLogger("turnkeeper.access")
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+# Probes poll these constantly; they go to DEBUG so they do not drown real traffic.
+_QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+@dataclass
+class _CallStats:
+    method: str
+    started: float = field(default_factory=time.perf_counter)
+    request_bytes: int = 0
+    requests: int = 0
+    responses: int = 0
+
+
+def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
+    if isinstance(error, asyncio.CancelledError):
+        return "CANCELLED"
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    if code is not None:  # some grpc versions report the raw integer code
+        return next((c.name for c in grpc.StatusCode if c.value[0] == code), str(code))
+    return "UNKNOWN" if error is not None and not isinstance(error, grpc.aio.AbortError) else "OK"
+
+
+def _log(stats: _CallStats, status: str) -> None:
+    level = logging.DEBUG if stats.method.startswith(_QUIET_PREFIXES) else logging.INFO
+    if not log.isEnabledFor(level):
+        return
+    log.log(
+        level,
+        "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d requests=%d responses=%d",
+        stats.method,
+        status,
+        (time.perf_counter() - stats.started) * 1000.0,
+        stats.request_bytes,
+        stats.requests,
+        stats.responses,
+    )
+
+
+class AccessLogInterceptor(grpc.aio.ServerInterceptor):
+    """Wraps every async handler so that its completion is logged with sizes only.
+
+    Request size is measured on the wire bytes (wrapping the deserializer), so it is exact and
+    costs nothing extra. Handlers that are not coroutines or async generators (none are
+    registered by the sidecar) pass through unlogged rather than being re-threaded.
+    """
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return handler
+        stats = _CallStats(method=handler_call_details.method)
+        return _wrap(handler, stats)
+
+
+def _wrap(
+    handler: grpc.RpcMethodHandler[Req, Resp], stats: _CallStats
+) -> grpc.RpcMethodHandler[Req, Resp]:
+    inner_deserializer = handler.request_deserializer
+
+    def deserialize(data: bytes) -> Req:
+        stats.request_bytes += len(data)
+        stats.requests += 1
+        return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
+
+    serializer = handler.response_serializer
+    if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
+        return grpc.unary_unary_rpc_method_handler(
+            _unary_response(cast(Callable[..., Awaitable[Any]], handler.unary_unary), stats),
+            deserialize,
+            serializer,
+        )
+    if handler.stream_unary is not None and inspect.iscoroutinefunction(handler.stream_unary):
+        return grpc.stream_unary_rpc_method_handler(
+            _unary_response(cast(Callable[..., Awaitable[Any]], handler.stream_unary), stats),
+            deserialize,
+            serializer,
+        )
+    if handler.unary_stream is not None:
+        wrapped = _stream_response(handler.unary_stream, stats)
+        if wrapped is not None:
+            return grpc.unary_stream_rpc_method_handler(wrapped, deserialize, serializer)
+    if handler.stream_stream is not None:
+        wrapped = _stream_response(handler.stream_stream, stats)
+        if wrapped is not None:
+            return grpc.stream_stream_rpc_method_handler(wrapped, deserialize, serializer)
+    return handler
+
+
+def _unary_response(
+    behavior: Callable[..., Awaitable[Any]],
+    stats: _CallStats,
+) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
+    async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        error: BaseException | None = None
+        try:
+            response = await behavior(request, context)
+            stats.responses += 1
+            return response
+        except BaseException as caught:
+            error = caught
+            raise
+        finally:
+            _log(stats, _status_of(context, error))
+
+    return logged
+
+
+def _stream_response(
+    behavior: Callable[..., Any], stats: _CallStats
+) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any] | None:
+    if inspect.isasyncgenfunction(behavior):
+
+        async def logged_gen(
+            request: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            error: BaseException | None = None
+            try:
+                async for item in behavior(request, context):
+                    stats.responses += 1
+                    yield item
+            except BaseException as caught:
+                error = caught
+                raise
+            finally:
+                _log(stats, _status_of(context, error))
+
+        return logged_gen
+    if inspect.iscoroutinefunction(behavior):
+        # Writes through context.write(); responses are not counted on this path.
+        async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            error: BaseException | None = None
+            try:
+                await behavior(request, context)
+            except BaseException as caught:
+                error = caught
+                raise
+            finally:
+                _log(stats, _status_of(context, error))
+
+        return logged_coro
+    return None

@@ -1,0 +1,421 @@
+"""Request validation: every rule of docs/conventions.md "Validation rules", one pass per request.
+
+Each check collects ALL violations before raising, so a caller fixes everything in one round trip.
+The ErrorInfo reason is the reason of the first violation found (request field order).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import TypeAlias
+
+from turnkeeper.server.errors import FieldViolation, invalid_argument
+from turnkeeper.v1 import (
+    errors_pb2,
+    history_pb2,
+    history_service_pb2,
+    profile_pb2,
+    trim_pb2,
+)
+
+Reason: TypeAlias = errors_pb2.ErrorReason.ValueType
+Violation: TypeAlias = tuple[Reason, FieldViolation]
+
+INVALID_HISTORY = errors_pb2.ERROR_REASON_INVALID_HISTORY
+INVALID_PROFILE = errors_pb2.ERROR_REASON_INVALID_PROFILE
+INVALID_LIMITS = errors_pb2.ERROR_REASON_INVALID_LIMITS
+REQUEST_TOO_LARGE = errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE
+INVALID_SUBSCRIPTION = errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
+
+TOOL_RESULTS_PREFIX = "[Tool results]"
+
+_ROLES = frozenset(history_pb2.Role.values()) - {history_pb2.ROLE_UNSPECIFIED}
+_MODES = frozenset(trim_pb2.TrimMode.values()) - {trim_pb2.TRIM_MODE_UNSPECIFIED}
+_PATHS = frozenset(trim_pb2.CallerPath.values())  # UNSPECIFIED is accepted: it means AGENT
+_REASONS = frozenset(trim_pb2.TrimReason.values()) - {trim_pb2.TRIM_REASON_UNSPECIFIED}
+# docs/conventions.md: the modes each caller path serves.
+_MODES_BY_PATH: dict[int, frozenset[int]] = {
+    trim_pb2.CALLER_PATH_UNSPECIFIED: frozenset(
+        {
+            trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+            trim_pb2.TRIM_MODE_TURN_COUNT,
+            trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+        }
+    ),
+    trim_pb2.CALLER_PATH_AGENT: frozenset(
+        {
+            trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+            trim_pb2.TRIM_MODE_TURN_COUNT,
+            trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+        }
+    ),
+    trim_pb2.CALLER_PATH_LEGACY_LOOP: frozenset({trim_pb2.TRIM_MODE_TURN_COUNT}),
+    trim_pb2.CALLER_PATH_CHANNEL_SENDER_CACHE: frozenset({trim_pb2.TRIM_MODE_ROW_COUNT}),
+}
+
+
+def _v(reason: Reason, field: str, description: str) -> Violation:
+    return reason, FieldViolation(field=field, description=description)
+
+
+def _raise_if_any(violations: Sequence[Violation]) -> None:
+    if violations:
+        raise invalid_argument(violations[0][0], [v for _, v in violations])
+
+
+# --- history -------------------------------------------------------------------------------
+
+
+def _tool_call_violations(
+    calls: Sequence[history_pb2.ToolCall], path: str, out: list[Violation]
+) -> None:
+    for j, call in enumerate(calls):
+        if not call.id:
+            out.append(_v(INVALID_HISTORY, f"{path}[{j}].id", "A tool call needs a non-empty id."))
+        if not call.name:
+            out.append(
+                _v(INVALID_HISTORY, f"{path}[{j}].name", "A tool call needs a non-empty name.")
+            )
+
+
+def _chat_row_violations(
+    row: history_pb2.ChatMessage, path: str, crumb_slot: bool, out: list[Violation]
+) -> None:
+    """One chat row. `crumb_slot`: the row directly follows the leading run of system rows."""
+    role = row.role
+    if role not in _ROLES:
+        out.append(
+            _v(
+                INVALID_HISTORY,
+                f"{path}.role",
+                "The role must be ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL.",
+            )
+        )
+    if role == history_pb2.ROLE_TOOL and not row.tool_call_id:
+        out.append(
+            _v(
+                INVALID_HISTORY,
+                f"{path}.tool_call_id",
+                "A tool row needs the tool_call_id of the call it answers.",
+            )
+        )
+    if row.tool_calls:
+        if role != history_pb2.ROLE_ASSISTANT:
+            out.append(
+                _v(
+                    INVALID_HISTORY,
+                    f"{path}.tool_calls",
+                    "Only assistant rows can carry tool calls.",
+                )
+            )
+        else:
+            _tool_call_violations(row.tool_calls, f"{path}.tool_calls", out)
+    if row.attachments and role != history_pb2.ROLE_TOOL:
+        carrier = (
+            role == history_pb2.ROLE_USER
+            and not row.breadcrumb
+            and row.content.startswith(TOOL_RESULTS_PREFIX)
+        )
+        if not carrier:
+            out.append(
+                _v(
+                    INVALID_HISTORY,
+                    f"{path}.attachments",
+                    "Attachments are allowed only on tool rows and on user rows whose content "
+                    "starts with [Tool results].",
+                )
+            )
+    if row.breadcrumb:
+        if role != history_pb2.ROLE_USER:
+            out.append(
+                _v(INVALID_HISTORY, f"{path}.breadcrumb", "Only a user row can be the breadcrumb.")
+            )
+        elif not crumb_slot:
+            out.append(
+                _v(
+                    INVALID_HISTORY,
+                    f"{path}.breadcrumb",
+                    "The breadcrumb must directly follow the leading system rows, and there can "
+                    "be only one.",
+                )
+            )
+
+
+def _conversation_row_violations(
+    row: history_pb2.ConversationMessage, path: str, crumb_slot: bool, out: list[Violation]
+) -> None:
+    kind = row.WhichOneof("message")
+    if kind == "chat":
+        _chat_row_violations(row.chat, f"{path}.chat", crumb_slot, out)
+    elif kind == "assistant_tool_calls":
+        _tool_call_violations(
+            row.assistant_tool_calls.tool_calls, f"{path}.assistant_tool_calls.tool_calls", out
+        )
+    elif kind == "tool_results":
+        results = row.tool_results.results
+        if not results:
+            out.append(
+                _v(
+                    INVALID_HISTORY,
+                    f"{path}.tool_results.results",
+                    "A tool_results row needs at least one result.",
+                )
+            )
+        for j, result in enumerate(results):
+            if not result.tool_call_id:
+                out.append(
+                    _v(
+                        INVALID_HISTORY,
+                        f"{path}.tool_results.results[{j}].tool_call_id",
+                        "A tool result needs the tool_call_id of the call it answers.",
+                    )
+                )
+    else:
+        out.append(
+            _v(
+                INVALID_HISTORY,
+                f"{path}.message",
+                "A conversation row needs one of chat, assistant_tool_calls or tool_results.",
+            )
+        )
+
+
+def _leading_run(flags: Iterable[bool]) -> int:
+    """Length of the leading run of true flags; stops reading at the first false one."""
+    count = 0
+    for flag in flags:
+        if not flag:
+            break
+        count += 1
+    return count
+
+
+def history_violations(history: history_pb2.History, path: str, max_rows: int) -> list[Violation]:
+    """Every violation of the history rules, in row order; `path` names the History field.
+
+    A history over `max_rows` rows gets only the size violation: its rows are not inspected.
+    """
+    shape = history.WhichOneof("shape")
+    if shape is None:
+        return [
+            _v(
+                INVALID_HISTORY,
+                path,
+                "A history is required, in the chat or the conversation shape.",
+            )
+        ]
+    count = len(history.chat.messages if shape == "chat" else history.conversation.messages)
+    if count > max_rows:
+        return [
+            _v(
+                REQUEST_TOO_LARGE,
+                path,
+                f"The history has {count} rows; this server accepts at most {max_rows}.",
+            )
+        ]
+    out: list[Violation] = []
+    base = f"{path}.{shape}.messages"
+    system = history_pb2.ROLE_SYSTEM
+    # The only place a breadcrumb may sit is the row right after the leading system rows.
+    if shape == "chat":
+        chat_rows = history.chat.messages
+        crumb_slot = _leading_run(row.role == system for row in chat_rows)
+        for i, chat_row in enumerate(chat_rows):
+            _chat_row_violations(chat_row, f"{base}[{i}]", i == crumb_slot, out)
+    else:
+        rows = history.conversation.messages
+        crumb_slot = _leading_run(
+            row.WhichOneof("message") == "chat" and row.chat.role == system for row in rows
+        )
+        for i, row in enumerate(rows):
+            _conversation_row_violations(row, f"{base}[{i}]", i == crumb_slot, out)
+    return out
+
+
+# --- profiles ------------------------------------------------------------------------------
+
+
+def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> list[Violation]:
+    """Every violation of the profile rules; `path` names the Profiles field (e.g. "profiles")."""
+    out: list[Violation] = []
+    runtime = profiles.runtime
+    if runtime.HasField("context_compact_ratio") and not math.isfinite(
+        runtime.context_compact_ratio
+    ):
+        out.append(
+            _v(
+                INVALID_PROFILE,
+                f"{path}.runtime.context_compact_ratio",
+                "The context compact ratio must be a finite number.",
+            )
+        )
+    hints: set[str] = set()
+    for i, route in enumerate(runtime.classifier_routes):
+        route_path = f"{path}.runtime.classifier_routes[{i}]"
+        if not route.hint:
+            out.append(
+                _v(INVALID_PROFILE, f"{route_path}.hint", "A classifier route needs a hint.")
+            )
+        elif route.hint in hints:
+            out.append(
+                _v(
+                    INVALID_PROFILE,
+                    f"{route_path}.hint",
+                    f"The classifier hint {route.hint!r} is already routed by an earlier route.",
+                )
+            )
+        hints.add(route.hint)
+        if not route.provider:
+            out.append(
+                _v(
+                    INVALID_PROFILE,
+                    f"{route_path}.provider",
+                    "A classifier route needs a provider alias.",
+                )
+            )
+    aliases: set[str] = set()
+    for i, provider in enumerate(profiles.providers):
+        provider_path = f"{path}.providers[{i}]"
+        if not provider.alias:
+            out.append(
+                _v(INVALID_PROFILE, f"{provider_path}.alias", "A provider profile needs an alias.")
+            )
+        elif provider.alias in aliases:
+            out.append(
+                _v(
+                    INVALID_PROFILE,
+                    f"{provider_path}.alias",
+                    f"The provider alias {provider.alias!r} is already used by an earlier "
+                    "provider.",
+                )
+            )
+        aliases.add(provider.alias)
+        if provider.HasField("context_window") and provider.context_window == 0:
+            out.append(
+                _v(
+                    INVALID_PROFILE,
+                    f"{provider_path}.context_window",
+                    "A context window must be positive; leave it unset when unknown.",
+                )
+            )
+    selection = profiles.selection
+    if selection.HasField("session_switch") and not selection.session_switch.provider:
+        out.append(
+            _v(
+                INVALID_PROFILE,
+                f"{path}.selection.session_switch.provider",
+                "A session switch needs a provider alias.",
+            )
+        )
+    return out
+
+
+# --- one check per request type -------------------------------------------------------------
+
+
+def check_estimate_tokens(
+    request: history_service_pb2.EstimateTokensRequest, max_history_rows: int
+) -> None:
+    _raise_if_any(history_violations(request.history, "history", max_history_rows))
+
+
+def check_resolve_budget(request: history_service_pb2.ResolveBudgetRequest) -> None:
+    _raise_if_any(profiles_violations(request.profiles, "profiles"))
+
+
+def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> list[Violation]:
+    out: list[Violation] = []
+    mode, path = request.mode, request.caller_path
+    if mode not in _MODES:
+        out.append(
+            _v(
+                INVALID_LIMITS,
+                "mode",
+                "The trim mode must be TOKEN_BUDGET, TURN_COUNT, OVERFLOW_RECOVERY or ROW_COUNT.",
+            )
+        )
+    if path not in _PATHS:
+        out.append(
+            _v(
+                INVALID_LIMITS,
+                "caller_path",
+                "The caller path must be AGENT, LEGACY_LOOP or CHANNEL_SENDER_CACHE.",
+            )
+        )
+    elif mode in _MODES and mode not in _MODES_BY_PATH[path]:
+        out.append(
+            _v(
+                INVALID_LIMITS,
+                "caller_path",
+                f"The {trim_pb2.CallerPath.Name(path)} path does not serve "
+                f"{trim_pb2.TrimMode.Name(mode)}.",
+            )
+        )
+    if (
+        mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET
+        and request.WhichOneof("limits") == "explicit_limits"
+        and not request.explicit_limits.HasField("budget_tokens")
+    ):
+        out.append(
+            _v(
+                INVALID_LIMITS,
+                "explicit_limits.budget_tokens",
+                "A token-budget trim with explicit limits needs budget_tokens.",
+            )
+        )
+    return out
+
+
+def check_trim_history(
+    request: history_service_pb2.TrimHistoryRequest, max_history_rows: int
+) -> None:
+    violations = history_violations(request.history, "history", max_history_rows)
+    violations += _limits_violations(request)
+    if request.WhichOneof("limits") == "profiles":
+        violations += profiles_violations(request.profiles, "profiles")
+    _raise_if_any(violations)
+
+
+def check_prepare_model_call(
+    request: history_service_pb2.PrepareModelCallRequest, max_history_rows: int
+) -> None:
+    violations = history_violations(request.history, "history", max_history_rows)
+    violations += profiles_violations(request.profiles, "profiles")
+    _raise_if_any(violations)
+
+
+def check_check_capacity(
+    request: history_service_pb2.CheckCapacityRequest, max_history_rows: int
+) -> None:
+    violations = history_violations(request.history, "history", max_history_rows)
+    violations += profiles_violations(request.profiles, "profiles")
+    _raise_if_any(violations)
+
+
+def check_sweep_orphans(
+    request: history_service_pb2.SweepOrphansRequest, max_history_rows: int
+) -> None:
+    _raise_if_any(history_violations(request.history, "history", max_history_rows))
+
+
+def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -> None:
+    """docs/conventions.md sets no rule here: any text and any cap (0 disables) are valid.
+
+    It exists so that every RPC runs its check; the message size limit bounds the input.
+    """
+
+
+def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
+    """Only the `reasons` rule; the feed checks `after_cursor`, which only it can read."""
+    _raise_if_any(
+        [
+            _v(
+                INVALID_SUBSCRIPTION,
+                f"reasons[{i}]",
+                "A reason filter must be TRIM_REASON_TOKEN_BUDGET or TRIM_REASON_TURN_LIMIT.",
+            )
+            for i, reason in enumerate(request.reasons)
+            if reason not in _REASONS
+        ]
+    )

@@ -1,0 +1,55 @@
+"""Shared fixtures: a real turnkeeper server subprocess (see tests/support/live.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+def _load_live() -> object:
+    # Loaded by path so it works whether or not tests/ is a package.
+    path = Path(__file__).resolve().parent / "support" / "live.py"
+    spec = importlib.util.spec_from_file_location("turnkeeper_tests_live", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+live = _load_live()
+LiveServer = live.LiveServer  # type: ignore[attr-defined]
+start_server = live.start_server  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def live_server() -> Iterator[LiveServer]:
+    """One server for the whole session: `.address` ("127.0.0.1:PORT"), `.unix_path`,
+    `.unix_target` ("unix:/path"), `.log_text()`. Do not stop it; use `server_factory`
+    for servers with custom flags or ones a test shuts down."""
+    server = start_server()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def server_factory() -> Iterator[Callable[..., LiveServer]]:
+    """`server_factory("--ring-size", "5", unix=False)` starts an extra server with custom
+    flags (same keyword arguments as support/live.py start_server); each is stopped after the
+    test unless the test stopped it first."""
+    started: list[LiveServer] = []
+
+    def start(*args: str, **kwargs: object) -> LiveServer:
+        server = start_server(*args, **kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
