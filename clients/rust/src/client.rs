@@ -1,0 +1,388 @@
+//! Connecting to the sidecar and calling its unary RPCs.
+
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::{Request, Response, Status};
+
+use crate::error::{Error, Result};
+use crate::events::{ReconnectPolicy, TrimEventStream};
+use crate::pb::history_service_client::HistoryServiceClient;
+use crate::pb::{
+    CapToolResultsRequest, CapToolResultsResponse, CheckCapacityRequest, CheckCapacityResponse,
+    EstimateTokensRequest, EstimateTokensResponse, PrepareModelCallRequest,
+    PrepareModelCallResponse, ResolveBudgetRequest, ResolveBudgetResponse, SweepOrphansRequest,
+    SweepOrphansResponse, TrimEventsRequest, TrimHistoryRequest, TrimHistoryResponse,
+};
+
+/// The server accepts messages up to 64 MiB; the client matches so large histories round-trip.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
+/// The default deadline of a unary call. Calls are local and CPU-bound: seconds mean trouble.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default limit on establishing a connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Where the sidecar listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A TCP endpoint as an `http://host:port` URI.
+    Tcp(String),
+    /// A Unix domain socket path.
+    Unix(PathBuf),
+}
+
+impl Target {
+    /// A Unix socket target.
+    pub fn unix(path: impl Into<PathBuf>) -> Self {
+        Target::Unix(path.into())
+    }
+}
+
+impl FromStr for Target {
+    type Err = Error;
+
+    /// Accepts `host:port`, `http://host:port`, `unix:/path`, `unix:///path`, or a path that
+    /// starts with `/` or `.` (a Unix socket).
+    fn from_str(target: &str) -> Result<Self> {
+        let invalid = |reason: &str| Error::InvalidTarget {
+            target: target.to_owned(),
+            reason: reason.to_owned(),
+        };
+        if let Some(path) = target
+            .strip_prefix("unix://")
+            .or_else(|| target.strip_prefix("unix:"))
+        {
+            return if path.is_empty() {
+                Err(invalid("empty socket path"))
+            } else {
+                Ok(Target::Unix(PathBuf::from(path)))
+            };
+        }
+        if target.starts_with('/') || target.starts_with('.') {
+            return Ok(Target::Unix(PathBuf::from(target)));
+        }
+        if target.starts_with("https://") {
+            return Err(invalid(
+                "TLS is not supported: the sidecar serves plaintext on a local address",
+            ));
+        }
+        let uri = if target.starts_with("http://") {
+            target.to_owned()
+        } else {
+            format!("http://{target}")
+        };
+        let parsed: Uri = uri.parse().map_err(|e| invalid(&format!("{e}")))?;
+        if parsed.port_u16().is_none() {
+            return Err(invalid("a TCP target needs a port, e.g. 127.0.0.1:50051"));
+        }
+        Ok(Target::Tcp(uri))
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Tcp(uri) => f.write_str(uri),
+            Target::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// How to connect: deadlines, message-size limit and whether to dial eagerly.
+///
+/// ```no_run
+/// # async fn demo() -> turnkeeper_client::Result<()> {
+/// use std::time::Duration;
+/// let client = turnkeeper_client::ConnectOptions::new()
+///     .timeout(Duration::from_secs(2))
+///     .connect("unix:/run/turnkeeper.sock")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_message_size: usize,
+    lazy: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        ConnectOptions {
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            lazy: false,
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// The defaults: 10 s per call, 5 s to connect, 64 MiB messages, eager connect.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The default deadline of every unary call; override per call with [`Client::with_timeout`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The limit on establishing each connection (and each reconnection).
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The largest message sent or received, in bytes.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// Dial on the first call instead of in `connect`, so a runtime can start before its sidecar.
+    pub fn lazy(mut self, lazy: bool) -> Self {
+        self.lazy = lazy;
+        self
+    }
+
+    /// Connects to a target string (see [`Target`]'s `FromStr` for the accepted forms).
+    pub async fn connect(&self, target: &str) -> Result<Client> {
+        self.connect_to(target.parse()?).await
+    }
+
+    /// Connects to a Unix socket path.
+    pub async fn connect_unix(&self, path: impl AsRef<Path>) -> Result<Client> {
+        self.connect_to(Target::unix(path.as_ref())).await
+    }
+
+    /// Connects to a parsed target.
+    pub async fn connect_to(&self, target: Target) -> Result<Client> {
+        let channel = match &target {
+            Target::Tcp(uri) => {
+                let endpoint = Endpoint::from_shared(uri.clone())
+                    .map_err(|source| Error::Connect {
+                        target: target.to_string(),
+                        source,
+                    })?
+                    .tcp_nodelay(true);
+                let endpoint = endpoint.connect_timeout(self.connect_timeout);
+                if self.lazy {
+                    endpoint.connect_lazy()
+                } else {
+                    endpoint.connect().await.map_err(|source| Error::Connect {
+                        target: target.to_string(),
+                        source,
+                    })?
+                }
+            }
+            Target::Unix(path) => {
+                // The URI only fills the :authority header; the connector ignores it and dials the socket.
+                let endpoint =
+                    Endpoint::from_static("http://localhost").connect_timeout(self.connect_timeout);
+                let path = path.clone();
+                let connector = tower::service_fn(move |_: Uri| {
+                    let path = path.clone();
+                    async move { UnixStream::connect(path).await.map(TokioIo::new) }
+                });
+                if self.lazy {
+                    endpoint.connect_with_connector_lazy(connector)
+                } else {
+                    endpoint
+                        .connect_with_connector(connector)
+                        .await
+                        .map_err(|source| Error::Connect {
+                            target: target.to_string(),
+                            source,
+                        })?
+                }
+            }
+        };
+        Ok(Client::from_channel_with(channel, self))
+    }
+}
+
+/// An async client of turnkeeper's `HistoryService`.
+///
+/// Cheap to clone: clones share one HTTP/2 connection, which reconnects by itself after a failure.
+/// Every unary call carries a deadline (10 s unless configured) that is both sent to the server
+/// and enforced locally.
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: HistoryServiceClient<Channel>,
+    timeout: Duration,
+}
+
+macro_rules! unary {
+    ($(#[$doc:meta])* $name:ident($req:ty) -> $resp:ty) => {
+        $(#[$doc])*
+        pub async fn $name(&self, request: $req) -> Result<$resp> {
+            self.unary(request, |mut stub, request| async move { stub.$name(request).await }).await
+        }
+    };
+}
+
+impl Client {
+    /// Connects with the default [`ConnectOptions`] to `host:port`, `unix:/path` or a socket path.
+    pub async fn connect(target: &str) -> Result<Self> {
+        ConnectOptions::new().connect(target).await
+    }
+
+    /// Connects with the default [`ConnectOptions`] to a Unix socket path.
+    pub async fn connect_unix(path: impl AsRef<Path>) -> Result<Self> {
+        ConnectOptions::new().connect_unix(path).await
+    }
+
+    /// Wraps a channel built elsewhere (custom interceptors, TLS, ...), with default options.
+    pub fn from_channel(channel: Channel) -> Self {
+        Self::from_channel_with(channel, &ConnectOptions::new())
+    }
+
+    fn from_channel_with(channel: Channel, options: &ConnectOptions) -> Self {
+        let inner = HistoryServiceClient::new(channel)
+            .max_decoding_message_size(options.max_message_size)
+            .max_encoding_message_size(options.max_message_size);
+        Client {
+            inner,
+            timeout: options.timeout,
+        }
+    }
+
+    /// A client sharing this one's connection whose calls use another deadline:
+    /// `client.with_timeout(Duration::from_millis(300)).trim_history(req).await`.
+    pub fn with_timeout(&self, timeout: Duration) -> Self {
+        Client {
+            inner: self.inner.clone(),
+            timeout,
+        }
+    }
+
+    /// The deadline of each unary call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The generated tonic stub, configured with this client's message-size limits, for what the
+    /// wrapper does not cover (custom metadata, per-request extensions).
+    pub fn stub(&self) -> HistoryServiceClient<Channel> {
+        self.inner.clone()
+    }
+
+    async fn unary<Req, Resp, F, Fut>(&self, message: Req, call: F) -> Result<Resp>
+    where
+        F: FnOnce(HistoryServiceClient<Channel>, Request<Req>) -> Fut,
+        Fut: Future<Output = Result<Response<Resp>, Status>>,
+    {
+        let mut request = Request::new(message);
+        // grpc-timeout lets the server give up too; the local timer also covers a server that
+        // never answers at all.
+        request.set_timeout(self.timeout);
+        match tokio::time::timeout(self.timeout, call(self.inner.clone(), request)).await {
+            Ok(result) => Ok(result?.into_inner()),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "no response within the {:?} deadline",
+                self.timeout
+            ))
+            .into()),
+        }
+    }
+
+    unary! {
+        /// Prices a history with the pinned heuristic, in total and per row.
+        estimate_tokens(EstimateTokensRequest) -> EstimateTokensResponse
+    }
+    unary! {
+        /// Resolves the effective route, its capacity, the proactive token budget and the turn limit.
+        resolve_budget(ResolveBudgetRequest) -> ResolveBudgetResponse
+    }
+    unary! {
+        /// Applies one trimming operation. When turns were dropped on the agent path,
+        /// `history_trimmed` carries the `HistoryTrimmed` event that was also published.
+        trim_history(TrimHistoryRequest) -> TrimHistoryResponse
+    }
+    unary! {
+        /// Prepares a history for one provider call: resolve, orphan sweep, turn limit,
+        /// token-budget trim or overflow recovery, capacity pre-flight. A request that does not
+        /// fit fails with `FAILED_PRECONDITION` and [`RpcError::capacity_report`](crate::RpcError::capacity_report).
+        prepare_model_call(PrepareModelCallRequest) -> PrepareModelCallResponse
+    }
+    unary! {
+        /// Runs the capacity pre-flight alone; fails like `prepare_model_call` when it does not fit.
+        check_capacity(CheckCapacityRequest) -> CheckCapacityResponse
+    }
+    unary! {
+        /// Removes tool results without a call and tool calls without a result.
+        sweep_orphans(SweepOrphansRequest) -> SweepOrphansResponse
+    }
+    unary! {
+        /// Applies the `max_tool_result_chars` cap to tool results being recorded.
+        cap_tool_results(CapToolResultsRequest) -> CapToolResultsResponse
+    }
+
+    /// Subscribes to the `TrimEvents` feed with the default [`ReconnectPolicy`].
+    ///
+    /// Returns once the server accepted the subscription. The stream remembers the last cursor
+    /// and, when the connection drops, resubscribes after it, so each event is seen once.
+    pub async fn trim_events(&self, request: TrimEventsRequest) -> Result<TrimEventStream> {
+        self.trim_events_with(request, ReconnectPolicy::default())
+            .await
+    }
+
+    /// Subscribes to the `TrimEvents` feed with a custom reconnect policy.
+    pub async fn trim_events_with(
+        &self,
+        request: TrimEventsRequest,
+        policy: ReconnectPolicy,
+    ) -> Result<TrimEventStream> {
+        TrimEventStream::open(self.inner.clone(), request, policy).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_targets() {
+        let tcp = |s: &str| Target::Tcp(s.to_owned());
+        assert_eq!(
+            "127.0.0.1:50051".parse::<Target>().unwrap(),
+            tcp("http://127.0.0.1:50051")
+        );
+        assert_eq!(
+            "http://localhost:7".parse::<Target>().unwrap(),
+            tcp("http://localhost:7")
+        );
+        assert_eq!("[::1]:9".parse::<Target>().unwrap(), tcp("http://[::1]:9"));
+        assert_eq!(
+            "unix:/tmp/a.sock".parse::<Target>().unwrap(),
+            Target::unix("/tmp/a.sock")
+        );
+        assert_eq!(
+            "unix:///tmp/a.sock".parse::<Target>().unwrap(),
+            Target::unix("/tmp/a.sock")
+        );
+        assert_eq!(
+            "/tmp/a.sock".parse::<Target>().unwrap(),
+            Target::unix("/tmp/a.sock")
+        );
+        assert_eq!(
+            "./a.sock".parse::<Target>().unwrap(),
+            Target::unix("./a.sock")
+        );
+        for bad in ["localhost", "unix:", "https://x:1", "a b:1"] {
+            assert!(
+                matches!(bad.parse::<Target>(), Err(Error::InvalidTarget { .. })),
+                "{bad} should be rejected"
+            );
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! A resuming subscription to the `TrimEvents` feed.
+
+use std::hash::{BuildHasher, RandomState};
+use std::time::Duration;
+
+use futures_core::Stream;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status, Streaming};
+
+use crate::error::{Error, Result};
+use crate::pb::history_service_client::HistoryServiceClient;
+use crate::pb::trim_events_response::Item;
+use crate::pb::{ErrorReason, TrimEventsRequest, TrimEventsResponse};
+
+/// One item of the feed: an event, a heartbeat, or a gap notice.
+pub type FeedItem = Item;
+
+/// The server's heartbeat interval when the request leaves it unset.
+const SERVER_DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// How a [`TrimEventStream`] reconnects after the connection drops.
+///
+/// Delays grow exponentially from `initial_backoff` to `max_backoff`, each randomised to between
+/// half and all of its value so that many runtimes do not reconnect in lockstep.
+#[derive(Debug, Clone)]
+pub struct ReconnectPolicy {
+    /// The delay before the first reconnection attempt.
+    pub initial_backoff: Duration,
+    /// The largest delay between two attempts.
+    pub max_backoff: Duration,
+    /// Give up after this many consecutive failed attempts; `None` retries forever.
+    pub max_attempts: Option<u32>,
+    /// Treat the stream as dead when nothing (not even a heartbeat) arrives for this long.
+    /// `None` derives it from the requested heartbeat interval: three intervals.
+    pub stall_timeout: Option<Duration>,
+}
+
+impl Default for ReconnectPolicy {
+    fn default() -> Self {
+        ReconnectPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            max_attempts: None,
+            stall_timeout: None,
+        }
+    }
+}
+
+impl ReconnectPolicy {
+    fn delay(&self, attempt: u32) -> Duration {
+        let exponential = self.initial_backoff.saturating_mul(1u32 << attempt.min(16));
+        let capped = exponential.min(self.max_backoff);
+        // A fresh RandomState is randomly keyed: a dependency-free source of jitter.
+        let unit = RandomState::new().hash_one(attempt) as f64 / u64::MAX as f64;
+        capped.mul_f64(0.5 + unit / 2.0)
+    }
+}
+
+/// A `TrimEvents` subscription that survives disconnects.
+///
+/// It remembers the cursor of the last event (and the cursor heartbeats repeat) and, when the
+/// stream ends, stalls, or fails with a transport error or `UNAVAILABLE`, resubscribes with
+/// `after_cursor` set to it after a backoff, so the consumer sees every event once. Other errors
+/// (a bad request, an unreadable cursor) end the stream after being returned once.
+///
+/// Before any event was seen, a resubscription is a live tail again: nothing identifies the
+/// position to resume from.
+#[derive(Debug)]
+pub struct TrimEventStream {
+    stub: HistoryServiceClient<Channel>,
+    request: TrimEventsRequest,
+    policy: ReconnectPolicy,
+    stall_timeout: Duration,
+    cursor: Option<String>,
+    stream: Option<Streaming<TrimEventsResponse>>,
+    failures: u32,
+    finished: bool,
+}
+
+impl TrimEventStream {
+    pub(crate) async fn open(
+        stub: HistoryServiceClient<Channel>,
+        request: TrimEventsRequest,
+        policy: ReconnectPolicy,
+    ) -> Result<Self> {
+        let heartbeat = request
+            .heartbeat_interval
+            .and_then(|d| Duration::try_from(d).ok())
+            .unwrap_or(SERVER_DEFAULT_HEARTBEAT)
+            .clamp(Duration::from_secs(1), Duration::from_secs(300));
+        let cursor = Some(request.after_cursor.clone()).filter(|c| !c.is_empty());
+        let mut this = TrimEventStream {
+            stub,
+            stall_timeout: policy.stall_timeout.unwrap_or(heartbeat * 3),
+            request,
+            policy,
+            cursor,
+            stream: None,
+            failures: 0,
+            finished: false,
+        };
+        this.stream = Some(this.subscribe().await?);
+        Ok(this)
+    }
+
+    /// The cursor to resume after: the last event's, or the one the subscription started from.
+    pub fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    /// The next item of the feed, reconnecting as needed; `None` once the subscription ended
+    /// for good (a non-retryable error was returned, or reconnection attempts ran out).
+    pub async fn next(&mut self) -> Option<Result<FeedItem>> {
+        while !self.finished {
+            let Some(stream) = self.stream.as_mut() else {
+                if let Err(error) = self.reconnect().await {
+                    self.finished = true;
+                    return Some(Err(error));
+                }
+                continue;
+            };
+            let status = match tokio::time::timeout(self.stall_timeout, stream.message()).await {
+                Ok(Ok(Some(TrimEventsResponse { item: Some(item) }))) => {
+                    self.failures = 0;
+                    if let Some(item) = self.observe(item) {
+                        return Some(Ok(item));
+                    }
+                    continue;
+                }
+                // An empty oneof is a newer server's item kind this client cannot show.
+                Ok(Ok(Some(TrimEventsResponse { item: None }))) => continue,
+                Ok(Ok(None)) => Status::unavailable("the server ended the TrimEvents stream"),
+                Ok(Err(status)) => status,
+                Err(_) => Status::unavailable(format!(
+                    "no TrimEvents item or heartbeat for {:?}",
+                    self.stall_timeout
+                )),
+            };
+            self.stream = None;
+            if !is_resumable(&status) {
+                self.finished = true;
+                return Some(Err(status.into()));
+            }
+            tracing::debug!(cursor = ?self.cursor, %status, "TrimEvents disconnected; resuming");
+        }
+        None
+    }
+
+    /// Turns the subscription into a [`Stream`] for use with stream combinators.
+    pub fn into_stream(self) -> impl Stream<Item = Result<FeedItem>> + Send + 'static {
+        futures_util::stream::unfold(self, |mut this| async move {
+            let item = this.next().await?;
+            Some((item, this))
+        })
+    }
+
+    /// Records the resume position and filters the replay of an event already delivered.
+    fn observe(&mut self, item: FeedItem) -> Option<FeedItem> {
+        match &item {
+            Item::Event(event) => {
+                if self.cursor.as_deref() == Some(event.cursor.as_str()) {
+                    return None;
+                }
+                self.cursor = Some(event.cursor.clone());
+            }
+            Item::Heartbeat(beat) if !beat.cursor.is_empty() => {
+                self.cursor = Some(beat.cursor.clone());
+            }
+            Item::Heartbeat(_) | Item::Gap(_) => {}
+        }
+        Some(item)
+    }
+
+    async fn reconnect(&mut self) -> Result<()> {
+        loop {
+            tokio::time::sleep(self.policy.delay(self.failures)).await;
+            self.failures = self.failures.saturating_add(1);
+            match self.subscribe().await {
+                Ok(stream) => {
+                    self.stream = Some(stream);
+                    return Ok(());
+                }
+                Err(error) => {
+                    let exhausted = self
+                        .policy
+                        .max_attempts
+                        .is_some_and(|max| self.failures >= max);
+                    let resumable = error.rpc().is_some_and(|rpc| is_resumable(rpc.status()));
+                    if exhausted || !resumable {
+                        return Err(error);
+                    }
+                    tracing::debug!(attempt = self.failures, %error, "TrimEvents reconnect failed");
+                }
+            }
+        }
+    }
+
+    async fn subscribe(&mut self) -> Result<Streaming<TrimEventsResponse>> {
+        let mut request = self.request.clone();
+        request.after_cursor = self.cursor.clone().unwrap_or_default();
+        let response = self
+            .stub
+            .trim_events(Request::new(request))
+            .await
+            .map_err(Error::from)?;
+        Ok(response.into_inner())
+    }
+}
+
+/// Whether a failed stream is worth resuming: the server is unavailable (restarting, shutting
+/// down, feed backend down), or the status was synthesised locally from a transport failure
+/// (tonic only attaches a source error then; a status the server sent has none).
+fn is_resumable(status: &Status) -> bool {
+    match status.code() {
+        Code::Unavailable => true,
+        Code::Unknown | Code::Internal | Code::Cancelled => {
+            std::error::Error::source(status).is_some()
+        }
+        _ => {
+            crate::error::RpcError::from(status.clone()).reason()
+                == Some(ErrorReason::EventsUnavailable)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_the_cap_with_jitter() {
+        let policy = ReconnectPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+            ..ReconnectPolicy::default()
+        };
+        for (attempt, nominal) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (3, 800),
+            (4, 1000),
+            (40, 1000),
+        ] {
+            let delay = policy.delay(attempt);
+            let nominal = Duration::from_millis(nominal);
+            assert!(
+                delay >= nominal / 2 && delay <= nominal,
+                "attempt {attempt}: {delay:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn server_statuses_are_not_resumable_unless_unavailable() {
+        assert!(is_resumable(&Status::unavailable("restarting")));
+        assert!(!is_resumable(&Status::invalid_argument("bad cursor")));
+        assert!(!is_resumable(&Status::unknown("server said so")));
+        let transport = Status::from_error(Box::new(std::io::Error::other("connection reset")));
+        assert_eq!(transport.code(), Code::Unknown);
+        assert!(is_resumable(&transport));
+    }
+}

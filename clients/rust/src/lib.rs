@@ -1,0 +1,50 @@
+//! Async Rust client for turnkeeper, the gRPC sidecar that manages LLM conversation history.
+//!
+//! ```no_run
+//! use turnkeeper_client::{Client, pb};
+//! use turnkeeper_client::pb::ChatMessage;
+//!
+//! # async fn demo() -> turnkeeper_client::Result<()> {
+//! let client = Client::connect("127.0.0.1:50051").await?;
+//! let history = vec![ChatMessage::system("You are terse."), ChatMessage::user("hello")];
+//! let estimate = client
+//!     .estimate_tokens(pb::EstimateTokensRequest { history: Some(history.into()) })
+//!     .await?;
+//! println!("{} tokens", estimate.total_tokens);
+//! # Ok(()) }
+//! ```
+//!
+//! - [`Client`] wraps every unary RPC with a deadline and 64 MiB message limits, over TCP or a
+//!   Unix socket ([`ConnectOptions`]).
+//! - Failures are an [`Error`]; an RPC failure decodes turnkeeper's `ErrorInfo` reason, the
+//!   `BadRequest` field violations and the `CapacityReport` ([`RpcError`]).
+//! - [`Client::trim_events`] returns a [`TrimEventStream`] that resumes after the last cursor.
+//! - [`pb`] holds the generated contract types; [`FILE_DESCRIPTOR_SET`] describes them.
+
+mod client;
+mod error;
+mod events;
+mod history;
+
+pub use client::{
+    Client, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TIMEOUT,
+    Target,
+};
+pub use error::{ERROR_DOMAIN, Error, Result, RpcError};
+pub use events::{FeedItem, ReconnectPolicy, TrimEventStream};
+pub use tonic::Code;
+pub use tonic_types::{ErrorInfo, FieldViolation, PreconditionFailure};
+
+/// The `turnkeeper.v1` contract, generated from `proto/` by `make generate` (see the README).
+#[allow(
+    missing_docs,
+    rustdoc::broken_intra_doc_links,
+    rustdoc::invalid_html_tags
+)]
+pub mod pb {
+    include!("gen/turnkeeper.v1.rs");
+}
+
+/// The encoded `FileDescriptorSet` of the contract (with its imports), for reflection such as
+/// the proto JSON mapping via `prost-reflect`.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("gen/turnkeeper.v1.bin");
