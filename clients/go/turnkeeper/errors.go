@@ -54,9 +54,13 @@ func FromError(err error) *Error {
 	if errors.As(err, &e) {
 		return e
 	}
-	st, ok := status.FromError(err)
-	if !ok {
-		// Only context errors and foreign errors get here; keep them reachable through Unwrap.
+	// status.FromError would replace the server's message with the wrapping error's text.
+	var st *status.Status
+	var grpcErr interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &grpcErr) && grpcErr.GRPCStatus() != nil {
+		st = grpcErr.GRPCStatus()
+	} else {
+		// Context errors map to Canceled or DeadlineExceeded, anything else to Unknown.
 		st = status.FromContextError(err)
 	}
 	e = &Error{Code: st.Code(), Message: st.Message(), status: st, cause: err}
