@@ -1,0 +1,134 @@
+"""Hypothesis properties of whole-turn retention over random histories (spec §1, §2, §8, §9).
+
+Histories mix tool-heavy turns, sent and placeholder images, declared attachments, `[Tool results]`
+carrier rows, system rows inside turns and an optional existing breadcrumb.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from turnkeeper.core.rows import price, rows_of
+from turnkeeper.core.trimming import (
+    layout,
+    plan_overflow_recovery,
+    plan_token_budget,
+    plan_turn_count,
+)
+from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.v1 import history_pb2 as h
+
+from .histories import assistant, chat, crumb, system, tool, user
+
+TEXT = "[earlier turns omitted to fit the context window]"
+CRUMB = breadcrumb_cost(TEXT)
+
+texts = st.text(alphabet=st.sampled_from("ab é🦀 [IMAGE:/x.png]\n"), max_size=30)
+
+
+@st.composite
+def turns(draw: st.DrawFn, index: int) -> list[h.ChatMessage]:
+    rows = [user(f"u{index} " + draw(texts))]
+    for step in range(draw(st.integers(0, 3))):
+        ids = [f"t{index}-{step}-{k}" for k in range(draw(st.integers(1, 2)))]
+        rows.append(assistant(draw(texts), *[(i, "fn", draw(texts)) for i in ids]))
+        if draw(st.booleans()):
+            rows.extend(tool(i, draw(texts), attachments=draw(st.integers(0, 2))) for i in ids)
+        else:
+            carrier = h.ChatMessage(role=h.ROLE_USER, content="[Tool results] " + draw(texts))
+            rows.append(carrier)
+    if draw(st.booleans()):
+        rows.append(system("mid-turn " + draw(texts)))
+    rows.append(assistant(draw(texts)))
+    return rows
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> h.History:
+    rows = [system(draw(texts)) for _ in range(draw(st.integers(0, 2)))]
+    if draw(st.booleans()):
+        rows.append(crumb())
+    if draw(st.booleans()):  # rows before the first real user row
+        rows.append(assistant(draw(texts)))
+    for index in range(draw(st.integers(0, 7))):
+        rows.extend(draw(turns(index)))
+    return chat(*rows)
+
+
+def call_turns(messages: list[h.ChatMessage]) -> dict[str, tuple[int, int]]:
+    """For every tool call id: (rows with the call, rows with its result) present."""
+    seen: dict[str, tuple[int, int]] = {}
+    for m in messages:
+        for c in m.tool_calls:
+            calls, results = seen.get(c.id, (0, 0))
+            seen[c.id] = (calls + 1, results)
+        if m.role == h.ROLE_TOOL:
+            calls, results = seen.get(m.tool_call_id, (0, 0))
+            seen[m.tool_call_id] = (calls, results + 1)
+    return seen
+
+
+def check_trim_invariants(history: h.History, plan_fn: object, *, budget: int | None) -> None:
+    w = WorkingHistory.of(history)
+    plan = plan_fn(w)  # type: ignore[operator]
+    out = w.apply(plan, TEXT)
+    src = list(history.chat.messages)
+    dst = list(out.history.chat.messages)
+    lay = layout(w.rows)
+
+    # No trim -> identical output (§2).
+    if not plan.trimmed:
+        assert out.history == history
+        return
+    # Leading system rows always kept (§2).
+    assert dst[: lay.system_rows] == src[: lay.system_rows]
+    # The newest complete turn is always kept (§2).
+    last = lay.boundaries[-1]
+    assert dst[-(len(src) - last) :] == src[last:]
+    # A tool call and its result are never separated (§1, §8).
+    before = call_turns(src)
+    for call_id, pair in call_turns(dst).items():
+        assert pair == before[call_id]
+    # Counts add up; the estimate is the output's (§9).
+    inserted = 1 if plan.breadcrumb_at is not None else 0
+    assert plan.dropped_messages + len(dst) - inserted == len(src)
+    assert plan.dropped_turns + plan.kept_turns == lay.turns
+    assert plan.tokens_after == price(rows_of(out.history)).total
+    assert sum(1 for m in dst if m.breadcrumb) <= 1
+    # The output fits the budget unless one turn is left (§9).
+    if budget is not None and plan.kept_turns > 1:
+        assert plan.tokens_after <= budget
+    # Trimming the output again with the same limits changes nothing.
+    again = plan_fn(out)  # type: ignore[operator]
+    assert not again.trimmed
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, 4000))
+def test_token_budget_properties(history: h.History, budget: int) -> None:
+    check_trim_invariants(
+        history,
+        lambda w: plan_token_budget(w.rows, w.pricing, budget, CRUMB),
+        budget=budget or None,
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.integers(0, 8), st.booleans())
+def test_turn_count_properties(history: h.History, limit: int, agent_path: bool) -> None:
+    crumb_cost = CRUMB if agent_path else None
+    check_trim_invariants(
+        history, lambda w: plan_turn_count(w.rows, w.pricing, limit, crumb_cost), budget=None
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories())
+def test_overflow_recovery_properties(history: h.History) -> None:
+    target = 2 * price(rows_of(history)).total // 3
+    w = WorkingHistory.of(history)
+    plan = plan_overflow_recovery(w.rows, w.pricing, CRUMB)
+    assert plan.target_tokens == target
+    check_trim_invariants(
+        history, lambda w: plan_token_budget(w.rows, w.pricing, target, CRUMB), budget=target
+    )
