@@ -27,6 +27,10 @@ def create_feed(config: FeedConfig) -> EventFeed:
     url = config.events_url
     if not url:
         return RingFeed(config.ring_size, config.subscriber_queue_size)
+    if url.startswith(("redis://", "rediss://", "unix://")):
+        from .redis_feed import RedisFeed
+
+        return RedisFeed(url, config.ring_size, config.subscriber_queue_size)
     raise ValueError(f"unsupported events url {url!r}: expected redis://HOST:PORT")
 
 
