@@ -1,0 +1,37 @@
+"""turnkeeper-client: sync and asyncio clients, format converters and the `turnkeeper` CLI.
+
+The generated messages live in the root `turnkeeper` package (`turnkeeper.v1.*_pb2`).
+"""
+
+from ._options import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, target
+from ._watch import Backoff
+from .aio import AsyncTrimWatch, AsyncTurnkeeperClient
+from .convert import (
+    ConversionError,
+    from_anthropic,
+    from_openai,
+    to_anthropic,
+    to_openai,
+)
+from .errors import FieldViolation, PreconditionViolation, TurnkeeperError, decode_rpc_error
+from .sync import TrimWatch, TurnkeeperClient
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_MESSAGE_BYTES",
+    "AsyncTrimWatch",
+    "AsyncTurnkeeperClient",
+    "Backoff",
+    "ConversionError",
+    "FieldViolation",
+    "PreconditionViolation",
+    "TrimWatch",
+    "TurnkeeperClient",
+    "TurnkeeperError",
+    "decode_rpc_error",
+    "from_anthropic",
+    "from_openai",
+    "target",
+    "to_anthropic",
+    "to_openai",
+]

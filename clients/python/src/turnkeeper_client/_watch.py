@@ -1,0 +1,96 @@
+"""Cursor bookkeeping and reconnect policy shared by the sync and async TrimEvents watchers."""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf import duration_pb2
+from turnkeeper.v1 import history_service_pb2, trim_pb2
+
+from .errors import TurnkeeperError
+
+# Reasons the server uses when the feed (not the request) is the problem; worth retrying.
+_RETRYABLE_REASONS = frozenset({"ERROR_REASON_SHUTTING_DOWN", "ERROR_REASON_EVENTS_UNAVAILABLE"})
+# How many recent event cursors to remember to drop redelivered events after a resume.
+_SEEN_LIMIT = 4096
+
+# Called before each reconnect with the error that ended the stream (None for a clean end)
+# and the delay before the next attempt, in seconds.
+DisconnectHook = Callable[[TurnkeeperError | None, float], None]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential reconnect backoff with jitter; `max_attempts` counts consecutive failures."""
+
+    initial: float = 0.1
+    maximum: float = 5.0
+    multiplier: float = 2.0
+    jitter: float = 0.2
+    max_attempts: int | None = None
+
+    def delay(self, attempt: int) -> float:
+        base = min(self.maximum, self.initial * self.multiplier ** max(0, attempt - 1))
+        return max(0.0, base * (1.0 + random.uniform(-self.jitter, self.jitter)))
+
+
+def is_retryable(error: TurnkeeperError) -> bool:
+    return error.code == grpc.StatusCode.UNAVAILABLE or error.reason in _RETRYABLE_REASONS
+
+
+def build_request(
+    *,
+    session_ids: Iterable[str],
+    runtime_ids: Iterable[str],
+    reasons: Iterable[trim_pb2.TrimReason.ValueType],
+    heartbeat_interval: float | None,
+) -> history_service_pb2.TrimEventsRequest:
+    request = history_service_pb2.TrimEventsRequest(
+        session_ids=list(session_ids), runtime_ids=list(runtime_ids), reasons=list(reasons)
+    )
+    if heartbeat_interval is not None:
+        request.heartbeat_interval.CopyFrom(_duration(heartbeat_interval))
+    return request
+
+
+def _duration(seconds: float) -> duration_pb2.Duration:
+    whole = int(seconds)
+    return duration_pb2.Duration(seconds=whole, nanos=round((seconds - whole) * 1e9))
+
+
+class CursorState:
+    """Remembers the last cursor seen so a new stream resumes right after it.
+
+    Event cursors and non-empty heartbeat cursors advance the position. A gap does not: its
+    `before_cursor` names the next event to be delivered, which must not be skipped.
+    """
+
+    def __init__(self, base: history_service_pb2.TrimEventsRequest, after_cursor: str) -> None:
+        self._base = base
+        self.cursor = after_cursor
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def request(self) -> history_service_pb2.TrimEventsRequest:
+        request = history_service_pb2.TrimEventsRequest()
+        request.CopyFrom(self._base)
+        request.after_cursor = self.cursor
+        return request
+
+    def accept(self, item: history_service_pb2.TrimEventsResponse) -> bool:
+        """Records the item's position; False for an event already delivered (a redelivery)."""
+        kind = item.WhichOneof("item")
+        if kind == "event":
+            cursor = item.event.cursor
+            if cursor in self._seen:
+                return False
+            self._seen[cursor] = None
+            if len(self._seen) > _SEEN_LIMIT:
+                self._seen.popitem(last=False)
+            self.cursor = cursor
+        elif kind == "heartbeat" and item.heartbeat.cursor:
+            self.cursor = item.heartbeat.cursor
+        return True

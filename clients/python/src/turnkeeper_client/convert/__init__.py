@@ -1,0 +1,62 @@
+"""Converters between turnkeeper.v1 histories and the formats runtimes keep on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from ._common import CARRIER_PREFIX, DEFAULT_BREADCRUMB, ConversionError, Shape, chat_rows
+from .anthropic import from_anthropic, to_anthropic
+from .openai import from_openai, to_openai
+
+Format = Literal["openai", "anthropic", "proto"]
+
+__all__ = [
+    "CARRIER_PREFIX",
+    "DEFAULT_BREADCRUMB",
+    "ConversionError",
+    "Format",
+    "Shape",
+    "chat_rows",
+    "detect_format",
+    "from_anthropic",
+    "from_openai",
+    "to_anthropic",
+    "to_openai",
+]
+
+_PROTO_KEYS = frozenset({"history", "chat", "conversation"})
+_OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "image", "thinking", "redacted_thinking"})
+
+
+def detect_format(data: object) -> Format:
+    """Guesses the format of parsed JSON: the proto JSON mapping (a History, or a request with a
+    `history`), Anthropic Messages, or OpenAI Chat Completions (the default when both fit: a
+    plain user/assistant text exchange means the same in both)."""
+    messages: object = data
+    if isinstance(data, Mapping):
+        if _PROTO_KEYS & data.keys():
+            return "proto"
+        if "system" in data:
+            return "anthropic"
+        messages = data.get("messages")
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        raise ConversionError(
+            "unrecognised input: expected a proto History/request, an OpenAI messages array or "
+            "request, or an Anthropic Messages request"
+        )
+    for message in messages:
+        if not isinstance(message, Mapping):
+            continue
+        if message.get("role") in _OPENAI_ROLES or "tool_calls" in message:
+            return "openai"
+        content: Any = message.get("content")
+        if isinstance(content, list):
+            for part in content:
+                kind = part.get("type") if isinstance(part, Mapping) else None
+                if kind in _ANTHROPIC_BLOCKS:
+                    return "anthropic"
+                if kind == "image_url":
+                    return "openai"
+    return "openai"

@@ -1,0 +1,148 @@
+"""Decoding of turnkeeper's rich gRPC errors into `TurnkeeperError`.
+
+Every error status the server sends carries a `google.rpc.Status` in the `grpc-status-details-bin`
+trailer: one `google.rpc.ErrorInfo` (domain `turnkeeper.v1`), a `google.rpc.BadRequest` for bad
+input, and a `google.rpc.PreconditionFailure` plus a `turnkeeper.v1.CapacityReport` when a prepared
+request does not fit the model's capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import grpc
+from google.protobuf import message as _message
+from google.rpc import error_details_pb2, status_pb2
+from turnkeeper.v1 import errors_pb2, trim_pb2
+
+DOMAIN = "turnkeeper.v1"
+_DETAILS_KEY = "grpc-status-details-bin"
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One problem with one request field; `field` is the path from the request root."""
+
+    field: str
+    description: str
+
+
+@dataclass(frozen=True)
+class PreconditionViolation:
+    """One failed precondition (`google.rpc.PreconditionFailure.Violation`)."""
+
+    type: str
+    subject: str
+    description: str
+
+
+@dataclass(eq=False)
+class TurnkeeperError(Exception):
+    """A failed turnkeeper RPC with its decoded details.
+
+    `reason` is the full `turnkeeper.v1.ErrorReason` name (e.g. `ERROR_REASON_INVALID_HISTORY`),
+    or empty when the status carried no ErrorInfo (transport errors such as UNAVAILABLE).
+    """
+
+    code: grpc.StatusCode
+    message: str
+    reason: str = ""
+    domain: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    field_violations: tuple[FieldViolation, ...] = ()
+    precondition_violations: tuple[PreconditionViolation, ...] = ()
+    capacity_report: trim_pb2.CapacityReport | None = None
+
+    def __post_init__(self) -> None:
+        # The dataclass __init__ does not call Exception.__init__; set args for pickling/repr.
+        Exception.__init__(self, self.code, self.message)
+
+    def __str__(self) -> str:
+        text = f"{self.code.name}"
+        if self.reason:
+            text += f" ({self.reason})"
+        text += f": {self.message}"
+        return text
+
+    @property
+    def reason_value(self) -> errors_pb2.ErrorReason.ValueType:
+        """The reason as the `ErrorReason` enum value (UNSPECIFIED when absent or unknown)."""
+        try:
+            return errors_pb2.ErrorReason.Value(self.reason)
+        except ValueError:
+            return errors_pb2.ERROR_REASON_UNSPECIFIED
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The set of field paths named by the BadRequest violations."""
+        return frozenset(v.field for v in self.field_violations)
+
+
+def _metadata_items(error: grpc.RpcError) -> Sequence[tuple[str, str | bytes]]:
+    # Both the sync error (also a grpc.Call) and grpc.aio.AioRpcError expose trailing_metadata().
+    if isinstance(error, grpc.aio.AioRpcError):
+        trailing = error.trailing_metadata()
+        return list(trailing) if trailing is not None else []
+    if isinstance(error, grpc.Call):
+        return list(error.trailing_metadata() or ())
+    return []
+
+
+def _code_and_message(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
+    if isinstance(error, grpc.aio.AioRpcError):
+        return error.code(), error.details() or ""
+    if isinstance(error, grpc.Call):
+        return error.code(), error.details() or ""
+    return grpc.StatusCode.UNKNOWN, str(error)
+
+
+def _unpack(any_msg: object, message: _message.Message) -> bool:
+    unpack = getattr(any_msg, "Unpack", None)
+    return bool(unpack is not None and unpack(message))
+
+
+def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
+    """Decodes the status code, message and rich details of a failed call."""
+    code, message = _code_and_message(error)
+    reason = domain = ""
+    metadata: dict[str, str] = {}
+    violations: list[FieldViolation] = []
+    preconditions: list[PreconditionViolation] = []
+    report: trim_pb2.CapacityReport | None = None
+    for key, value in _metadata_items(error):
+        if key != _DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        status = status_pb2.Status()
+        status.ParseFromString(value)
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            bad = error_details_pb2.BadRequest()
+            pre = error_details_pb2.PreconditionFailure()
+            cap = trim_pb2.CapacityReport()
+            if _unpack(detail, info):
+                # The first ErrorInfo wins: the server sends exactly one.
+                if not reason:
+                    reason, domain = str(info.reason), str(info.domain)
+                    metadata = {str(k): str(v) for k, v in info.metadata.items()}
+            elif _unpack(detail, bad):
+                violations.extend(
+                    FieldViolation(str(v.field), str(v.description)) for v in bad.field_violations
+                )
+            elif _unpack(detail, pre):
+                preconditions.extend(
+                    PreconditionViolation(str(v.type), str(v.subject), str(v.description))
+                    for v in pre.violations
+                )
+            elif _unpack(detail, cap):
+                report = cap
+    return TurnkeeperError(
+        code=code,
+        message=message,
+        reason=reason,
+        domain=domain,
+        metadata=metadata,
+        field_violations=tuple(violations),
+        precondition_violations=tuple(preconditions),
+        capacity_report=report,
+    )
