@@ -176,8 +176,9 @@ class Sidecar:
         await server.start()
         for name in ("", SERVICE_NAME):
             await self._health.set(name, _SERVING)
-        await self._publish_feed_status(feed.status(), None)
-        self._poller = asyncio.create_task(self._watch_feed(feed), name="feed-health")
+        initial = feed.status()
+        await self._publish_feed_status(initial, None)
+        self._poller = asyncio.create_task(self._watch_feed(feed, initial), name="feed-health")
 
         if config.ready_file:
             _write_ready_file(config.ready_file, self.tcp_addresses, self.unix_paths)
@@ -210,9 +211,9 @@ class Sidecar:
             else:
                 log.warning("event feed degraded: %s", status.detail or "no detail")
 
-    async def _watch_feed(self, feed: EventFeed) -> None:
-        previous: FeedStatus | None = None
+    async def _watch_feed(self, feed: EventFeed, previous: FeedStatus) -> None:
         while True:
+            await asyncio.sleep(FEED_POLL_SECONDS)
             try:
                 status = feed.status()
             except Exception as error:  # a broken status() must not end health reporting
@@ -220,7 +221,6 @@ class Sidecar:
             if status != previous:
                 await self._publish_feed_status(status, previous)
                 previous = status
-            await asyncio.sleep(FEED_POLL_SECONDS)
 
     async def stop(self, grace: float | None = None) -> None:
         """Health NOT_SERVING, end event streams, drain in-flight RPCs for the grace period."""

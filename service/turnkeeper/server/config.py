@@ -92,9 +92,9 @@ def _events(raw: str) -> str:
     url = raw.strip()
     if url == "memory":
         return url
-    if not url.startswith(("redis://", "rediss://")):
+    if not url.startswith(("redis://", "rediss://", "unix://")):
         raise argparse.ArgumentTypeError(
-            f"{raw!r}: use 'memory' (in-process ring buffer) or redis://host:port"
+            f"{raw!r}: use 'memory' (in-process ring buffer), redis://host:port or unix:///redis.sock"
         )
     return url
 

@@ -1,0 +1,447 @@
+"""docs/conventions.md "Validation rules": one test per rule, named after it."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import grpc
+import pytest
+from turnkeeper.server import validation
+from turnkeeper.server.errors import RequestError
+from turnkeeper.v1 import errors_pb2, history_pb2, profile_pb2, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+ROWS = 100_000
+SYS, USER, ASSISTANT, TOOL = (
+    history_pb2.ROLE_SYSTEM,
+    history_pb2.ROLE_USER,
+    history_pb2.ROLE_ASSISTANT,
+    history_pb2.ROLE_TOOL,
+)
+
+
+def chat(*rows: history_pb2.ChatMessage) -> history_pb2.History:
+    return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+
+
+def conversation(*rows: history_pb2.ConversationMessage) -> history_pb2.History:
+    return history_pb2.History(conversation=history_pb2.ConversationHistory(messages=rows))
+
+
+def row(role: int, content: str = "x", **fields: object) -> history_pb2.ChatMessage:
+    return history_pb2.ChatMessage(role=role, content=content, **fields)  # type: ignore[arg-type]
+
+
+def call(id: str = "c1", name: str = "f") -> history_pb2.ToolCall:
+    return history_pb2.ToolCall(id=id, name=name, arguments="{}")
+
+
+IMAGE = history_pb2.Attachment(media_type="image/png", uri="file:///a.png")
+
+
+def error_of(check: Callable[[], None]) -> RequestError:
+    with pytest.raises(RequestError) as caught:
+        check()
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    return caught.value
+
+
+def fields_of(check: Callable[[], None]) -> list[str]:
+    return [v.field for v in error_of(check).violations]
+
+
+def reason_of(check: Callable[[], None]) -> str:
+    return errors_pb2.ErrorReason.Name(error_of(check).reason)
+
+
+def estimate(history: history_pb2.History, max_rows: int = ROWS) -> Callable[[], None]:
+    request = svc.EstimateTokensRequest(history=history)
+    return lambda: validation.check_estimate_tokens(request, max_rows)
+
+
+def trim(max_rows: int = ROWS, **fields: object) -> Callable[[], None]:
+    fields.setdefault("history", chat(row(USER)))
+    fields.setdefault("mode", trim_pb2.TRIM_MODE_TURN_COUNT)
+    request = svc.TrimHistoryRequest(**fields)  # type: ignore[arg-type]
+    return lambda: validation.check_trim_history(request, max_rows)
+
+
+def resolve(profiles: profile_pb2.Profiles) -> Callable[[], None]:
+    request = svc.ResolveBudgetRequest(profiles=profiles)
+    return lambda: validation.check_resolve_budget(request)
+
+
+# --- valid requests pass --------------------------------------------------------------------
+
+
+def test_valid_histories_in_both_shapes_pass() -> None:
+    good_chat = chat(
+        row(SYS),
+        row(USER, "[earlier turns omitted]", breadcrumb=True),
+        row(USER, "hi"),
+        row(ASSISTANT, "", tool_calls=[call("a"), call("b")]),
+        row(TOOL, "r", tool_call_id="a", attachments=[IMAGE]),
+        row(USER, "[Tool results] b", attachments=[IMAGE]),
+    )
+    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=good_chat), ROWS)
+    good_conversation = conversation(
+        history_pb2.ConversationMessage(chat=row(SYS)),
+        history_pb2.ConversationMessage(chat=row(USER, "crumb", breadcrumb=True)),
+        history_pb2.ConversationMessage(
+            assistant_tool_calls=history_pb2.AssistantToolCalls(tool_calls=[call()])
+        ),
+        history_pb2.ConversationMessage(
+            tool_results=history_pb2.ToolResults(
+                results=[history_pb2.ToolResult(tool_call_id="c1", attachments=[IMAGE])]
+            )
+        ),
+    )
+    validation.check_sweep_orphans(svc.SweepOrphansRequest(history=good_conversation), ROWS)
+    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=chat()), ROWS)
+
+
+# --- History (ERROR_REASON_INVALID_HISTORY) --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "history", [history_pb2.History(), None], ids=["neither-shape", "history-unset"]
+)
+def test_history_unset_or_neither_shape_set_names_history(
+    history: history_pb2.History | None,
+) -> None:
+    request = svc.EstimateTokensRequest(history=history)
+    check = lambda: validation.check_estimate_tokens(request, ROWS)  # noqa: E731
+    assert fields_of(check) == ["history"]
+    assert reason_of(check) == "ERROR_REASON_INVALID_HISTORY"
+
+
+@pytest.mark.parametrize("role", [history_pb2.ROLE_UNSPECIFIED, 99])
+def test_chat_row_role_unspecified_or_unknown(role: int) -> None:
+    assert fields_of(estimate(chat(row(USER), row(role)))) == ["history.chat.messages[1].role"]
+
+
+def test_chat_row_tool_row_with_empty_tool_call_id() -> None:
+    check = estimate(chat(row(USER), row(TOOL, "r")))
+    assert fields_of(check) == ["history.chat.messages[1].tool_call_id"]
+
+
+def test_chat_row_tool_calls_on_a_non_assistant_row() -> None:
+    check = estimate(chat(row(USER, tool_calls=[call()])))
+    assert fields_of(check) == ["history.chat.messages[0].tool_calls"]
+
+
+def test_chat_row_tool_call_with_empty_id_or_name() -> None:
+    check = estimate(chat(row(ASSISTANT, tool_calls=[call(), call(id=""), call(name="")])))
+    assert fields_of(check) == [
+        "history.chat.messages[0].tool_calls[1].id",
+        "history.chat.messages[0].tool_calls[2].name",
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        row(ASSISTANT, attachments=[IMAGE]),
+        row(SYS, attachments=[IMAGE]),
+        row(USER, "plain user text", attachments=[IMAGE]),
+        row(USER, " [Tool results] leading space", attachments=[IMAGE]),
+        row(USER, "[tool results] wrong case", attachments=[IMAGE]),
+    ],
+    ids=["assistant", "system", "user", "user-leading-space", "user-wrong-case"],
+)
+def test_chat_row_attachments_only_on_tool_rows_and_tool_results_carriers(
+    bad: history_pb2.ChatMessage,
+) -> None:
+    assert fields_of(estimate(chat(row(USER), bad))) == ["history.chat.messages[1].attachments"]
+
+
+def test_chat_row_attachments_on_a_breadcrumb_carrier_text_are_rejected() -> None:
+    """A carrier is a NON-breadcrumb user row starting with [Tool results]."""
+    crumb = row(USER, "[Tool results] x", breadcrumb=True, attachments=[IMAGE])
+    assert fields_of(estimate(chat(crumb))) == ["history.chat.messages[0].attachments"]
+
+
+@pytest.mark.parametrize("role", [SYS, ASSISTANT, TOOL])
+def test_chat_row_breadcrumb_on_a_non_user_row(role: int) -> None:
+    bad = row(role, breadcrumb=True, tool_call_id="t" if role == TOOL else "")
+    assert fields_of(estimate(chat(row(SYS), bad))) == ["history.chat.messages[1].breadcrumb"]
+
+
+def test_chat_row_breadcrumb_only_directly_after_the_leading_system_rows() -> None:
+    crumb = row(USER, "crumb", breadcrumb=True)
+    # Valid slots: index 0 with no system rows, index 2 after two.
+    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=chat(crumb, row(USER))), 9)
+    ok = chat(row(SYS), row(SYS), crumb, row(USER), row(SYS))
+    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=ok), 9)
+    late = chat(row(SYS), row(USER), crumb)
+    assert fields_of(estimate(late)) == ["history.chat.messages[2].breadcrumb"]
+
+
+def test_chat_row_breadcrumb_at_most_one() -> None:
+    crumb = row(USER, "crumb", breadcrumb=True)
+    check = estimate(chat(row(SYS), crumb, crumb, row(USER)))
+    assert fields_of(check) == ["history.chat.messages[2].breadcrumb"]
+
+
+def test_chat_row_rules_apply_inside_conversation_chat_rows() -> None:
+    check = estimate(
+        conversation(
+            history_pb2.ConversationMessage(chat=row(USER)),
+            history_pb2.ConversationMessage(chat=row(TOOL, "r")),
+            history_pb2.ConversationMessage(chat=row(USER, breadcrumb=True)),
+        )
+    )
+    assert fields_of(check) == [
+        "history.conversation.messages[1].chat.tool_call_id",
+        "history.conversation.messages[2].chat.breadcrumb",
+    ]
+
+
+def test_conversation_breadcrumb_slot_counts_only_chat_system_rows() -> None:
+    crumb = history_pb2.ConversationMessage(chat=row(USER, breadcrumb=True))
+    calls = history_pb2.ConversationMessage(
+        assistant_tool_calls=history_pb2.AssistantToolCalls(tool_calls=[call()])
+    )
+    system = history_pb2.ConversationMessage(chat=row(SYS))
+    validation.check_estimate_tokens(
+        svc.EstimateTokensRequest(history=conversation(system, crumb, calls)), ROWS
+    )
+    check = estimate(conversation(system, calls, crumb))
+    assert fields_of(check) == ["history.conversation.messages[2].chat.breadcrumb"]
+
+
+def test_conversation_row_with_no_message_set() -> None:
+    check = estimate(conversation(history_pb2.ConversationMessage()))
+    assert fields_of(check) == ["history.conversation.messages[0].message"]
+
+
+def test_assistant_tool_calls_call_with_empty_id_or_name() -> None:
+    calls = history_pb2.AssistantToolCalls(tool_calls=[call(id=""), call(name=""), call()])
+    check = estimate(conversation(history_pb2.ConversationMessage(assistant_tool_calls=calls)))
+    assert fields_of(check) == [
+        "history.conversation.messages[0].assistant_tool_calls.tool_calls[0].id",
+        "history.conversation.messages[0].assistant_tool_calls.tool_calls[1].name",
+    ]
+
+
+def test_tool_results_with_no_results() -> None:
+    empty = history_pb2.ConversationMessage(tool_results=history_pb2.ToolResults())
+    assert fields_of(estimate(conversation(empty))) == [
+        "history.conversation.messages[0].tool_results.results"
+    ]
+
+
+def test_tool_results_result_with_empty_tool_call_id() -> None:
+    results = history_pb2.ToolResults(
+        results=[history_pb2.ToolResult(tool_call_id="a"), history_pb2.ToolResult()]
+    )
+    check = estimate(conversation(history_pb2.ConversationMessage(tool_results=results)))
+    assert fields_of(check) == [
+        "history.conversation.messages[0].tool_results.results[1].tool_call_id"
+    ]
+
+
+def test_more_rows_than_max_history_rows_is_request_too_large() -> None:
+    history = chat(*(row(USER) for _ in range(4)))
+    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=history), 4)
+    check = estimate(history, max_rows=3)
+    assert fields_of(check) == ["history"]
+    assert reason_of(check) == "ERROR_REASON_REQUEST_TOO_LARGE"
+    big = conversation(*(history_pb2.ConversationMessage(chat=row(USER)) for _ in range(4)))
+    assert reason_of(estimate(big, max_rows=3)) == "ERROR_REASON_REQUEST_TOO_LARGE"
+
+
+# --- Profiles (ERROR_REASON_INVALID_PROFILE) -------------------------------------------------
+
+
+@pytest.mark.parametrize("ratio", [math.nan, math.inf, -math.inf])
+def test_profile_context_compact_ratio_nan_or_infinite(ratio: float) -> None:
+    profiles = profile_pb2.Profiles(runtime=profile_pb2.RuntimeProfile(context_compact_ratio=ratio))
+    assert fields_of(resolve(profiles)) == ["profiles.runtime.context_compact_ratio"]
+    assert reason_of(resolve(profiles)) == "ERROR_REASON_INVALID_PROFILE"
+
+
+@pytest.mark.parametrize("ratio", [0.0, -1.0, 1.5, 1e-9, 1.0])
+def test_profile_finite_ratio_outside_range_is_not_an_error(ratio: float) -> None:
+    """Finite values outside (0, 1] are treated as unset (ratio_ignored), not rejected."""
+    profiles = profile_pb2.Profiles(runtime=profile_pb2.RuntimeProfile(context_compact_ratio=ratio))
+    validation.check_resolve_budget(svc.ResolveBudgetRequest(profiles=profiles))
+
+
+def test_profile_provider_alias_empty_or_duplicate() -> None:
+    profiles = profile_pb2.Profiles(
+        providers=[
+            profile_pb2.ProviderProfile(alias="a"),
+            profile_pb2.ProviderProfile(alias=""),
+            profile_pb2.ProviderProfile(alias="b"),
+            profile_pb2.ProviderProfile(alias="a"),
+        ]
+    )
+    assert fields_of(resolve(profiles)) == [
+        "profiles.providers[1].alias",
+        "profiles.providers[3].alias",
+    ]
+
+
+def test_profile_provider_context_window_present_and_zero() -> None:
+    profiles = profile_pb2.Profiles(
+        providers=[
+            profile_pb2.ProviderProfile(alias="a", context_window=0),
+            profile_pb2.ProviderProfile(alias="b"),  # absent: unknown, fine
+            profile_pb2.ProviderProfile(alias="c", context_window=1),
+        ]
+    )
+    assert fields_of(resolve(profiles)) == ["profiles.providers[0].context_window"]
+
+
+def test_profile_classifier_route_hint_empty_or_duplicate_and_provider_empty() -> None:
+    runtime = profile_pb2.RuntimeProfile(
+        classifier_routes=[
+            profile_pb2.ClassifierRoute(hint="code", provider="p"),
+            profile_pb2.ClassifierRoute(hint="", provider="p"),
+            profile_pb2.ClassifierRoute(hint="code", provider=""),
+        ]
+    )
+    assert fields_of(resolve(profile_pb2.Profiles(runtime=runtime))) == [
+        "profiles.runtime.classifier_routes[1].hint",
+        "profiles.runtime.classifier_routes[2].hint",
+        "profiles.runtime.classifier_routes[2].provider",
+    ]
+
+
+def test_profile_session_switch_present_with_empty_provider() -> None:
+    switch = profile_pb2.Profiles(
+        selection=profile_pb2.RouteSelection(session_switch=profile_pb2.SessionSwitch(model="m"))
+    )
+    assert fields_of(resolve(switch)) == ["profiles.selection.session_switch.provider"]
+    validation.check_resolve_budget(svc.ResolveBudgetRequest())  # absent switch: fine
+
+
+def test_profile_rules_apply_to_every_request_carrying_profiles() -> None:
+    bad = profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")])
+    history = chat(row(USER))
+    prepare = svc.PrepareModelCallRequest(history=history, profiles=bad)
+    capacity = svc.CheckCapacityRequest(history=history, profiles=bad)
+    for check in (
+        lambda: validation.check_prepare_model_call(prepare, ROWS),
+        lambda: validation.check_check_capacity(capacity, ROWS),
+        trim(profiles=bad),
+    ):
+        assert fields_of(check) == ["profiles.providers[0].alias"]
+
+
+# --- Limits (ERROR_REASON_INVALID_LIMITS) ----------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [trim_pb2.TRIM_MODE_UNSPECIFIED, 42])
+def test_limits_mode_unspecified_or_unknown(mode: int) -> None:
+    check = trim(mode=mode)
+    assert fields_of(check) == ["mode"]
+    assert reason_of(check) == "ERROR_REASON_INVALID_LIMITS"
+
+
+def test_limits_caller_path_unknown() -> None:
+    assert fields_of(trim(caller_path=42)) == ["caller_path"]
+
+
+def test_limits_caller_path_unspecified_is_the_agent_path() -> None:
+    trim(caller_path=trim_pb2.CALLER_PATH_UNSPECIFIED, mode=trim_pb2.TRIM_MODE_TURN_COUNT)()
+    check = trim(caller_path=trim_pb2.CALLER_PATH_UNSPECIFIED, mode=trim_pb2.TRIM_MODE_ROW_COUNT)
+    assert fields_of(check) == ["caller_path"]
+
+
+_SERVED = {
+    trim_pb2.CALLER_PATH_AGENT: {
+        trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+        trim_pb2.TRIM_MODE_TURN_COUNT,
+        trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+    },
+    trim_pb2.CALLER_PATH_LEGACY_LOOP: {trim_pb2.TRIM_MODE_TURN_COUNT},
+    trim_pb2.CALLER_PATH_CHANNEL_SENDER_CACHE: {trim_pb2.TRIM_MODE_ROW_COUNT},
+}
+
+
+@pytest.mark.parametrize("path", sorted(_SERVED))
+@pytest.mark.parametrize(
+    "mode",
+    [
+        trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+        trim_pb2.TRIM_MODE_TURN_COUNT,
+        trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+        trim_pb2.TRIM_MODE_ROW_COUNT,
+    ],
+)
+def test_limits_mode_not_served_by_the_caller_path(path: int, mode: int) -> None:
+    check = trim(caller_path=path, mode=mode)  # unset limits: default profiles
+    if mode in _SERVED[path]:
+        check()
+    else:
+        assert fields_of(check) == ["caller_path"]
+
+
+def test_limits_token_budget_with_explicit_limits_lacking_budget_tokens() -> None:
+    check = trim(mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET, explicit_limits=svc.ExplicitLimits())
+    assert fields_of(check) == ["explicit_limits.budget_tokens"]
+    # budget_tokens = 0 is present (it disables trimming), so it is valid.
+    trim(
+        mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET, explicit_limits=svc.ExplicitLimits(budget_tokens=0)
+    )()
+    trim(mode=trim_pb2.TRIM_MODE_TURN_COUNT, explicit_limits=svc.ExplicitLimits())()
+
+
+# --- TrimEvents (ERROR_REASON_INVALID_SUBSCRIPTION) ------------------------------------------
+
+
+def test_trim_events_reason_unspecified_or_unknown() -> None:
+    request = svc.TrimEventsRequest(
+        reasons=[trim_pb2.TRIM_REASON_TURN_LIMIT, trim_pb2.TRIM_REASON_UNSPECIFIED, 77]
+    )
+    check = lambda: validation.check_trim_events(request)  # noqa: E731
+    assert fields_of(check) == ["reasons[1]", "reasons[2]"]
+    assert reason_of(check) == "ERROR_REASON_INVALID_SUBSCRIPTION"
+    validation.check_trim_events(svc.TrimEventsRequest(after_cursor="not-read-here"))
+
+
+# --- collection ------------------------------------------------------------------------------
+
+
+def test_all_violations_collected_in_one_error_reason_of_the_first() -> None:
+    """Bad input is one INVALID_ARGUMENT listing every violation; the reason is the first's."""
+    history = chat(row(99), row(TOOL, "r"), row(USER, tool_calls=[call()]))
+    profiles = profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(context_compact_ratio=math.nan)
+    )
+    error = error_of(trim(history=history, mode=0, caller_path=9, profiles=profiles))
+    assert [v.field for v in error.violations] == [
+        "history.chat.messages[0].role",
+        "history.chat.messages[1].tool_call_id",
+        "history.chat.messages[2].tool_calls",
+        "mode",
+        "caller_path",
+        "profiles.runtime.context_compact_ratio",
+    ]
+    assert error.reason == errors_pb2.ERROR_REASON_INVALID_HISTORY
+    assert all(v.description.endswith(".") and v.description[0].isupper() for v in error.violations)
+    # No violation in the history: the reason comes from the limits.
+    assert reason_of(trim(mode=0, profiles=profiles)) == "ERROR_REASON_INVALID_LIMITS"
+
+
+def test_a_too_large_history_reports_only_its_size() -> None:
+    history = chat(*(row(99) for _ in range(5)))
+    assert fields_of(estimate(history, max_rows=4)) == ["history"]
+
+
+def test_every_request_type_has_a_check() -> None:
+    names = {m.name for m in svc.DESCRIPTOR.services_by_name["HistoryService"].methods}
+    snake = {
+        "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_") for name in names
+    }
+    assert {f"check_{s}" for s in snake} <= set(dir(validation))
+
+
+def test_history_violations_on_a_large_history_name_the_one_bad_row() -> None:
+    history = chat(*(row(USER, "t") for _ in range(100_000)), row(TOOL))
+    assert [v.field for _, v in validation.history_violations(history, "history", ROWS + 1)] == [
+        "history.chat.messages[100000].tool_call_id"
+    ]
