@@ -1,0 +1,1 @@
+"""Language-neutral conformance vectors and their Python runner."""

@@ -1,0 +1,64 @@
+"""Runs every conformance vector (tests/conformance/vectors/*.json) against a live server.
+
+The server is $TURNKEEPER_ADDRESS when set (for example under tests/support/with_server.py), otherwise the
+session's `live_server` fixture (tests/conftest.py). The suite-level checks and the per-vector format
+checks need no server.
+"""
+
+from __future__ import annotations
+
+import os
+
+import grpc
+import pytest
+
+from . import vectors_lib as vl
+from .vectors_lib import Vector
+
+MIN_VECTORS = 60
+SPEC_SECTIONS = frozenset(range(1, 10))
+VECTORS: list[Vector] = vl.load_vectors()
+
+
+def _ids(vectors: list[Vector]) -> list[str]:
+    return [f"{v.number:03d}-{v.name}" for v in vectors]
+
+
+@pytest.fixture(scope="session")
+def server_address(request: pytest.FixtureRequest) -> str:
+    configured = os.environ.get("TURNKEEPER_ADDRESS")
+    if configured:
+        return configured
+    address: str = request.getfixturevalue("live_server").address
+    return address
+
+
+def test_suite_shape() -> None:
+    """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section covered."""
+    assert len(VECTORS) >= MIN_VECTORS, f"only {len(VECTORS)} vectors"
+    names = [v.name for v in VECTORS]
+    assert len(set(names)) == len(names), sorted({n for n in names if names.count(n) > 1})
+    numbers = [v.number for v in VECTORS]
+    assert len(set(numbers)) == len(numbers), sorted({n for n in numbers if numbers.count(n) > 1})
+    unnamed = [v.name for v in VECTORS if not v.sections]
+    assert not unnamed, f"vectors whose rule names no spec section (§N): {unnamed}"
+    missing = SPEC_SECTIONS - vl.covered_sections(VECTORS)
+    assert not missing, f"spec sections no vector covers: {sorted(missing)}"
+    assert {v.rpc for v in VECTORS} == set(vl.RPCS), "every unary RPC has at least one vector"
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=_ids(VECTORS))
+def test_vector_parses_strictly(vector: Vector) -> None:
+    """The request and the expectation parse into their messages with no unknown field (no server)."""
+    assert vector.request_message() is not None
+    assert vector.expected_response() is not None or vector.expected_error() is not None
+
+
+@pytest.mark.parametrize("vector", VECTORS, ids=_ids(VECTORS))
+async def test_vector(vector: Vector, server_address: str) -> None:
+    async with grpc.aio.insecure_channel(server_address) as channel:
+        outcome = await vl.call_vector(channel, vector)
+    problems: list[str] = vl.check_outcome(vector, outcome)
+    assert not problems, (
+        f"{vector.path.name} ({vector.rule})\n{vector.description}\n\n" + "\n".join(problems)
+    )
