@@ -7,7 +7,7 @@ use futures_core::Stream;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status, Streaming};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::trim_events_response::Item;
 use crate::pb::{ErrorReason, TrimEventsRequest, TrimEventsResponse};
@@ -195,15 +195,20 @@ impl TrimEventStream {
         }
     }
 
+    /// Opens one stream. It is established when the server sends its response headers, which a
+    /// server may hold back until its first item; the stall timeout bounds that wait too.
     async fn subscribe(&mut self) -> Result<Streaming<TrimEventsResponse>> {
         let mut request = self.request.clone();
         request.after_cursor = self.cursor.clone().unwrap_or_default();
-        let response = self
-            .stub
-            .trim_events(Request::new(request))
-            .await
-            .map_err(Error::from)?;
-        Ok(response.into_inner())
+        let opening = self.stub.trim_events(Request::new(request));
+        match tokio::time::timeout(self.stall_timeout, opening).await {
+            Ok(response) => Ok(response?.into_inner()),
+            Err(_) => Err(Status::unavailable(format!(
+                "TrimEvents not established within {:?}",
+                self.stall_timeout
+            ))
+            .into()),
+        }
     }
 }
 
