@@ -75,9 +75,9 @@ func TestCapacityExceededDetails(t *testing.T) {
 	report := e.CapacityReport
 	want := &turnkeeperv1.CapacityReport{
 		MessageTokens:        estimate.GetTotalTokens(),
-		ToolSchemaTokens:     4 + 4, // 12 bytes: ceil(12/4) + 4 framing
+		ToolSchemaTokens:     3 + 4, // 12 bytes: ceil(12/4) + 4 framing
 		ReservedOutputTokens: 7,
-		TotalTokens:          estimate.GetTotalTokens() + 8 + 7,
+		TotalTokens:          estimate.GetTotalTokens() + 7 + 7,
 		Capacity:             &turnkeeperv1.Capacity{Known: true, SafetyTokens: 100, ModelContextWindow: proto.Uint64(100)},
 		Fits:                 false,
 	}

@@ -44,10 +44,11 @@ func subscribe(client *turnkeeper.Client, t *testing.T, session, after string) *
 	return sub
 }
 
-// nextEvent skips heartbeats and returns the next event; a gap fails the test.
+// nextEvent returns the next event. A gap fails the test, and so do three heartbeats in a row:
+// the event is published or replayed at once, so three idle intervals mean it is not coming.
 func nextEvent(t *testing.T, sub *turnkeeper.Subscription) *turnkeeperv1.TrimEvent {
 	t.Helper()
-	for {
+	for heartbeats := 0; heartbeats < 3; {
 		item, err := sub.Recv()
 		if err != nil {
 			t.Fatalf("Recv: %v", err)
@@ -57,8 +58,12 @@ func nextEvent(t *testing.T, sub *turnkeeper.Subscription) *turnkeeperv1.TrimEve
 			return item.GetEvent()
 		case item.GetGap() != nil:
 			t.Fatalf("unexpected gap: %v", item.GetGap())
+		default:
+			heartbeats++
 		}
 	}
+	t.Fatal("no event within three heartbeat intervals")
+	return nil
 }
 
 // awaitHeartbeat returns at the next heartbeat and fails on any event before it: the server
