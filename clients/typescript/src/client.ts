@@ -2,7 +2,7 @@ import { connect as netConnect } from "node:net";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { createClient, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { TurnkeeperError } from "./errors.js";
+import { callError } from "./errors.js";
 import { TrimEventSubscription, type WatchOptions } from "./events.js";
 import {
   HistoryService,
@@ -58,6 +58,7 @@ export class TurnkeeperClient {
   readonly raw: Client<typeof HistoryService>;
   private readonly session: Http2SessionManager;
   private readonly timeoutMs: number;
+  private closing = new AbortController();
 
   constructor(target: Target, options: ClientOptions = {}) {
     const { baseUrl, socketPath } = parseTarget(target);
@@ -84,17 +85,17 @@ export class TurnkeeperClient {
 
   /** Prices a history with the pinned heuristic, total and per row. */
   estimateTokens(request: MessageInitShape<typeof EstimateTokensRequestSchema>, options?: CallOptions): Promise<EstimateTokensResponse> {
-    return this.unary(() => this.raw.estimateTokens(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.estimateTokens(request, o));
   }
 
   /** Resolves the route, its capacity, the proactive token budget and the turn limit. */
   resolveBudget(request: MessageInitShape<typeof ResolveBudgetRequestSchema>, options?: CallOptions): Promise<ResolveBudgetResponse> {
-    return this.unary(() => this.raw.resolveBudget(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.resolveBudget(request, o));
   }
 
   /** Applies one trimming operation; `historyTrimmed` is set when the trim dropped turns on the agent path. */
   trimHistory(request: MessageInitShape<typeof TrimHistoryRequestSchema>, options?: CallOptions): Promise<TrimHistoryResponse> {
-    return this.unary(() => this.raw.trimHistory(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.trimHistory(request, o));
   }
 
   /**
@@ -102,22 +103,22 @@ export class TurnkeeperClient {
    * `capacityReport` set when the request does not fit the model's capacity.
    */
   prepareModelCall(request: MessageInitShape<typeof PrepareModelCallRequestSchema>, options?: CallOptions): Promise<PrepareModelCallResponse> {
-    return this.unary(() => this.raw.prepareModelCall(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.prepareModelCall(request, o));
   }
 
   /** Runs the capacity pre-flight alone; rejects like {@link prepareModelCall} when it does not fit. */
   checkCapacity(request: MessageInitShape<typeof CheckCapacityRequestSchema>, options?: CallOptions): Promise<CheckCapacityResponse> {
-    return this.unary(() => this.raw.checkCapacity(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.checkCapacity(request, o));
   }
 
   /** Removes tool results without a call and tool calls without a result. */
   sweepOrphans(request: MessageInitShape<typeof SweepOrphansRequestSchema>, options?: CallOptions): Promise<SweepOrphansResponse> {
-    return this.unary(() => this.raw.sweepOrphans(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.sweepOrphans(request, o));
   }
 
   /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
   capToolResults(request: MessageInitShape<typeof CapToolResultsRequestSchema>, options?: CallOptions): Promise<CapToolResultsResponse> {
-    return this.unary(() => this.raw.capToolResults(request, this.withDeadline(options)));
+    return this.unary(options, (o) => this.raw.capToolResults(request, o));
   }
 
   /**
@@ -128,11 +129,24 @@ export class TurnkeeperClient {
    * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
    */
   watchTrimEvents(request: MessageInitShape<typeof TrimEventsRequestSchema> = {}, options: WatchOptions = {}): TrimEventSubscription {
-    return new TrimEventSubscription(this.raw, request, options);
+    return new TrimEventSubscription(
+      {
+        raw: this.raw,
+        closed: this.closing.signal,
+        resetConnection: (reason) => this.session.abort(reason),
+      },
+      request,
+      options,
+    );
   }
 
-  /** Closes the connection, ending any open calls and subscriptions. */
+  /**
+   * Closes the connection, ending open calls and subscriptions. The client stays usable: a later
+   * call opens a new connection.
+   */
   close(): void {
+    this.closing.abort();
+    this.closing = new AbortController();
     this.session.abort();
   }
 
@@ -140,15 +154,11 @@ export class TurnkeeperClient {
     this.close();
   }
 
-  private withDeadline(options: CallOptions | undefined): CallOptions {
-    return { ...options, timeoutMs: options?.timeoutMs ?? this.timeoutMs };
-  }
-
-  private async unary<T>(call: () => Promise<T>): Promise<T> {
+  private async unary<T>(options: CallOptions | undefined, call: (options: CallOptions) => Promise<T>): Promise<T> {
     try {
-      return await call();
+      return await call({ ...options, timeoutMs: options?.timeoutMs ?? this.timeoutMs });
     } catch (e) {
-      throw TurnkeeperError.from(e);
+      throw callError(e, options?.signal);
     }
   }
 }

@@ -74,6 +74,19 @@ export class TurnkeeperError extends Error {
   }
 }
 
+/**
+ * Wraps what a call threw. connect-node reports a connection that died under an open stream as
+ * CANCELLED (the HTTP/2 stream is reset with CANCEL); when the caller's signal did not fire, that is
+ * a transport failure, so it becomes UNAVAILABLE as gRPC defines it and retry policies apply.
+ */
+export function callError(reason: unknown, signal: AbortSignal | undefined): TurnkeeperError {
+  const cause = ConnectError.from(reason);
+  if (cause.code === Code.Canceled && !cause.isWireError && !signal?.aborted) {
+    return new TurnkeeperError(new ConnectError(cause.rawMessage, Code.Unavailable, cause.metadata, undefined, cause));
+  }
+  return TurnkeeperError.from(cause);
+}
+
 /** The canonical gRPC status name of a code (`Code.InvalidArgument` -> `INVALID_ARGUMENT`). */
 export function codeName(code: Code): string {
   // Connect spells it "Canceled"; gRPC's canonical name is CANCELLED.

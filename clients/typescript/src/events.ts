@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { create, type MessageInitShape } from "@bufbuild/protobuf";
 import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
-import { TurnkeeperError } from "./errors.js";
+import { callError, TurnkeeperError } from "./errors.js";
 import {
   TrimEventsRequestSchema,
   type HistoryService,
@@ -52,6 +52,15 @@ export function isRetryableStreamError(error: TurnkeeperError): boolean {
 
 const DEFAULT_HEARTBEAT_MS = 15_000;
 
+/** @internal What a subscription needs from the client that opened it. */
+export interface SubscriptionHost {
+  readonly raw: Client<typeof HistoryService>;
+  /** Fires when the client is closed; its subscriptions end with it. */
+  readonly closed: AbortSignal;
+  /** Drops the client's connection so the next attempt opens a fresh one. */
+  resetConnection(reason: Error): void;
+}
+
 /**
  * A resumable TrimEvents subscription. Iterate it (once) with `for await`; every feed item is yielded,
  * events, heartbeats and gaps alike. Breaking out of the loop or calling {@link close} ends it.
@@ -69,14 +78,17 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
 
   /** @internal Use {@link TurnkeeperClient.watchTrimEvents}. */
   constructor(
-    private readonly raw: Client<typeof HistoryService>,
+    private readonly host: SubscriptionHost,
     request: MessageInitShape<typeof TrimEventsRequestSchema>,
     private readonly options: WatchOptions,
   ) {
     this.request = create(TrimEventsRequestSchema, request);
     this.lastCursor = options.afterCursor ?? this.request.afterCursor;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 3 * heartbeatMs(this.request);
-    options.signal?.addEventListener("abort", () => this.close(), { once: true });
+    for (const signal of [options.signal, host.closed]) {
+      if (signal?.aborted) this.close();
+      signal?.addEventListener("abort", () => this.close(), { once: true });
+    }
   }
 
   /** The cursor of the last event seen; pass it as `afterCursor` to resume in a later subscription. */
@@ -115,7 +127,7 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
       let failure: TurnkeeperError | undefined;
       try {
         arm();
-        const stream = this.raw.trimEvents(
+        const stream = this.host.raw.trimEvents(
           { ...this.request, afterCursor: this.lastCursor },
           { signal: attempt.signal, ...(this.options.headers ? { headers: this.options.headers } : {}) },
         );
@@ -130,8 +142,11 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
         // A clean end (the server drains its streams on shutdown): resume like after a failure.
       } catch (e) {
         if (this.closer.signal.aborted) return;
-        if (!stalled) {
-          failure = TurnkeeperError.from(e);
+        if (stalled) {
+          // A half-open connection would swallow the next attempt too: start over on a new one.
+          this.host.resetConnection(new ConnectError("no TrimEvents item within the idle timeout", Code.Unavailable));
+        } else {
+          failure = callError(e, attempt.signal);
           if (!(this.options.isRetryable ?? isRetryableStreamError)(failure)) throw failure;
         }
       } finally {

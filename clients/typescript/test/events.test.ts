@@ -1,0 +1,206 @@
+// TrimEvents through the subscription helper: delivery, resume after a disconnect, reconnects.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, describe, test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
+import { equals } from "@bufbuild/protobuf";
+import {
+  CallerPath,
+  connect,
+  HistoryTrimmedSchema,
+  Role,
+  TrimMode,
+  TrimReason,
+  TurnkeeperError,
+  type HistoryTrimmed,
+  type TrimEvent,
+  type TrimEventSubscription,
+  type TrimEventsResponse,
+  type TurnkeeperClient,
+} from "../src/index.js";
+import { FlakyProxy } from "./proxy.js";
+import { serverAddress, show, tcpClient } from "./support.js";
+
+const ONE_SECOND = { seconds: 1n };
+
+/** Causes one agent-path token-budget trim attributed to `sessionId` and returns its HistoryTrimmed. */
+async function causeTrim(client: TurnkeeperClient, sessionId: string, turnId: string): Promise<HistoryTrimmed> {
+  const turn = (n: number) => [
+    { role: Role.USER, content: `question ${n}: ${"q".repeat(60)}` },
+    { role: Role.ASSISTANT, content: `answer ${n}: ${"a".repeat(60)}` },
+  ];
+  const response = await client.trimHistory({
+    history: { shape: { case: "chat", value: { messages: [...turn(1), ...turn(2), ...turn(3)] } } },
+    mode: TrimMode.TOKEN_BUDGET,
+    callerPath: CallerPath.AGENT,
+    limits: { case: "explicitLimits", value: { budgetTokens: 60n } },
+    caller: { sessionId, turnId },
+  });
+  assert.ok(response.historyTrimmed, `the trim dropped nothing:\n${show(response.outcome)}`);
+  assert.equal(response.historyTrimmed.reason, TrimReason.TOKEN_BUDGET);
+  return response.historyTrimmed;
+}
+
+type Items = AsyncIterator<TrimEventsResponse>;
+
+async function next(items: Items, within = 5000): Promise<TrimEventsResponse> {
+  const timeout = new AbortController();
+  try {
+    const result = await Promise.race([
+      items.next(),
+      sleep(within, undefined, { signal: timeout.signal }).then(() => assert.fail(`no TrimEvents item within ${within} ms`)),
+    ]);
+    assert.ok(!result.done, "the subscription ended");
+    return result.value;
+  } finally {
+    timeout.abort();
+  }
+}
+
+async function nextHeartbeat(items: Items): Promise<string> {
+  const item = (await next(items)).item;
+  assert.equal(item.case, "heartbeat", `expected a heartbeat, got ${show(item)}`);
+  return item.value.cursor;
+}
+
+async function nextEvent(items: Items): Promise<TrimEvent> {
+  const item = (await next(items)).item;
+  assert.equal(item.case, "event", `expected an event, got ${show(item)}`);
+  return item.value;
+}
+
+/** Waits for the first heartbeat: the server has registered the subscription, so no event can slip past it. */
+async function open(subscription: TrimEventSubscription): Promise<Items> {
+  const items = subscription[Symbol.asyncIterator]();
+  await nextHeartbeat(items);
+  return items;
+}
+
+function assertSameTrim(event: TrimEvent, returned: HistoryTrimmed): void {
+  assert.ok(equals(HistoryTrimmedSchema, event.trimmed!, returned), `event differs from the trim:\n${show(event.trimmed)}\n${show(returned)}`);
+}
+
+describe("TrimEvents subscription", () => {
+  const client = tcpClient();
+  after(() => client.close());
+
+  test("receives a trim, disconnects, and resumes with exactly the event it missed", async () => {
+    const sessionId = `ts-resume-${randomUUID()}`;
+    const first = client.watchTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND });
+    assert.equal(first.cursor, "");
+    const items = await open(first);
+
+    const trim1 = await causeTrim(client, sessionId, "turn-1");
+    const event1 = await nextEvent(items);
+    assertSameTrim(event1, trim1);
+    assert.equal(event1.trimmed?.caller?.turnId, "turn-1");
+    assert.equal(first.cursor, event1.cursor);
+
+    first.close();
+    assert.deepEqual(await items.next(), { done: true, value: undefined });
+
+    const trim2 = await causeTrim(client, sessionId, "turn-2");
+    const second = client.watchTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND }, { afterCursor: first.cursor });
+    const resumed = second[Symbol.asyncIterator]();
+    const event2 = await nextEvent(resumed);
+    assertSameTrim(event2, trim2);
+    assert.equal(event2.trimmed?.caller?.turnId, "turn-2");
+    assert.notEqual(event2.cursor, event1.cursor);
+    // Nothing else was owed: the next item is a heartbeat naming the event just delivered.
+    assert.equal(await nextHeartbeat(resumed), event2.cursor);
+    assert.equal(second.cursor, event2.cursor);
+    await resumed.return?.();
+  });
+
+  test("reconnects by itself after the connection drops and delivers what it missed once", async () => {
+    const proxy = await FlakyProxy.start(serverAddress());
+    const viaProxy = connect(proxy.address);
+    try {
+      const sessionId = `ts-reconnect-${randomUUID()}`;
+      const reconnects: { attempt: number; error: TurnkeeperError | undefined }[] = [];
+      const subscription = viaProxy.watchTrimEvents(
+        { sessionIds: [sessionId], heartbeatInterval: ONE_SECOND },
+        { backoff: { initialMs: 20, maxMs: 100 }, onReconnect: (r) => reconnects.push(r) },
+      );
+      const items = await open(subscription);
+      const trim1 = await causeTrim(client, sessionId, "before");
+      const event1 = await nextEvent(items);
+      assertSameTrim(event1, trim1);
+
+      // Break the connection and keep the server unreachable while the next trim happens.
+      proxy.refuse(true);
+      proxy.cut();
+      const pending = next(items, 10_000);
+      const trim2 = await causeTrim(client, sessionId, "during");
+      while (reconnects.length < 2) await sleep(20);
+      proxy.refuse(false);
+
+      const item = (await pending).item;
+      assert.equal(item.case, "event", show(item));
+      assertSameTrim(item.value, trim2);
+      assert.notEqual(item.value.cursor, event1.cursor);
+      assert.equal(subscription.cursor, item.value.cursor);
+      assert.equal(reconnects[0]?.error?.codeName, "UNAVAILABLE");
+      assert.equal(reconnects[0]?.attempt, 1);
+      assert.equal(reconnects[1]?.attempt, 2); // consecutive failures back off further
+      assert.equal(await nextHeartbeat(items), item.value.cursor);
+      subscription.close();
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
+  });
+
+  test("a silent connection trips the watchdog and the stream resumes on a new one", async () => {
+    const proxy = await FlakyProxy.start(serverAddress());
+    const viaProxy = connect(proxy.address);
+    try {
+      const sessionId = `ts-stall-${randomUUID()}`;
+      const reconnects: (TurnkeeperError | undefined)[] = [];
+      const subscription = viaProxy.watchTrimEvents(
+        { sessionIds: [sessionId], heartbeatInterval: ONE_SECOND },
+        { idleTimeoutMs: 1500, backoff: { initialMs: 20 }, onReconnect: (r) => reconnects.push(r.error) },
+      );
+      const items = await open(subscription);
+      // The resume point: a subscription that never saw an event has none (see README).
+      const before = await causeTrim(client, sessionId, "before");
+      assertSameTrim(await nextEvent(items), before);
+      assert.equal(proxy.connections, 1);
+
+      proxy.muteOpenConnections(); // the connection stays open but nothing arrives any more
+      const pending = next(items, 10_000);
+      const trim = await causeTrim(client, sessionId, "stalled");
+      const item = (await pending).item;
+      assert.equal(item.case, "event", show(item));
+      assertSameTrim(item.value, trim);
+      assert.deepEqual(reconnects, [undefined]); // a stall, not an error
+      assert.equal(proxy.connections, 2, "the stalled connection was reused");
+      subscription.close();
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
+  });
+
+  test("an unreadable cursor fails without retrying", async () => {
+    let reconnects = 0;
+    const subscription = client.watchTrimEvents({}, { afterCursor: "not-a-cursor", onReconnect: () => reconnects++ });
+    await assert.rejects(subscription[Symbol.asyncIterator]().next(), (e: unknown) => {
+      assert.ok(e instanceof TurnkeeperError, String(e));
+      assert.equal(e.codeName, "INVALID_ARGUMENT");
+      assert.equal(e.reasonName, "ERROR_REASON_INVALID_SUBSCRIPTION");
+      assert.deepEqual(e.fieldViolations.map((v) => v.field), ["after_cursor"]);
+      return true;
+    });
+    assert.equal(reconnects, 0);
+  });
+
+  test("closing the client ends its subscriptions", async () => {
+    const own = tcpClient();
+    const subscription = own.watchTrimEvents({ sessionIds: [`ts-close-${randomUUID()}`], heartbeatInterval: ONE_SECOND });
+    const items = await open(subscription);
+    const pending = items.next();
+    own.close();
+    assert.deepEqual(await pending, { done: true, value: undefined });
+  });
+});
