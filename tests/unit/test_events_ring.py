@@ -1,0 +1,324 @@
+"""The in-process ring feed, driven directly (no gRPC)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+
+import pytest
+from google.protobuf import duration_pb2
+from turnkeeper.server.errors import RequestError
+from turnkeeper.server.events import RingFeed, create_feed
+from turnkeeper.server.events import cursor as cursors
+from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
+
+Item = history_service_pb2.TrimEventsResponse
+
+
+def trimmed(
+    i: int, session: str = "s1", runtime: str = "r1", turn_limit: bool = False
+) -> trim_pb2.HistoryTrimmed:
+    reason = trim_pb2.TRIM_REASON_TURN_LIMIT if turn_limit else trim_pb2.TRIM_REASON_TOKEN_BUDGET
+    return trim_pb2.HistoryTrimmed(
+        reason=reason,
+        dropped_turns=i,
+        caller=trim_pb2.CallerContext(session_id=session, runtime_id=runtime, turn_id=f"t{i}"),
+    )
+
+
+def request(**kwargs: object) -> history_service_pb2.TrimEventsRequest:
+    return history_service_pb2.TrimEventsRequest(**kwargs)  # type: ignore[arg-type]
+
+
+async def take(stream: AsyncIterator[Item], n: int, limit_s: float = 2.0) -> list[Item]:
+    async def run() -> list[Item]:
+        return [await anext(stream) for _ in range(n)]
+
+    return await asyncio.wait_for(run(), limit_s)
+
+
+async def started(
+    feed: RingFeed, req: history_service_pb2.TrimEventsRequest
+) -> AsyncIterator[Item]:
+    """A subscription that is registered (its first step ran) before the test publishes."""
+    stream = feed.subscribe(req)
+    first: asyncio.Task[Item] = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0)  # runs the generator up to its first wait: it is now registered
+
+    async def rest() -> AsyncIterator[Item]:
+        try:
+            yield await first
+        except StopAsyncIteration:  # the feed closed before the first item
+            return
+        async for item in stream:
+            yield item
+
+    return rest()
+
+
+def turns(items: list[Item]) -> list[int]:
+    return [i.event.trimmed.dropped_turns for i in items]
+
+
+async def test_live_tail_in_order_and_only_after_subscribing() -> None:
+    feed = RingFeed(ring_size=100, subscriber_queue_size=100)
+    feed.publish(trimmed(0))
+    stream = await started(feed, request())
+    for i in range(1, 6):
+        feed.publish(trimmed(i))
+    items = await take(stream, 5)
+    assert turns(items) == [1, 2, 3, 4, 5]
+    event = items[0].event
+    assert event.trimmed.caller.turn_id == "t1"
+    assert event.time.seconds > 0
+    assert cursors.decode(event.cursor) == cursors.RingCursor(feed.epoch, 2)
+    await feed.close()
+
+
+async def test_filters_apply_to_what_the_subscriber_sees() -> None:
+    feed = RingFeed(ring_size=100, subscriber_queue_size=100)
+    by_session = await started(feed, request(session_ids=["s2"]))
+    by_runtime = await started(feed, request(runtime_ids=["r2", "r3"]))
+    by_reason = await started(feed, request(reasons=[trim_pb2.TRIM_REASON_TURN_LIMIT]))
+    combined = await started(
+        feed, request(session_ids=["s1"], reasons=[trim_pb2.TRIM_REASON_TOKEN_BUDGET])
+    )
+    feed.publish(trimmed(1, session="s1", runtime="r1"))
+    feed.publish(trimmed(2, session="s2", runtime="r2"))
+    feed.publish(trimmed(3, session="s1", runtime="r3", turn_limit=True))
+    feed.publish(trimmed(4, session="s2", runtime="r1", turn_limit=True))
+    feed.publish(trimmed(5, session="s1", runtime="r1"))
+    assert turns(await take(by_session, 2)) == [2, 4]
+    assert turns(await take(by_runtime, 2)) == [2, 3]
+    assert turns(await take(by_reason, 2)) == [3, 4]
+    assert turns(await take(combined, 2)) == [1, 5]
+    await feed.close()
+
+
+async def test_resume_replays_every_retained_event_exactly_once_then_live() -> None:
+    feed = RingFeed(ring_size=50, subscriber_queue_size=100)
+    for i in range(1, 11):
+        feed.publish(trimmed(i))
+    first = await started(feed, request(after_cursor=""))
+    feed.publish(trimmed(11))
+    (eleven,) = await take(first, 1)
+    assert turns([eleven]) == [11]
+
+    # Resume after event 4: replay 5..11, and publishing while the replay is consumed lands after
+    # it without a duplicate or a hole.
+    after_four = cursors.encode_ring(feed.epoch, 4)
+    resumed = feed.subscribe(request(after_cursor=after_four))
+    head = await take(resumed, 3)
+    feed.publish(trimmed(12))
+    feed.publish(trimmed(13))
+    tail = await take(resumed, 6)
+    assert turns(head + tail) == list(range(5, 14))
+    assert all(i.HasField("event") for i in head + tail)
+    # The last event's cursor resumes with nothing.
+    last = tail[-1].event.cursor
+    again = await started(feed, request(after_cursor=last))
+    feed.publish(trimmed(14))
+    assert turns(await take(again, 1)) == [14]
+    await feed.close()
+
+
+async def test_resume_with_filters_replays_only_matching() -> None:
+    feed = RingFeed(ring_size=50, subscriber_queue_size=100)
+    for i in range(1, 7):
+        feed.publish(trimmed(i, session="a" if i % 2 else "b"))
+    start = cursors.encode_ring(feed.epoch, 1)
+    stream = feed.subscribe(request(after_cursor=start, session_ids=["b"]))
+    assert turns(await take(stream, 3)) == [2, 4, 6]
+    await feed.close()
+
+
+async def test_cursor_older_than_the_ring_yields_an_overflow_gap_then_the_rest() -> None:
+    feed = RingFeed(ring_size=5, subscriber_queue_size=100)
+    for i in range(1, 13):
+        feed.publish(trimmed(i))
+    stream = feed.subscribe(request(after_cursor=cursors.encode_ring(feed.epoch, 3)))
+    items = await take(stream, 6)
+    gap = items[0].gap
+    assert gap.cause == events_pb2.GAP_CAUSE_BUFFER_OVERFLOW
+    assert gap.missed_events == 4  # events 4..7 were evicted; the ring holds 8..12
+    assert gap.after_cursor == cursors.encode_ring(feed.epoch, 3)
+    assert gap.before_cursor == items[1].event.cursor
+    assert turns(items[1:]) == [8, 9, 10, 11, 12]
+    await feed.close()
+
+
+async def test_cursor_right_before_the_ring_has_no_gap() -> None:
+    feed = RingFeed(ring_size=5, subscriber_queue_size=100)
+    for i in range(1, 11):
+        feed.publish(trimmed(i))
+    stream = feed.subscribe(request(after_cursor=cursors.encode_ring(feed.epoch, 5)))
+    assert turns(await take(stream, 5)) == [6, 7, 8, 9, 10]
+    await feed.close()
+
+
+async def test_cursor_of_another_run_yields_a_restart_gap_then_everything_retained() -> None:
+    old = RingFeed(ring_size=10, subscriber_queue_size=10)
+    old.publish(trimmed(1))
+    old_cursor = cursors.encode_ring(old.epoch, 1)
+    feed = RingFeed(ring_size=3, subscriber_queue_size=10)
+    for i in range(1, 6):
+        feed.publish(trimmed(i))
+    stream = feed.subscribe(request(after_cursor=old_cursor))
+    items = await take(stream, 4)
+    assert items[0].gap.cause == events_pb2.GAP_CAUSE_RESTART
+    assert items[0].gap.after_cursor == old_cursor
+    assert items[0].gap.before_cursor == items[1].event.cursor
+    assert turns(items[1:]) == [3, 4, 5]
+    await feed.close()
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["garbage", "tk1.", "tk1.!!!", "tk1.eHx8", cursors.encode_ring("0" * 16, 1)[:-2], "x" * 500],
+)
+async def test_unreadable_cursor_is_an_invalid_subscription(cursor: str) -> None:
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    with pytest.raises(RequestError) as caught:
+        await anext(feed.subscribe(request(after_cursor=cursor)))
+    error = caught.value
+    assert error.reason == errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
+    assert [v.field for v in error.violations] == ["after_cursor"]
+    assert error.code.name == "INVALID_ARGUMENT"
+
+
+async def test_cursor_ahead_of_everything_published_is_invalid() -> None:
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed.publish(trimmed(1))
+    with pytest.raises(RequestError) as caught:
+        await anext(feed.subscribe(request(after_cursor=cursors.encode_ring(feed.epoch, 2))))
+    assert caught.value.reason == errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
+
+
+async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -> None:
+    feed = RingFeed(ring_size=100, subscriber_queue_size=3)
+    slow = await started(feed, request())
+    fast = await started(feed, request())
+    feed.publish(trimmed(1))
+    await asyncio.sleep(0.05)  # both pending first reads take event 1
+    fast_seen = turns(await take(fast, 1))
+    for i in range(2, 9):
+        feed.publish(trimmed(i))
+        fast_seen += turns(await take(fast, 1))  # the fast one keeps up
+    assert fast_seen == list(range(1, 9))
+    # The slow subscriber's pending read took event 1; its queue then held 2..4 and 5..8 dropped.
+    items = await take(slow, 2)
+    feed.publish(trimmed(9))  # the slow one has room again: 9 is queued after the gap
+    items += await take(slow, 4)
+    assert turns(items[:4]) == [1, 2, 3, 4]
+    gap = items[4].gap
+    assert gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
+    assert gap.missed_events == 4  # dropped for this subscriber only
+    assert gap.after_cursor == items[3].event.cursor
+    assert gap.before_cursor == items[5].event.cursor
+    assert turns(items[5:]) == [9]
+    assert turns(await take(fast, 1)) == [9]
+    await feed.close()
+
+
+async def test_gap_is_delivered_when_no_event_follows_the_drops() -> None:
+    feed = RingFeed(ring_size=100, subscriber_queue_size=2)
+    slow = await started(feed, request())
+    for i in range(1, 6):
+        feed.publish(trimmed(i))
+    items = await take(slow, 3)
+    assert turns(items[:2]) == [1, 2]
+    assert items[2].gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
+    assert items[2].gap.missed_events == 3
+    assert items[2].gap.before_cursor == ""
+    await feed.close()
+
+
+async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
+    feed = RingFeed(ring_size=1000, subscriber_queue_size=10)
+    stalled = await started(feed, request())
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for i in range(20_000):
+        feed.publish(trimmed(i))
+    assert loop.time() - began < 5.0  # no waiting: only work proportional to the events
+    items = await take(stalled, 11)
+    assert items[10].gap.missed_events == 20_000 - 10
+    await feed.close()
+
+
+async def test_heartbeat_after_idle_interval_with_last_cursor_and_drop_count() -> None:
+    feed = RingFeed(ring_size=100, subscriber_queue_size=1)
+    stream = await started(feed, request(heartbeat_interval=duration_pb2.Duration(nanos=1)))
+    feed.publish(trimmed(1))
+    feed.publish(trimmed(2))  # dropped: the queue holds one
+    items = await take(stream, 3, limit_s=5)
+    assert items[1].HasField("gap")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    (beat,) = await take(stream, 1, limit_s=5)
+    waited = loop.time() - began
+    assert beat.HasField("heartbeat")
+    assert 0.8 <= waited < 3  # clamped up to the 1 s minimum
+    assert beat.heartbeat.cursor == items[0].event.cursor
+    assert beat.heartbeat.dropped_events == 1
+    assert beat.heartbeat.time.seconds > 0
+    await feed.close()
+
+
+async def test_heartbeat_before_any_event_has_an_empty_cursor() -> None:
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    stream = feed.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=1)))
+    (beat,) = await take(stream, 1, limit_s=5)
+    assert beat.heartbeat.cursor == ""
+    assert beat.heartbeat.dropped_events == 0
+    await feed.close()
+
+
+async def test_close_ends_every_stream_promptly() -> None:
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    streams = [await started(feed, request()) for _ in range(3)]
+
+    async def drain(stream: AsyncIterator[Item]) -> int:
+        return len([item async for item in stream])
+
+    tasks = [asyncio.ensure_future(drain(s)) for s in streams]
+    await asyncio.sleep(0.05)
+    await feed.close()
+    counts = await asyncio.wait_for(asyncio.gather(*tasks), 1.0)
+    assert counts == [0, 0, 0]
+    feed.publish(trimmed(1))  # publishing after close is a no-op, never an error
+    assert [item async for item in feed.subscribe(request())] == []
+
+
+async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    stream = await started(feed, request())
+    worker = threading.Thread(target=feed.publish, args=(trimmed(7),))
+    worker.start()
+    worker.join()
+    assert turns(await take(stream, 1)) == [7]
+    await feed.close()
+
+
+async def test_publish_copies_the_payload() -> None:
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    stream = await started(feed, request())
+    payload = trimmed(1)
+    feed.publish(payload)
+    payload.dropped_turns = 99
+    assert turns(await take(stream, 1)) == [1]
+    await feed.close()
+
+
+def test_create_feed_picks_the_backend() -> None:
+    class Config:
+        def __init__(self, url: str | None) -> None:
+            self.events_url = url
+            self.ring_size = 10
+            self.subscriber_queue_size = 5
+
+    assert isinstance(create_feed(Config(None)), RingFeed)
+    assert type(create_feed(Config("redis://127.0.0.1:1"))).__name__ == "RedisFeed"
+    with pytest.raises(ValueError):
+        create_feed(Config("kafka://x"))
