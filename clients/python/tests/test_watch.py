@@ -1,0 +1,153 @@
+"""TrimEvents through watch_trims: live tail, resume from a cursor, automatic reconnect."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import grpc
+import pytest
+
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper_client import (
+    AsyncTurnkeeperClient,
+    Backoff,
+    TurnkeeperClient,
+    TurnkeeperError,
+)
+
+from .conftest import Endpoints
+from .helpers import budget_trim
+from .proxy import CuttableProxy
+
+FAST = Backoff(initial=0.05, maximum=0.5)
+
+
+def _kind(item: svc.TrimEventsResponse) -> str | None:
+    return item.WhichOneof("item")
+
+
+def test_subscribe_then_resume_after_disconnect(client: TurnkeeperClient) -> None:
+    session = uuid.uuid4().hex
+    watch = client.watch_trims(session_ids=[session], heartbeat_interval=1.0)
+    # The first heartbeat proves the subscription is registered, so no live event can be missed.
+    assert _kind(next(watch)) == "heartbeat"
+    first = client.trim_history(budget_trim(session))
+    assert first.outcome.trimmed and first.HasField("history_trimmed")
+    item = next(watch)
+    assert _kind(item) == "event"
+    assert item.event.trimmed == first.history_trimmed
+    assert watch.cursor == item.event.cursor
+    cursor = watch.cursor
+    watch.close()
+    assert list(watch) == []
+
+    second = client.trim_history(budget_trim(session, budget=200))
+    with client.watch_trims(
+        session_ids=[session], after_cursor=cursor, heartbeat_interval=1.0
+    ) as resumed:
+        item = next(resumed)
+        assert _kind(item) == "event"
+        assert item.event.trimmed == second.history_trimmed
+        assert item.event.cursor != cursor
+        # Exactly the new event: what follows is an idle heartbeat naming it.
+        after = next(resumed)
+        assert _kind(after) == "heartbeat"
+        assert after.heartbeat.cursor == item.event.cursor
+
+
+async def test_async_subscribe_then_resume(unix_aclient: AsyncTurnkeeperClient) -> None:
+    session = uuid.uuid4().hex
+    async with unix_aclient.watch_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
+        assert _kind(await anext(watch)) == "heartbeat"
+        first = await unix_aclient.trim_history(budget_trim(session))
+        item = await anext(watch)
+        assert item.event.trimmed == first.history_trimmed
+        cursor = watch.cursor
+    second = await unix_aclient.trim_history(budget_trim(session, budget=200))
+    async with unix_aclient.watch_trims(
+        session_ids=[session], after_cursor=cursor, heartbeat_interval=1.0
+    ) as resumed:
+        item = await anext(resumed)
+        assert item.event.trimmed == second.history_trimmed
+        assert _kind(await anext(resumed)) == "heartbeat"
+
+
+def test_reconnects_and_resumes_after_the_connection_drops(
+    endpoints: Endpoints, client: TurnkeeperClient
+) -> None:
+    session = uuid.uuid4().hex
+    disconnects: list[TurnkeeperError | None] = []
+    with (
+        CuttableProxy(endpoints.address) as proxy,
+        TurnkeeperClient.connect(proxy.address) as via_proxy,
+    ):
+        watch = via_proxy.watch_trims(
+            session_ids=[session],
+            heartbeat_interval=1.0,
+            backoff=FAST,
+            on_disconnect=lambda error, _delay: disconnects.append(error),
+        )
+        assert _kind(next(watch)) == "heartbeat"
+        first = client.trim_history(budget_trim(session))
+        assert next(watch).event.trimmed == first.history_trimmed
+
+        # Published while the watcher is cut off: it must arrive after the reconnect.
+        proxy.cut()
+        second = client.trim_history(budget_trim(session, budget=200))
+        threading.Timer(0.5, proxy.restore).start()
+        items = [next(watch), next(watch)]
+        watch.close()
+    assert [_kind(i) for i in items] == ["event", "heartbeat"]
+    assert items[0].event.trimmed == second.history_trimmed
+    assert disconnects, "the watcher never saw the disconnect"
+    assert all(e is None or e.code == grpc.StatusCode.UNAVAILABLE for e in disconnects)
+
+
+async def test_async_reconnects_after_the_connection_drops(
+    endpoints: Endpoints, client: TurnkeeperClient
+) -> None:
+    session = uuid.uuid4().hex
+    with CuttableProxy(endpoints.address) as proxy:
+        async with (
+            AsyncTurnkeeperClient.connect(proxy.address) as via_proxy,
+            via_proxy.watch_trims(
+                session_ids=[session], heartbeat_interval=1.0, backoff=FAST
+            ) as watch,
+        ):
+            assert _kind(await anext(watch)) == "heartbeat"
+            first = client.trim_history(budget_trim(session))
+            assert (await anext(watch)).event.trimmed == first.history_trimmed
+            proxy.cut()
+            second = client.trim_history(budget_trim(session, budget=200))
+            threading.Timer(0.5, proxy.restore).start()
+            item = await anext(watch)
+            assert item.event.trimmed == second.history_trimmed
+            assert _kind(await anext(watch)) == "heartbeat"
+
+
+def test_gives_up_after_max_attempts(endpoints: Endpoints) -> None:
+    with (
+        CuttableProxy(endpoints.address) as proxy,
+        TurnkeeperClient.connect(proxy.address) as via_proxy,
+    ):
+        proxy.cut()
+        watch = via_proxy.watch_trims(backoff=Backoff(initial=0.01, max_attempts=2))
+        with pytest.raises(TurnkeeperError) as caught:
+            next(watch)
+    assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+
+
+def test_bad_cursor_is_not_retried(client: TurnkeeperClient) -> None:
+    watch = client.watch_trims(after_cursor="not-a-cursor", backoff=FAST)
+    with pytest.raises(TurnkeeperError) as caught:
+        next(watch)
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.reason == "ERROR_REASON_INVALID_SUBSCRIPTION"
+    assert caught.value.fields == {"after_cursor"}
+
+
+def test_close_from_another_thread_ends_a_blocked_iteration(client: TurnkeeperClient) -> None:
+    watch = client.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
+    threading.Timer(0.3, watch.close).start()
+    assert list(watch) == []
