@@ -52,6 +52,7 @@ class LiveServer:
     log_path: Path
     owns_workdir: bool = True
     args: list[str] = field(default_factory=list)
+    final_log: str | None = None  # kept by stop(), which removes the work directory
 
     @property
     def pid(self) -> int:
@@ -63,6 +64,9 @@ class LiveServer:
         return f"unix:{self.unix_path}" if self.unix_path else None
 
     def log_text(self) -> str:
+        """The server's stdout+stderr so far (all of it once stopped)."""
+        if self.final_log is not None:
+            return self.final_log
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def alive(self) -> bool:
@@ -81,6 +85,8 @@ class LiveServer:
         except subprocess.TimeoutExpired:
             self.process.kill()
             code = self.process.wait()
+        if self.final_log is None:
+            self.final_log = self.log_text()
         if self.owns_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
         return code

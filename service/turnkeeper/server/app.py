@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import tempfile
+from typing import TypeAlias
 from urllib.parse import urlsplit
 
 import grpc
@@ -34,6 +35,77 @@ FEED_POLL_SECONDS = 1.0
 
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+# The health stubs type ServingStatus values as plain ints.
+_Status: TypeAlias = int
+
+
+class HealthService(health_pb2_grpc.HealthServicer):
+    """grpc.health.v1 whose Watch streams end once shutdown's NOT_SERVING is sent.
+
+    The stock aio servicer keeps Watch streams open forever, so every watcher would hold
+    server.stop() for the whole grace period.
+    """
+
+    def __init__(self) -> None:
+        self._status: dict[str, _Status] = {}
+        self._changed = asyncio.Condition()
+        self._shutting_down = False
+
+    def get(self, service: str) -> _Status | None:
+        return self._status.get(service)
+
+    async def set(self, service: str, status: _Status) -> None:
+        """Ignored after enter_graceful_shutdown: nothing may report SERVING again."""
+        async with self._changed:
+            if self._shutting_down:
+                return
+            self._status[service] = status
+            self._changed.notify_all()
+
+    async def enter_graceful_shutdown(self) -> None:
+        async with self._changed:
+            self._shutting_down = True
+            for service in self._status:
+                self._status[service] = _NOT_SERVING
+            self._changed.notify_all()
+
+    async def Check(  # noqa: N802 (gRPC method name)
+        self,
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[
+            health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        ],
+    ) -> health_pb2.HealthCheckResponse:
+        status = self._status.get(request.service)
+        if status is None:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown service {request.service!r}")
+        return health_pb2.HealthCheckResponse(status=status)
+
+    async def Watch(  # noqa: N802 (gRPC method name)
+        self,
+        request: health_pb2.HealthCheckRequest,
+        context: grpc.aio.ServicerContext[
+            health_pb2.HealthCheckRequest, health_pb2.HealthCheckResponse
+        ],
+    ) -> None:
+        unknown = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+        last: _Status | None = None
+        while True:
+            async with self._changed:
+                # Intermediate statuses may be skipped: watchers want the latest one.
+                while (
+                    current := self._status.get(request.service, unknown)
+                ) == last and not self._shutting_down:
+                    await self._changed.wait()
+                ending = self._shutting_down
+            # Written outside the lock so a slow watcher cannot stall status updates.
+            if current != last:
+                await context.write(health_pb2.HealthCheckResponse(status=current))
+                last = current
+            if ending:
+                return
 
 
 class StartupError(Exception):
@@ -120,12 +192,12 @@ class Sidecar:
         self._locks: list[_UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
-        self._health = health.aio.HealthServicer()
+        self._health = HealthService()
         self._poller: asyncio.Task[None] | None = None
         self._stopping = False
 
     @property
-    def health(self) -> health.aio.HealthServicer:
+    def health(self) -> HealthService:
         return self._health
 
     async def start(self) -> None:
