@@ -285,13 +285,18 @@ impl Client {
         // grpc-timeout lets the server give up too; the local timer also covers a server that
         // never answers at all.
         request.set_timeout(self.timeout);
-        match tokio::time::timeout(self.timeout, call(self.inner.clone(), request)).await {
-            Ok(result) => Ok(result?.into_inner()),
-            Err(_) => Err(Status::deadline_exceeded(format!(
+        let deadline_exceeded = || {
+            Error::from(Status::deadline_exceeded(format!(
                 "no response within the {:?} deadline",
                 self.timeout
-            ))
-            .into()),
+            )))
+        };
+        match tokio::time::timeout(self.timeout, call(self.inner.clone(), request)).await {
+            Ok(Ok(response)) => Ok(response.into_inner()),
+            // tonic's channel enforces grpc-timeout too, but reports it as CANCELLED.
+            Ok(Err(status)) if caused_by_timeout(&status) => Err(deadline_exceeded()),
+            Ok(Err(status)) => Err(status.into()),
+            Err(_) => Err(deadline_exceeded()),
         }
     }
 
@@ -344,6 +349,17 @@ impl Client {
     ) -> Result<TrimEventStream> {
         TrimEventStream::open(self.inner.clone(), request, policy).await
     }
+}
+
+fn caused_by_timeout(status: &Status) -> bool {
+    let mut source = std::error::Error::source(status);
+    while let Some(error) = source {
+        if error.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 #[cfg(test)]

@@ -94,15 +94,16 @@ impl Runner {
             .rpc()
             .ok_or_else(|| format!("expected an RPC status, got {error}"))?;
         let mut problems = String::new();
-        if let Some(code) = expected["code"].as_str() {
-            if code_name(rpc.code()) != code {
-                write!(
-                    problems,
-                    "\n  code: expected {code}, got {}",
-                    code_name(rpc.code())
-                )
-                .unwrap();
-            }
+        let code = expected["code"]
+            .as_str()
+            .ok_or("the expected error has no `code`")?;
+        if code_name(rpc.code()) != code {
+            write!(
+                problems,
+                "\n  code: expected {code}, got {}",
+                code_name(rpc.code())
+            )
+            .unwrap();
         }
         if let Some(reason) = expected["reason"].as_str() {
             if rpc.reason_name() != Some(reason) {

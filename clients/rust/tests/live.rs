@@ -1,0 +1,385 @@
+//! The wrapper against the live server: TrimEvents with resume, decoded error details,
+//! deadlines and connection handling.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+use turnkeeper_client::pb::{
+    self, CallerContext, CallerPath, ChatMessage, CheckCapacityRequest, EstimateTokensRequest,
+    ExplicitLimits, History, HistoryTrimmed, Profiles, ProviderProfile, RuntimeProfile, TrimEvent,
+    TrimEventsRequest, TrimHistoryRequest, TrimMode, trim_history_request,
+};
+use turnkeeper_client::{
+    Client, Code, ConnectOptions, Error, FeedItem, ReconnectPolicy, TrimEventStream,
+};
+
+/// A session id no other test (or earlier run) publishes under, so the feed filter isolates us.
+fn session_id(test: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("rust-{test}-{}-{nanos}", std::process::id())
+}
+
+fn subscription(session: &str) -> TrimEventsRequest {
+    TrimEventsRequest {
+        session_ids: vec![session.to_owned()],
+        // Short, so an idle stream proves it is alive quickly (and the server's headers, which it
+        // sends with the first item, arrive within a second).
+        heartbeat_interval: Some(prost_types::Duration {
+            seconds: 1,
+            nanos: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A token-budget trim on the agent path that must drop the two older of three turns.
+fn budget_trim(session: &str, turn: &str) -> TrimHistoryRequest {
+    let filler = "x".repeat(400);
+    let mut rows = vec![ChatMessage::system("You are a careful agent.")];
+    for i in 0..3 {
+        rows.push(ChatMessage::user(format!("{turn} question {i}: {filler}")));
+        rows.push(ChatMessage::assistant(format!("answer {i}: {filler}")));
+    }
+    TrimHistoryRequest {
+        history: Some(History::chat(rows)),
+        mode: TrimMode::TokenBudget.into(),
+        caller_path: CallerPath::Agent.into(),
+        limits: Some(trim_history_request::Limits::ExplicitLimits(
+            ExplicitLimits {
+                budget_tokens: Some(300),
+                ..Default::default()
+            },
+        )),
+        caller: Some(CallerContext {
+            session_id: session.to_owned(),
+            turn_id: turn.to_owned(),
+            ..Default::default()
+        }),
+    }
+}
+
+async fn trim(client: &Client, session: &str, turn: &str) -> HistoryTrimmed {
+    let response = client
+        .trim_history(budget_trim(session, turn))
+        .await
+        .expect("TrimHistory");
+    let outcome = response.outcome.expect("outcome");
+    assert!(outcome.trimmed);
+    assert_eq!((outcome.dropped_turns, outcome.kept_turns), (2, 1));
+    response
+        .history_trimmed
+        .expect("an agent-path trim that drops turns returns HistoryTrimmed")
+}
+
+/// The next event, skipping heartbeats; fails on anything else or after 15 s.
+async fn next_event(stream: &mut TrimEventStream) -> TrimEvent {
+    let wait = async {
+        loop {
+            match stream.next().await {
+                Some(Ok(FeedItem::Event(event))) => return event,
+                Some(Ok(FeedItem::Heartbeat(_))) => continue,
+                other => panic!("expected an event, got {other:?}"),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(15), wait)
+        .await
+        .expect("an event within 15 s")
+}
+
+/// Asserts no further event arrives for `quiet` (heartbeats may).
+async fn assert_no_event(stream: &mut TrimEventStream, quiet: Duration) {
+    let _ = tokio::time::timeout(quiet, async {
+        loop {
+            match stream.next().await {
+                Some(Ok(FeedItem::Heartbeat(_))) => continue,
+                other => panic!("expected only heartbeats, got {other:?}"),
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn trim_events_resume_after_the_last_cursor() {
+    let client = common::tcp_client().await;
+    let session = session_id("resume");
+
+    let mut events = client
+        .trim_events(subscription(&session))
+        .await
+        .expect("subscribe");
+    let first = trim(&client, &session, "turn-1").await;
+    let event = next_event(&mut events).await;
+    assert_eq!(event.trimmed.as_ref(), Some(&first));
+    assert!(!event.cursor.is_empty());
+    assert_eq!(events.cursor(), Some(event.cursor.as_str()));
+    let cursor = event.cursor.clone();
+    drop(events); // disconnect
+
+    let second = trim(&client, &session, "turn-2").await;
+    let mut resumed = client
+        .trim_events(TrimEventsRequest {
+            after_cursor: cursor.clone(),
+            ..subscription(&session)
+        })
+        .await
+        .expect("resubscribe");
+    assert_eq!(resumed.cursor(), Some(cursor.as_str()));
+    let event = next_event(&mut resumed).await;
+    assert_eq!(
+        event.trimmed.as_ref(),
+        Some(&second),
+        "exactly the event missed while away"
+    );
+    assert_ne!(event.cursor, cursor);
+    assert_no_event(&mut resumed, Duration::from_millis(1500)).await;
+}
+
+/// A TCP forwarder whose connections the test can cut, to make the stream fail mid-flight.
+struct Proxy {
+    address: SocketAddr,
+    connections: Arc<Mutex<JoinSet<()>>>,
+    acceptor: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: String) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let connections = Arc::new(Mutex::new(JoinSet::new()));
+        let tracked = connections.clone();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let upstream = upstream.clone();
+                tracked.lock().unwrap().spawn(async move {
+                    if let Ok(mut outbound) = TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+            }
+        });
+        Proxy {
+            address,
+            connections,
+            acceptor,
+        }
+    }
+
+    fn cut(&self) {
+        self.connections.lock().unwrap().abort_all();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+        self.cut();
+    }
+}
+
+#[tokio::test]
+async fn trim_events_reconnect_by_themselves_after_a_dropped_connection() {
+    let direct = common::tcp_client().await;
+    let proxy = Proxy::start(common::tcp_address()).await;
+    let via_proxy = Client::connect(&proxy.address.to_string())
+        .await
+        .expect("connect via proxy");
+    let session = session_id("reconnect");
+    let policy = ReconnectPolicy {
+        initial_backoff: Duration::from_millis(50),
+        ..Default::default()
+    };
+
+    let mut events = via_proxy
+        .trim_events_with(subscription(&session), policy)
+        .await
+        .unwrap();
+    let first = trim(&direct, &session, "turn-1").await;
+    assert_eq!(next_event(&mut events).await.trimmed.as_ref(), Some(&first));
+
+    proxy.cut();
+    let second = trim(&direct, &session, "turn-2").await;
+    let event = next_event(&mut events).await;
+    assert_eq!(
+        event.trimmed.as_ref(),
+        Some(&second),
+        "resumed after the cursor, nothing replayed"
+    );
+    assert_eq!(events.cursor(), Some(event.cursor.as_str()));
+
+    let third = trim(&direct, &session, "turn-3").await;
+    assert_eq!(next_event(&mut events).await.trimmed.as_ref(), Some(&third));
+    assert_no_event(&mut events, Duration::from_millis(1500)).await;
+}
+
+#[tokio::test]
+async fn invalid_history_decodes_field_violations() {
+    let client = common::unix_client().await;
+    let history = History::chat([
+        ChatMessage {
+            content: "no role".into(),
+            ..Default::default()
+        },
+        ChatMessage::tool("", "a result that answers no call id"),
+    ]);
+    let error = client
+        .estimate_tokens(EstimateTokensRequest {
+            history: Some(history),
+        })
+        .await
+        .expect_err("the history is invalid");
+
+    assert_eq!(error.code(), Some(Code::InvalidArgument));
+    assert_eq!(error.reason(), Some(pb::ErrorReason::InvalidHistory));
+    let rpc = error.rpc().unwrap();
+    assert_eq!(rpc.reason_name(), Some("ERROR_REASON_INVALID_HISTORY"));
+    assert_eq!(
+        rpc.error_info().unwrap().domain,
+        turnkeeper_client::ERROR_DOMAIN
+    );
+    let fields: BTreeSet<&str> = rpc
+        .field_violations()
+        .iter()
+        .map(|v| v.field.as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        BTreeSet::from([
+            "history.chat.messages[0].role",
+            "history.chat.messages[1].tool_call_id"
+        ])
+    );
+    assert!(
+        rpc.field_violations()
+            .iter()
+            .all(|v| !v.description.is_empty())
+    );
+    assert!(
+        error.to_string().contains("ERROR_REASON_INVALID_HISTORY"),
+        "{error}"
+    );
+}
+
+#[tokio::test]
+async fn capacity_overflow_decodes_the_capacity_report() {
+    let client = common::tcp_client().await;
+    let profiles = Profiles {
+        runtime: Some(RuntimeProfile {
+            default_provider: "small".into(),
+            ..Default::default()
+        }),
+        providers: vec![ProviderProfile {
+            alias: "small".into(),
+            model: String::new(),
+            context_window: Some(100),
+        }],
+        selection: None,
+    };
+    let request = CheckCapacityRequest {
+        history: Some(History::chat([ChatMessage::user("y".repeat(1000))])),
+        profiles: Some(profiles),
+        reserved_output_tokens: 10,
+        ..Default::default()
+    };
+    let error = client
+        .check_capacity(request)
+        .await
+        .expect_err("254 + 10 tokens exceed 100");
+
+    assert_eq!(error.code(), Some(Code::FailedPrecondition));
+    assert_eq!(error.reason(), Some(pb::ErrorReason::ContextWindowExceeded));
+    let rpc = error.rpc().unwrap();
+    let report = rpc.capacity_report().expect("a CapacityReport detail");
+    assert_eq!(
+        (
+            report.message_tokens,
+            report.reserved_output_tokens,
+            report.total_tokens
+        ),
+        (254, 10, 264)
+    );
+    assert!(!report.fits);
+    let capacity = report.capacity.as_ref().unwrap();
+    assert_eq!((capacity.known, capacity.safety_tokens), (true, 100));
+    assert!(
+        rpc.precondition_failure()
+            .is_some_and(|p| !p.violations.is_empty())
+    );
+}
+
+#[tokio::test]
+async fn unreadable_cursor_is_a_decoded_error_not_a_retry() {
+    let client = common::unix_client().await;
+    let request = TrimEventsRequest {
+        after_cursor: "not-a-cursor".into(),
+        ..subscription("x")
+    };
+    let error = client
+        .trim_events(request)
+        .await
+        .expect_err("the cursor is unreadable");
+    assert_eq!(error.code(), Some(Code::InvalidArgument));
+    assert_eq!(error.reason(), Some(pb::ErrorReason::InvalidSubscription));
+    let fields: Vec<&str> = error
+        .rpc()
+        .unwrap()
+        .field_violations()
+        .iter()
+        .map(|v| v.field.as_str())
+        .collect();
+    assert_eq!(fields, ["after_cursor"]);
+}
+
+#[tokio::test]
+async fn per_call_deadline_overrides_the_default() {
+    let client = common::tcp_client().await;
+    let request = EstimateTokensRequest {
+        history: Some(History::chat([ChatMessage::user("hi")])),
+    };
+    let error = client
+        .with_timeout(Duration::from_micros(1))
+        .estimate_tokens(request.clone())
+        .await
+        .expect_err("no call completes in a microsecond");
+    assert_eq!(error.code(), Some(Code::DeadlineExceeded));
+    // The original client keeps its own deadline.
+    assert_eq!(client.timeout(), Duration::from_secs(20));
+    assert_eq!(
+        client.estimate_tokens(request).await.unwrap().total_tokens,
+        5
+    );
+}
+
+#[tokio::test]
+async fn connect_failures_are_eager_or_deferred() {
+    let missing =
+        std::env::temp_dir().join(format!("turnkeeper-missing-{}.sock", std::process::id()));
+    let eager = ConnectOptions::new()
+        .connect_unix(&missing)
+        .await
+        .expect_err("no socket there");
+    assert!(matches!(eager, Error::Connect { .. }), "{eager:?}");
+
+    let lazy = ConnectOptions::new()
+        .lazy(true)
+        .connect_unix(&missing)
+        .await
+        .expect("lazy connect");
+    let error = lazy
+        .estimate_tokens(EstimateTokensRequest {
+            history: Some(History::chat([])),
+        })
+        .await
+        .expect_err("nothing listens");
+    assert_eq!(error.code(), Some(Code::Unavailable));
+}
