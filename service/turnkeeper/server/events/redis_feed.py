@@ -1,13 +1,14 @@
 """The fleet feed: every replica publishes to one Redis Stream and serves TrimEvents from it.
 
-Stream entries carry three fields: `k` (b"e" an event, b"g" a gap marker), `n` and `p`.
+Stream entries carry four fields: `k` (b"e" an event, b"g" a gap marker), `n`, `e` and `p`.
 - `n` numbers events globally (a Redis counter incremented in the same script as the XADD), so the
   numbers are contiguous across replicas: a reader that sees `n` jump knows how many events it
   missed (trimmed by MAXLEN before it read them); a gap marker carries the current count.
+- `e` is the stream's epoch when the entry was written (see below).
 - `p` is a serialized TrimEvent without its cursor (event), or a Gap (marker).
 An epoch key next to the stream holds a random value set once (SET NX); when Redis loses the stream
 (restart without persistence) the key goes with it and the next replica sets a new one, so cursors
-and live readers from before are recognized as belonging to an earlier run.
+and readers from before recognize entries (and cursors) of a new run by their epoch.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ EPOCH_KEY = "turnkeeper:events:epoch"
 # Atomic, so the entry order in the stream is the order of `n`.
 _PUBLISH = """
 redis.call('SET', KEYS[3], ARGV[2], 'NX')
+local epoch = redis.call('GET', KEYS[3])
 for i = 3, #ARGV, 2 do
   local n
   if ARGV[i] == 'e' then
@@ -57,9 +59,10 @@ for i = 3, #ARGV, 2 do
   else
     n = tonumber(redis.call('GET', KEYS[2]) or '0')
   end
-  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'k', ARGV[i], 'n', n, 'p', ARGV[i + 1])
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
+             'k', ARGV[i], 'n', n, 'e', epoch, 'p', ARGV[i + 1])
 end
-return redis.call('GET', KEYS[3])
+return epoch
 """
 # KEYS: epoch. ARGV: candidate epoch. The stream's epoch, created when missing.
 _EPOCH = """
@@ -360,6 +363,14 @@ class RedisFeed:
             entries = reply[0][1] if reply else []
             for raw_id, fields in entries:
                 entry_id = _text(raw_id)
+                entry_epoch = _text(fields[b"e"])
+                if entry_epoch != epoch:
+                    # The stream was lost and rebuilt under this reader: start over at its
+                    # beginning (this entry included).
+                    yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
+                    last_sent = time.monotonic()
+                    epoch, last_id, last_n = entry_epoch, "0-0", None
+                    break
                 last_id = entry_id
                 n = int(fields[b"n"])
                 if fields[b"k"] == b"g":
@@ -367,12 +378,6 @@ class RedisFeed:
                     yield gap_item(marker.cause, sent_cursor, "", marker.missed_events)
                     last_sent = time.monotonic()
                     continue
-                if last_n is not None and n <= last_n:
-                    # Numbers went back: the stream was recreated under this reader.
-                    epoch = await self._refresh_epoch(epoch)
-                    cursor = cursors.encode_redis(epoch, entry_id, n)
-                    yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, cursor, 0)
-                    last_sent = time.monotonic()
                 cursor = cursors.encode_redis(epoch, entry_id, n)
                 if last_n is not None and n > last_n + 1:
                     # Entries were trimmed (MAXLEN) before this reader got to them.
@@ -392,12 +397,6 @@ class RedisFeed:
             if not entries and time.monotonic() - last_sent >= interval:
                 yield heartbeat_item(sent_cursor, dropped)
                 last_sent = time.monotonic()
-
-    async def _refresh_epoch(self, fallback: str) -> str:
-        try:
-            return await self._epoch()
-        except (_FeedClosedError, *_Failure):
-            return fallback
 
     async def _start_position(
         self, start: cursors.Cursor | None, after: str

@@ -1,0 +1,259 @@
+"""The Redis Streams feed against a real redis-server on a free loopback port (no persistence)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from google.protobuf import duration_pb2
+from turnkeeper.server.errors import RequestError
+from turnkeeper.server.events import cursor as cursors
+from turnkeeper.server.events.redis_feed import RedisFeed
+from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
+
+Item = history_service_pb2.TrimEventsResponse
+
+
+def _load_procs() -> ModuleType:
+    path = Path(__file__).resolve().parents[1] / "fleet" / "procs.py"
+    spec = importlib.util.spec_from_file_location("turnkeeper_tests_procs", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+procs = _load_procs()
+
+if procs.find_binary("redis-server") is None and not os.environ.get("CI"):
+    pytest.skip("redis-server missing (run scripts/system-deps.sh)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[object]:
+    server = procs.start_redis()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def url(redis_server: object) -> str:
+    address: str = redis_server.url  # type: ignore[attr-defined]
+    return address
+
+
+@pytest.fixture
+def key() -> str:
+    return f"tk-test:{uuid.uuid4().hex}"
+
+
+def trimmed(i: int, session: str = "s1") -> trim_pb2.HistoryTrimmed:
+    return trim_pb2.HistoryTrimmed(
+        reason=trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+        dropped_turns=i,
+        caller=trim_pb2.CallerContext(session_id=session, turn_id=f"t{i}"),
+    )
+
+
+def request(**kwargs: object) -> history_service_pb2.TrimEventsRequest:
+    return history_service_pb2.TrimEventsRequest(**kwargs)  # type: ignore[arg-type]
+
+
+async def take(stream: AsyncIterator[Item], n: int, limit_s: float = 5.0) -> list[Item]:
+    async def run() -> list[Item]:
+        return [await anext(stream) for _ in range(n)]
+
+    return await asyncio.wait_for(run(), limit_s)
+
+
+def turns(items: list[Item]) -> list[int]:
+    return [i.event.trimmed.dropped_turns for i in items]
+
+
+async def feed(url: str, key: str, ring: int = 1000, **kwargs: int) -> RedisFeed:
+    f = RedisFeed(url, ring, 100, stream_key=key, **kwargs)
+    await f.start()
+    return f
+
+
+async def live(f: RedisFeed, req: history_service_pb2.TrimEventsRequest) -> AsyncIterator[Item]:
+    """A subscription whose start position is taken before the test publishes."""
+    stream = f.subscribe(req)
+    first: asyncio.Task[Item] = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.2)  # long enough to read the stream's last id and block in XREAD
+
+    async def rest() -> AsyncIterator[Item]:
+        try:
+            yield await first
+        except StopAsyncIteration:
+            return
+        async for item in stream:
+            yield item
+
+    return rest()
+
+
+async def test_every_replica_serves_every_event_in_one_order(url: str, key: str) -> None:
+    a, b, c = [await feed(url, key) for _ in range(3)]
+    on_a = await live(a, request())
+    on_c = await live(c, request(session_ids=["s2"]))
+    for i in range(1, 21):
+        (a if i % 2 else b).publish(trimmed(i, session="s2" if i % 5 == 0 else "s1"))
+    got_a = await take(on_a, 20)
+    assert sorted(turns(got_a)) == list(range(1, 21))
+    # One global order: numbers are contiguous, cursors strictly increase.
+    decoded = [cursors.decode(i.event.cursor) for i in got_a]
+    assert all(isinstance(d, cursors.RedisCursor) for d in decoded)
+    ns = [d.n for d in decoded if isinstance(d, cursors.RedisCursor)]
+    assert ns == list(range(ns[0], ns[0] + 20))
+    # A filtered consumer on another replica sees the same events with the same cursors.
+    got_c = await take(on_c, 4)
+    assert [i.event.cursor for i in got_c] == [
+        i.event.cursor for i in got_a if i.event.trimmed.caller.session_id == "s2"
+    ]
+    for f in (a, b, c):
+        await f.close()
+
+
+async def test_resume_from_a_cursor_on_another_replica_exactly_once(url: str, key: str) -> None:
+    a, b = await feed(url, key), await feed(url, key)
+    for i in range(1, 11):
+        a.publish(trimmed(i))
+    first = await live(a, request())
+    a.publish(trimmed(11))
+    (eleven,) = await take(first, 1)
+    replay = b.subscribe(request(after_cursor=eleven.event.cursor))
+    none_yet = asyncio.ensure_future(take(replay, 1, limit_s=0.5))
+    a.publish(trimmed(12))
+    assert turns(await none_yet) == [12]
+    # From the start of the stream (a cursor before its first entry): 1..12 exactly once.
+    decoded = cursors.decode(eleven.event.cursor)
+    assert isinstance(decoded, cursors.RedisCursor)
+    stream = b.subscribe(request(after_cursor=cursors.encode_redis(decoded.epoch, "0-1", 0)))
+    assert turns(await take(stream, 12)) == list(range(1, 13))
+    await a.close()
+    await b.close()
+
+
+async def test_cursor_older_than_the_stream_yields_an_overflow_gap(url: str, key: str) -> None:
+    # MAXLEN ~ trims whole stream nodes (100 entries), so publish well past the limit.
+    a = await feed(url, key, ring=10)
+    first = await live(a, request())
+    a.publish(trimmed(1))
+    (one,) = await take(first, 1)
+    for i in range(2, 401):
+        a.publish(trimmed(i))
+    await asyncio.sleep(0.5)
+    stream = a.subscribe(request(after_cursor=one.event.cursor))
+    items = await take(stream, 2)
+    gap = items[0].gap
+    assert gap.cause == events_pb2.GAP_CAUSE_BUFFER_OVERFLOW
+    first_kept = items[1].event.trimmed.dropped_turns
+    assert first_kept > 2
+    assert gap.missed_events == first_kept - 2
+    assert gap.before_cursor == items[1].event.cursor
+    await a.close()
+
+
+async def test_invalid_cursor_and_foreign_cursor(url: str, key: str) -> None:
+    a = await feed(url, key)
+    with pytest.raises(RequestError) as caught:
+        await anext(a.subscribe(request(after_cursor="nope")))
+    assert caught.value.reason == errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
+    assert [v.field for v in caught.value.violations] == ["after_cursor"]
+    a.publish(trimmed(1))
+    a.publish(trimmed(2))
+    await asyncio.sleep(0.3)
+    foreign = cursors.encode_ring("0123456789abcdef", 5)
+    items = await take(a.subscribe(request(after_cursor=foreign)), 3)
+    assert items[0].gap.cause == events_pb2.GAP_CAUSE_RESTART
+    assert items[0].gap.after_cursor == foreign
+    assert turns(items[1:]) == [1, 2]
+    await a.close()
+
+
+async def test_heartbeat_and_close_end_blocked_readers(url: str, key: str) -> None:
+    a = await feed(url, key)
+    stream = a.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=1)))
+    (beat,) = await take(stream, 1, limit_s=4)
+    assert beat.heartbeat.cursor == ""
+    assert beat.heartbeat.time.seconds > 0
+    blocked = asyncio.ensure_future(anext(stream))
+    await asyncio.sleep(0.2)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await a.close()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(blocked, 3)
+    assert loop.time() - began < 3
+
+
+async def test_redis_outage_keeps_publish_non_blocking_and_reports_the_loss(
+    tmp_path: Path,
+) -> None:
+    server = procs.start_redis(tmp_path)
+    try:
+        a = RedisFeed(server.url, 1000, 100, outbox_size=3)
+        await a.start()
+        watcher = await live(a, request())
+        a.publish(trimmed(1))
+        (one,) = await take(watcher, 1)
+        server.kill()
+        await asyncio.sleep(1.5)
+        assert not a.status().healthy
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        for i in range(2, 8):  # 6 events, the outbox keeps the newest 3
+            a.publish(trimmed(i))
+        assert loop.time() - began < 0.1
+        server.start()  # empty: the old stream is gone
+        items = await take(watcher, 5, limit_s=10)
+        assert a.status().healthy
+        restart, lost = items[0].gap, items[1].gap
+        assert restart.cause == events_pb2.GAP_CAUSE_RESTART
+        assert restart.after_cursor == one.event.cursor
+        assert lost.cause == events_pb2.GAP_CAUSE_PUBLISH_FAILED
+        assert lost.missed_events == 3
+        assert turns(items[2:]) == [5, 6, 7]
+        assert a.unpublished_total == 3
+        # A cursor from before the restart belongs to the lost stream.
+        resumed = await take(a.subscribe(request(after_cursor=one.event.cursor)), 2)
+        assert resumed[0].gap.cause == events_pb2.GAP_CAUSE_RESTART
+        assert resumed[1].gap.cause == events_pb2.GAP_CAUSE_PUBLISH_FAILED
+        await a.close()
+    finally:
+        server.stop()
+
+
+async def test_start_and_subscribe_while_redis_is_down(tmp_path: Path) -> None:
+    server = procs.RedisServer(procs.free_port(), tmp_path)
+    a = RedisFeed(server.url, 1000, 100)
+    await a.start()  # never fails: the feed is degraded until Redis answers
+    assert not a.status().healthy
+    stream = a.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=1)))
+    pending = asyncio.ensure_future(anext(stream))
+    a.publish(trimmed(1))  # held in the outbox
+    await asyncio.sleep(0.3)
+    server.start()
+    try:
+        seen = [await asyncio.wait_for(pending, 10)]  # a heartbeat while waiting, or event 1
+        for _ in range(50):
+            if a.status().healthy:
+                break
+            await asyncio.sleep(0.1)
+        assert a.status().healthy
+        a.publish(trimmed(2))
+        while not (seen[-1].HasField("event") and seen[-1].event.trimmed.dropped_turns == 2):
+            seen += await take(stream, 1, limit_s=10)
+        assert not any(item.HasField("gap") for item in seen)
+        await a.close()
+    finally:
+        server.stop()
