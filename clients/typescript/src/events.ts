@@ -177,11 +177,12 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
   }
 }
 
-function heartbeatMs(request: TrimEventsRequest): number {
+/** The heartbeat interval the server will use for `request`, in milliseconds. */
+export function heartbeatMs(request: TrimEventsRequest): number {
   const interval = request.heartbeatInterval;
-  if (interval === undefined) return DEFAULT_HEARTBEAT_MS;
-  const ms = Number(interval.seconds) * 1000 + interval.nanos / 1e6;
-  // The server clamps the interval to [1 s, 300 s]; mirror that so the watchdog matches what it sends.
+  const ms = interval === undefined ? 0 : Number(interval.seconds) * 1000 + interval.nanos / 1e6;
+  // Mirror the server: unset or zero means the default, anything else is clamped to [1 s, 300 s].
+  if (ms === 0) return DEFAULT_HEARTBEAT_MS;
   return Math.min(Math.max(ms, 1000), 300_000);
 }
 

@@ -1,7 +1,9 @@
 // Pure helpers, no server needed.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { backoffDelay, Code, codeName } from "../src/index.js";
+import { create } from "@bufbuild/protobuf";
+import { heartbeatMs } from "../src/events.js";
+import { backoffDelay, Code, codeName, TrimEventsRequestSchema } from "../src/index.js";
 
 test("codeName gives the canonical gRPC names", () => {
   assert.equal(codeName(Code.InvalidArgument), "INVALID_ARGUMENT");
@@ -23,4 +25,13 @@ test("backoff grows per failure, is capped, and stays within its jitter", () => 
     assert.ok(late >= 800 && late <= 1200, `capped retry ${late}`);
   }
   assert.equal(backoffDelay(4, { ...options, jitter: 0 }), 800);
+});
+
+test("the watchdog's heartbeat interval mirrors the server's defaults and clamps", () => {
+  const interval = (seconds: bigint, nanos = 0) => heartbeatMs(create(TrimEventsRequestSchema, { heartbeatInterval: { seconds, nanos } }));
+  assert.equal(heartbeatMs(create(TrimEventsRequestSchema)), 15_000);
+  assert.equal(interval(0n), 15_000);
+  assert.equal(interval(0n, 200_000_000), 1000);
+  assert.equal(interval(2n, 500_000_000), 2500);
+  assert.equal(interval(3600n), 300_000);
 });
