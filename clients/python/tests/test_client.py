@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 import pytest
-
 from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
+
 from turnkeeper_client import (
     MAX_MESSAGE_BYTES,
     AsyncTurnkeeperClient,

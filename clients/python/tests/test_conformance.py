@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from google.protobuf import json_format, message_factory
 from google.protobuf.message import Message
-
 from turnkeeper.v1 import history_service_pb2, trim_pb2
+
 from turnkeeper_client import AsyncTurnkeeperClient, TurnkeeperClient, TurnkeeperError
 
 from .conftest import REPO

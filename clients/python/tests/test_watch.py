@@ -7,8 +7,8 @@ import uuid
 
 import grpc
 import pytest
-
 from turnkeeper.v1 import history_service_pb2 as svc
+
 from turnkeeper_client import (
     AsyncTurnkeeperClient,
     Backoff,

@@ -73,6 +73,11 @@ def is_carrier(content: str) -> bool:
     return content.startswith(CARRIER_PREFIX)
 
 
+def marker_text_row(message: history_pb2.ChatMessage) -> bool:
+    """A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier."""
+    return message.breadcrumb or is_carrier(message.content)
+
+
 def data_url(media_type: str, data: bytes) -> str:
     return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
 

@@ -30,6 +30,7 @@ from ._common import (
     is_carrier,
     mark_breadcrumb,
     marker,
+    marker_text_row,
     parse_base64_data_url,
     split_markers,
 )
@@ -251,8 +252,9 @@ def _user_content(row: history_pb2.ChatMessage, where: str) -> str | list[JSONOb
         blocks: list[JSONObject] = [{"type": "text", "text": row.content}]
         blocks.extend(_attachment_block(a, where) for a in row.attachments)
         return blocks
-    pieces = split_markers(row.content)
-    if row.breadcrumb or not any(isinstance(piece, ImageRef) for piece in pieces):
+    # Markers are images only in real user rows; in a breadcrumb or carrier they are text.
+    pieces = [] if marker_text_row(row) else split_markers(row.content)
+    if not any(isinstance(piece, ImageRef) for piece in pieces):
         return row.content
     return [
         _image_block(piece.url) if isinstance(piece, ImageRef) else {"type": "text", "text": piece}

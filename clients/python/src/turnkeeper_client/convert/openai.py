@@ -28,6 +28,7 @@ from ._common import (
     is_carrier,
     mark_breadcrumb,
     marker,
+    marker_text_row,
     split_markers,
 )
 
@@ -156,8 +157,9 @@ def _export_row(row: history_pb2.ChatMessage, where: str) -> JSONObject:
             parts: list[JSONObject] = [{"type": "text", "text": row.content}]
             parts.extend(_image_part(attachment_url(a, where)) for a in row.attachments)
             return {"role": "user", "content": parts}
-        pieces = split_markers(row.content)
-        if not any(isinstance(piece, ImageRef) for piece in pieces) or row.breadcrumb:
+        # Markers are images only in real user rows; in a breadcrumb or carrier they are text.
+        pieces = [] if marker_text_row(row) else split_markers(row.content)
+        if not any(isinstance(piece, ImageRef) for piece in pieces):
             return {"role": "user", "content": row.content}
         return {
             "role": "user",
