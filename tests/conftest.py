@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 
-def _load_live() -> object:
+def _load_live() -> types.ModuleType:
     # Loaded by path so it works whether or not tests/ is a package.
     path = Path(__file__).resolve().parent / "support" / "live.py"
     spec = importlib.util.spec_from_file_location("turnkeeper_tests_live", path)
@@ -22,8 +23,8 @@ def _load_live() -> object:
 
 
 live = _load_live()
-LiveServer = live.LiveServer  # type: ignore[attr-defined]
-start_server = live.start_server  # type: ignore[attr-defined]
+LiveServer = live.LiveServer
+start_server = live.start_server
 
 
 @pytest.fixture(scope="session")

@@ -192,3 +192,18 @@ async def test_unknown_health_service_is_not_found(feed: ControlledFeed) -> None
         assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     finally:
         await sidecar.stop(grace=1)
+
+
+async def test_unwritable_ready_file_is_a_startup_error_and_releases_everything(
+    feed: ControlledFeed, workdir: Path
+) -> None:
+    sock = str(workdir / "tk.sock")
+    config = ServerConfig(
+        listen=("127.0.0.1:0",), unix=(sock,), ready_file=str(workdir / "missing" / "r.json")
+    )
+    with pytest.raises(StartupError, match="cannot write ready file"):
+        await Sidecar(config).start()
+    assert feed.closed
+    again = Sidecar(ServerConfig(listen=("127.0.0.1:0",), unix=(sock,)))
+    await again.start()
+    await again.stop(grace=1)

@@ -253,7 +253,12 @@ class Sidecar:
         self._poller = asyncio.create_task(self._watch_feed(feed, initial), name="feed-health")
 
         if config.ready_file:
-            _write_ready_file(config.ready_file, self.tcp_addresses, self.unix_paths)
+            try:
+                _write_ready_file(config.ready_file, self.tcp_addresses, self.unix_paths)
+            except OSError as error:
+                raise StartupError(
+                    f"cannot write ready file {config.ready_file}: {error.strerror}"
+                ) from None
         log.info(
             "turnkeeper serving tcp=%s unix=%s events=%s max_receive_bytes=%d "
             "max_history_rows=%d pid=%d",
