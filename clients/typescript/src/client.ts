@@ -68,9 +68,7 @@ export class TurnkeeperClient {
     this.session = new Http2SessionManager(
       baseUrl,
       { connectTimeoutMs: options.connectTimeoutMs ?? 10_000 },
-      socketPath === undefined
-        ? { maxSessionMemory: 64 }
-        : { maxSessionMemory: 64, createConnection: () => netConnect(socketPath) },
+      socketPath === undefined ? undefined : { createConnection: () => netConnect(socketPath) },
     );
     const transport = createGrpcTransport({
       baseUrl,
