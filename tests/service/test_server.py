@@ -281,3 +281,21 @@ def test_logs_name_methods_and_sizes_but_never_message_text(
         and f"request_bytes={size} " in log
     ), log
     assert "method=/turnkeeper.v1.HistoryService/SweepOrphans status=INVALID_ARGUMENT" in log
+
+
+def test_unreachable_redis_feed_degrades_events_health_only(
+    server_factory: Callable[..., Any],
+) -> None:
+    with socket.socket() as probe:  # a loopback port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = server_factory("--events", f"redis://127.0.0.1:{port}", unix=False)
+    with grpc.insecure_channel(server.address) as ch:
+        assert health_check(ch, f"{SERVICE}/events") == NOT_SERVING
+        assert health_check(ch, "") == SERVING
+        assert health_check(ch, SERVICE) == SERVING
+        assert stub(ch).EstimateTokens(
+            svc.EstimateTokensRequest(history=user_history("hello")), timeout=5
+        ).total_tokens == (2 + 4)
+    assert server.stop() == 0
+    assert "event feed degraded" in server.log_text()
