@@ -48,3 +48,8 @@ pub mod pb {
 /// The encoded `FileDescriptorSet` of the contract (with its imports), for reflection such as
 /// the proto JSON mapping via `prost-reflect`.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!("gen/turnkeeper.v1.bin");
+
+// Compiles the README's examples as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
