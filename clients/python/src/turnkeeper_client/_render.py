@@ -1,0 +1,263 @@
+"""Readable renderings of results for the CLI (proto JSON is used for --json instead)."""
+
+from __future__ import annotations
+
+import json
+
+from google.protobuf import json_format
+from google.protobuf.message import Message
+from turnkeeper.v1 import (
+    events_pb2,
+    history_pb2,
+    resolution_pb2,
+    trim_pb2,
+)
+from turnkeeper.v1 import history_service_pb2 as svc
+
+from .errors import TurnkeeperError
+
+_PREVIEW = 72
+
+
+def proto_json(message: Message, *, indent: int | None = 2) -> str:
+    text: str = json_format.MessageToJson(message, indent=indent, ensure_ascii=False)
+    # One line per item for --json streams: MessageToJson with indent=None still adds spaces.
+    return json.dumps(json.loads(text), ensure_ascii=False) if indent is None else text
+
+
+def _enum(enum_name: str, prefix: str, value: int) -> str:
+    """`BUDGET_RULE_CONTEXT_COMPACT_RATIO` -> `context compact ratio`."""
+    descriptor = {
+        "BudgetRule": resolution_pb2.BudgetRule,
+        "RouteSource": resolution_pb2.RouteSource,
+        "TrimReason": trim_pb2.TrimReason,
+        "Role": history_pb2.Role,
+        "GapCause": events_pb2.GapCause,
+        "OrphanKind": trim_pb2.OrphanKind,
+    }[enum_name]
+    try:
+        name = descriptor.Name(value)  # type: ignore[arg-type]
+    except ValueError:
+        return str(value)
+    return name.removeprefix(prefix).lower().replace("_", " ")
+
+
+def _preview(text: str) -> str:
+    flat = json.dumps(text, ensure_ascii=False)
+    return flat if len(flat) <= _PREVIEW else flat[: _PREVIEW - 4] + '..."'
+
+
+def _chat_row(row: history_pb2.ChatMessage) -> str:
+    role = _enum("Role", "ROLE_", row.role)
+    flags = []
+    if row.breadcrumb:
+        flags.append("breadcrumb")
+    if row.tool_call_id:
+        flags.append(f"answers {row.tool_call_id}")
+    if row.attachments:
+        flags.append(f"{len(row.attachments)} attachment(s)")
+    head = f"{role:<9}" + (f" [{', '.join(flags)}]" if flags else "")
+    text = f"{head} {_preview(row.content)}"
+    for call in row.tool_calls:
+        text += f"\n{'':14}-> {call.name}({call.id}) {_preview(call.arguments)}"
+    return text
+
+
+def _conversation_row(row: history_pb2.ConversationMessage) -> str:
+    kind = row.WhichOneof("message")
+    if kind == "chat":
+        return _chat_row(row.chat)
+    if kind == "assistant_tool_calls":
+        step = row.assistant_tool_calls
+        text = f"{'assistant':<9} [tool calls] {_preview(step.text)}"
+        for call in step.tool_calls:
+            text += f"\n{'':14}-> {call.name}({call.id}) {_preview(call.arguments)}"
+        return text
+    if kind == "tool_results":
+        lines = [f"{'tool':<9} [{len(row.tool_results.results)} result(s)]"]
+        lines.extend(
+            f"{'':14}<- {r.tool_name or '?'}({r.tool_call_id}) {_preview(r.content)}"
+            + (f" +{len(r.attachments)} attachment(s)" if r.attachments else "")
+            for r in row.tool_results.results
+        )
+        return "\n".join(lines)
+    return "(empty row)"
+
+
+def row_labels(history: history_pb2.History) -> list[str]:
+    """One rendering per input row, for either shape."""
+    if history.WhichOneof("shape") == "conversation":
+        return [_conversation_row(r) for r in history.conversation.messages]
+    return [_chat_row(r) for r in history.chat.messages]
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def estimate(history: history_pb2.History, response: svc.EstimateTokensResponse) -> str:
+    lines = [
+        f"total {response.total_tokens} tokens (images {response.image_tokens}) in "
+        f"{_plural(len(response.messages), 'row')}, {_plural(response.turns, 'turn')}",
+        f"{'#':>4} {'tokens':>7} {'text':>6} {'frame':>5} {'img':>3} turn  row",
+    ]
+    for i, (item, label) in enumerate(zip(response.messages, row_labels(history), strict=False)):
+        first, *rest = label.split("\n")
+        lines.append(
+            f"{i:>4} {item.total_tokens:>7} {item.text_tokens:>6} {item.framing_tokens:>5} "
+            f"{item.images:>3} {'*' if item.turn_boundary else ' ':^4}  {first}"
+        )
+        lines.extend(f"{'':35}{more}" for more in rest)
+    return "\n".join(lines)
+
+
+def _route(route: resolution_pb2.Route) -> str:
+    where = "/".join(part for part in (route.provider, route.model) if part) or "(none)"
+    return f"{where} ({_enum('RouteSource', 'ROUTE_SOURCE_', route.source)})"
+
+
+def _capacity(capacity: resolution_pb2.Capacity) -> str:
+    if capacity.known:
+        return f"{capacity.model_context_window} tokens (known)"
+    return f"unknown (safety arithmetic uses {capacity.safety_tokens})"
+
+
+def resolution(res: resolution_pb2.Resolution) -> str:
+    steps = " -> ".join(
+        f"{_enum('BudgetRule', 'BUDGET_RULE_', s.rule)} {s.budget_tokens}" for s in res.budget_steps
+    )
+    budget = (
+        "0 (proactive trimming disabled)"
+        if res.budget_tokens == 0
+        else f"{res.budget_tokens} tokens ({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)})"
+    )
+    lines = [
+        f"route      {_route(res.route)}",
+        f"capacity   {_capacity(res.capacity)}",
+        f"budget     {budget}",
+        f"steps      {steps or '(none)'}",
+        f"max turns  {res.max_history_turns}",
+    ]
+    if res.ratio_ignored:
+        lines.append("note       context_compact_ratio outside (0, 1] was ignored")
+    return "\n".join(lines)
+
+
+def history_trimmed(event: trim_pb2.HistoryTrimmed) -> str:
+    reason = _enum("TrimReason", "TRIM_REASON_", event.reason)
+    if event.overflow_recovery:
+        reason += " (overflow recovery)"
+    text = (
+        f"{reason}: dropped {_plural(event.dropped_messages, 'row')} "
+        f"({_plural(event.dropped_turns, 'turn')}), kept {_plural(event.kept_turns, 'turn')}, "
+        f"tokens {event.tokens_before} -> {event.tokens_after}"
+    )
+    if event.target_tokens:
+        text += f" (target {event.target_tokens})"
+    if event.turn_limit:
+        text += f" (turn limit {event.turn_limit})"
+    if event.HasField("route"):
+        text += f", route {_route(event.route)}"
+    caller = event.caller
+    who = [
+        f"{name}={value}"
+        for name, value in (
+            ("session", caller.session_id),
+            ("runtime", caller.runtime_id),
+            ("agent", caller.agent_id),
+            ("turn", caller.turn_id),
+        )
+        if value
+    ]
+    if who:
+        text += ", " + " ".join(who)
+    return text
+
+
+def trim(response: svc.TrimHistoryResponse) -> str:
+    outcome = response.outcome
+    if outcome.trimmed:
+        head = (
+            f"trimmed: dropped {_plural(outcome.dropped_messages, 'row')} "
+            f"({_plural(outcome.dropped_turns, 'turn')}) = input rows "
+            f"[{outcome.dropped_range.start}, {outcome.dropped_range.end}), "
+            f"kept {_plural(outcome.kept_turns, 'turn')}"
+        )
+    else:
+        head = f"unchanged: {_plural(outcome.kept_turns, 'turn')}"
+    head += f"; tokens {outcome.tokens_before} -> {outcome.tokens_after}"
+    if outcome.target_tokens:
+        head += f" (target {outcome.target_tokens})"
+    lines = [head]
+    if outcome.HasField("breadcrumb_index"):
+        lines.append(f"breadcrumb inserted at row {outcome.breadcrumb_index}")
+    if response.HasField("history_trimmed"):
+        lines.append("event: " + history_trimmed(response.history_trimmed))
+    if response.HasField("resolution"):
+        res = response.resolution
+        lines.append(
+            f"limits: budget {res.budget_tokens} "
+            f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
+            f"max turns {res.max_history_turns}, route {_route(res.route)}"
+        )
+    lines.append("history:")
+    for i, label in enumerate(row_labels(response.history)):
+        first, *rest = label.split("\n")
+        lines.append(f"{i:>4}  {first}")
+        lines.extend(f"      {more}" for more in rest)
+    return "\n".join(lines)
+
+
+def _time(item: events_pb2.TrimEvent | events_pb2.Heartbeat) -> str:
+    if not item.HasField("time"):
+        return "-"
+    stamp: str = item.time.ToJsonString()
+    return stamp
+
+
+def feed_item(item: svc.TrimEventsResponse) -> str:
+    kind = item.WhichOneof("item")
+    if kind == "event":
+        event = item.event
+        return f"{_time(event)} event {history_trimmed(event.trimmed)} cursor={event.cursor}"
+    if kind == "heartbeat":
+        beat = item.heartbeat
+        return (
+            f"{_time(beat)} heartbeat cursor={beat.cursor or '-'} "
+            f"dropped_events={beat.dropped_events}"
+        )
+    if kind == "gap":
+        gap = item.gap
+        missed = str(gap.missed_events) if gap.missed_events else "unknown"
+        return (
+            f"- gap {_enum('GapCause', 'GAP_CAUSE_', gap.cause)}: missed {missed} event(s) "
+            f"after={gap.after_cursor or '-'} before={gap.before_cursor or '-'}"
+        )
+    return "- (empty item)"
+
+
+def error_text(error: TurnkeeperError) -> str:
+    lines = [f"error: {error}"]
+    lines.extend(f"  {v.field}: {v.description}" for v in error.field_violations)
+    lines.extend(f"  {v.subject}: {v.description}" for v in error.precondition_violations)
+    report = error.capacity_report
+    if report is not None:
+        lines.append(
+            f"  capacity report: total {report.total_tokens} > {report.capacity.safety_tokens} "
+            f"(messages {report.message_tokens}, images {report.image_tokens}, hooks "
+            f"{report.hook_tokens}, tool schemas {report.tool_schema_tokens}, reserved output "
+            f"{report.reserved_output_tokens})"
+        )
+    return "\n".join(lines)
+
+
+def error_json(error: TurnkeeperError) -> str:
+    """The error in the conformance-vector shape (`expect.error`), one line."""
+    out: dict[str, object] = {"code": error.code.name, "message": error.message}
+    if error.reason:
+        out["reason"] = error.reason
+    if error.field_violations:
+        out["fieldViolations"] = [v.field for v in error.field_violations]
+    if error.capacity_report is not None:
+        out["capacityReport"] = json_format.MessageToDict(error.capacity_report)
+    return json.dumps(out, ensure_ascii=False)
