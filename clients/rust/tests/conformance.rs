@@ -146,9 +146,9 @@ impl Runner {
                 Some(actual) if *actual == expected => {}
                 actual => write!(
                     problems,
-                    "\n  capacity report: expected {}, got {:?}",
+                    "\n  capacity report: expected {}, got {}",
                     self.to_json(&expected),
-                    actual.map(|a| self.to_json(a))
+                    actual.map_or_else(|| "none".to_owned(), |a| self.to_json(a))
                 )
                 .unwrap(),
             }
