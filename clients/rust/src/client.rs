@@ -166,26 +166,24 @@ impl ConnectOptions {
 
     /// Connects to a parsed target.
     pub async fn connect_to(&self, target: Target) -> Result<Client> {
+        let failed = |source: tonic::transport::Error| Error::Connect {
+            target: target.to_string(),
+            source,
+        };
         let channel = match &target {
             Target::Tcp(uri) => {
                 let endpoint = Endpoint::from_shared(uri.clone())
-                    .map_err(|source| Error::Connect {
-                        target: target.to_string(),
-                        source,
-                    })?
-                    .tcp_nodelay(true);
-                let endpoint = endpoint.connect_timeout(self.connect_timeout);
+                    .map_err(failed)?
+                    .tcp_nodelay(true)
+                    .connect_timeout(self.connect_timeout);
                 if self.lazy {
                     endpoint.connect_lazy()
                 } else {
-                    endpoint.connect().await.map_err(|source| Error::Connect {
-                        target: target.to_string(),
-                        source,
-                    })?
+                    endpoint.connect().await.map_err(failed)?
                 }
             }
             Target::Unix(path) => {
-                // The URI only fills the :authority header; the connector ignores it and dials the socket.
+                // The URI only fills the :authority header; the connector dials the socket.
                 let endpoint =
                     Endpoint::from_static("http://localhost").connect_timeout(self.connect_timeout);
                 let path = path.clone();
@@ -199,10 +197,7 @@ impl ConnectOptions {
                     endpoint
                         .connect_with_connector(connector)
                         .await
-                        .map_err(|source| Error::Connect {
-                            target: target.to_string(),
-                            source,
-                        })?
+                        .map_err(failed)?
                 }
             }
         };
@@ -241,7 +236,7 @@ impl Client {
         ConnectOptions::new().connect_unix(path).await
     }
 
-    /// Wraps a channel built elsewhere (custom interceptors, TLS, ...), with default options.
+    /// Wraps a channel built elsewhere (another connector, extra tower layers), with default options.
     pub fn from_channel(channel: Channel) -> Self {
         Self::from_channel_with(channel, &ConnectOptions::new())
     }
