@@ -1,0 +1,309 @@
+"""The `turnkeeper` CLI against the live server, compared with the client's own results."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from google.protobuf import json_format
+from turnkeeper.v1 import history_pb2, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+from turnkeeper_client import TurnkeeperClient, from_anthropic, from_openai, to_anthropic
+from turnkeeper_client.convert import to_openai
+
+from .conftest import Endpoints
+from .helpers import budget_trim, three_turns
+from .proxy import CuttableProxy
+
+
+def run(
+    endpoints: Endpoints, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "turnkeeper_client", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "TURNKEEPER_ADDRESS": endpoints.address},
+        check=False,
+    )
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    history = three_turns()
+    out = {
+        "openai": tmp_path / "openai.json",
+        "anthropic": tmp_path / "anthropic.json",
+        "proto": tmp_path / "history.json",
+        "profiles": tmp_path / "profiles.json",
+    }
+    out["openai"].write_text(json.dumps({"model": "m", "messages": to_openai(history)}))
+    out["anthropic"].write_text(json.dumps(to_anthropic(history)))
+    out["proto"].write_text(json_format.MessageToJson(history))
+    out["profiles"].write_text(
+        json.dumps(
+            {
+                "runtime": {"contextCompactRatio": 0.5, "defaultProvider": "p"},
+                "providers": [{"alias": "p", "model": "big", "contextWindow": "400"}],
+            }
+        )
+    )
+    return out
+
+
+def test_console_script_is_declared() -> None:
+    scripts = metadata.entry_points(group="console_scripts", name="turnkeeper")
+    assert "turnkeeper_client.cli:main" in {s.value for s in scripts}
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "proto"])
+def test_estimate_each_format(
+    fmt: str, files: dict[str, Path], endpoints: Endpoints, client: TurnkeeperClient
+) -> None:
+    expected = client.estimate_tokens(svc.EstimateTokensRequest(history=three_turns()))
+    result = run(endpoints, "estimate", str(files[fmt]), "--json")
+    assert result.returncode == 0, result.stderr
+    assert json_format.Parse(result.stdout, svc.EstimateTokensResponse()) == expected
+    readable = run(endpoints, "estimate", str(files[fmt]), "--format", fmt)
+    assert readable.returncode == 0, readable.stderr
+    assert readable.stdout.startswith(f"total {expected.total_tokens} tokens (images 0) in 7 rows")
+
+
+def test_estimate_from_stdin_over_unix(endpoints: Endpoints, files: dict[str, Path]) -> None:
+    result = run(
+        endpoints,
+        "estimate",
+        "-",
+        "--unix",
+        endpoints.unix_path,
+        "--json",
+        stdin=files["openai"].read_text(),
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["turns"] == 3
+
+
+def test_resolve(endpoints: Endpoints, files: dict[str, Path], client: TurnkeeperClient) -> None:
+    result = run(endpoints, "resolve", str(files["profiles"]), "--json")
+    assert result.returncode == 0, result.stderr
+    response = json_format.Parse(result.stdout, svc.ResolveBudgetResponse())
+    assert response.resolution.budget_tokens == 200  # 400 x 0.5
+    text = run(endpoints, "resolve", "--profiles", str(files["profiles"]), "--switch", "q/other")
+    assert text.returncode == 0, text.stderr
+    assert "route      q/other (session switch)" in text.stdout
+    assert "capacity   unknown (safety arithmetic uses 32000)" in text.stdout
+
+
+def test_trim_matches_the_client(
+    endpoints: Endpoints, files: dict[str, Path], client: TurnkeeperClient
+) -> None:
+    expected = client.trim_history(budget_trim("cli-session"))
+    result = run(
+        endpoints,
+        "trim",
+        str(files["anthropic"]),
+        "--budget",
+        "60",
+        "--session",
+        "cli-session",
+        "--runtime",
+        "pytest",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json_format.Parse(result.stdout, svc.TrimHistoryResponse()) == expected
+    text = run(endpoints, "trim", str(files["openai"]), "--budget", "60")
+    assert text.stdout.startswith("trimmed: dropped 4 rows (2 turns) = input rows [1, 5)")
+    assert "breadcrumb inserted at row 1" in text.stdout
+
+
+def test_trim_with_profiles_and_emit(endpoints: Endpoints, files: dict[str, Path]) -> None:
+    result = run(
+        endpoints,
+        "trim",
+        str(files["openai"]),
+        "--profiles",
+        str(files["profiles"]),
+        "--emit",
+        "openai",
+    )
+    assert result.returncode == 0, result.stderr
+    trimmed = from_openai(json.loads(result.stdout))
+    rows = trimmed.chat.messages
+    # Turns cost 78 tokens, the system row 6, the breadcrumb 17: budget 200 keeps two turns.
+    assert rows[1].breadcrumb and len(rows) == 6
+    anthropic = run(
+        endpoints,
+        "trim",
+        str(files["proto"]),
+        "--max-turns",
+        "2",
+        "--mode",
+        "turn-count",
+        "--emit",
+        "anthropic",
+    )
+    assert anthropic.returncode == 0, anthropic.stderr
+    assert len(from_anthropic(json.loads(anthropic.stdout)).chat.messages) == 6
+
+
+def test_trim_full_proto_request_with_flag_override(endpoints: Endpoints, tmp_path: Path) -> None:
+    request = svc.TrimHistoryRequest(
+        history=three_turns(),
+        mode=trim_pb2.TRIM_MODE_ROW_COUNT,
+        caller_path=trim_pb2.CALLER_PATH_CHANNEL_SENDER_CACHE,
+        explicit_limits=svc.ExplicitLimits(max_history_messages=2),
+    )
+    path = tmp_path / "request.json"
+    path.write_text(json_format.MessageToJson(request))
+    result = run(endpoints, "trim", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    response = json_format.Parse(result.stdout, svc.TrimHistoryResponse())
+    assert len(response.history.chat.messages) == 3  # the system row + the newest 2 rows
+    assert not response.HasField("history_trimmed")
+    overridden = run(endpoints, "trim", str(path), "--max-rows", "4", "--json")
+    assert len(json.loads(overridden.stdout)["history"]["chat"]["messages"]) == 5
+
+
+def test_server_error_is_decoded(endpoints: Endpoints, tmp_path: Path) -> None:
+    bad = history_pb2.History(
+        chat=history_pb2.ChatHistory(
+            messages=[history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL, content="x")]
+        )
+    )
+    path = tmp_path / "bad.json"
+    path.write_text(json_format.MessageToJson(bad))
+    text = run(endpoints, "estimate", str(path))
+    assert text.returncode == 1
+    assert "INVALID_ARGUMENT (ERROR_REASON_INVALID_HISTORY)" in text.stderr
+    assert "  history.chat.messages[0].tool_call_id: " in text.stderr
+    as_json = run(endpoints, "estimate", str(path), "--json")
+    assert as_json.returncode == 1
+    assert json.loads(as_json.stderr) == {
+        "code": "INVALID_ARGUMENT",
+        "message": json.loads(as_json.stderr)["message"],
+        "reason": "ERROR_REASON_INVALID_HISTORY",
+        "fieldViolations": ["history.chat.messages[0].tool_call_id"],
+    }
+
+
+def test_usage_errors_exit_2(endpoints: Endpoints, tmp_path: Path, files: dict[str, Path]) -> None:
+    missing = run(endpoints, "estimate", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    (tmp_path / "odd.json").write_text('{"foo": 1}')
+    odd = run(endpoints, "estimate", str(tmp_path / "odd.json"))
+    assert odd.returncode == 2 and "unrecognised input" in odd.stderr
+    both = run(
+        endpoints,
+        "trim",
+        str(files["openai"]),
+        "--budget",
+        "5",
+        "--profiles",
+        str(files["profiles"]),
+    )
+    assert both.returncode == 2
+    wrong = run(endpoints, "estimate", str(files["anthropic"]), "--format", "proto")
+    assert wrong.returncode == 2
+
+
+class Lines:
+    """Reads a child's output lines on a thread so a test can wait with a timeout."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._queue: queue.Queue[str] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: IO[str]) -> None:
+        for line in stream:
+            self._queue.put(line)
+
+    def next(self, timeout: float = 15.0) -> str:
+        return self._queue.get(timeout=timeout)
+
+    def rest(self) -> str:
+        self._thread.join(15)
+        out = []
+        while not self._queue.empty():
+            out.append(self._queue.get())
+        return "".join(out)
+
+
+@pytest.fixture
+def spawn(endpoints: Endpoints) -> Iterator[Any]:
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> tuple[subprocess.Popen[str], Lines, Lines]:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "turnkeeper_client", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "TURNKEEPER_ADDRESS": endpoints.address},
+        )
+        procs.append(proc)
+        assert proc.stdout is not None and proc.stderr is not None
+        return proc, Lines(proc.stdout), Lines(proc.stderr)
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def test_watch_json_lines(spawn: Any, client: TurnkeeperClient) -> None:
+    session = uuid.uuid4().hex
+    proc, out, err = spawn(
+        "watch", "--json", "--limit", "1", "--heartbeat", "1", "--session", session
+    )
+    assert "heartbeat" in json.loads(out.next())
+    response = client.trim_history(budget_trim(session))
+    item = json_format.Parse(out.next(), svc.TrimEventsResponse())
+    assert item.event.trimmed == response.history_trimmed
+    assert proc.wait(15) == 0
+    assert f"resume with --after {item.event.cursor}" in err.rest()
+
+
+def test_watch_resumes_after_a_disconnect(
+    spawn: Any, endpoints: Endpoints, client: TurnkeeperClient
+) -> None:
+    session = uuid.uuid4().hex
+    with CuttableProxy(endpoints.address) as proxy:
+        proc, out, err = spawn(
+            "watch",
+            "--address",
+            proxy.address,
+            "--limit",
+            "2",
+            "--heartbeat",
+            "1",
+            "--session",
+            session,
+        )
+        assert " heartbeat cursor=- " in out.next()
+        client.trim_history(budget_trim(session))
+        first = out.next()
+        assert " event token budget: dropped 4 rows (2 turns)" in first
+        assert f"session={session}" in first
+        proxy.cut()
+        client.trim_history(budget_trim(session, budget=200))
+        threading.Timer(0.5, proxy.restore).start()
+        second = out.next()
+        assert " event token budget: dropped 2 rows (1 turn)" in second
+        assert proc.wait(15) == 0
+    assert "reconnecting in" in err.rest()
