@@ -37,13 +37,15 @@ def find_binary(name: str) -> str | None:
     return None
 
 
+def _read(log: Path) -> str:
+    return log.read_text(errors="replace") if log.exists() else ""
+
+
 def _wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(
-                f"exited with {process.returncode}: {log.read_text(errors='replace')}"
-            )
+            raise RuntimeError(f"exited with {process.returncode}: {_read(log)}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
@@ -51,7 +53,7 @@ def _wait_port(port: int, process: subprocess.Popen[bytes], log: Path, timeout: 
             time.sleep(0.02)
     process.kill()
     process.wait()
-    raise RuntimeError(f"did not listen on {port} in {timeout}s: {log.read_text(errors='replace')}")
+    raise RuntimeError(f"did not listen on {port} in {timeout}s: {_read(log)}")
 
 
 def _end(process: subprocess.Popen[bytes] | None, sig: int = signal.SIGTERM) -> None:
@@ -82,6 +84,7 @@ class RedisServer:
         binary = find_binary("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (run scripts/system-deps.sh)")
+        self.workdir.mkdir(parents=True, exist_ok=True)
         log = self.workdir / "redis.log"
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", str(self.workdir), "--logfile", str(log),
