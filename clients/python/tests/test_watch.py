@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -151,3 +152,27 @@ def test_close_from_another_thread_ends_a_blocked_iteration(client: TurnkeeperCl
     watch = client.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
     threading.Timer(0.3, watch.close).start()
     assert list(watch) == []
+
+
+async def test_async_aclose_from_another_task_ends_iteration(
+    aclient: AsyncTurnkeeperClient,
+) -> None:
+    watch = aclient.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
+
+    async def consume() -> list[svc.TrimEventsResponse]:
+        return [item async for item in watch]
+
+    consumer = asyncio.create_task(consume())
+    await asyncio.sleep(0.3)
+    await watch.aclose()
+    assert await asyncio.wait_for(consumer, 5) == []
+
+
+async def test_cancelling_the_consumer_propagates(aclient: AsyncTurnkeeperClient) -> None:
+    watch = aclient.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
+    consumer = asyncio.create_task(anext(watch))
+    await asyncio.sleep(0.3)
+    consumer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await consumer
+    await watch.aclose()

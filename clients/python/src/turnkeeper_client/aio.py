@@ -293,6 +293,13 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
                 error = decode_rpc_error(raw)
                 if not is_retryable(error):
                     raise error from raw
+            except asyncio.CancelledError:
+                # aclose() from another task cancels the pending read: end the iteration there.
+                # A cancellation of this task itself must propagate.
+                task = asyncio.current_task()
+                if self._closed.is_set() and (task is None or task.cancelling() == 0):
+                    return
+                raise
             finally:
                 call.cancel()
                 self._call = None
