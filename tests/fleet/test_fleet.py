@@ -176,6 +176,7 @@ async def test_fleet_every_consumer_gets_every_event_once(
         killed_at = time.monotonic()
         victim.process.send_signal(signal.SIGKILL)
         await run
+        assert not victim.alive()
         survivors = consumers[:2]
         acked_1 = dict(load.acked)
         # Events still in the killed replica's outbox died with it; nothing else may be missing.
