@@ -12,7 +12,7 @@ PROTOS := $(wildcard proto/turnkeeper/v1/*.proto)
 CLIENT_DIRS := $(patsubst %/Makefile,%,$(wildcard clients/*/Makefile))
 ADDRESS ?= 127.0.0.1:50051
 
-.PHONY: help venv run generate generate-python check-generated lint fmt test test-python test-clients bench clean
+.PHONY: help venv run generate generate-python check-generated lint fmt test test-python test-clients system-deps bench clean
 
 help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults)"
@@ -61,7 +61,11 @@ fmt: $(STAMP)
 	$(BIN)/ruff format service tests bench
 	$(BIN)/ruff check --fix service tests bench
 
-test-python: $(STAMP)
+# redis-server and nginx (Debian packages) for the Redis feed and the fleet test.
+system-deps:
+	bash scripts/system-deps.sh
+
+test-python: $(STAMP) system-deps
 	$(BIN)/pytest -q
 
 test-clients: $(STAMP)

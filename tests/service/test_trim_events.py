@@ -300,10 +300,14 @@ async def test_heartbeat_on_an_idle_stream(stub: Stub) -> None:
         ),
     )
     began = time.monotonic()
+    (first,) = await watch.take(1, limit_s=5, heartbeats=True)
+    # Answered at once with the resume position, so a client knows it is subscribed.
+    assert first.HasField("heartbeat") and time.monotonic() - began < 0.8
+    assert first.heartbeat.cursor and first.heartbeat.time.seconds > 0
     (item,) = await watch.take(1, limit_s=5, heartbeats=True)
     assert 0.8 < time.monotonic() - began < 4
     assert item.HasField("heartbeat")
-    assert item.heartbeat.cursor == "" and item.heartbeat.time.seconds > 0
+    assert item.heartbeat.cursor == first.heartbeat.cursor
     await watch.close()
 
 

@@ -85,20 +85,12 @@ async def feed(url: str, key: str, ring: int = 1000, **kwargs: int) -> RedisFeed
 
 
 async def live(f: RedisFeed, req: history_service_pb2.TrimEventsRequest) -> AsyncIterator[Item]:
-    """A subscription whose start position is taken before the test publishes."""
+    """A registered subscription: the feed answers at once with a heartbeat carrying its start
+    position, taken before the test publishes."""
     stream = f.subscribe(req)
-    first: asyncio.Task[Item] = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0.2)  # long enough to read the stream's last id and block in XREAD
-
-    async def rest() -> AsyncIterator[Item]:
-        try:
-            yield await first
-        except StopAsyncIteration:
-            return
-        async for item in stream:
-            yield item
-
-    return rest()
+    (first,) = await take(stream, 1)
+    assert first.HasField("heartbeat")
+    return stream
 
 
 async def test_every_replica_serves_every_event_in_one_order(url: str, key: str) -> None:
@@ -131,6 +123,8 @@ async def test_resume_from_a_cursor_on_another_replica_exactly_once(url: str, ke
     a.publish(trimmed(11))
     (eleven,) = await take(first, 1)
     replay = b.subscribe(request(after_cursor=eleven.event.cursor))
+    (beat,) = await take(replay, 1)
+    assert beat.heartbeat.cursor == eleven.event.cursor  # the resume position, at once
     none_yet = asyncio.ensure_future(take(replay, 1, limit_s=0.5))
     a.publish(trimmed(12))
     assert turns(await none_yet) == [12]
@@ -138,7 +132,9 @@ async def test_resume_from_a_cursor_on_another_replica_exactly_once(url: str, ke
     decoded = cursors.decode(eleven.event.cursor)
     assert isinstance(decoded, cursors.RedisCursor)
     stream = b.subscribe(request(after_cursor=cursors.encode_redis(decoded.epoch, "0-1", 0)))
-    assert turns(await take(stream, 12)) == list(range(1, 13))
+    items = await take(stream, 13)
+    assert items[0].HasField("heartbeat")
+    assert turns(items[1:]) == list(range(1, 13))
     await a.close()
     await b.close()
 
@@ -153,7 +149,8 @@ async def test_cursor_older_than_the_stream_yields_an_overflow_gap(url: str, key
         a.publish(trimmed(i))
     await asyncio.sleep(0.5)
     stream = a.subscribe(request(after_cursor=one.event.cursor))
-    items = await take(stream, 2)
+    beat, *items = await take(stream, 3)
+    assert beat.heartbeat.cursor == one.event.cursor
     gap = items[0].gap
     assert gap.cause == events_pb2.GAP_CAUSE_BUFFER_OVERFLOW
     first_kept = items[1].event.trimmed.dropped_turns

@@ -41,16 +41,19 @@ async def take(stream: AsyncIterator[Item], n: int, limit_s: float = 2.0) -> lis
 async def started(
     feed: RingFeed, req: history_service_pb2.TrimEventsRequest
 ) -> AsyncIterator[Item]:
-    """A subscription that is registered (its first step ran) before the test publishes."""
+    """A registered subscription: the feed answers a new subscription at once (a heartbeat with
+    its resume position, or the first replayed item), so the first item marks registration."""
     stream = feed.subscribe(req)
-    first: asyncio.Task[Item] = asyncio.ensure_future(anext(stream))
-    await asyncio.sleep(0)  # runs the generator up to its first wait: it is now registered
+    try:
+        first = await asyncio.wait_for(anext(stream), 2.0)
+    except StopAsyncIteration:  # the feed was closed
+        first = None
 
     async def rest() -> AsyncIterator[Item]:
-        try:
-            yield await first
-        except StopAsyncIteration:  # the feed closed before the first item
+        if first is None:
             return
+        if not first.HasField("heartbeat"):
+            yield first
         async for item in stream:
             yield item
 
@@ -206,17 +209,17 @@ async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -
         feed.publish(trimmed(i))
         fast_seen += turns(await take(fast, 1))  # the fast one keeps up
     assert fast_seen == list(range(1, 9))
-    # The slow subscriber's pending read took event 1; its queue then held 2..4 and 5..8 dropped.
-    items = await take(slow, 2)
+    # The slow subscriber's queue held 1..3; 4..8 were dropped for it alone.
+    items = await take(slow, 3)
     feed.publish(trimmed(9))  # the slow one has room again: 9 is queued after the gap
-    items += await take(slow, 4)
-    assert turns(items[:4]) == [1, 2, 3, 4]
-    gap = items[4].gap
+    items += await take(slow, 2)
+    assert turns(items[:3]) == [1, 2, 3]
+    gap = items[3].gap
     assert gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert gap.missed_events == 4  # dropped for this subscriber only
-    assert gap.after_cursor == items[3].event.cursor
-    assert gap.before_cursor == items[5].event.cursor
-    assert turns(items[5:]) == [9]
+    assert gap.missed_events == 5  # dropped for this subscriber only
+    assert gap.after_cursor == items[2].event.cursor
+    assert gap.before_cursor == items[4].event.cursor
+    assert turns(items[4:]) == [9]
     assert turns(await take(fast, 1)) == [9]
     await feed.close()
 
@@ -266,12 +269,18 @@ async def test_heartbeat_after_idle_interval_with_last_cursor_and_drop_count() -
     await feed.close()
 
 
-async def test_heartbeat_before_any_event_has_an_empty_cursor() -> None:
+async def test_first_heartbeat_is_immediate_and_carries_the_resume_position() -> None:
+    """A new subscription is answered at once, so a client knows it is registered and can resume
+    from the feed position even before any event reaches it."""
     feed = RingFeed(ring_size=10, subscriber_queue_size=10)
-    stream = feed.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=1)))
-    (beat,) = await take(stream, 1, limit_s=5)
-    assert beat.heartbeat.cursor == ""
+    feed.publish(trimmed(1))
+    stream = feed.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=60)))
+    (beat,) = await take(stream, 1, limit_s=0.5)
+    assert beat.heartbeat.cursor == cursors.encode_ring(feed.epoch, 1)
     assert beat.heartbeat.dropped_events == 0
+    feed.publish(trimmed(2))
+    resumed = feed.subscribe(request(after_cursor=beat.heartbeat.cursor))
+    assert turns(await take(resumed, 1)) == [2]
     await feed.close()
 
 

@@ -95,7 +95,10 @@ class Heartbeat(_message.Message):
     TIME_FIELD_NUMBER: _builtins.int
     DROPPED_EVENTS_FIELD_NUMBER: _builtins.int
     cursor: _builtins.str
-    """The cursor of the last event sent on this stream; empty when none was sent yet."""
+    """The stream's resume position: the cursor of the last event sent on this stream or, before any,
+    the feed position the stream started from (empty while the feed holds no event at all).
+    The first heartbeat is sent as soon as the subscription is registered.
+    """
     dropped_events: _builtins.int
     """The events dropped for this subscriber so far."""
     @_builtins.property

@@ -320,7 +320,14 @@ class RedisFeed:
         epoch, last_id, last_n, opening = position
         if opening is not None:
             yield opening
-            last_sent = time.monotonic()
+        else:
+            # Tell the client at once that it is subscribed, and where it could resume from.
+            if request.after_cursor:
+                sent_cursor = request.after_cursor
+            elif last_n is not None:
+                sent_cursor = cursors.encode_redis(epoch, last_id, last_n)
+            yield heartbeat_item(sent_cursor, dropped)
+        last_sent = time.monotonic()
 
         broken = False
         while not self._closed:

@@ -166,9 +166,13 @@ class RingFeed:
                 if replayed:
                     sub.last_cursor = replayed[-1]
             self._subscribers.add(sub)
+            # The stream's resume position: everything up to the head is replayed or skipped.
+            sent_cursor = cursors.encode_ring(self.epoch, self._seq)
         try:
-            sent_cursor = ""  # a heartbeat names the last event sent on this stream
             last_sent = time.monotonic()
+            if not backlog:
+                # Tell the client at once that it is subscribed, and where it could resume from.
+                yield heartbeat_item(sent_cursor, 0)
             while True:
                 sub.wakeup.clear()
                 if self._closed:
