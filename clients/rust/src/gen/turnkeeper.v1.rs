@@ -661,7 +661,9 @@ impl ::prost::Name for TrimEvent {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct Heartbeat {
-    /// The cursor of the last event sent on this stream; empty when none was sent yet.
+    /// The stream's resume position: the cursor of the last event sent on this stream or, before any,
+    /// the feed position the stream started from (empty while the feed holds no event at all).
+    /// The first heartbeat is sent as soon as the subscription is registered.
     #[prost(string, tag = "1")]
     pub cursor: ::prost::alloc::string::String,
     /// The server time.

@@ -150,7 +150,9 @@ func (x *TrimEvent) GetTrimmed() *HistoryTrimmed {
 // Heartbeat tells an idle subscriber that the stream is alive.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The cursor of the last event sent on this stream; empty when none was sent yet.
+	// The stream's resume position: the cursor of the last event sent on this stream or, before any,
+	// the feed position the stream started from (empty while the feed holds no event at all).
+	// The first heartbeat is sent as soon as the subscription is registered.
 	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	// The server time.
 	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`

@@ -58,7 +58,9 @@ export const TrimEventSchema: GenMessage<TrimEvent> = /*@__PURE__*/
  */
 export type Heartbeat = Message<"turnkeeper.v1.Heartbeat"> & {
   /**
-   * The cursor of the last event sent on this stream; empty when none was sent yet.
+   * The stream's resume position: the cursor of the last event sent on this stream or, before any,
+   * the feed position the stream started from (empty while the feed holds no event at all).
+   * The first heartbeat is sent as soon as the subscription is registered.
    *
    * @generated from field: string cursor = 1;
    */
