@@ -277,42 +277,37 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
             else working.pricing.total
         )
 
+        # The turn limit first, then the token budget (or the reactive recovery target).
+        plans: list[TrimPlan] = []
         trims: list[trim_pb2.HistoryTrimmed] = []
-        turn_plan = plan_turn_count(
-            working.rows, working.pricing, resolution.max_history_turns, crumb
-        )
-        working = working.apply(turn_plan, text)
-        if turn_plan.trimmed:
-            trims.append(
-                _history_trimmed(
-                    turn_plan,
-                    trim_pb2.TRIM_REASON_TURN_LIMIT,
-                    overflow_recovery=False,
-                    budget_tokens=resolution.budget_tokens,
-                    turn_limit=resolution.max_history_turns,
-                    resolution=resolution,
-                    caller=caller,
+        for reason in (trim_pb2.TRIM_REASON_TURN_LIMIT, trim_pb2.TRIM_REASON_TOKEN_BUDGET):
+            if reason == trim_pb2.TRIM_REASON_TURN_LIMIT:
+                plan = plan_turn_count(
+                    working.rows, working.pricing, resolution.max_history_turns, crumb
                 )
-            )
-        if request.overflow_recovery:
-            budget_plan = plan_overflow_recovery(working.rows, working.pricing, crumb)
-        else:
-            budget_plan = plan_token_budget(
-                working.rows, working.pricing, resolution.budget_tokens, crumb
-            )
-        working = working.apply(budget_plan, text)
-        if budget_plan.trimmed:
-            trims.append(
-                _history_trimmed(
-                    budget_plan,
-                    trim_pb2.TRIM_REASON_TOKEN_BUDGET,
-                    overflow_recovery=request.overflow_recovery,
-                    budget_tokens=resolution.budget_tokens,
-                    turn_limit=0,
-                    resolution=resolution,
-                    caller=caller,
+            elif request.overflow_recovery:
+                plan = plan_overflow_recovery(working.rows, working.pricing, crumb)
+            else:
+                plan = plan_token_budget(
+                    working.rows, working.pricing, resolution.budget_tokens, crumb
                 )
-            )
+            working = working.apply(plan, text)
+            plans.append(plan)
+            if plan.trimmed:
+                trims.append(
+                    _history_trimmed(
+                        plan,
+                        reason,
+                        overflow_recovery=(
+                            reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET
+                            and request.overflow_recovery
+                        ),
+                        budget_tokens=resolution.budget_tokens,
+                        turn_limit=resolution.max_history_turns,
+                        resolution=resolution,
+                        caller=caller,
+                    )
+                )
 
         report = check_capacity(
             working.pricing,
@@ -324,7 +319,7 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         if not report.fits:
             # Nothing is sent, so nothing is published: the runtime must change the request.
             raise _capacity_exceeded(report, resolution.route)
-        for plan in (turn_plan, budget_plan):
+        for plan in plans:
             _log_trim("CALLER_PATH_AGENT", "PREPARE_MODEL_CALL", plan)
         for trimmed in trims:
             self._feed.publish(trimmed)
