@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
+from turnkeeper.core.rows import RowKind, classify_chat
 from turnkeeper.server.errors import FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
@@ -27,8 +28,6 @@ INVALID_PROFILE = errors_pb2.ERROR_REASON_INVALID_PROFILE
 INVALID_LIMITS = errors_pb2.ERROR_REASON_INVALID_LIMITS
 REQUEST_TOO_LARGE = errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE
 INVALID_SUBSCRIPTION = errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
-
-TOOL_RESULTS_PREFIX = "[Tool results]"
 
 _ROLES = frozenset(history_pb2.Role.values()) - {history_pb2.ROLE_UNSPECIFIED}
 _MODES = frozenset(trim_pb2.TrimMode.values()) - {trim_pb2.TRIM_MODE_UNSPECIFIED}
@@ -111,21 +110,15 @@ def _chat_row_violations(
             )
         else:
             _tool_call_violations(row.tool_calls, f"{path}.tool_calls", out)
-    if row.attachments and role != history_pb2.ROLE_TOOL:
-        carrier = (
-            role == history_pb2.ROLE_USER
-            and not row.breadcrumb
-            and row.content.startswith(TOOL_RESULTS_PREFIX)
-        )
-        if not carrier:
-            out.append(
-                _v(
-                    INVALID_HISTORY,
-                    f"{path}.attachments",
-                    "Attachments are allowed only on tool rows and on user rows whose content "
-                    "starts with [Tool results].",
-                )
+    if row.attachments and classify_chat(row) not in (RowKind.TOOL, RowKind.CARRIER):
+        out.append(
+            _v(
+                INVALID_HISTORY,
+                f"{path}.attachments",
+                "Attachments are allowed only on tool rows and on user rows whose content "
+                "starts with [Tool results].",
             )
+        )
     if row.breadcrumb:
         if role != history_pb2.ROLE_USER:
             out.append(
