@@ -383,3 +383,51 @@ async def test_stalled_subscriber_gets_a_gap_others_get_everything_trims_keep_an
         assert last.event.trimmed.caller.turn_id == "after"
         await stalled.close()
         await watch.close()
+
+
+async def test_prepare_model_call_publishes_each_trim_and_nothing_when_preflight_fails(
+    stub: Stub,
+) -> None:
+    """§7: every HistoryTrimmed of PrepareModelCall reaches subscribers; §3: a request that fails
+    the capacity pre-flight is never sent, so none of its trims is published. The channel sender
+    cache (§6) publishes nothing either."""
+    s = session()
+    watch, _ = await Watch.open(stub, session_ids=[s])
+    profiles = profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(
+            max_context_tokens=800, max_history_messages=4, default_provider="acme"
+        ),
+        providers=[profile_pb2.ProviderProfile(alias="acme", model="m", context_window=2000)],
+    )
+    too_small = profile_pb2.Profiles()
+    too_small.CopyFrom(profiles)
+    too_small.providers[0].context_window = 100
+    with pytest.raises(grpc.aio.AioRpcError) as failed:
+        await stub.PrepareModelCall(
+            svc.PrepareModelCallRequest(
+                history=history(6), profiles=too_small, caller=caller(s, turn="too-big")
+            )
+        )
+    assert failed.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    await stub.TrimHistory(
+        svc.TrimHistoryRequest(
+            history=history(6),
+            mode=trim_pb2.TRIM_MODE_ROW_COUNT,
+            caller_path=trim_pb2.CALLER_PATH_CHANNEL_SENDER_CACHE,
+            explicit_limits=svc.ExplicitLimits(max_history_messages=2),
+            caller=caller(s, turn="channel"),
+        )
+    )
+    prepared = await stub.PrepareModelCall(
+        svc.PrepareModelCallRequest(
+            history=history(6), profiles=profiles, caller=caller(s, turn="prepared")
+        )
+    )
+    assert [t.reason for t in prepared.trims] == [
+        trim_pb2.TRIM_REASON_TURN_LIMIT,
+        trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+    ]
+    items = await watch.take(2)
+    assert [i.event.trimmed for i in items] == list(prepared.trims)
+    assert all(i.event.trimmed.caller.turn_id == "prepared" for i in items)
+    await watch.close()
