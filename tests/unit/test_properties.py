@@ -132,3 +132,41 @@ def test_overflow_recovery_properties(history: h.History) -> None:
     check_trim_invariants(
         history, lambda w: plan_token_budget(w.rows, w.pricing, target, CRUMB), budget=target
     )
+
+
+def as_conversation(history: h.History) -> h.History:
+    """The same history in the structured shape: calls and results become their own rows."""
+    rows = []
+    for m in history.chat.messages:
+        if m.role == h.ROLE_ASSISTANT and m.tool_calls:
+            rows.append(
+                h.ConversationMessage(
+                    assistant_tool_calls=h.AssistantToolCalls(
+                        text=m.content, tool_calls=m.tool_calls
+                    )
+                )
+            )
+        elif m.role == h.ROLE_TOOL:
+            result = h.ToolResult(
+                tool_call_id=m.tool_call_id, content=m.content, attachments=m.attachments
+            )
+            rows.append(h.ConversationMessage(tool_results=h.ToolResults(results=[result])))
+        else:
+            rows.append(h.ConversationMessage(chat=m))
+    return h.History(conversation=h.ConversationHistory(messages=rows))
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.integers(0, 4000), st.integers(0, 8))
+def test_both_shapes_price_and_trim_alike(history: h.History, budget: int, limit: int) -> None:
+    """§9: a ConversationMessage is priced as the provider rows it stands for, so the structured
+    mirror of a chat history gets the same estimates and the same whole-turn cuts (§1: both
+    limits act on both shapes)."""
+    chat_w = WorkingHistory.of(history)
+    conv_w = WorkingHistory.of(as_conversation(history))
+    assert conv_w.pricing == chat_w.pricing
+    for plan in (
+        lambda w: plan_token_budget(w.rows, w.pricing, budget, CRUMB),
+        lambda w: plan_turn_count(w.rows, w.pricing, limit, CRUMB),
+    ):
+        assert plan(conv_w) == plan(chat_w)
