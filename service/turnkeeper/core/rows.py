@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from turnkeeper.core.pricing import (
     FRAMING_TOKENS,
@@ -34,8 +35,9 @@ class RowKind(enum.Enum):
     TOOL = "tool"
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
+class Row(NamedTuple):
+    """One row's view; a NamedTuple because one is built per row on every call."""
+
     kind: RowKind
     provider_rows: int
     text_bytes: int
@@ -56,11 +58,14 @@ def _calls_bytes(calls: Iterable[history_pb2.ToolCall]) -> int:
 
 
 def classify_chat(message: history_pb2.ChatMessage) -> RowKind:
-    role = message.role
+    return _classify(message.role, message.breadcrumb, message.content)
+
+
+def _classify(role: int, breadcrumb: bool, content: str) -> RowKind:
     if role == history_pb2.ROLE_USER:
-        if message.breadcrumb:
+        if breadcrumb:
             return RowKind.BREADCRUMB
-        if message.content.startswith(TOOL_RESULTS_PREFIX):
+        if content.startswith(TOOL_RESULTS_PREFIX):
             return RowKind.CARRIER
         return RowKind.USER
     if role == history_pb2.ROLE_SYSTEM:
@@ -71,16 +76,24 @@ def classify_chat(message: history_pb2.ChatMessage) -> RowKind:
 
 
 def chat_row(message: history_pb2.ChatMessage) -> Row:
-    kind = classify_chat(message)
+    # Each field is read once: reading a string field of a protobuf message builds a new str.
+    content = message.content
+    kind = _classify(message.role, message.breadcrumb, content)
     images = 0
     if kind is RowKind.USER:
-        text, images = strip_sent_images(message.content)
-        content_bytes = utf8_len(text)
-    else:
-        content_bytes = utf8_len(message.content)
-    nbytes = content_bytes + utf8_len(message.tool_call_id) + _calls_bytes(message.tool_calls)
-    attachments = len(message.attachments) if kind in (RowKind.TOOL, RowKind.CARRIER) else 0
+        content, images = strip_sent_images(content)
+    nbytes = utf8_len(content)
+    tool_call_id = message.tool_call_id
+    if tool_call_id:
+        nbytes += utf8_len(tool_call_id)
+    calls = message.tool_calls
+    if calls:
+        nbytes += _calls_bytes(calls)
+    attachments = len(message.attachments) if kind in _ATTACHMENT_KINDS else 0
     return Row(kind, 1, nbytes, text_tokens(nbytes), images, attachments)
+
+
+_ATTACHMENT_KINDS = (RowKind.TOOL, RowKind.CARRIER)
 
 
 def conversation_row(message: history_pb2.ConversationMessage) -> Row:
