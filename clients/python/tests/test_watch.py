@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 
 import grpc
@@ -13,6 +14,7 @@ from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper_client import (
     AsyncTurnkeeperClient,
     Backoff,
+    TrimWatch,
     TurnkeeperClient,
     TurnkeeperError,
 )
@@ -31,7 +33,7 @@ def _kind(item: svc.TrimEventsResponse) -> str | None:
 def test_subscribe_then_resume_after_disconnect(client: TurnkeeperClient) -> None:
     session = uuid.uuid4().hex
     watch = client.watch_trims(session_ids=[session], heartbeat_interval=1.0)
-    # The first heartbeat proves the subscription is registered, so no live event can be missed.
+    # The heartbeat that answers a new subscription proves it is registered: no event is missed.
     assert _kind(next(watch)) == "heartbeat"
     first = client.trim_history(budget_trim(session))
     assert first.outcome.trimmed and first.HasField("history_trimmed")
@@ -148,8 +150,50 @@ def test_bad_cursor_is_not_retried(client: TurnkeeperClient) -> None:
     assert caught.value.fields == {"after_cursor"}
 
 
+def test_live_tail_resumes_from_the_immediate_heartbeat_after_a_disconnect(
+    endpoints: Endpoints, client: TurnkeeperClient
+) -> None:
+    """A live tail is answered at once with a heartbeat naming its resume position, so a
+    disconnect before any event still resumes without loss (and without repeats)."""
+    session = uuid.uuid4().hex
+    with (
+        CuttableProxy(endpoints.address) as proxy,
+        TurnkeeperClient.connect(proxy.address) as via_proxy,
+    ):
+        watch = via_proxy.watch_trims(session_ids=[session], heartbeat_interval=1.0, backoff=FAST)
+        began = time.monotonic()
+        beat = next(watch)
+        assert _kind(beat) == "heartbeat"
+        assert time.monotonic() - began < 0.8  # at once, not after the interval
+        assert beat.heartbeat.cursor and watch.cursor == beat.heartbeat.cursor
+
+        proxy.cut()  # before any event reached the watcher
+        trimmed = client.trim_history(budget_trim(session))
+        threading.Timer(0.5, proxy.restore).start()
+        items = [next(watch), next(watch)]
+        watch.close()
+    assert [_kind(i) for i in items] == ["event", "heartbeat"]
+    assert items[0].event.trimmed == trimmed.history_trimmed
+    # Exactly once: what follows the event is an idle heartbeat naming it.
+    assert items[1].heartbeat.cursor == items[0].event.cursor
+
+
+def _first_heartbeat(watch: TrimWatch) -> svc.TrimEventsResponse:
+    """The heartbeat that answers a new subscription; a 5 s guard closes the watch otherwise."""
+    guard = threading.Timer(5.0, watch.close)
+    guard.start()
+    try:
+        first = next(watch, None)
+    finally:
+        guard.cancel()
+    assert first is not None and _kind(first) == "heartbeat", "no immediate heartbeat"
+    return first
+
+
 def test_close_from_another_thread_ends_a_blocked_iteration(client: TurnkeeperClient) -> None:
     watch = client.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
+    _first_heartbeat(watch)
+    # Nothing else is owed for 300 s: the next read blocks until close() ends it.
     threading.Timer(0.3, watch.close).start()
     assert list(watch) == []
 
@@ -158,6 +202,7 @@ async def test_async_aclose_from_another_task_ends_iteration(
     aclient: AsyncTurnkeeperClient,
 ) -> None:
     watch = aclient.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
+    assert _kind(await asyncio.wait_for(anext(watch), 5)) == "heartbeat"
 
     async def consume() -> list[svc.TrimEventsResponse]:
         return [item async for item in watch]
@@ -170,7 +215,8 @@ async def test_async_aclose_from_another_task_ends_iteration(
 
 async def test_cancelling_the_consumer_propagates(aclient: AsyncTurnkeeperClient) -> None:
     watch = aclient.watch_trims(session_ids=[uuid.uuid4().hex], heartbeat_interval=300.0)
-    consumer = asyncio.create_task(anext(watch))
+    assert _kind(await asyncio.wait_for(anext(watch), 5)) == "heartbeat"
+    consumer = asyncio.create_task(anext(watch))  # blocks: nothing else is owed for 300 s
     await asyncio.sleep(0.3)
     consumer.cancel()
     with pytest.raises(asyncio.CancelledError):
