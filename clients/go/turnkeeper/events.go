@@ -49,8 +49,9 @@ func (b Backoff) delay(failures int) time.Duration {
 // last event (or heartbeat) received and, when the stream ends or the server is unavailable,
 // reopens it with that cursor as after_cursor, so each event is delivered once.
 //
-// When no event has been received yet (the heartbeat cursor is empty too), a reconnect starts
-// a live tail again: events published while disconnected are not replayed in that case.
+// The server answers a new subscription at once with a heartbeat naming the stream's resume
+// position, so a live tail has a cursor before its first event: one that reconnects before any
+// event still receives the events published while it was disconnected.
 // Recv is not safe for concurrent use; Cursor and Close are.
 type Subscription struct {
 	stub    turnkeeperv1.HistoryServiceClient
@@ -69,7 +70,8 @@ type Subscription struct {
 
 // TrimEvents subscribes to the trim feed with req's filters, resuming after req.AfterCursor
 // when it is set. The stream opens on the first Recv and lives until ctx ends or Close.
-// The server confirms a live subscription with a heartbeat once req.HeartbeatInterval passes idle.
+// The server confirms the subscription at once with a heartbeat carrying its resume position,
+// then sends one after every req.HeartbeatInterval without other items.
 func (c *Client) TrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsRequest) *Subscription {
 	ctx, cancel := context.WithCancel(ctx)
 	if req == nil {
@@ -116,8 +118,9 @@ func (s *Subscription) All() iter.Seq2[*turnkeeperv1.TrimEventsResponse, error] 
 	}
 }
 
-// Cursor returns the resume point: the cursor of the last event received, or the subscription's
-// initial after_cursor. Persist it to resume a later subscription after the same event.
+// Cursor returns the resume point: the cursor of the last event or heartbeat received, or the
+// subscription's initial after_cursor before any. Persist it to resume a later subscription
+// from the same point.
 func (s *Subscription) Cursor() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,7 +151,8 @@ func (s *Subscription) closeStream() {
 func (s *Subscription) remember(item *turnkeeperv1.TrimEventsResponse) {
 	cursor := item.GetEvent().GetCursor()
 	if cursor == "" {
-		// A heartbeat names the last event sent on this stream; it is empty until one was.
+		// A heartbeat names the stream's resume position; it is empty only while a Redis
+		// stream holds no entry at all, and then the current cursor stays.
 		cursor = item.GetHeartbeat().GetCursor()
 	}
 	if cursor != "" {

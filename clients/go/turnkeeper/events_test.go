@@ -66,8 +66,32 @@ func nextEvent(t *testing.T, sub *turnkeeper.Subscription) *turnkeeperv1.TrimEve
 	return nil
 }
 
-// awaitHeartbeat returns at the next heartbeat and fails on any event before it: the server
-// sends a heartbeat only after a whole idle interval, so nothing else was owed.
+// registered returns the heartbeat that answers a new live tail and its cursor. The server sends
+// it as soon as the subscription is registered, well before the one-second idle interval, and
+// it names the resume position, so no event published after it can be missed.
+func registered(t *testing.T, sub *turnkeeper.Subscription) string {
+	t.Helper()
+	began := time.Now()
+	item, err := sub.Recv()
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	beat := item.GetHeartbeat()
+	if beat == nil {
+		t.Fatalf("want the heartbeat that answers a subscription, got %v", item)
+	}
+	if elapsed := time.Since(began); elapsed > 800*time.Millisecond {
+		t.Fatalf("first heartbeat after %v: the subscription was not answered at once", elapsed)
+	}
+	if beat.GetCursor() == "" || sub.Cursor() != beat.GetCursor() {
+		t.Fatalf("subscription cursor %q after the first heartbeat with cursor %q", sub.Cursor(), beat.GetCursor())
+	}
+	return beat.GetCursor()
+}
+
+// awaitHeartbeat returns at the next heartbeat and fails on any event before it: after the one
+// answering a subscription, the server sends a heartbeat only after a whole idle interval, so
+// nothing else was owed.
 func awaitHeartbeat(t *testing.T, sub *turnkeeper.Subscription) {
 	t.Helper()
 	for {
@@ -99,7 +123,7 @@ func TestTrimEventsResumeAfterCursor(t *testing.T) {
 	session := uniqueID(t)
 
 	first := subscribe(client, t, session, "")
-	awaitHeartbeat(t, first) // the live tail is registered
+	registered(t, first)
 	want1 := trim(t, client, session)
 	requireEvent(t, nextEvent(t, first), want1, first)
 	cursor := first.Cursor()
@@ -125,7 +149,7 @@ func TestTrimEventsReconnect(t *testing.T) {
 	session := uniqueID(t)
 
 	sub := subscribe(viaProxy, t, session, "")
-	awaitHeartbeat(t, sub)
+	registered(t, sub)
 	want1 := trim(t, direct, session)
 	requireEvent(t, nextEvent(t, sub), want1, sub)
 
@@ -144,6 +168,44 @@ func TestTrimEventsReconnect(t *testing.T) {
 	select {
 	case event := <-got:
 		requireEvent(t, event, want2, sub)
+	case <-time.After(15 * time.Second):
+		t.Fatal("no event after the proxy came back")
+	}
+	awaitHeartbeat(t, sub) // exactly once: nothing replayed twice
+}
+
+// TestTrimEventsLiveTailResumesBeforeAnyEvent: the heartbeat answering a live tail names its
+// resume position, so a subscription cut off before its first event resumes from there and
+// still receives, once, the trim published while it was away.
+func TestTrimEventsLiveTailResumesBeforeAnyEvent(t *testing.T) {
+	direct := tcpClient(t)
+	proxy := startProxy(t, liveEnv(t, "TURNKEEPER_ADDRESS"))
+	viaProxy := connect(t, proxy.addr(), turnkeeper.WithReconnectBackoff(turnkeeper.Backoff{
+		Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond, Multiplier: 2,
+	}))
+	session := uniqueID(t)
+
+	sub := subscribe(viaProxy, t, session, "")
+	registered(t, sub)
+
+	proxy.cut() // before any event reached the subscriber
+	got := make(chan *turnkeeperv1.TrimEvent, 1)
+	go func() {
+		item, err := sub.Recv()
+		if err != nil {
+			t.Errorf("Recv across the outage: %v", err)
+		}
+		got <- item.GetEvent()
+	}()
+	time.Sleep(400 * time.Millisecond) // several refused reconnects
+	want := trim(t, direct, session)   // published while the subscriber cannot reach the server
+	proxy.restore()
+	select {
+	case event := <-got:
+		if event == nil {
+			t.Fatal("the resumed stream did not start with the missed event")
+		}
+		requireEvent(t, event, want, sub)
 	case <-time.After(15 * time.Second):
 		t.Fatal("no event after the proxy came back")
 	}
