@@ -58,13 +58,15 @@ impl ReconnectPolicy {
 
 /// A `TrimEvents` subscription that survives disconnects.
 ///
-/// It remembers the cursor of the last event (and the cursor heartbeats repeat) and, when the
-/// stream ends, stalls, or fails with a transport error or `UNAVAILABLE`, resubscribes with
+/// It remembers the cursor of the last event (and the resume position heartbeats carry) and, when
+/// the stream ends, stalls, or fails with a transport error or `UNAVAILABLE`, resubscribes with
 /// `after_cursor` set to it after a backoff, so the consumer sees every event once. Other errors
 /// (a bad request, an unreadable cursor) end the stream after being returned once.
 ///
-/// Before any event was seen, a resubscription is a live tail again: nothing identifies the
-/// position to resume from.
+/// The server answers a new subscription at once with a heartbeat naming the stream's resume
+/// position, so a live tail has a cursor before its first event: a resubscription before any
+/// event still receives what was published while disconnected. (Only a Redis-backed feed whose
+/// stream holds no entry at all sends an empty cursor; the subscription then stays a live tail.)
 #[derive(Debug)]
 pub struct TrimEventStream {
     stub: HistoryServiceClient<Channel>,
@@ -103,7 +105,8 @@ impl TrimEventStream {
         Ok(this)
     }
 
-    /// The cursor to resume after: the last event's, or the one the subscription started from.
+    /// The cursor to resume after: the last event's or heartbeat's, or before any item the one
+    /// the subscription started from.
     pub fn cursor(&self) -> Option<&str> {
         self.cursor.as_deref()
     }
@@ -195,8 +198,8 @@ impl TrimEventStream {
         }
     }
 
-    /// Opens one stream. It is established when the server sends its response headers, which a
-    /// server may hold back until its first item; the stall timeout bounds that wait too.
+    /// Opens one stream. It is established when the server sends its response headers, with the
+    /// heartbeat that answers the subscription at once; the stall timeout bounds that wait too.
     async fn subscribe(&mut self) -> Result<Streaming<TrimEventsResponse>> {
         let mut request = self.request.clone();
         request.after_cursor = self.cursor.clone().unwrap_or_default();

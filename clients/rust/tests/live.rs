@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
@@ -31,8 +31,8 @@ fn session_id(test: &str) -> String {
 fn subscription(session: &str) -> TrimEventsRequest {
     TrimEventsRequest {
         session_ids: vec![session.to_owned()],
-        // Short, so an idle stream proves it is alive quickly (and the server's headers, which it
-        // sends with the first item, arrive within a second).
+        // Short, so an idle stream proves it is alive quickly. (The first heartbeat, and with it
+        // the server's headers, comes at once: it answers the subscription.)
         heartbeat_interval: Some(prost_types::Duration {
             seconds: 1,
             nanos: 0,
@@ -220,6 +220,48 @@ async fn trim_events_reconnect_by_themselves_after_a_dropped_connection() {
     let third = trim(&direct, &session, "turn-3").await;
     assert_eq!(next_event(&mut events).await.trimmed.as_ref(), Some(&third));
     assert_no_event(&mut events, Duration::from_millis(1500)).await;
+}
+
+#[tokio::test]
+async fn a_live_tail_cut_off_before_any_event_resumes_from_its_first_heartbeat() {
+    let direct = common::tcp_client().await;
+    let proxy = Proxy::start(common::tcp_address()).await;
+    let via_proxy = Client::connect(&proxy.address.to_string())
+        .await
+        .expect("connect via proxy");
+    let session = session_id("live-tail");
+    let policy = ReconnectPolicy {
+        initial_backoff: Duration::from_millis(50),
+        ..Default::default()
+    };
+
+    // A live tail is answered at once (well within the 1 s heartbeat interval) with a heartbeat
+    // naming the stream's resume position, which the subscription adopts as its cursor.
+    let began = Instant::now();
+    let mut events = via_proxy
+        .trim_events_with(subscription(&session), policy)
+        .await
+        .unwrap();
+    let beat = match events.next().await {
+        Some(Ok(FeedItem::Heartbeat(beat))) => beat,
+        other => panic!("expected the heartbeat answering the subscription, got {other:?}"),
+    };
+    assert!(
+        began.elapsed() < Duration::from_millis(800),
+        "first heartbeat after {:?}",
+        began.elapsed()
+    );
+    assert!(!beat.cursor.is_empty());
+    assert_eq!(events.cursor(), Some(beat.cursor.as_str()));
+
+    // Cut before any event; the trim is published while the stream is down (it only reconnects
+    // when next() is polled again), so it must come from resuming after the heartbeat's cursor.
+    proxy.cut();
+    let missed = trim(&direct, &session, "turn-1").await;
+    let event = next_event(&mut events).await;
+    assert_eq!(event.trimmed.as_ref(), Some(&missed));
+    assert_eq!(events.cursor(), Some(event.cursor.as_str()));
+    assert_no_event(&mut events, Duration::from_millis(1500)).await; // exactly once
 }
 
 #[tokio::test]
