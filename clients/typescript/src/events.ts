@@ -65,9 +65,11 @@ export interface SubscriptionHost {
  * A resumable TrimEvents subscription. Iterate it (once) with `for await`; every feed item is yielded,
  * events, heartbeats and gaps alike. Breaking out of the loop or calling {@link close} ends it.
  *
- * It tracks {@link cursor}, the last event cursor seen on any stream (events carry it, heartbeats
- * repeat it), and after a disconnect resubscribes with `after_cursor` set to it, so the consumer
- * sees every event exactly once. Events the server could no longer deliver are reported as a Gap item.
+ * It tracks {@link cursor}, the last cursor seen on any stream (events carry theirs, heartbeats the
+ * stream's resume position), and after a disconnect resubscribes with `after_cursor` set to it, so
+ * the consumer sees every event exactly once. The server answers a new subscription at once with a
+ * heartbeat, so a live tail has a cursor before its first event and a reconnect never turns into a
+ * fresh live tail. Events the server could no longer deliver are reported as a Gap item.
  */
 export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> {
   private lastCursor: string;
@@ -91,7 +93,7 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
     }
   }
 
-  /** The cursor of the last event seen; pass it as `afterCursor` to resume in a later subscription. */
+  /** The last cursor seen (event or heartbeat); pass it as `afterCursor` to resume in a later subscription. */
   get cursor(): string {
     return this.lastCursor;
   }
@@ -172,7 +174,8 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
   private remember(response: TrimEventsResponse): void {
     const item = response.item;
     if (item.case === "event" && item.value.cursor !== "") this.lastCursor = item.value.cursor;
-    // A heartbeat's cursor is empty until this stream sent an event; keep the resume point then.
+    // A heartbeat names the stream's resume position; it is empty only while a Redis stream holds
+    // no entry at all: keep the current resume point then.
     if (item.case === "heartbeat" && item.value.cursor !== "") this.lastCursor = item.value.cursor;
   }
 }

@@ -57,8 +57,8 @@ async function next(items: Items, within = 5000): Promise<TrimEventsResponse> {
   }
 }
 
-async function nextHeartbeat(items: Items): Promise<string> {
-  const item = (await next(items)).item;
+async function nextHeartbeat(items: Items, within?: number): Promise<string> {
+  const item = (await next(items, within)).item;
   assert.equal(item.case, "heartbeat", `expected a heartbeat, got ${show(item)}`);
   return item.value.cursor;
 }
@@ -69,10 +69,16 @@ async function nextEvent(items: Items): Promise<TrimEvent> {
   return item.value;
 }
 
-/** Waits for the first heartbeat: the server has registered the subscription, so no event can slip past it. */
+/**
+ * Takes the heartbeat that answers a live tail: the server sends it as soon as the subscription is
+ * registered (well within the one-second interval the tests ask for), so no event can slip past it,
+ * and it names the resume position, which the subscription adopts as its cursor.
+ */
 async function open(subscription: TrimEventSubscription): Promise<Items> {
   const items = subscription[Symbol.asyncIterator]();
-  await nextHeartbeat(items);
+  const cursor = await nextHeartbeat(items, 800);
+  assert.notEqual(cursor, "", "the first heartbeat names the resume position");
+  assert.equal(subscription.cursor, cursor);
   return items;
 }
 
@@ -161,10 +167,7 @@ describe("TrimEvents subscription", () => {
         { sessionIds: [sessionId], heartbeatInterval: ONE_SECOND },
         { idleTimeoutMs: 1500, backoff: { initialMs: 20 }, onReconnect: (r) => reconnects.push(r.error) },
       );
-      const items = await open(subscription);
-      // The resume point: a subscription that never saw an event has none (see README).
-      const before = await causeTrim(client, sessionId, "before");
-      assertSameTrim(await nextEvent(items), before);
+      const items = await open(subscription); // its heartbeat already gave the resume point
       assert.equal(proxy.connections, 1);
 
       proxy.muteOpenConnections(); // the connection stays open but nothing arrives any more
@@ -175,6 +178,41 @@ describe("TrimEvents subscription", () => {
       assertSameTrim(item.value, trim);
       assert.deepEqual(reconnects, [undefined]); // a stall, not an error
       assert.equal(proxy.connections, 2, "the stalled connection was reused");
+      subscription.close();
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
+  });
+
+  test("a live tail cut off before any event resumes from its first heartbeat and gets the missed trim once", async () => {
+    const proxy = await FlakyProxy.start(serverAddress());
+    const viaProxy = connect(proxy.address);
+    try {
+      const sessionId = `ts-live-tail-${randomUUID()}`;
+      const reconnects: (TurnkeeperError | undefined)[] = [];
+      const subscription = viaProxy.watchTrimEvents(
+        { sessionIds: [sessionId], heartbeatInterval: ONE_SECOND },
+        { backoff: { initialMs: 20, maxMs: 100 }, onReconnect: (r) => reconnects.push(r.error) },
+      );
+      const items = await open(subscription);
+      const resumeFrom = subscription.cursor;
+
+      // Disconnected before any event; the trim happens while the server is unreachable.
+      proxy.refuse(true);
+      proxy.cut();
+      const pending = next(items, 10_000);
+      const missed = await causeTrim(client, sessionId, "while-away");
+      while (reconnects.length < 1) await sleep(20);
+      proxy.refuse(false);
+
+      const item = (await pending).item;
+      assert.equal(item.case, "event", show(item));
+      assertSameTrim(item.value, missed);
+      assert.notEqual(item.value.cursor, resumeFrom);
+      assert.equal(subscription.cursor, item.value.cursor);
+      // Exactly once: the next item is an idle heartbeat naming that event.
+      assert.equal(await nextHeartbeat(items), item.value.cursor);
       subscription.close();
     } finally {
       viaProxy.close();
