@@ -9,6 +9,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from turnkeeper.core.rows import price, rows_of
+from turnkeeper.core.sweep import sweep
 from turnkeeper.core.trimming import (
     layout,
     plan_overflow_recovery,
@@ -170,3 +171,38 @@ def test_both_shapes_price_and_trim_alike(history: h.History, budget: int, limit
         lambda w: plan_turn_count(w.rows, w.pricing, limit, CRUMB),
     ):
         assert plan(conv_w) == plan(chat_w)
+
+
+@st.composite
+def damaged(draw: st.DrawFn) -> h.History:
+    """A consistent history with rows deleted at random: orphans in both directions."""
+    rows = list(draw(histories()).chat.messages)
+    for _ in range(draw(st.integers(0, 4))):
+        if rows:
+            del rows[draw(st.integers(0, len(rows) - 1))]
+    return chat(*rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories())
+def test_sweep_leaves_consistent_histories_unchanged(history: h.History) -> None:
+    """§8: the orphan sweep is a safety net: whole-turn histories come back identical."""
+    result = sweep(history)
+    assert result.history == history and not result.removals
+
+
+@settings(max_examples=300, deadline=None)
+@given(damaged())
+def test_sweep_output_pairs_every_call_and_result(history: h.History) -> None:
+    """§8: after the sweep every result follows its call and every call is answered (or a
+    `[Tool results]` carrier follows it in its turn); a second sweep removes nothing; every
+    removed row is reported."""
+    result = sweep(history)
+    assert not sweep(result.history).removals
+    called: set[str] = set()
+    for m in result.history.chat.messages:
+        called.update(c.id for c in m.tool_calls)
+        if m.role == h.ROLE_TOOL:
+            assert m.tool_call_id in called
+    removed_rows = {r.message_index for r in result.removals if r.row_removed}
+    assert len(result.history.chat.messages) == len(history.chat.messages) - len(removed_rows)
