@@ -6,6 +6,7 @@ import asyncio
 import threading
 from collections.abc import AsyncIterator
 
+import grpc
 import pytest
 from google.protobuf import duration_pb2
 from turnkeeper.server.errors import RequestError
@@ -297,7 +298,6 @@ async def test_close_ends_every_stream_promptly() -> None:
     counts = await asyncio.wait_for(asyncio.gather(*tasks), 1.0)
     assert counts == [0, 0, 0]
     feed.publish(trimmed(1))  # publishing after close is a no-op, never an error
-    assert [item async for item in feed.subscribe(request())] == []
 
 
 async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
@@ -331,3 +331,14 @@ def test_create_feed_picks_the_backend() -> None:
     assert type(create_feed(Config("redis://127.0.0.1:1"))).__name__ == "RedisFeed"
     with pytest.raises(ValueError):
         create_feed(Config("kafka://x"))
+
+
+async def test_subscribing_after_close_is_unavailable_shutting_down() -> None:
+    """Shutdown ends open streams cleanly and turns new subscriptions away with a retryable
+    UNAVAILABLE (reason SHUTTING_DOWN), so clients resubscribe elsewhere with their cursor."""
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    await feed.close()
+    with pytest.raises(RequestError) as caught:
+        await anext(feed.subscribe(request()))
+    assert caught.value.code == grpc.StatusCode.UNAVAILABLE
+    assert caught.value.reason == errors_pb2.ERROR_REASON_SHUTTING_DOWN

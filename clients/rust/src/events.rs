@@ -10,7 +10,7 @@ use tonic::{Code, Request, Status, Streaming};
 use crate::error::Result;
 use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::trim_events_response::Item;
-use crate::pb::{ErrorReason, TrimEventsRequest, TrimEventsResponse};
+use crate::pb::{TrimEventsRequest, TrimEventsResponse};
 
 /// One item of the feed: an event, a heartbeat, or a gap notice.
 pub type FeedItem = Item;
@@ -224,10 +224,7 @@ fn is_resumable(status: &Status) -> bool {
         Code::Unknown | Code::Internal | Code::Cancelled => {
             std::error::Error::source(status).is_some()
         }
-        _ => {
-            crate::error::RpcError::from(status.clone()).reason()
-                == Some(ErrorReason::EventsUnavailable)
-        }
+        _ => false,
     }
 }
 

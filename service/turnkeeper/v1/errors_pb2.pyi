@@ -37,9 +37,9 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_INVALID_SUBSCRIPTION: _ErrorReason.ValueType  # 6
     """A TrimEvents request is malformed, such as an unreadable cursor."""
     ERROR_REASON_SHUTTING_DOWN: _ErrorReason.ValueType  # 7
-    """The server is shutting down and accepts no new streams."""
-    ERROR_REASON_EVENTS_UNAVAILABLE: _ErrorReason.ValueType  # 8
-    """The event feed's backend cannot serve the request right now."""
+    """The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
+    subscribe again, with the last cursor, to another replica or after the restart.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -61,7 +61,7 @@ ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: ErrorReason.ValueType  # 5
 ERROR_REASON_INVALID_SUBSCRIPTION: ErrorReason.ValueType  # 6
 """A TrimEvents request is malformed, such as an unreadable cursor."""
 ERROR_REASON_SHUTTING_DOWN: ErrorReason.ValueType  # 7
-"""The server is shutting down and accepts no new streams."""
-ERROR_REASON_EVENTS_UNAVAILABLE: ErrorReason.ValueType  # 8
-"""The event feed's backend cannot serve the request right now."""
+"""The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
+subscribe again, with the last cursor, to another replica or after the restart.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -14,7 +14,7 @@ from turnkeeper.v1 import history_service_pb2, trim_pb2
 from .errors import TurnkeeperError
 
 # Reasons the server uses when the feed (not the request) is the problem; worth retrying.
-_RETRYABLE_REASONS = frozenset({"ERROR_REASON_SHUTTING_DOWN", "ERROR_REASON_EVENTS_UNAVAILABLE"})
+_RETRYABLE_REASONS = frozenset({"ERROR_REASON_SHUTTING_DOWN"})
 # How many recent event cursors to remember to drop redelivered events after a resume.
 _SEEN_LIMIT = 4096
 

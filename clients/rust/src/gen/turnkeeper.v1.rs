@@ -19,10 +19,9 @@ pub enum ErrorReason {
     ContextWindowExceeded = 5,
     /// A TrimEvents request is malformed, such as an unreadable cursor.
     InvalidSubscription = 6,
-    /// The server is shutting down and accepts no new streams.
+    /// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
+    /// subscribe again, with the last cursor, to another replica or after the restart.
     ShuttingDown = 7,
-    /// The event feed's backend cannot serve the request right now.
-    EventsUnavailable = 8,
 }
 impl ErrorReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -39,7 +38,6 @@ impl ErrorReason {
             Self::ContextWindowExceeded => "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED",
             Self::InvalidSubscription => "ERROR_REASON_INVALID_SUBSCRIPTION",
             Self::ShuttingDown => "ERROR_REASON_SHUTTING_DOWN",
-            Self::EventsUnavailable => "ERROR_REASON_EVENTS_UNAVAILABLE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -53,7 +51,6 @@ impl ErrorReason {
             "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED" => Some(Self::ContextWindowExceeded),
             "ERROR_REASON_INVALID_SUBSCRIPTION" => Some(Self::InvalidSubscription),
             "ERROR_REASON_SHUTTING_DOWN" => Some(Self::ShuttingDown),
-            "ERROR_REASON_EVENTS_UNAVAILABLE" => Some(Self::EventsUnavailable),
             _ => None,
         }
     }

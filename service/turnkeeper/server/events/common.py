@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import grpc
 from google.protobuf import timestamp_pb2
 
 from turnkeeper.server.errors import FieldViolation, RequestError, invalid_argument
@@ -54,6 +55,16 @@ def invalid_cursor(description: str) -> RequestError:
     return invalid_argument(
         errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION,
         [FieldViolation("after_cursor", description)],
+    )
+
+
+def shutting_down() -> RequestError:
+    """A subscription that arrives after the feed closed: retryable elsewhere or later."""
+    return RequestError(
+        grpc.StatusCode.UNAVAILABLE,
+        errors_pb2.ERROR_REASON_SHUTTING_DOWN,
+        "the sidecar is shutting down; subscribe again (with your last cursor) to another replica "
+        "or after it restarts",
     )
 
 

@@ -39,6 +39,7 @@ from .common import (
     heartbeat_item,
     invalid_cursor,
     now_timestamp,
+    shutting_down,
 )
 
 log = logging.getLogger(__name__)
@@ -299,7 +300,7 @@ class RedisFeed:
             if start is None:
                 raise invalid_cursor("not a cursor issued by this feed")
         if self._closed:
-            return
+            raise shutting_down()
 
         sent_cursor = ""  # the last event sent on this stream, for heartbeats and gaps
         dropped = 0

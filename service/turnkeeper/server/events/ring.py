@@ -24,6 +24,7 @@ from .common import (
     heartbeat_item,
     invalid_cursor,
     now_timestamp,
+    shutting_down,
 )
 
 log = logging.getLogger(__name__)
@@ -159,7 +160,7 @@ class RingFeed:
         # lands either in the replay or in the live queue: none twice, none missing.
         with self._lock:
             if self._closed:
-                return
+                raise shutting_down()
             if start is not None:
                 backlog.extend(self._replay(start, wanted, request.after_cursor))
                 replayed = [i.event.cursor for i in backlog if i.HasField("event")]

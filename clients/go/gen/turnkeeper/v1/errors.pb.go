@@ -40,10 +40,9 @@ const (
 	ErrorReason_ERROR_REASON_CONTEXT_WINDOW_EXCEEDED ErrorReason = 5
 	// A TrimEvents request is malformed, such as an unreadable cursor.
 	ErrorReason_ERROR_REASON_INVALID_SUBSCRIPTION ErrorReason = 6
-	// The server is shutting down and accepts no new streams.
+	// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
+	// subscribe again, with the last cursor, to another replica or after the restart.
 	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 7
-	// The event feed's backend cannot serve the request right now.
-	ErrorReason_ERROR_REASON_EVENTS_UNAVAILABLE ErrorReason = 8
 )
 
 // Enum value maps for ErrorReason.
@@ -57,7 +56,6 @@ var (
 		5: "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED",
 		6: "ERROR_REASON_INVALID_SUBSCRIPTION",
 		7: "ERROR_REASON_SHUTTING_DOWN",
-		8: "ERROR_REASON_EVENTS_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -68,7 +66,6 @@ var (
 		"ERROR_REASON_CONTEXT_WINDOW_EXCEEDED": 5,
 		"ERROR_REASON_INVALID_SUBSCRIPTION":    6,
 		"ERROR_REASON_SHUTTING_DOWN":           7,
-		"ERROR_REASON_EVENTS_UNAVAILABLE":      8,
 	}
 )
 
@@ -103,7 +100,7 @@ var File_turnkeeper_v1_errors_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xca\x02\n" +
+	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xcc\x02\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_HISTORY\x10\x01\x12 \n" +
@@ -112,8 +109,7 @@ const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10\x04\x12(\n" +
 	"$ERROR_REASON_CONTEXT_WINDOW_EXCEEDED\x10\x05\x12%\n" +
 	"!ERROR_REASON_INVALID_SUBSCRIPTION\x10\x06\x12\x1e\n" +
-	"\x1aERROR_REASON_SHUTTING_DOWN\x10\a\x12#\n" +
-	"\x1fERROR_REASON_EVENTS_UNAVAILABLE\x10\bB\xc1\x01\n" +
+	"\x1aERROR_REASON_SHUTTING_DOWN\x10\a\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
 	"\x11com.turnkeeper.v1B\vErrorsProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (

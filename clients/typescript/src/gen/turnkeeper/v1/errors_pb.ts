@@ -9,7 +9,7 @@ import { enumDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
  * Describes the file turnkeeper/v1/errors.proto.
  */
 export const file_turnkeeper_v1_errors: GenFile = /*@__PURE__*/
-  fileDesc("Chp0dXJua2VlcGVyL3YxL2Vycm9ycy5wcm90bxINdHVybmtlZXBlci52MSrKAgoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocRVJST1JfUkVBU09OX0lOVkFMSURfSElTVE9SWRABEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1BST0ZJTEUQAhIfChtFUlJPUl9SRUFTT05fSU5WQUxJRF9MSU1JVFMQAxIiCh5FUlJPUl9SRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQBBIoCiRFUlJPUl9SRUFTT05fQ09OVEVYVF9XSU5ET1dfRVhDRUVERUQQBRIlCiFFUlJPUl9SRUFTT05fSU5WQUxJRF9TVUJTQ1JJUFRJT04QBhIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAHEiMKH0VSUk9SX1JFQVNPTl9FVkVOVFNfVU5BVkFJTEFCTEUQCGIGcHJvdG8z");
+  fileDesc("Chp0dXJua2VlcGVyL3YxL2Vycm9ycy5wcm90bxINdHVybmtlZXBlci52MSrMAgoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocRVJST1JfUkVBU09OX0lOVkFMSURfSElTVE9SWRABEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1BST0ZJTEUQAhIfChtFUlJPUl9SRUFTT05fSU5WQUxJRF9MSU1JVFMQAxIiCh5FUlJPUl9SRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQBBIoCiRFUlJPUl9SRUFTT05fQ09OVEVYVF9XSU5ET1dfRVhDRUVERUQQBRIlCiFFUlJPUl9SRUFTT05fSU5WQUxJRF9TVUJTQ1JJUFRJT04QBhIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAHIgQICBAIKh9FUlJPUl9SRUFTT05fRVZFTlRTX1VOQVZBSUxBQkxFYgZwcm90bzM");
 
 /**
  * ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -68,18 +68,12 @@ export enum ErrorReason {
   INVALID_SUBSCRIPTION = 6,
 
   /**
-   * The server is shutting down and accepts no new streams.
+   * The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
+   * subscribe again, with the last cursor, to another replica or after the restart.
    *
    * @generated from enum value: ERROR_REASON_SHUTTING_DOWN = 7;
    */
   SHUTTING_DOWN = 7,
-
-  /**
-   * The event feed's backend cannot serve the request right now.
-   *
-   * @generated from enum value: ERROR_REASON_EVENTS_UNAVAILABLE = 8;
-   */
-  EVENTS_UNAVAILABLE = 8,
 }
 
 /**
