@@ -55,35 +55,30 @@ def is_loadable_ref(ref: str) -> bool:
 def strip_sent_images(content: str) -> tuple[str, int]:
     """Removes loadable image markers from a real user row's text; returns (text, images).
 
-    Markers are scanned left to right; a marker ends at the first `]` after `[IMAGE:`. Markers whose
-    ref is not loadable stay as text, and so does an unterminated `[IMAGE:`. The remaining text is
-    trimmed of surrounding whitespace.
+    Markers whose ref is not loadable stay as text, and so does an unterminated `[IMAGE:`. The
+    remaining text is trimmed of surrounding whitespace.
     """
-    if _MARKER_OPEN not in content:
-        return content.strip(WHITESPACE), 0
     kept: list[str] = []
     images = 0
     pos = 0
-    while True:
-        start = content.find(_MARKER_OPEN, pos)
-        if start < 0:
-            break
-        end = content.find(_MARKER_CLOSE, start + len(_MARKER_OPEN))
-        if end < 0:
-            break
-        if is_loadable_ref(content[start + len(_MARKER_OPEN) : end]):
+    for start, end in image_markers(content):
+        if is_loadable_ref(content[start + len(_MARKER_OPEN) : end - 1]):
             kept.append(content[pos:start])
+            pos = end
             images += 1
-        else:
-            kept.append(content[pos : end + 1])
-        pos = end + 1
     kept.append(content[pos:])
     return "".join(kept).strip(WHITESPACE), images
 
 
 def image_markers(content: str) -> list[tuple[int, int]]:
-    """The [start, end) spans of every terminated `[IMAGE:...]` marker, loadable or not."""
+    """The [start, end) spans of every terminated `[IMAGE:...]` marker, loadable or not.
+
+    Scanned left to right: a marker ends at the first `]` after `[IMAGE:`, and scanning resumes
+    after it.
+    """
     spans: list[tuple[int, int]] = []
+    if _MARKER_OPEN not in content:
+        return spans
     pos = 0
     while True:
         start = content.find(_MARKER_OPEN, pos)

@@ -67,11 +67,10 @@ def sweep(history: history_pb2.History) -> SweepResult:
     out_conv: list[history_pb2.ConversationMessage] = []
     for i, message in enumerate(messages):
         results = _result_ids(message)
+        calls = _call_ids(message)
         dropped_results = orphan_results.get(i, [])
         unanswered = (
-            []
-            if carrier_later[i]
-            else [j for j, c in enumerate(_call_ids(message)) if c not in answered]
+            [] if carrier_later[i] else [j for j, c in enumerate(calls) if c not in answered]
         )
         if not dropped_results and not unanswered:
             _append(out_chat, out_conv, message)
@@ -80,7 +79,6 @@ def sweep(history: history_pb2.History) -> SweepResult:
         gone = repaired is None
         for j in dropped_results:
             removals.append(_removal(RESULT_WITHOUT_CALL, i, results[j], gone))
-        calls = _call_ids(message)
         for j in unanswered:
             removals.append(_removal(CALL_WITHOUT_RESULT, i, calls[j], gone))
         if repaired is not None:

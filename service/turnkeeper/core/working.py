@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from turnkeeper.core.pricing import FRAMING_TOKENS, text_tokens, utf8_len
+from turnkeeper.core.pricing import price_text
 from turnkeeper.core.rows import Pricing, Row, breadcrumb_row, price, rows_of
 from turnkeeper.core.trimming import TrimPlan, apply_plan
 from turnkeeper.v1 import history_pb2
@@ -19,7 +19,7 @@ def breadcrumb_message(text: str) -> history_pb2.ChatMessage:
 
 
 def breadcrumb_cost(text: str) -> int:
-    return text_tokens(utf8_len(text)) + FRAMING_TOKENS
+    return price_text(text)
 
 
 @dataclass(frozen=True, slots=True)
