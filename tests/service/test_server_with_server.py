@@ -53,7 +53,7 @@ def test_passes_server_flags_and_reports_a_server_that_cannot_start() -> None:
     result = run(WITH_SERVER, "--ring-size", "0", "--", "true")
     assert result.returncode == 1
     assert "exited with code 2" in result.stderr
-    assert "--ring-size: 0 is outside" in result.stderr
+    assert "--ring-size: Input should be greater than or equal to 1" in result.stderr
 
 
 def test_usage_without_a_command() -> None:

@@ -325,7 +325,7 @@ def test_create_feed_picks_the_backend() -> None:
         def __init__(self, url: str | None) -> None:
             self.events_url = url
             self.ring_size = 10
-            self.subscriber_queue_size = 5
+            self.subscriber_queue = 5
 
     assert isinstance(create_feed(Config(None)), RingFeed)
     assert type(create_feed(Config("redis://127.0.0.1:1"))).__name__ == "RedisFeed"

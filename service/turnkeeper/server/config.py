@@ -1,268 +1,312 @@
-"""Server configuration: command-line flags with TURNKEEPER_* environment fallbacks."""
+"""Server configuration: one typed model; flags > TURNKEEPER_* environment > TOML file > defaults.
+
+Every field of `ServerConfig` is at once a flag (`--field-name`), an environment variable
+(`TURNKEEPER_FIELD_NAME`) and a key of the `--config` TOML file (`field_name`): adding an option
+is adding one annotated field with a description. pydantic-settings reads each layer; this module
+only orders them and turns a validation error into one line that names where the bad value came
+from.
+"""
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
+import sys
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import NoReturn, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
 
-T = TypeVar("T")
+import tomli_w
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    CliSettingsSource,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from pydantic_settings.sources.utils import parse_env_vars
 
 MIB = 1024 * 1024
+ENV_PREFIX = "TURNKEEPER_"
+CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
+PROG = "turnkeeper-server"
 # gRPC channel args are C ints.
 _MAX_MESSAGE_BYTES = 2**31 - 1
 # sun_path is 108 bytes on Linux (104 on macOS), including the terminating NUL.
 _MAX_UNIX_PATH_BYTES = 103
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Everything the sidecar needs to start; immutable once parsed."""
-
-    listen: tuple[str, ...] = ("127.0.0.1:50051",)
-    unix: tuple[str, ...] = ()
-    max_receive_bytes: int = 64 * MIB
-    max_history_rows: int = 100_000
-    # None selects the in-process ring buffer; "redis://host:port" selects Redis.
-    events_url: str | None = None
-    ring_size: int = 10_000
-    subscriber_queue_size: int = 1_000
-    grace_seconds: float = 10.0
-    ready_file: str | None = None
-    log_level: str = "INFO"
-
-    @property
-    def max_send_bytes(self) -> int:
-        return self.max_receive_bytes
-
-
-def _int_in(low: int, high: int) -> Callable[[str], int]:
-    def convert(raw: str) -> int:
-        try:
-            value = int(raw.strip().replace("_", ""))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not an integer") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside [{low}, {high}]")
-        return value
-
-    return convert
-
-
-def _grace(raw: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{raw!r} must be a finite number >= 0")
-    return value
 
 
 def _tcp_address(raw: str) -> str:
     address = raw.strip()
     host, sep, port = address.rpartition(":")
     if not sep or not host:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not host:port (IPv6 as [::1]:port)")
+        raise ValueError(f"{raw!r} is not host:port (IPv6 as [::1]:port)")
     if ":" in host and not (host.startswith("[") and host.endswith("]")):
-        raise argparse.ArgumentTypeError(f"{raw!r}: write an IPv6 host in brackets, as [::1]:port")
+        raise ValueError(f"{raw!r}: write an IPv6 host in brackets, as [::1]:port")
     if not port.isdigit() or int(port) > 65535:
-        raise argparse.ArgumentTypeError(f"{raw!r}: port must be 0..65535 (0 picks a free port)")
+        raise ValueError(f"{raw!r}: port must be 0..65535 (0 picks a free port)")
     return address
 
 
 def _unix_path(raw: str) -> str:
     path = raw.strip()
     if path.startswith("unix:"):
-        raise argparse.ArgumentTypeError(f"{raw!r}: give a filesystem path, without 'unix:'")
+        raise ValueError(f"{raw!r}: give a filesystem path, without 'unix:'")
     if not path:
-        raise argparse.ArgumentTypeError("a Unix socket path must not be empty")
+        raise ValueError("a Unix socket path must not be empty")
     if len(os.fsencode(os.path.abspath(path))) > _MAX_UNIX_PATH_BYTES:
-        raise argparse.ArgumentTypeError(
+        raise ValueError(
             f"{raw!r} is too long for a Unix socket (max {_MAX_UNIX_PATH_BYTES} bytes)"
         )
     return os.path.abspath(path)
 
 
+def _absolute_path(raw: str) -> str:
+    return os.path.abspath(raw.strip())
+
+
+def _comma_list(raw: object) -> object:
+    """The environment gives lists comma-separated; flags and TOML give real lists."""
+    if isinstance(raw, str):
+        return tuple(part.strip() for part in raw.split(",") if part.strip())
+    return raw
+
+
+def _upper(raw: object) -> object:
+    return raw.strip().upper() if isinstance(raw, str) else raw
+
+
 def _events(raw: str) -> str:
     url = raw.strip()
-    if url == "memory":
-        return url
-    if not url.startswith(("redis://", "rediss://", "unix://")):
-        raise argparse.ArgumentTypeError(
+    if url != "memory" and not url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(
             f"{raw!r}: use 'memory' (in-process ring buffer), redis://host:port or unix:///redis.sock"
         )
     return url
 
 
-def _log_level(raw: str) -> str:
-    level = raw.strip().upper()
-    if level not in _LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"{raw!r}: choose one of {', '.join(_LOG_LEVELS)}")
-    return level
+def _distinct(values: tuple[str, ...]) -> tuple[str, ...]:
+    if len(set(values)) != len(values):
+        raise ValueError("the same address is given twice")
+    return values
+
+
+TcpAddress = Annotated[str, AfterValidator(_tcp_address)]
+UnixPath = Annotated[str, AfterValidator(_unix_path)]
+AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
+# NoDecode: an environment value is split on commas instead of being parsed as JSON.
+AddressList = Annotated[tuple[TcpAddress, ...], NoDecode, BeforeValidator(_comma_list)]
+UnixPathList = Annotated[tuple[UnixPath, ...], NoDecode, BeforeValidator(_comma_list)]
+LogLevel = Annotated[
+    Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)
+]
+
+
+class ServerConfig(BaseSettings):
+    """Everything the sidecar needs to start; immutable once parsed.
+
+    Constructing it directly (as tests do) reads no environment and no file: `parse_config`
+    is the one place that layers the sources.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        frozen=True,
+        extra="forbid",
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+    )
+
+    listen: AddressList = Field(
+        default=("127.0.0.1:50051",),
+        json_schema_extra={"metavar": "HOST:PORT"},
+        description="TCP address to serve on, repeatable; port 0 picks a free port "
+        "(environment: comma-separated)",
+    )
+    unix: UnixPathList = Field(
+        default=(),
+        json_schema_extra={"metavar": "PATH"},
+        description="Unix socket path to serve on, repeatable (environment: comma-separated)",
+    )
+    max_receive_bytes: int = Field(
+        default=64 * MIB,
+        ge=1024,
+        le=_MAX_MESSAGE_BYTES,
+        description="largest request (and response) in bytes",
+    )
+    max_history_rows: int = Field(
+        default=100_000, ge=1, le=2**32 - 1, description="most history rows accepted per request"
+    )
+    events: Annotated[str, AfterValidator(_events)] = Field(
+        default="memory",
+        json_schema_extra={"metavar": "memory|URL"},
+        description="TrimEvents backend: 'memory' (in-process ring buffer) or redis://host:port",
+    )
+    ring_size: int = Field(
+        default=10_000, ge=1, le=10_000_000, description="events kept for resume"
+    )
+    subscriber_queue: int = Field(
+        default=1_000, ge=1, le=10_000_000, description="events buffered per slow subscriber"
+    )
+    grace_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long in-flight RPCs may drain on shutdown",
+    )
+    ready_file: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="write {tcp, unix, pid} JSON here once serving",
+    )
+    log_level: LogLevel = Field(
+        default="INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL"
+    )
+
+    @field_validator("listen", "unix")
+    @classmethod
+    def _no_repeats(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return _distinct(values)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+    @property
+    def max_send_bytes(self) -> int:
+        return self.max_receive_bytes
+
+    @property
+    def events_url(self) -> str | None:
+        """None selects the in-process ring buffer; otherwise the Redis URL."""
+        return None if self.events == "memory" else self.events
+
+    def to_toml(self) -> str:
+        """The effective configuration as a file `--config` accepts (unset options omitted)."""
+        values = {k: v for k, v in self.model_dump(mode="json").items() if v is not None}
+        return tomli_w.dumps(values)
+
+
+class _Environment(EnvSettingsSource):
+    """TURNKEEPER_* variables from a given mapping (os.environ unless a test passes one)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(ServerConfig, env_ignore_empty=True)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty)
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m turnkeeper.server",
-        description="turnkeeper: LLM conversation-history sidecar (gRPC). Every flag falls back to "
-        "the TURNKEEPER_* environment variable named in its help, then to the default.",
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="turnkeeper: LLM conversation-history sidecar (gRPC). Every option is a "
+        f"flag, a {ENV_PREFIX}* environment variable (shown with each flag) and a key of the "
+        "--config TOML file; flags win over the environment, which wins over the file, which "
+        "wins over the defaults.",
+        allow_abbrev=False,
     )
-    p.add_argument(
-        "--listen",
-        action="append",
-        type=_tcp_address,
-        metavar="HOST:PORT",
-        help="TCP address to serve on, repeatable; port 0 picks a free port "
-        "(env TURNKEEPER_LISTEN, comma-separated; default 127.0.0.1:50051)",
-    )
-    p.add_argument(
-        "--unix",
-        action="append",
-        type=_unix_path,
+    parser.add_argument(
+        "--config",
         metavar="PATH",
-        help="Unix socket path to serve on, repeatable (env TURNKEEPER_UNIX, comma-separated)",
+        help=f"TOML file of options, keys as the flags with '_' for '-' (env {CONFIG_ENV})",
     )
-    p.add_argument(
-        "--max-receive-bytes",
-        type=_int_in(1024, _MAX_MESSAGE_BYTES),
-        metavar="N",
-        help="largest request (and response) in bytes (env TURNKEEPER_MAX_RECEIVE_BYTES; "
-        "default 64 MiB)",
+    parser.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the effective configuration as TOML and exit",
     )
-    p.add_argument(
-        "--max-history-rows",
-        type=_int_in(1, 2**32 - 1),
-        metavar="N",
-        help="most history rows accepted per request (env TURNKEEPER_MAX_HISTORY_ROWS; "
-        "default 100000)",
-    )
-    p.add_argument(
-        "--events",
-        type=_events,
-        metavar="URL",
-        help="TrimEvents backend: 'memory' or redis://host:port (env TURNKEEPER_EVENTS; "
-        "default memory)",
-    )
-    p.add_argument(
-        "--ring-size",
-        type=_int_in(1, 10_000_000),
-        metavar="N",
-        help="events kept for resume (env TURNKEEPER_RING_SIZE; default 10000)",
-    )
-    p.add_argument(
-        "--subscriber-queue",
-        type=_int_in(1, 10_000_000),
-        metavar="N",
-        help="events buffered per slow subscriber (env TURNKEEPER_SUBSCRIBER_QUEUE; default 1000)",
-    )
-    p.add_argument(
-        "--grace-seconds",
-        type=_grace,
-        metavar="S",
-        help="how long in-flight RPCs may drain on shutdown (env TURNKEEPER_GRACE_SECONDS; "
-        "default 10)",
-    )
-    p.add_argument(
-        "--ready-file",
-        metavar="PATH",
-        help="write {tcp, unix, pid} JSON here once serving (env TURNKEEPER_READY_FILE)",
-    )
-    p.add_argument(
-        "--log-level",
-        type=_log_level,
-        metavar="LEVEL",
-        help="DEBUG, INFO, WARNING, ERROR or CRITICAL (env TURNKEEPER_LOG_LEVEL; default INFO)",
-    )
-    return p
+    return parser
+
+
+def _set_metavars(parser: argparse.ArgumentParser) -> None:
+    """Field-chosen metavars (HOST:PORT) instead of the type names pydantic-settings derives."""
+    for action in parser._actions:
+        field = ServerConfig.model_fields.get(action.dest)
+        extra = field.json_schema_extra if field is not None else None
+        metavar = extra.get("metavar") if isinstance(extra, dict) else None
+        if isinstance(metavar, str):
+            action.metavar = metavar
+
+
+def _read_toml(path: str, fail: Callable[[str], NoReturn]) -> dict[str, Any]:
+    try:
+        with Path(path).open("rb") as file:
+            return tomllib.load(file)
+    except OSError as error:
+        fail(f"config file {path}: {error.strerror}")
+    except tomllib.TOMLDecodeError as error:
+        fail(f"config file {path}: {error}")
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
 
 
 def parse_config(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> ServerConfig:
-    """Flags win over the environment, which wins over the defaults.
+    """Flags win over the environment, which wins over the TOML file, which wins over defaults.
 
-    Bad values end the process through argparse (usage + message, exit 2), never a traceback.
+    Bad values end the process like argparse does (usage + one message naming the flag,
+    variable or file that gave the value, exit 2), never with a traceback. `--print-config`
+    prints the result and exits 0.
     """
-    parser = _parser()
-    args = parser.parse_args(argv)
     env = os.environ if environ is None else environ
+    parser = _parser()
+    cli: CliSettingsSource[ServerConfig] = CliSettingsSource(
+        ServerConfig,
+        root_parser=parser,
+        cli_kebab_case=True,
+        cli_implicit_flags=True,
+        cli_show_env_vars=True,
+    )
+    _set_metavars(parser)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
 
     def fail(message: str) -> NoReturn:
         parser.error(message)
 
-    def from_env(name: str, convert: Callable[[str], T]) -> T | None:
-        raw = env.get(name, "").strip()
-        if not raw:
-            return None
-        try:
-            return convert(raw)
-        except argparse.ArgumentTypeError as error:
-            fail(f"environment variable {name}: {error}")
+    config_path = args.config or env.get(CONFIG_ENV, "").strip() or None
+    layers: list[tuple[str, dict[str, Any]]] = [
+        (f"config file {config_path}", _read_toml(config_path, fail) if config_path else {}),
+        ("environment", _Environment(env)()),
+        ("flags", cli(parsed_args=args)()),
+    ]
+    merged: dict[str, Any] = {}
+    for _, values in layers:
+        merged.update(values)
+    try:
+        config = ServerConfig(**merged)
+    except ValidationError as error:
+        fail(_describe(error, layers))
+    if args.print_config:
+        sys.stdout.write(config.to_toml())
+        sys.exit(0)
+    return config
 
-    def list_from_env(name: str, convert: Callable[[str], str]) -> tuple[str, ...] | None:
-        raw = env.get(name, "").strip()
-        if not raw:
-            return None
-        try:
-            return tuple(convert(part) for part in raw.split(",") if part.strip())
-        except argparse.ArgumentTypeError as error:
-            fail(f"environment variable {name}: {error}")
 
-    defaults = ServerConfig()
-    listen = (
-        tuple(args.listen)
-        if args.listen
-        else list_from_env("TURNKEEPER_LISTEN", _tcp_address) or defaults.listen
-    )
-    unix = tuple(args.unix) if args.unix else list_from_env("TURNKEEPER_UNIX", _unix_path) or ()
-    for name, values in (("--listen", listen), ("--unix", unix)):
-        if len(set(values)) != len(values):
-            fail(f"{name}: the same address is given twice")
-
-    def pick(flag: T | None, env_name: str, convert: Callable[[str], T], default: T) -> T:
-        if flag is not None:
-            return flag
-        value = from_env(env_name, convert)
-        return default if value is None else value
-
-    events = pick(args.events, "TURNKEEPER_EVENTS", _events, "memory")
-    ready_file = args.ready_file or env.get("TURNKEEPER_READY_FILE", "").strip() or None
-    return ServerConfig(
-        listen=listen,
-        unix=unix,
-        max_receive_bytes=pick(
-            args.max_receive_bytes,
-            "TURNKEEPER_MAX_RECEIVE_BYTES",
-            _int_in(1024, _MAX_MESSAGE_BYTES),
-            defaults.max_receive_bytes,
-        ),
-        max_history_rows=pick(
-            args.max_history_rows,
-            "TURNKEEPER_MAX_HISTORY_ROWS",
-            _int_in(1, 2**32 - 1),
-            defaults.max_history_rows,
-        ),
-        events_url=None if events == "memory" else events,
-        ring_size=pick(
-            args.ring_size,
-            "TURNKEEPER_RING_SIZE",
-            _int_in(1, 10_000_000),
-            defaults.ring_size,
-        ),
-        subscriber_queue_size=pick(
-            args.subscriber_queue,
-            "TURNKEEPER_SUBSCRIBER_QUEUE",
-            _int_in(1, 10_000_000),
-            defaults.subscriber_queue_size,
-        ),
-        grace_seconds=pick(
-            args.grace_seconds, "TURNKEEPER_GRACE_SECONDS", _grace, defaults.grace_seconds
-        ),
-        ready_file=os.path.abspath(ready_file) if ready_file else None,
-        log_level=pick(args.log_level, "TURNKEEPER_LOG_LEVEL", _log_level, defaults.log_level),
-    )
+def _describe(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) -> str:
+    """The first problem, named by where its value came from (the highest layer that set it)."""
+    problem = error.errors()[0]
+    field = str(problem["loc"][0]) if problem["loc"] else ""
+    message = problem["msg"].removeprefix("Value error, ")
+    for name, values in reversed(layers):
+        if field in values:
+            if name == "flags":
+                return f"{_flag(field)}: {message} (got {problem['input']!r})"
+            if name == "environment":
+                return f"environment variable {ENV_PREFIX}{field.upper()}: {message}"
+            return f"{name}: {field}: {message}"
+    return f"{field}: {message}"

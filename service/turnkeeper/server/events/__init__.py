@@ -19,18 +19,18 @@ class FeedConfig(Protocol):
     def ring_size(self) -> int: ...
 
     @property
-    def subscriber_queue_size(self) -> int: ...
+    def subscriber_queue(self) -> int: ...
 
 
 def create_feed(config: FeedConfig) -> EventFeed:
     """The in-process ring buffer by default; a Redis Stream shared by a fleet for `redis://`."""
     url = config.events_url
     if not url:
-        return RingFeed(config.ring_size, config.subscriber_queue_size)
+        return RingFeed(config.ring_size, config.subscriber_queue)
     if url.startswith(("redis://", "rediss://", "unix://")):
         from .redis_feed import RedisFeed
 
-        return RedisFeed(url, config.ring_size, config.subscriber_queue_size)
+        return RedisFeed(url, config.ring_size, config.subscriber_queue)
     raise ValueError(f"unsupported events url {url!r}: expected redis://HOST:PORT")
 
 
