@@ -166,6 +166,12 @@ impl TrimEventStream {
                 }
                 self.cursor = Some(event.cursor.clone());
             }
+            Item::MeterUpdate(update) => {
+                if self.cursor.as_deref() == Some(update.cursor.as_str()) {
+                    return None;
+                }
+                self.cursor = Some(update.cursor.clone());
+            }
             Item::Heartbeat(beat) if !beat.cursor.is_empty() => {
                 self.cursor = Some(beat.cursor.clone());
             }

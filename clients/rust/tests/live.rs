@@ -64,6 +64,7 @@ fn budget_trim(session: &str, turn: &str) -> TrimHistoryRequest {
             turn_id: turn.to_owned(),
             ..Default::default()
         }),
+        reported_usage: None,
     }
 }
 
@@ -324,6 +325,7 @@ async fn capacity_overflow_decodes_the_capacity_report() {
             alias: "small".into(),
             model: String::new(),
             context_window: Some(100),
+            ..Default::default()
         }],
         selection: None,
     };

@@ -11,6 +11,7 @@ import grpc
 from google.rpc import error_details_pb2
 
 from turnkeeper.core.budget import resolve
+from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
 from turnkeeper.core.preflight import check_capacity
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.sweep import sweep
@@ -175,9 +176,15 @@ def _capacity_exceeded(
 class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
     """Stateless: every call carries its history and profiles; only the event feed is shared."""
 
-    def __init__(self, feed: EventFeed, max_history_rows: int) -> None:
+    def __init__(
+        self,
+        feed: EventFeed,
+        max_history_rows: int,
+        overflow: OverflowClassifier | None = None,
+    ) -> None:
         self._feed = feed
         self._max_rows = max_history_rows
+        self._overflow = overflow or OverflowClassifier()
 
     @unary_errors
     async def EstimateTokens(
@@ -367,6 +374,31 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
             capped, cut = cap_tool_result(content, request.max_tool_result_chars)
             results.append(trim_pb2.CappedToolResult(content=capped, truncated_chars=cut))
         return svc.CapToolResultsResponse(results=results)
+
+    @unary_errors
+    async def ClassifyProviderError(
+        self, request: svc.ClassifyProviderErrorRequest, context: Context
+    ) -> svc.ClassifyProviderErrorResponse:
+        validation.check_classify_provider_error(request)
+        match = self._overflow.classify(request.message, request.provider)
+        status = request.http_status if request.HasField("http_status") else None
+        log.debug(
+            "classified provider error provider=%r http_status=%s overflow=%s phrase=%r",
+            request.provider,
+            status,
+            match is not None,
+            match.phrase if match else "",
+        )
+        if match is None:
+            return svc.ClassifyProviderErrorResponse(overflow=False)
+        source = (
+            svc.PHRASE_SOURCE_BUILT_IN
+            if match.origin is PhraseOrigin.BUILT_IN
+            else svc.PHRASE_SOURCE_OPERATOR
+        )
+        return svc.ClassifyProviderErrorResponse(
+            overflow=True, matched_phrase=match.phrase, phrase_source=source
+        )
 
     @stream_errors
     async def TrimEvents(

@@ -28,6 +28,7 @@ INVALID_PROFILE = errors_pb2.ERROR_REASON_INVALID_PROFILE
 INVALID_LIMITS = errors_pb2.ERROR_REASON_INVALID_LIMITS
 REQUEST_TOO_LARGE = errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE
 INVALID_SUBSCRIPTION = errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
+INVALID_PROVIDER_ERROR = errors_pb2.ERROR_REASON_INVALID_PROVIDER_ERROR
 
 _ROLES = frozenset(history_pb2.Role.values()) - {history_pb2.ROLE_UNSPECIFIED}
 _MODES = frozenset(trim_pb2.TrimMode.values()) - {trim_pb2.TRIM_MODE_UNSPECIFIED}
@@ -412,3 +413,13 @@ def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
             if reason not in _REASONS
         ]
     )
+
+
+def check_classify_provider_error(
+    request: history_service_pb2.ClassifyProviderErrorRequest,
+) -> None:
+    """Any message is valid; an HTTP status, when given, must be one (100-599)."""
+    if request.HasField("http_status") and not 100 <= request.http_status <= 599:
+        _raise_if_any(
+            [_v(INVALID_PROVIDER_ERROR, "http_status", "An HTTP status must be in 100-599.")]
+        )

@@ -27,9 +27,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     ERROR_REASON_INVALID_HISTORY: _ErrorReason.ValueType  # 1
     """A history row is malformed: unknown role, tool row without `tool_call_id`, misplaced breadcrumb, and so on."""
     ERROR_REASON_INVALID_PROFILE: _ErrorReason.ValueType  # 2
-    """A profile is malformed: non-finite ratio, duplicate provider alias, zero context window, and so on."""
+    """A profile is malformed: duplicate provider alias, zero context window, negative or non-finite price, and so on."""
     ERROR_REASON_INVALID_LIMITS: _ErrorReason.ValueType  # 3
-    """The limits or the mode of a request are missing or do not go together."""
+    """The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
+    explicitly and through profiles.
+    """
     ERROR_REASON_REQUEST_TOO_LARGE: _ErrorReason.ValueType  # 4
     """The request holds more rows than the server accepts."""
     ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: _ErrorReason.ValueType  # 5
@@ -40,6 +42,12 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
     subscribe again, with the last cursor, to another replica or after the restart.
     """
+    ERROR_REASON_INVALID_USAGE: _ErrorReason.ValueType  # 9
+    """A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
+    (tool-schema tokens above the estimated input tokens).
+    """
+    ERROR_REASON_INVALID_PROVIDER_ERROR: _ErrorReason.ValueType  # 10
+    """A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599."""
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -51,9 +59,11 @@ ERROR_REASON_UNSPECIFIED: ErrorReason.ValueType  # 0
 ERROR_REASON_INVALID_HISTORY: ErrorReason.ValueType  # 1
 """A history row is malformed: unknown role, tool row without `tool_call_id`, misplaced breadcrumb, and so on."""
 ERROR_REASON_INVALID_PROFILE: ErrorReason.ValueType  # 2
-"""A profile is malformed: non-finite ratio, duplicate provider alias, zero context window, and so on."""
+"""A profile is malformed: duplicate provider alias, zero context window, negative or non-finite price, and so on."""
 ERROR_REASON_INVALID_LIMITS: ErrorReason.ValueType  # 3
-"""The limits or the mode of a request are missing or do not go together."""
+"""The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
+explicitly and through profiles.
+"""
 ERROR_REASON_REQUEST_TOO_LARGE: ErrorReason.ValueType  # 4
 """The request holds more rows than the server accepts."""
 ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: ErrorReason.ValueType  # 5
@@ -64,4 +74,10 @@ ERROR_REASON_SHUTTING_DOWN: ErrorReason.ValueType  # 7
 """The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
 subscribe again, with the last cursor, to another replica or after the restart.
 """
+ERROR_REASON_INVALID_USAGE: ErrorReason.ValueType  # 9
+"""A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
+(tool-schema tokens above the estimated input tokens).
+"""
+ERROR_REASON_INVALID_PROVIDER_ERROR: ErrorReason.ValueType  # 10
+"""A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599."""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

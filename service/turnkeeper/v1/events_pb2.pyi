@@ -7,6 +7,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from turnkeeper.v1 import resolution_pb2 as _resolution_pb2
 from turnkeeper.v1 import trim_pb2 as _trim_pb2
 import builtins as _builtins
 import sys
@@ -84,6 +85,54 @@ class TrimEvent(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TrimEvent: _TypeAlias = TrimEvent  # noqa: Y015
+
+@_typing.final
+class MeterUpdate(_message.Message):
+    """MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+    It is not a trim: it never counts as a trim event in heartbeats or gaps.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURSOR_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    CALLER_FIELD_NUMBER: _builtins.int
+    ROUTE_FIELD_NUMBER: _builtins.int
+    METER_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """The opaque cursor of this update; pass it as `after_cursor` to resume after it."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When the server published the update."""
+
+    @_builtins.property
+    def caller(self) -> _trim_pb2.CallerContext:
+        """The caller identifiers supplied with the PrepareModelCall request."""
+
+    @_builtins.property
+    def route(self) -> _resolution_pb2.Route:
+        """The resolved route of the call."""
+
+    @_builtins.property
+    def meter(self) -> _trim_pb2.ContextMeter:
+        """The meter of the prepared request."""
+
+    def __init__(
+        self,
+        *,
+        cursor: _builtins.str = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        caller: _trim_pb2.CallerContext | None = ...,
+        route: _resolution_pb2.Route | None = ...,
+        meter: _trim_pb2.ContextMeter | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "cursor", b"cursor", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MeterUpdate: _TypeAlias = MeterUpdate  # noqa: Y015
 
 @_typing.final
 class Heartbeat(_message.Message):

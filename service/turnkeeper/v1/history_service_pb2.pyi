@@ -8,6 +8,7 @@ from google.protobuf import descriptor as _descriptor
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from turnkeeper.v1 import events_pb2 as _events_pb2
 from turnkeeper.v1 import history_pb2 as _history_pb2
 from turnkeeper.v1 import profile_pb2 as _profile_pb2
@@ -23,6 +24,30 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _PhraseSource:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PhraseSourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PhraseSource.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PHRASE_SOURCE_UNSPECIFIED: _PhraseSource.ValueType  # 0
+    """Not set: nothing matched."""
+    PHRASE_SOURCE_BUILT_IN: _PhraseSource.ValueType  # 1
+    """One of the phrases spec §10.4 lists."""
+    PHRASE_SOURCE_OPERATOR: _PhraseSource.ValueType  # 2
+    """A phrase the operator configured on the server, for every provider or for the request's provider."""
+
+class PhraseSource(_PhraseSource, metaclass=_PhraseSourceEnumTypeWrapper):
+    """PhraseSource says where a matched overflow phrase comes from."""
+
+PHRASE_SOURCE_UNSPECIFIED: PhraseSource.ValueType  # 0
+"""Not set: nothing matched."""
+PHRASE_SOURCE_BUILT_IN: PhraseSource.ValueType  # 1
+"""One of the phrases spec §10.4 lists."""
+PHRASE_SOURCE_OPERATOR: PhraseSource.ValueType  # 2
+"""A phrase the operator configured on the server, for every provider or for the request's provider."""
+Global___PhraseSource: _TypeAlias = PhraseSource  # noqa: Y015
 
 @_typing.final
 class EstimateTokensRequest(_message.Message):
@@ -183,6 +208,7 @@ class TrimHistoryRequest(_message.Message):
     EXPLICIT_LIMITS_FIELD_NUMBER: _builtins.int
     PROFILES_FIELD_NUMBER: _builtins.int
     CALLER_FIELD_NUMBER: _builtins.int
+    REPORTED_USAGE_FIELD_NUMBER: _builtins.int
     mode: _trim_pb2.TrimMode.ValueType
     """The trimming operation. Required."""
     caller_path: _trim_pb2.CallerPath.ValueType
@@ -203,6 +229,10 @@ class TrimHistoryRequest(_message.Message):
     def caller(self) -> _trim_pb2.CallerContext:
         """Who asked; copied into the HistoryTrimmed event."""
 
+    @_builtins.property
+    def reported_usage(self) -> _trim_pb2.ReportedUsage:
+        """The previous request's provider-reported usage. Required with TRIM_MODE_REPORTED_USAGE, rejected otherwise."""
+
     def __init__(
         self,
         *,
@@ -212,10 +242,11 @@ class TrimHistoryRequest(_message.Message):
         explicit_limits: Global___ExplicitLimits | None = ...,
         profiles: _profile_pb2.Profiles | None = ...,
         caller: _trim_pb2.CallerContext | None = ...,
+        reported_usage: _trim_pb2.ReportedUsage | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "explicit_limits", b"explicit_limits", "history", b"history", "limits", b"limits", "profiles", b"profiles"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "explicit_limits", b"explicit_limits", "history", b"history", "limits", b"limits", "profiles", b"profiles", "reported_usage", b"reported_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "caller_path", b"caller_path", "explicit_limits", b"explicit_limits", "history", b"history", "limits", b"limits", "mode", b"mode", "profiles", b"profiles"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "caller_path", b"caller_path", "explicit_limits", b"explicit_limits", "history", b"history", "limits", b"limits", "mode", b"mode", "profiles", b"profiles", "reported_usage", b"reported_usage"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_limits: _TypeAlias = _typing.Literal["explicit_limits", "profiles"]  # noqa: Y015
     _WhichOneofArgType_limits: _TypeAlias = _typing.Literal["limits", b"limits"]  # noqa: Y015
@@ -238,6 +269,8 @@ class TrimOutcome(_message.Message):
     TARGET_TOKENS_FIELD_NUMBER: _builtins.int
     DROPPED_RANGE_FIELD_NUMBER: _builtins.int
     BREADCRUMB_INDEX_FIELD_NUMBER: _builtins.int
+    COUNT_SOURCE_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
     trimmed: _builtins.bool
     """True when rows were dropped."""
     dropped_messages: _builtins.int
@@ -251,12 +284,20 @@ class TrimOutcome(_message.Message):
     tokens_after: _builtins.int
     """The estimate of the output history in tokens."""
     target_tokens: _builtins.int
-    """The token target used: the budget, or the recovery target; 0 for count-based trims."""
+    """The token target used: the budget (reported-usage trims included), or the recovery target; 0 for count-based trims."""
     breadcrumb_index: _builtins.int
     """The output index of the inserted breadcrumb; absent when none was inserted."""
+    count_source: _trim_pb2.CountSource.ValueType
+    """Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+    A reported-usage trim that changes nothing reports `tokens_before = tokens_after = reported`.
+    """
     @_builtins.property
     def dropped_range(self) -> _trim_pb2.IndexRange:
         """The input rows dropped, as a half-open index range; absent when nothing was dropped."""
+
+    @_builtins.property
+    def calibration(self) -> _trim_pb2.UsageCalibration:
+        """The estimate-space steps of a reported-usage trim that ran them; absent otherwise."""
 
     def __init__(
         self,
@@ -270,10 +311,12 @@ class TrimOutcome(_message.Message):
         target_tokens: _builtins.int = ...,
         dropped_range: _trim_pb2.IndexRange | None = ...,
         breadcrumb_index: _builtins.int | None = ...,
+        count_source: _trim_pb2.CountSource.ValueType = ...,
+        calibration: _trim_pb2.UsageCalibration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "dropped_range", b"dropped_range"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "dropped_range", b"dropped_range"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "dropped_messages", b"dropped_messages", "dropped_range", b"dropped_range", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trimmed", b"trimmed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "count_source", b"count_source", "dropped_messages", b"dropped_messages", "dropped_range", b"dropped_range", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trimmed", b"trimmed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__breadcrumb_index: _TypeAlias = _typing.Literal["breadcrumb_index"]  # noqa: Y015
     _WhichOneofArgType__breadcrumb_index: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index"]  # noqa: Y015
@@ -291,6 +334,7 @@ class TrimHistoryResponse(_message.Message):
     OUTCOME_FIELD_NUMBER: _builtins.int
     HISTORY_TRIMMED_FIELD_NUMBER: _builtins.int
     RESOLUTION_FIELD_NUMBER: _builtins.int
+    RECOVERY_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def history(self) -> _history_pb2.History:
         """The output history, in the shape of the input. Identical to the input when nothing was trimmed."""
@@ -307,6 +351,10 @@ class TrimHistoryResponse(_message.Message):
     def resolution(self) -> _resolution_pb2.Resolution:
         """The resolution used, when the limits came from profiles."""
 
+    @_builtins.property
+    def recovery(self) -> _trim_pb2.RecoveryReport:
+        """What the recovery did, for TRIM_MODE_OVERFLOW_RECOVERY; absent for other modes."""
+
     def __init__(
         self,
         *,
@@ -314,10 +362,11 @@ class TrimHistoryResponse(_message.Message):
         outcome: Global___TrimOutcome | None = ...,
         history_trimmed: _trim_pb2.HistoryTrimmed | None = ...,
         resolution: _resolution_pb2.Resolution | None = ...,
+        recovery: _trim_pb2.RecoveryReport | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "history_trimmed", b"history_trimmed", "outcome", b"outcome", "resolution", b"resolution"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "history_trimmed", b"history_trimmed", "outcome", b"outcome", "recovery", b"recovery", "resolution", b"resolution"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "history_trimmed", b"history_trimmed", "outcome", b"outcome", "resolution", b"resolution"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["history", b"history", "history_trimmed", b"history_trimmed", "outcome", b"outcome", "recovery", b"recovery", "resolution", b"resolution"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -336,12 +385,19 @@ class PrepareModelCallRequest(_message.Message):
     HOOK_TEXTS_FIELD_NUMBER: _builtins.int
     TOOL_SCHEMAS_FIELD_NUMBER: _builtins.int
     RESERVED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    REPORTED_USAGE_FIELD_NUMBER: _builtins.int
+    CACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     overflow_recovery: _builtins.bool
-    """True when the provider just reported a context-window overflow: trim to floor(2/3 of the current estimate)
-    instead of to the budget.
+    """True when the provider just reported a context-window overflow: trim to floor(2/3 of the estimate of the history
+    this call would have prepared without recovery), that is of the request the provider rejected (spec §10.1).
+    Pass the same history as on the call that overflowed (the full history, or the prepared one that was sent).
     """
     reserved_output_tokens: _builtins.int
     """Output tokens to reserve within the capacity."""
+    cached_input_tokens: _builtins.int
+    """The input tokens the runtime expects the provider to serve from its prompt cache (for example the cached count
+    of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
+    """
     @_builtins.property
     def history(self) -> _history_pb2.History:
         """The history as the runtime holds it."""
@@ -362,6 +418,12 @@ class PrepareModelCallRequest(_message.Message):
     def tool_schemas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The tool schemas sent with the request, as JSON text, each priced like a row."""
 
+    @_builtins.property
+    def reported_usage(self) -> _trim_pb2.ReportedUsage:
+        """The previous request's provider-reported usage; when set, the token-budget step is the reported-usage trim of
+        spec §10.3 instead of the estimate-based one.
+        """
+
     def __init__(
         self,
         *,
@@ -372,12 +434,16 @@ class PrepareModelCallRequest(_message.Message):
         hook_texts: _abc.Iterable[_builtins.str] | None = ...,
         tool_schemas: _abc.Iterable[_builtins.str] | None = ...,
         reserved_output_tokens: _builtins.int = ...,
+        reported_usage: _trim_pb2.ReportedUsage | None = ...,
+        cached_input_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "history", b"history", "profiles", b"profiles"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cached_input_tokens", b"_cached_input_tokens", "cached_input_tokens", b"cached_input_tokens", "caller", b"caller", "history", b"history", "profiles", b"profiles", "reported_usage", b"reported_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "history", b"history", "hook_texts", b"hook_texts", "overflow_recovery", b"overflow_recovery", "profiles", b"profiles", "reserved_output_tokens", b"reserved_output_tokens", "tool_schemas", b"tool_schemas"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cached_input_tokens", b"_cached_input_tokens", "cached_input_tokens", b"cached_input_tokens", "caller", b"caller", "history", b"history", "hook_texts", b"hook_texts", "overflow_recovery", b"overflow_recovery", "profiles", b"profiles", "reported_usage", b"reported_usage", "reserved_output_tokens", b"reserved_output_tokens", "tool_schemas", b"tool_schemas"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__cached_input_tokens: _TypeAlias = _typing.Literal["cached_input_tokens"]  # noqa: Y015
+    _WhichOneofArgType__cached_input_tokens: _TypeAlias = _typing.Literal["_cached_input_tokens", b"_cached_input_tokens"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cached_input_tokens) -> _WhichOneofReturnType__cached_input_tokens | None: ...
 
 Global___PrepareModelCallRequest: _TypeAlias = PrepareModelCallRequest  # noqa: Y015
 
@@ -393,6 +459,9 @@ class PrepareModelCallResponse(_message.Message):
     TRIMS_FIELD_NUMBER: _builtins.int
     CAPACITY_REPORT_FIELD_NUMBER: _builtins.int
     TOKENS_BEFORE_FIELD_NUMBER: _builtins.int
+    RECOVERY_FIELD_NUMBER: _builtins.int
+    CONTEXT_METER_FIELD_NUMBER: _builtins.int
+    INPUT_COST_FIELD_NUMBER: _builtins.int
     tokens_before: _builtins.int
     """The estimate of the input history in tokens."""
     @_builtins.property
@@ -409,11 +478,26 @@ class PrepareModelCallResponse(_message.Message):
 
     @_builtins.property
     def trims(self) -> _containers.RepeatedCompositeFieldContainer[_trim_pb2.HistoryTrimmed]:
-        """Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents."""
+        """Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
+        With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
+        (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
+        """
 
     @_builtins.property
     def capacity_report(self) -> _trim_pb2.CapacityReport:
         """The capacity pre-flight of the prepared request."""
+
+    @_builtins.property
+    def recovery(self) -> _trim_pb2.RecoveryReport:
+        """What the recovery did, when `overflow_recovery` was set; absent otherwise."""
+
+    @_builtins.property
+    def context_meter(self) -> _trim_pb2.ContextMeter:
+        """The context meter of the prepared request on the resolved route."""
+
+    @_builtins.property
+    def input_cost(self) -> _trim_pb2.InputCostEstimate:
+        """The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model."""
 
     def __init__(
         self,
@@ -424,10 +508,13 @@ class PrepareModelCallResponse(_message.Message):
         trims: _abc.Iterable[_trim_pb2.HistoryTrimmed] | None = ...,
         capacity_report: _trim_pb2.CapacityReport | None = ...,
         tokens_before: _builtins.int = ...,
+        recovery: _trim_pb2.RecoveryReport | None = ...,
+        context_meter: _trim_pb2.ContextMeter | None = ...,
+        input_cost: _trim_pb2.InputCostEstimate | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "history", b"history", "resolution", b"resolution"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "context_meter", b"context_meter", "history", b"history", "input_cost", b"input_cost", "recovery", b"recovery", "resolution", b"resolution"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "history", b"history", "orphans_removed", b"orphans_removed", "resolution", b"resolution", "tokens_before", b"tokens_before", "trims", b"trims"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "context_meter", b"context_meter", "history", b"history", "input_cost", b"input_cost", "orphans_removed", b"orphans_removed", "recovery", b"recovery", "resolution", b"resolution", "tokens_before", b"tokens_before", "trims", b"trims"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -571,21 +658,29 @@ class CapToolResultsRequest(_message.Message):
 
     CONTENTS_FIELD_NUMBER: _builtins.int
     MAX_TOOL_RESULT_CHARS_FIELD_NUMBER: _builtins.int
+    PROFILES_FIELD_NUMBER: _builtins.int
     max_tool_result_chars: _builtins.int
-    """The cap in characters (code points); 0 disables it."""
+    """The cap in characters (code points); 0 disables it. Must be 0 when `profiles` is set."""
     @_builtins.property
     def contents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """The tool result texts."""
+
+    @_builtins.property
+    def profiles(self) -> _profile_pb2.Profiles:
+        """Profiles to resolve the cap from (`runtime.max_tool_result_chars`: unset means 50,000, 0 disables; spec §10.6).
+        Unset means the explicit `max_tool_result_chars` is the cap.
+        """
 
     def __init__(
         self,
         *,
         contents: _abc.Iterable[_builtins.str] | None = ...,
         max_tool_result_chars: _builtins.int = ...,
+        profiles: _profile_pb2.Profiles | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["profiles", b"profiles"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["contents", b"contents", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["contents", b"contents", "max_tool_result_chars", b"max_tool_result_chars", "profiles", b"profiles"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -598,6 +693,9 @@ class CapToolResultsResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     RESULTS_FIELD_NUMBER: _builtins.int
+    MAX_TOOL_RESULT_CHARS_FIELD_NUMBER: _builtins.int
+    max_tool_result_chars: _builtins.int
+    """The cap applied, in characters; 0 when the cap is disabled."""
     @_builtins.property
     def results(self) -> _containers.RepeatedCompositeFieldContainer[_trim_pb2.CappedToolResult]:
         """One result per request content, in order."""
@@ -606,14 +704,81 @@ class CapToolResultsResponse(_message.Message):
         self,
         *,
         results: _abc.Iterable[_trim_pb2.CappedToolResult] | None = ...,
+        max_tool_result_chars: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["results", b"results"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["max_tool_result_chars", b"max_tool_result_chars", "results", b"results"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CapToolResultsResponse: _TypeAlias = CapToolResultsResponse  # noqa: Y015
+
+@_typing.final
+class ClassifyProviderErrorRequest(_message.Message):
+    """ClassifyProviderErrorRequest describes one error a provider returned."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    HTTP_STATUS_FIELD_NUMBER: _builtins.int
+    PROVIDER_FIELD_NUMBER: _builtins.int
+    message: _builtins.str
+    """The provider's error message (or response body) as received."""
+    http_status: _builtins.int
+    """The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
+    message alone, so the status does not change it; it is logged with the decision for operators.
+    """
+    provider: _builtins.str
+    """The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too."""
+    def __init__(
+        self,
+        *,
+        message: _builtins.str = ...,
+        http_status: _builtins.int | None = ...,
+        provider: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_http_status", b"_http_status", "http_status", b"http_status"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_http_status", b"_http_status", "http_status", b"http_status", "message", b"message", "provider", b"provider"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__http_status: _TypeAlias = _typing.Literal["http_status"]  # noqa: Y015
+    _WhichOneofArgType__http_status: _TypeAlias = _typing.Literal["_http_status", b"_http_status"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__http_status) -> _WhichOneofReturnType__http_status | None: ...
+
+Global___ClassifyProviderErrorRequest: _TypeAlias = ClassifyProviderErrorRequest  # noqa: Y015
+
+@_typing.final
+class ClassifyProviderErrorResponse(_message.Message):
+    """ClassifyProviderErrorResponse is the overflow decision for one provider error."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OVERFLOW_FIELD_NUMBER: _builtins.int
+    MATCHED_PHRASE_FIELD_NUMBER: _builtins.int
+    PHRASE_SOURCE_FIELD_NUMBER: _builtins.int
+    overflow: _builtins.bool
+    """True when the error is a context-window overflow: the message, lower-cased, contains a phrase."""
+    matched_phrase: _builtins.str
+    """The phrase that matched, lower-cased, as configured; empty when nothing matched. Built-in phrases are tried first,
+    in the order of spec §10.4, then operator phrases in configuration order.
+    """
+    phrase_source: Global___PhraseSource.ValueType
+    """Where the matched phrase comes from."""
+    def __init__(
+        self,
+        *,
+        overflow: _builtins.bool = ...,
+        matched_phrase: _builtins.str = ...,
+        phrase_source: Global___PhraseSource.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["matched_phrase", b"matched_phrase", "overflow", b"overflow", "phrase_source", b"phrase_source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ClassifyProviderErrorResponse: _TypeAlias = ClassifyProviderErrorResponse  # noqa: Y015
 
 @_typing.final
 class TrimEventsRequest(_message.Message):
@@ -626,8 +791,13 @@ class TrimEventsRequest(_message.Message):
     REASONS_FIELD_NUMBER: _builtins.int
     AFTER_CURSOR_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
+    INCLUDE_METER_UPDATES_FIELD_NUMBER: _builtins.int
     after_cursor: _builtins.str
     """Resume after this cursor; empty means a live tail from now."""
+    include_meter_updates: _builtins.bool
+    """True to also receive a MeterUpdate for every successful PrepareModelCall (spec §10.5). The session and
+    runtime filters apply to meter updates; the reason filter does not (they have none).
+    """
     @_builtins.property
     def session_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Only events with one of these session ids; empty means every session."""
@@ -652,10 +822,11 @@ class TrimEventsRequest(_message.Message):
         reasons: _abc.Iterable[_trim_pb2.TrimReason.ValueType] | None = ...,
         after_cursor: _builtins.str = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
+        include_meter_updates: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "heartbeat_interval", b"heartbeat_interval", "reasons", b"reasons", "runtime_ids", b"runtime_ids", "session_ids", b"session_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "heartbeat_interval", b"heartbeat_interval", "include_meter_updates", b"include_meter_updates", "reasons", b"reasons", "runtime_ids", b"runtime_ids", "session_ids", b"session_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -670,6 +841,7 @@ class TrimEventsResponse(_message.Message):
     EVENT_FIELD_NUMBER: _builtins.int
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     GAP_FIELD_NUMBER: _builtins.int
+    METER_UPDATE_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> _events_pb2.TrimEvent:
         """A published trim."""
@@ -682,18 +854,23 @@ class TrimEventsResponse(_message.Message):
     def gap(self) -> _events_pb2.Gap:
         """A notice that some events could not be delivered."""
 
+    @_builtins.property
+    def meter_update(self) -> _events_pb2.MeterUpdate:
+        """The context meter of one prepared model call; only sent when `include_meter_updates` was set."""
+
     def __init__(
         self,
         *,
         event: _events_pb2.TrimEvent | None = ...,
         heartbeat: _events_pb2.Heartbeat | None = ...,
         gap: _events_pb2.Gap | None = ...,
+        meter_update: _events_pb2.MeterUpdate | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item", "meter_update", b"meter_update"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item", "meter_update", b"meter_update"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["event", "heartbeat", "gap"]  # noqa: Y015
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["event", "heartbeat", "gap", "meter_update"]  # noqa: Y015
     _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
 

@@ -73,6 +73,11 @@ class HistoryServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_history__service__pb2.CapToolResultsRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.CapToolResultsResponse.FromString,
                 _registered_method=True)
+        self.ClassifyProviderError = channel.unary_unary(
+                '/turnkeeper.v1.HistoryService/ClassifyProviderError',
+                request_serializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorResponse.FromString,
+                _registered_method=True)
         self.TrimEvents = channel.unary_stream(
                 '/turnkeeper.v1.HistoryService/TrimEvents',
                 request_serializer=turnkeeper_dot_v1_dot_history__service__pb2.TrimEventsRequest.SerializeToString,
@@ -102,7 +107,8 @@ class HistoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def TrimHistory(self, request, context):
-        """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history.
+        """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+        reported-usage calibration) to a history.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -110,7 +116,8 @@ class HistoryServiceServicer:
 
     def PrepareModelCall(self, request, context):
         """PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-        resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+        resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+        when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
         A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -126,21 +133,32 @@ class HistoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def SweepOrphans(self, request, context):
-        """SweepOrphans removes tool results whose call is missing and tool calls whose results never came.
+        """SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+        whose results do not follow them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def CapToolResults(self, request, context):
-        """CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded.
+        """CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+        as they are recorded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClassifyProviderError(self, request, context):
+        """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+        that starts reactive recovery.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def TrimEvents(self, request, context):
-        """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices.
+        """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+        and, for subscribers that opt in, a context meter update per prepared model call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -183,6 +201,11 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.CapToolResults,
                     request_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.CapToolResultsRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_history__service__pb2.CapToolResultsResponse.SerializeToString,
+            ),
+            'ClassifyProviderError': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClassifyProviderError,
+                    request_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorResponse.SerializeToString,
             ),
             'TrimEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.TrimEvents,
@@ -383,6 +406,33 @@ class HistoryService:
             '/turnkeeper.v1.HistoryService/CapToolResults',
             turnkeeper_dot_v1_dot_history__service__pb2.CapToolResultsRequest.SerializeToString,
             turnkeeper_dot_v1_dot_history__service__pb2.CapToolResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClassifyProviderError(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.HistoryService/ClassifyProviderError',
+            turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -42,10 +42,13 @@ class HistoryServiceStub:
     ResolveBudget: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.ResolveBudgetRequest, _history_service_pb2.ResolveBudgetResponse]
     """ResolveBudget resolves the effective route, its capacity, the proactive token budget and the turn limit."""
     TrimHistory: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.TrimHistoryRequest, _history_service_pb2.TrimHistoryResponse]
-    """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history."""
+    """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+    reported-usage calibration) to a history.
+    """
     PrepareModelCall: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.PrepareModelCallRequest, _history_service_pb2.PrepareModelCallResponse]
     """PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-    resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+    resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+    when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
     A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
     """
     CheckCapacity: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.CheckCapacityRequest, _history_service_pb2.CheckCapacityResponse]
@@ -53,11 +56,21 @@ class HistoryServiceStub:
     and a CapacityReport detail; this holds when proactive trimming is disabled and for final summary requests too.
     """
     SweepOrphans: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.SweepOrphansRequest, _history_service_pb2.SweepOrphansResponse]
-    """SweepOrphans removes tool results whose call is missing and tool calls whose results never came."""
+    """SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+    whose results do not follow them.
+    """
     CapToolResults: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.CapToolResultsRequest, _history_service_pb2.CapToolResultsResponse]
-    """CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded."""
+    """CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+    as they are recorded.
+    """
+    ClassifyProviderError: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.ClassifyProviderErrorRequest, _history_service_pb2.ClassifyProviderErrorResponse]
+    """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+    that starts reactive recovery.
+    """
     TrimEvents: _grpc.UnaryStreamMultiCallable[_history_service_pb2.TrimEventsRequest, _history_service_pb2.TrimEventsResponse]
-    """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices."""
+    """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+    and, for subscribers that opt in, a context meter update per prepared model call.
+    """
 
 @_typing.type_check_only
 class HistoryServiceAsyncStub(HistoryServiceStub):
@@ -73,10 +86,13 @@ class HistoryServiceAsyncStub(HistoryServiceStub):
     ResolveBudget: _aio.UnaryUnaryMultiCallable[_history_service_pb2.ResolveBudgetRequest, _history_service_pb2.ResolveBudgetResponse]  # type: ignore[assignment]
     """ResolveBudget resolves the effective route, its capacity, the proactive token budget and the turn limit."""
     TrimHistory: _aio.UnaryUnaryMultiCallable[_history_service_pb2.TrimHistoryRequest, _history_service_pb2.TrimHistoryResponse]  # type: ignore[assignment]
-    """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history."""
+    """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+    reported-usage calibration) to a history.
+    """
     PrepareModelCall: _aio.UnaryUnaryMultiCallable[_history_service_pb2.PrepareModelCallRequest, _history_service_pb2.PrepareModelCallResponse]  # type: ignore[assignment]
     """PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-    resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+    resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+    when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
     A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
     """
     CheckCapacity: _aio.UnaryUnaryMultiCallable[_history_service_pb2.CheckCapacityRequest, _history_service_pb2.CheckCapacityResponse]  # type: ignore[assignment]
@@ -84,11 +100,21 @@ class HistoryServiceAsyncStub(HistoryServiceStub):
     and a CapacityReport detail; this holds when proactive trimming is disabled and for final summary requests too.
     """
     SweepOrphans: _aio.UnaryUnaryMultiCallable[_history_service_pb2.SweepOrphansRequest, _history_service_pb2.SweepOrphansResponse]  # type: ignore[assignment]
-    """SweepOrphans removes tool results whose call is missing and tool calls whose results never came."""
+    """SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+    whose results do not follow them.
+    """
     CapToolResults: _aio.UnaryUnaryMultiCallable[_history_service_pb2.CapToolResultsRequest, _history_service_pb2.CapToolResultsResponse]  # type: ignore[assignment]
-    """CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded."""
+    """CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+    as they are recorded.
+    """
+    ClassifyProviderError: _aio.UnaryUnaryMultiCallable[_history_service_pb2.ClassifyProviderErrorRequest, _history_service_pb2.ClassifyProviderErrorResponse]  # type: ignore[assignment]
+    """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+    that starts reactive recovery.
+    """
     TrimEvents: _aio.UnaryStreamMultiCallable[_history_service_pb2.TrimEventsRequest, _history_service_pb2.TrimEventsResponse]  # type: ignore[assignment]
-    """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices."""
+    """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+    and, for subscribers that opt in, a context meter update per prepared model call.
+    """
 
 class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
     """HistoryService makes every history decision an agent runtime needs before it calls a model.
@@ -119,7 +145,9 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _history_service_pb2.TrimHistoryRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_history_service_pb2.TrimHistoryResponse, _abc.Awaitable[_history_service_pb2.TrimHistoryResponse]]:
-        """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history."""
+        """TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+        reported-usage calibration) to a history.
+        """
 
     @_abc_1.abstractmethod
     def PrepareModelCall(
@@ -128,7 +156,8 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_history_service_pb2.PrepareModelCallResponse, _abc.Awaitable[_history_service_pb2.PrepareModelCallResponse]]:
         """PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-        resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+        resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+        when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
         A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
         """
 
@@ -148,7 +177,9 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _history_service_pb2.SweepOrphansRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_history_service_pb2.SweepOrphansResponse, _abc.Awaitable[_history_service_pb2.SweepOrphansResponse]]:
-        """SweepOrphans removes tool results whose call is missing and tool calls whose results never came."""
+        """SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+        whose results do not follow them.
+        """
 
     @_abc_1.abstractmethod
     def CapToolResults(
@@ -156,7 +187,19 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _history_service_pb2.CapToolResultsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_history_service_pb2.CapToolResultsResponse, _abc.Awaitable[_history_service_pb2.CapToolResultsResponse]]:
-        """CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded."""
+        """CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+        as they are recorded.
+        """
+
+    @_abc_1.abstractmethod
+    def ClassifyProviderError(
+        self,
+        request: _history_service_pb2.ClassifyProviderErrorRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_history_service_pb2.ClassifyProviderErrorResponse, _abc.Awaitable[_history_service_pb2.ClassifyProviderErrorResponse]]:
+        """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+        that starts reactive recovery.
+        """
 
     @_abc_1.abstractmethod
     def TrimEvents(
@@ -164,6 +207,8 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _history_service_pb2.TrimEventsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_history_service_pb2.TrimEventsResponse], _abc.AsyncIterator[_history_service_pb2.TrimEventsResponse]]:
-        """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices."""
+        """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+        and, for subscribers that opt in, a context meter update per prepared model call.
+        """
 
 def add_HistoryServiceServicer_to_server(servicer: HistoryServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -93,12 +93,15 @@ class RuntimeProfile(_message.Message):
     """The absolute token budget. Unset keeps the historical 32,000 default; an explicit 0 disables proactive trimming."""
     context_compact_ratio: _builtins.float
     """A model-relative budget: the selected model's context window times this ratio.
-    Only values in (0.0, 1.0] take effect; other finite values are treated as unset; NaN and infinities are rejected.
+    Only values in (0.0, 1.0] take effect; any other value, NaN and infinities included, is treated as unset and
+    reported as `Resolution.ratio_ignored` (spec §3.3, §10.7).
     """
     max_history_messages: _builtins.int
     """The turn limit, in complete user turns (the legacy field name is kept). Unset means 50; an explicit 0 keeps only the newest turn."""
     max_tool_result_chars: _builtins.int
-    """The cap on one tool result, in characters, applied when the result is recorded. 0 disables the cap."""
+    """The cap on one tool result, in characters (code points), applied when the result is recorded (spec §10.6).
+    Unset means the default of 50,000 characters; an explicit 0 disables the cap.
+    """
     default_provider: _builtins.str
     """The alias of the provider profile that serves the default route."""
     default_model: _builtins.str
@@ -120,15 +123,15 @@ class RuntimeProfile(_message.Message):
         context_compact_ratio: _builtins.float | None = ...,
         history_pruning: Global___HistoryPruning | None = ...,
         max_history_messages: _builtins.int | None = ...,
-        max_tool_result_chars: _builtins.int = ...,
+        max_tool_result_chars: _builtins.int | None = ...,
         default_provider: _builtins.str = ...,
         default_model: _builtins.str = ...,
         classifier_routes: _abc.Iterable[Global___ClassifierRoute] | None = ...,
         breadcrumb_text: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_compact_ratio: _TypeAlias = _typing.Literal["context_compact_ratio"]  # noqa: Y015
     _WhichOneofArgType__context_compact_ratio: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio"]  # noqa: Y015
@@ -136,12 +139,16 @@ class RuntimeProfile(_message.Message):
     _WhichOneofArgType__max_context_tokens: _TypeAlias = _typing.Literal["_max_context_tokens", b"_max_context_tokens"]  # noqa: Y015
     _WhichOneofReturnType__max_history_messages: _TypeAlias = _typing.Literal["max_history_messages"]  # noqa: Y015
     _WhichOneofArgType__max_history_messages: _TypeAlias = _typing.Literal["_max_history_messages", b"_max_history_messages"]  # noqa: Y015
+    _WhichOneofReturnType__max_tool_result_chars: _TypeAlias = _typing.Literal["max_tool_result_chars"]  # noqa: Y015
+    _WhichOneofArgType__max_tool_result_chars: _TypeAlias = _typing.Literal["_max_tool_result_chars", b"_max_tool_result_chars"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_compact_ratio) -> _WhichOneofReturnType__context_compact_ratio | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_context_tokens) -> _WhichOneofReturnType__max_context_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_history_messages) -> _WhichOneofReturnType__max_history_messages | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__max_tool_result_chars) -> _WhichOneofReturnType__max_tool_result_chars | None: ...
 
 Global___RuntimeProfile: _TypeAlias = RuntimeProfile  # noqa: Y015
 
@@ -154,28 +161,70 @@ class ProviderProfile(_message.Message):
     ALIAS_FIELD_NUMBER: _builtins.int
     MODEL_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
+    PRICES_FIELD_NUMBER: _builtins.int
     alias: _builtins.str
     """The alias routes refer to. Aliases are unique within a request."""
     model: _builtins.str
     """The model this profile's metadata describes; empty means the metadata applies to any model on this alias."""
     context_window: _builtins.int
     """The context window of `model` in tokens. Unset means the capacity is unknown. When set it must be positive."""
+    @_builtins.property
+    def prices(self) -> Global___ModelPrices:
+        """What `model` costs per input token. Unset means no prices are declared and no cost is estimated (spec §10.5).
+        Like the context window, the prices apply only when `model` is empty or is the route's model.
+        """
+
     def __init__(
         self,
         *,
         alias: _builtins.str = ...,
         model: _builtins.str = ...,
         context_window: _builtins.int | None = ...,
+        prices: Global___ModelPrices | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "context_window", b"context_window"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "context_window", b"context_window", "prices", b"prices"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "alias", b"alias", "context_window", b"context_window", "model", b"model"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "alias", b"alias", "context_window", b"context_window", "model", b"model", "prices", b"prices"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_window: _TypeAlias = _typing.Literal["context_window"]  # noqa: Y015
     _WhichOneofArgType__context_window: _TypeAlias = _typing.Literal["_context_window", b"_context_window"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_window) -> _WhichOneofReturnType__context_window | None: ...
 
 Global___ProviderProfile: _TypeAlias = ProviderProfile  # noqa: Y015
+
+@_typing.final
+class ModelPrices(_message.Message):
+    """ModelPrices is what a provider charges for the input of one model."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INPUT_PER_MILLION_TOKENS_FIELD_NUMBER: _builtins.int
+    CACHED_INPUT_PER_MILLION_TOKENS_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
+    input_per_million_tokens: _builtins.float
+    """The price of one million input tokens, in `currency`. Must be finite and not negative."""
+    cached_input_per_million_tokens: _builtins.float
+    """The price of one million input tokens served from the provider's prompt cache, in `currency`.
+    Unset means cached input costs the same as other input. When set it must be finite and not negative.
+    """
+    currency: _builtins.str
+    """The currency of the prices, such as `USD`; copied into the cost estimate. May be empty."""
+    def __init__(
+        self,
+        *,
+        input_per_million_tokens: _builtins.float = ...,
+        cached_input_per_million_tokens: _builtins.float | None = ...,
+        currency: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cached_input_per_million_tokens", b"_cached_input_per_million_tokens", "cached_input_per_million_tokens", b"cached_input_per_million_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cached_input_per_million_tokens", b"_cached_input_per_million_tokens", "cached_input_per_million_tokens", b"cached_input_per_million_tokens", "currency", b"currency", "input_per_million_tokens", b"input_per_million_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cached_input_per_million_tokens: _TypeAlias = _typing.Literal["cached_input_per_million_tokens"]  # noqa: Y015
+    _WhichOneofArgType__cached_input_per_million_tokens: _TypeAlias = _typing.Literal["_cached_input_per_million_tokens", b"_cached_input_per_million_tokens"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cached_input_per_million_tokens) -> _WhichOneofReturnType__cached_input_per_million_tokens | None: ...
+
+Global___ModelPrices: _TypeAlias = ModelPrices  # noqa: Y015
 
 @_typing.final
 class SessionSwitch(_message.Message):

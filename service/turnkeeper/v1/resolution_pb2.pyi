@@ -156,7 +156,8 @@ class Capacity(_message.Message):
     """Whether the selected model's context window is configured for this route."""
     safety_tokens: _builtins.int
     """The capacity used for safety arithmetic: the configured window when known, otherwise a positive
-    `max_context_tokens`, otherwise 32,000.
+    `max_context_tokens`, otherwise 32,000. When `known` is false this is not the model's capacity and must
+    not be shown as one (spec §3 Route, §10.5).
     """
     model_context_window: _builtins.int
     """The window reported to wire clients. Absent when the capacity is unknown."""
@@ -197,7 +198,9 @@ class Resolution(_message.Message):
     max_history_turns: _builtins.int
     """The resolved turn limit in complete user turns."""
     ratio_ignored: _builtins.bool
-    """True when `context_compact_ratio` was set to a finite value outside (0.0, 1.0] and therefore ignored."""
+    """True when `context_compact_ratio` was set to a value outside (0.0, 1.0], NaN and infinities included,
+    and was therefore treated as unset (spec §3.3, §10.7).
+    """
     @_builtins.property
     def route(self) -> Global___Route:
         """The effective provider/model route."""

@@ -55,9 +55,15 @@ class _TrimModeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TrimMode.Val
     TRIM_MODE_TURN_COUNT: _TrimMode.ValueType  # 2
     """Keep the newest `max(limit, 1)` complete user turns."""
     TRIM_MODE_OVERFLOW_RECOVERY: _TrimMode.ValueType  # 3
-    """Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the current estimate)."""
+    """Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the estimate of the history given).
+    The response carries a RecoveryReport, also when nothing could be trimmed (spec §10.1).
+    """
     TRIM_MODE_ROW_COUNT: _TrimMode.ValueType  # 4
     """Keep the leading system rows and the newest N other rows (the channel sender cache; 0 means 50)."""
+    TRIM_MODE_REPORTED_USAGE: _TrimMode.ValueType  # 5
+    """Token-budget trim calibrated by the provider-reported input tokens of the previous request (spec §10.3).
+    Requires `reported_usage`; counts in the outcome and the event are provider-reported.
+    """
 
 class TrimMode(_TrimMode, metaclass=_TrimModeEnumTypeWrapper):
     """TrimMode selects the trimming operation of a TrimHistory call."""
@@ -69,10 +75,40 @@ TRIM_MODE_TOKEN_BUDGET: TrimMode.ValueType  # 1
 TRIM_MODE_TURN_COUNT: TrimMode.ValueType  # 2
 """Keep the newest `max(limit, 1)` complete user turns."""
 TRIM_MODE_OVERFLOW_RECOVERY: TrimMode.ValueType  # 3
-"""Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the current estimate)."""
+"""Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the estimate of the history given).
+The response carries a RecoveryReport, also when nothing could be trimmed (spec §10.1).
+"""
 TRIM_MODE_ROW_COUNT: TrimMode.ValueType  # 4
 """Keep the leading system rows and the newest N other rows (the channel sender cache; 0 means 50)."""
+TRIM_MODE_REPORTED_USAGE: TrimMode.ValueType  # 5
+"""Token-budget trim calibrated by the provider-reported input tokens of the previous request (spec §10.3).
+Requires `reported_usage`; counts in the outcome and the event are provider-reported.
+"""
 Global___TrimMode: _TypeAlias = TrimMode  # noqa: Y015
+
+class _CountSource:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CountSourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CountSource.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COUNT_SOURCE_UNSPECIFIED: _CountSource.ValueType  # 0
+    """Not set; never returned by the server."""
+    COUNT_SOURCE_ESTIMATE: _CountSource.ValueType  # 1
+    """The counts are turnkeeper's estimate (spec §4, §9)."""
+    COUNT_SOURCE_PROVIDER_REPORTED: _CountSource.ValueType  # 2
+    """`tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3)."""
+
+class CountSource(_CountSource, metaclass=_CountSourceEnumTypeWrapper):
+    """CountSource says where the token counts of a trim come from."""
+
+COUNT_SOURCE_UNSPECIFIED: CountSource.ValueType  # 0
+"""Not set; never returned by the server."""
+COUNT_SOURCE_ESTIMATE: CountSource.ValueType  # 1
+"""The counts are turnkeeper's estimate (spec §4, §9)."""
+COUNT_SOURCE_PROVIDER_REPORTED: CountSource.ValueType  # 2
+"""`tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3)."""
+Global___CountSource: _TypeAlias = CountSource  # noqa: Y015
 
 class _CallerPath:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -110,6 +146,26 @@ CALLER_PATH_CHANNEL_SENDER_CACHE: CallerPath.ValueType  # 3
 """The channel sender cache: a row cap with no breadcrumb and no event. Serves TRIM_MODE_ROW_COUNT only."""
 Global___CallerPath: _TypeAlias = CallerPath  # noqa: Y015
 
+class _RecoveryBlocker:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _RecoveryBlockerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RecoveryBlocker.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    RECOVERY_BLOCKER_UNSPECIFIED: _RecoveryBlocker.ValueType  # 0
+    """Not set: the recovery trimmed."""
+    RECOVERY_BLOCKER_SINGLE_TURN: _RecoveryBlocker.ValueType  # 1
+    """Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1)."""
+
+class RecoveryBlocker(_RecoveryBlocker, metaclass=_RecoveryBlockerEnumTypeWrapper):
+    """RecoveryBlocker says why an overflow recovery could not trim."""
+
+RECOVERY_BLOCKER_UNSPECIFIED: RecoveryBlocker.ValueType  # 0
+"""Not set: the recovery trimmed."""
+RECOVERY_BLOCKER_SINGLE_TURN: RecoveryBlocker.ValueType  # 1
+"""Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1)."""
+Global___RecoveryBlocker: _TypeAlias = RecoveryBlocker  # noqa: Y015
+
 class _OrphanKind:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -119,9 +175,13 @@ class _OrphanKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_OrphanKind
     ORPHAN_KIND_UNSPECIFIED: _OrphanKind.ValueType  # 0
     """Not set; never returned by the server."""
     ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL: _OrphanKind.ValueType  # 1
-    """A tool result whose tool call does not precede it in the history."""
+    """A tool result whose call is not in the nearest assistant row above it, reached through a contiguous run of
+    assistant and tool rows (spec §10.2).
+    """
     ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT: _OrphanKind.ValueType  # 2
-    """An assistant tool call that no later tool result answers."""
+    """An assistant tool call with no result in the run of tool rows right after its row, and no `[Tool results]`
+    carrier later in its turn (spec §10.2).
+    """
 
 class OrphanKind(_OrphanKind, metaclass=_OrphanKindEnumTypeWrapper):
     """OrphanKind says why the orphan sweep removed something."""
@@ -129,10 +189,76 @@ class OrphanKind(_OrphanKind, metaclass=_OrphanKindEnumTypeWrapper):
 ORPHAN_KIND_UNSPECIFIED: OrphanKind.ValueType  # 0
 """Not set; never returned by the server."""
 ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL: OrphanKind.ValueType  # 1
-"""A tool result whose tool call does not precede it in the history."""
+"""A tool result whose call is not in the nearest assistant row above it, reached through a contiguous run of
+assistant and tool rows (spec §10.2).
+"""
 ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT: OrphanKind.ValueType  # 2
-"""An assistant tool call that no later tool result answers."""
+"""An assistant tool call with no result in the run of tool rows right after its row, and no `[Tool results]`
+carrier later in its turn (spec §10.2).
+"""
 Global___OrphanKind: _TypeAlias = OrphanKind  # noqa: Y015
+
+@_typing.final
+class ReportedUsage(_message.Message):
+    """ReportedUsage is what the provider reported for the previous request, next to what turnkeeper estimated for it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPORTED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    ESTIMATED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    TOOL_SCHEMA_TOKENS_FIELD_NUMBER: _builtins.int
+    reported_input_tokens: _builtins.int
+    """The input tokens the provider reported for the previous request (`reported`)."""
+    estimated_input_tokens: _builtins.int
+    """turnkeeper's estimate of that same request, tool schemas included (`estimated`), such as the
+    `total_tokens - reserved_output_tokens` of its CapacityReport.
+    """
+    tool_schema_tokens: _builtins.int
+    """The part of `estimated_input_tokens` spent on tool schemas (`tool_schema`); at most `estimated_input_tokens`."""
+    def __init__(
+        self,
+        *,
+        reported_input_tokens: _builtins.int = ...,
+        estimated_input_tokens: _builtins.int = ...,
+        tool_schema_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["estimated_input_tokens", b"estimated_input_tokens", "reported_input_tokens", b"reported_input_tokens", "tool_schema_tokens", b"tool_schema_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReportedUsage: _TypeAlias = ReportedUsage  # noqa: Y015
+
+@_typing.final
+class UsageCalibration(_message.Message):
+    """UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALIBRATED_TARGET_TOKENS_FIELD_NUMBER: _builtins.int
+    HISTORY_TARGET_TOKENS_FIELD_NUMBER: _builtins.int
+    KEPT_ESTIMATE_TOKENS_FIELD_NUMBER: _builtins.int
+    calibrated_target_tokens: _builtins.int
+    """Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic."""
+    history_target_tokens: _builtins.int
+    """Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it."""
+    kept_estimate_tokens: _builtins.int
+    """Step 4: the estimate of the trimmed history, breadcrumb included (`kept`)."""
+    def __init__(
+        self,
+        *,
+        calibrated_target_tokens: _builtins.int = ...,
+        history_target_tokens: _builtins.int = ...,
+        kept_estimate_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["calibrated_target_tokens", b"calibrated_target_tokens", "history_target_tokens", b"history_target_tokens", "kept_estimate_tokens", b"kept_estimate_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___UsageCalibration: _TypeAlias = UsageCalibration  # noqa: Y015
 
 @_typing.final
 class CallerContext(_message.Message):
@@ -214,6 +340,8 @@ class HistoryTrimmed(_message.Message):
     ROUTE_FIELD_NUMBER: _builtins.int
     CALLER_FIELD_NUMBER: _builtins.int
     BREADCRUMB_INSERTED_FIELD_NUMBER: _builtins.int
+    COUNT_SOURCE_FIELD_NUMBER: _builtins.int
+    CALIBRATION_FIELD_NUMBER: _builtins.int
     reason: Global___TrimReason.ValueType
     """Which limit caused the trim."""
     overflow_recovery: _builtins.bool
@@ -225,17 +353,21 @@ class HistoryTrimmed(_message.Message):
     kept_turns: _builtins.int
     """The number of complete user turns retained."""
     tokens_before: _builtins.int
-    """The estimate of the history before the trim, in tokens."""
+    """The history before the trim, in tokens: the estimate, or the provider-reported count (see `count_source`)."""
     tokens_after: _builtins.int
-    """The estimate of the history after the trim, breadcrumb included, in tokens."""
+    """The history after the trim, breadcrumb included, in tokens: the estimate, or scaled to the provider's count."""
     target_tokens: _builtins.int
-    """The token target the trim aimed for: the budget, or the recovery target; 0 for turn-limit trims."""
+    """The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
+    0 for turn-limit trims.
+    """
     budget_tokens: _builtins.int
     """The resolved proactive budget in tokens, when profiles were supplied; 0 otherwise or when disabled."""
     turn_limit: _builtins.int
     """The turn limit applied, for turn-limit trims; 0 otherwise."""
     breadcrumb_inserted: _builtins.bool
     """True when a breadcrumb row was inserted."""
+    count_source: Global___CountSource.ValueType
+    """Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3)."""
     @_builtins.property
     def capacity(self) -> _resolution_pb2.Capacity:
         """The capacity of the route's model, when profiles were supplied."""
@@ -247,6 +379,10 @@ class HistoryTrimmed(_message.Message):
     @_builtins.property
     def caller(self) -> Global___CallerContext:
         """The caller identifiers supplied with the request."""
+
+    @_builtins.property
+    def calibration(self) -> Global___UsageCalibration:
+        """The estimate-space steps, for reported-usage trims; absent otherwise."""
 
     def __init__(
         self,
@@ -265,14 +401,163 @@ class HistoryTrimmed(_message.Message):
         route: _resolution_pb2.Route | None = ...,
         caller: Global___CallerContext | None = ...,
         breadcrumb_inserted: _builtins.bool = ...,
+        count_source: Global___CountSource.ValueType = ...,
+        calibration: Global___UsageCalibration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "capacity", b"capacity", "route", b"route"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "caller", b"caller", "capacity", b"capacity", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "count_source", b"count_source", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___HistoryTrimmed: _TypeAlias = HistoryTrimmed  # noqa: Y015
+
+@_typing.final
+class RecoveryReport(_message.Message):
+    """RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
+    It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TRIMMED_FIELD_NUMBER: _builtins.int
+    BLOCKER_FIELD_NUMBER: _builtins.int
+    BASELINE_TOKENS_FIELD_NUMBER: _builtins.int
+    TARGET_TOKENS_FIELD_NUMBER: _builtins.int
+    TOKENS_AFTER_FIELD_NUMBER: _builtins.int
+    TARGET_REACHED_FIELD_NUMBER: _builtins.int
+    KEPT_TURNS_FIELD_NUMBER: _builtins.int
+    SYSTEM_FLOOR_TOKENS_FIELD_NUMBER: _builtins.int
+    BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    SYSTEM_FLOOR_REACHES_BUDGET_FIELD_NUMBER: _builtins.int
+    ROUTE_FIELD_NUMBER: _builtins.int
+    trimmed: _builtins.bool
+    """True when the recovery dropped turns from the baseline history."""
+    blocker: Global___RecoveryBlocker.ValueType
+    """Why nothing could be trimmed; unset when `trimmed` is true."""
+    baseline_tokens: _builtins.int
+    """The estimate of the baseline: the history given (TrimHistory), or the history PrepareModelCall would have
+    prepared without recovery (after the sweep, the turn limit and the budget trim), in tokens.
+    """
+    target_tokens: _builtins.int
+    """floor(2 x baseline_tokens / 3)."""
+    tokens_after: _builtins.int
+    """The estimate of the recovered history, breadcrumb included, in tokens."""
+    target_reached: _builtins.bool
+    """True when `tokens_after` is at most `target_tokens`."""
+    kept_turns: _builtins.int
+    """The number of complete user turns in the recovered history."""
+    system_floor_tokens: _builtins.int
+    """The estimate of the leading system rows, which no trim removes (the "system floor"), in tokens."""
+    budget_tokens: _builtins.int
+    """The proactive budget the floor is compared with: the resolved budget, or the explicit `budget_tokens`;
+    0 when none was given or trimming is disabled.
+    """
+    system_floor_reaches_budget: _builtins.bool
+    """True when `budget_tokens` is positive and the system floor alone is at least that budget."""
+    @_builtins.property
+    def route(self) -> _resolution_pb2.Route:
+        """The resolved route, when profiles were supplied."""
+
+    def __init__(
+        self,
+        *,
+        trimmed: _builtins.bool = ...,
+        blocker: Global___RecoveryBlocker.ValueType = ...,
+        baseline_tokens: _builtins.int = ...,
+        target_tokens: _builtins.int = ...,
+        tokens_after: _builtins.int = ...,
+        target_reached: _builtins.bool = ...,
+        kept_turns: _builtins.int = ...,
+        system_floor_tokens: _builtins.int = ...,
+        budget_tokens: _builtins.int = ...,
+        system_floor_reaches_budget: _builtins.bool = ...,
+        route: _resolution_pb2.Route | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["route", b"route"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline_tokens", b"baseline_tokens", "blocker", b"blocker", "budget_tokens", b"budget_tokens", "kept_turns", b"kept_turns", "route", b"route", "system_floor_reaches_budget", b"system_floor_reaches_budget", "system_floor_tokens", b"system_floor_tokens", "target_reached", b"target_reached", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "trimmed", b"trimmed"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecoveryReport: _TypeAlias = RecoveryReport  # noqa: Y015
+
+@_typing.final
+class ContextMeter(_message.Message):
+    """ContextMeter is how full the prepared request makes the resolved route's context (spec §10.5)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    USED_TOKENS_FIELD_NUMBER: _builtins.int
+    BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
+    CAPACITY_TOKENS_FIELD_NUMBER: _builtins.int
+    CAPACITY_FRACTION_FIELD_NUMBER: _builtins.int
+    used_tokens: _builtins.int
+    """The tokens the prepared request sends: messages, hook texts and tool schemas (reserved output excluded).
+    Saturates at 2^64-1.
+    """
+    budget_tokens: _builtins.int
+    """The resolved proactive budget in tokens; 0 when proactive trimming is disabled."""
+    capacity_tokens: _builtins.int
+    """The model's context window, only when it is known for the route; absent when unknown (never the fallback)."""
+    capacity_fraction: _builtins.float
+    """used_tokens / capacity_tokens as an IEEE-754 double, only when the capacity is known."""
+    def __init__(
+        self,
+        *,
+        used_tokens: _builtins.int = ...,
+        budget_tokens: _builtins.int = ...,
+        capacity_tokens: _builtins.int | None = ...,
+        capacity_fraction: _builtins.float | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_capacity_fraction", b"_capacity_fraction", "_capacity_tokens", b"_capacity_tokens", "capacity_fraction", b"capacity_fraction", "capacity_tokens", b"capacity_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_capacity_fraction", b"_capacity_fraction", "_capacity_tokens", b"_capacity_tokens", "budget_tokens", b"budget_tokens", "capacity_fraction", b"capacity_fraction", "capacity_tokens", b"capacity_tokens", "used_tokens", b"used_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__capacity_fraction: _TypeAlias = _typing.Literal["capacity_fraction"]  # noqa: Y015
+    _WhichOneofArgType__capacity_fraction: _TypeAlias = _typing.Literal["_capacity_fraction", b"_capacity_fraction"]  # noqa: Y015
+    _WhichOneofReturnType__capacity_tokens: _TypeAlias = _typing.Literal["capacity_tokens"]  # noqa: Y015
+    _WhichOneofArgType__capacity_tokens: _TypeAlias = _typing.Literal["_capacity_tokens", b"_capacity_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__capacity_fraction) -> _WhichOneofReturnType__capacity_fraction | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__capacity_tokens) -> _WhichOneofReturnType__capacity_tokens | None: ...
+
+Global___ContextMeter: _TypeAlias = ContextMeter  # noqa: Y015
+
+@_typing.final
+class InputCostEstimate(_message.Message):
+    """InputCostEstimate is the estimated price of the prepared request's input on the resolved route (spec §10.5)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COST_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
+    UNCACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    CACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    cost: _builtins.float
+    """(uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles."""
+    currency: _builtins.str
+    """The currency of the route's prices, as the provider profile declares it."""
+    uncached_input_tokens: _builtins.int
+    """The input tokens priced at the input price: the meter's `used_tokens` minus `cached_input_tokens`."""
+    cached_input_tokens: _builtins.int
+    """The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`."""
+    def __init__(
+        self,
+        *,
+        cost: _builtins.float = ...,
+        currency: _builtins.str = ...,
+        uncached_input_tokens: _builtins.int = ...,
+        cached_input_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached_input_tokens", b"cached_input_tokens", "cost", b"cost", "currency", b"currency", "uncached_input_tokens", b"uncached_input_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___InputCostEstimate: _TypeAlias = InputCostEstimate  # noqa: Y015
 
 @_typing.final
 class MessageEstimate(_message.Message):
@@ -383,7 +668,7 @@ class CapacityReport(_message.Message):
     reserved_output_tokens: _builtins.int
     """The output tokens the caller reserved."""
     total_tokens: _builtins.int
-    """The sum of the parts above."""
+    """The sum of the parts above, saturated at 2^64-1; `fits` is decided on the exact sum."""
     fits: _builtins.bool
     """True when `total_tokens` is at most `capacity.safety_tokens`."""
     @_builtins.property

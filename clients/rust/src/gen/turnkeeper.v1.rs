@@ -9,9 +9,10 @@ pub enum ErrorReason {
     Unspecified = 0,
     /// A history row is malformed: unknown role, tool row without `tool_call_id`, misplaced breadcrumb, and so on.
     InvalidHistory = 1,
-    /// A profile is malformed: non-finite ratio, duplicate provider alias, zero context window, and so on.
+    /// A profile is malformed: duplicate provider alias, zero context window, negative or non-finite price, and so on.
     InvalidProfile = 2,
-    /// The limits or the mode of a request are missing or do not go together.
+    /// The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
+    /// explicitly and through profiles.
     InvalidLimits = 3,
     /// The request holds more rows than the server accepts.
     RequestTooLarge = 4,
@@ -22,6 +23,11 @@ pub enum ErrorReason {
     /// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
     /// subscribe again, with the last cursor, to another replica or after the restart.
     ShuttingDown = 7,
+    /// A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
+    /// (tool-schema tokens above the estimated input tokens).
+    InvalidUsage = 9,
+    /// A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599.
+    InvalidProviderError = 10,
 }
 impl ErrorReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -38,6 +44,8 @@ impl ErrorReason {
             Self::ContextWindowExceeded => "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED",
             Self::InvalidSubscription => "ERROR_REASON_INVALID_SUBSCRIPTION",
             Self::ShuttingDown => "ERROR_REASON_SHUTTING_DOWN",
+            Self::InvalidUsage => "ERROR_REASON_INVALID_USAGE",
+            Self::InvalidProviderError => "ERROR_REASON_INVALID_PROVIDER_ERROR",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -51,6 +59,8 @@ impl ErrorReason {
             "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED" => Some(Self::ContextWindowExceeded),
             "ERROR_REASON_INVALID_SUBSCRIPTION" => Some(Self::InvalidSubscription),
             "ERROR_REASON_SHUTTING_DOWN" => Some(Self::ShuttingDown),
+            "ERROR_REASON_INVALID_USAGE" => Some(Self::InvalidUsage),
+            "ERROR_REASON_INVALID_PROVIDER_ERROR" => Some(Self::InvalidProviderError),
             _ => None,
         }
     }
@@ -108,7 +118,8 @@ pub struct Capacity {
     #[prost(bool, tag = "1")]
     pub known: bool,
     /// The capacity used for safety arithmetic: the configured window when known, otherwise a positive
-    /// `max_context_tokens`, otherwise 32,000.
+    /// `max_context_tokens`, otherwise 32,000. When `known` is false this is not the model's capacity and must
+    /// not be shown as one (spec §3 Route, §10.5).
     #[prost(uint64, tag = "2")]
     pub safety_tokens: u64,
     /// The window reported to wire clients. Absent when the capacity is unknown.
@@ -147,7 +158,8 @@ pub struct Resolution {
     /// The resolved turn limit in complete user turns.
     #[prost(uint32, tag = "6")]
     pub max_history_turns: u32,
-    /// True when `context_compact_ratio` was set to a finite value outside (0.0, 1.0] and therefore ignored.
+    /// True when `context_compact_ratio` was set to a value outside (0.0, 1.0], NaN and infinities included,
+    /// and was therefore treated as unset (spec §3.3, §10.7).
     #[prost(bool, tag = "7")]
     pub ratio_ignored: bool,
 }
@@ -249,6 +261,55 @@ impl BudgetRule {
         }
     }
 }
+/// ReportedUsage is what the provider reported for the previous request, next to what turnkeeper estimated for it.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ReportedUsage {
+    /// The input tokens the provider reported for the previous request (`reported`).
+    #[prost(uint64, tag = "1")]
+    pub reported_input_tokens: u64,
+    /// turnkeeper's estimate of that same request, tool schemas included (`estimated`), such as the
+    /// `total_tokens - reserved_output_tokens` of its CapacityReport.
+    #[prost(uint64, tag = "2")]
+    pub estimated_input_tokens: u64,
+    /// The part of `estimated_input_tokens` spent on tool schemas (`tool_schema`); at most `estimated_input_tokens`.
+    #[prost(uint64, tag = "3")]
+    pub tool_schema_tokens: u64,
+}
+impl ::prost::Name for ReportedUsage {
+    const NAME: &'static str = "ReportedUsage";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ReportedUsage".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ReportedUsage".into()
+    }
+}
+/// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct UsageCalibration {
+    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic.
+    #[prost(uint64, tag = "1")]
+    pub calibrated_target_tokens: u64,
+    /// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it.
+    #[prost(uint64, tag = "2")]
+    pub history_target_tokens: u64,
+    /// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+    #[prost(uint64, tag = "3")]
+    pub kept_estimate_tokens: u64,
+}
+impl ::prost::Name for UsageCalibration {
+    const NAME: &'static str = "UsageCalibration";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.UsageCalibration".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.UsageCalibration".into()
+    }
+}
 /// CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -316,13 +377,14 @@ pub struct HistoryTrimmed {
     /// The number of complete user turns retained.
     #[prost(uint32, tag = "5")]
     pub kept_turns: u32,
-    /// The estimate of the history before the trim, in tokens.
+    /// The history before the trim, in tokens: the estimate, or the provider-reported count (see `count_source`).
     #[prost(uint64, tag = "6")]
     pub tokens_before: u64,
-    /// The estimate of the history after the trim, breadcrumb included, in tokens.
+    /// The history after the trim, breadcrumb included, in tokens: the estimate, or scaled to the provider's count.
     #[prost(uint64, tag = "7")]
     pub tokens_after: u64,
-    /// The token target the trim aimed for: the budget, or the recovery target; 0 for turn-limit trims.
+    /// The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
+    /// 0 for turn-limit trims.
     #[prost(uint64, tag = "8")]
     pub target_tokens: u64,
     /// The resolved proactive budget in tokens, when profiles were supplied; 0 otherwise or when disabled.
@@ -343,6 +405,12 @@ pub struct HistoryTrimmed {
     /// True when a breadcrumb row was inserted.
     #[prost(bool, tag = "14")]
     pub breadcrumb_inserted: bool,
+    /// Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+    #[prost(enumeration = "CountSource", tag = "15")]
+    pub count_source: i32,
+    /// The estimate-space steps, for reported-usage trims; absent otherwise.
+    #[prost(message, optional, tag = "16")]
+    pub calibration: ::core::option::Option<UsageCalibration>,
 }
 impl ::prost::Name for HistoryTrimmed {
     const NAME: &'static str = "HistoryTrimmed";
@@ -352,6 +420,112 @@ impl ::prost::Name for HistoryTrimmed {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.HistoryTrimmed".into()
+    }
+}
+/// RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
+/// It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct RecoveryReport {
+    /// True when the recovery dropped turns from the baseline history.
+    #[prost(bool, tag = "1")]
+    pub trimmed: bool,
+    /// Why nothing could be trimmed; unset when `trimmed` is true.
+    #[prost(enumeration = "RecoveryBlocker", tag = "2")]
+    pub blocker: i32,
+    /// The estimate of the baseline: the history given (TrimHistory), or the history PrepareModelCall would have
+    /// prepared without recovery (after the sweep, the turn limit and the budget trim), in tokens.
+    #[prost(uint64, tag = "3")]
+    pub baseline_tokens: u64,
+    /// floor(2 x baseline_tokens / 3).
+    #[prost(uint64, tag = "4")]
+    pub target_tokens: u64,
+    /// The estimate of the recovered history, breadcrumb included, in tokens.
+    #[prost(uint64, tag = "5")]
+    pub tokens_after: u64,
+    /// True when `tokens_after` is at most `target_tokens`.
+    #[prost(bool, tag = "6")]
+    pub target_reached: bool,
+    /// The number of complete user turns in the recovered history.
+    #[prost(uint32, tag = "7")]
+    pub kept_turns: u32,
+    /// The estimate of the leading system rows, which no trim removes (the "system floor"), in tokens.
+    #[prost(uint64, tag = "8")]
+    pub system_floor_tokens: u64,
+    /// The proactive budget the floor is compared with: the resolved budget, or the explicit `budget_tokens`;
+    /// 0 when none was given or trimming is disabled.
+    #[prost(uint64, tag = "9")]
+    pub budget_tokens: u64,
+    /// True when `budget_tokens` is positive and the system floor alone is at least that budget.
+    #[prost(bool, tag = "10")]
+    pub system_floor_reaches_budget: bool,
+    /// The resolved route, when profiles were supplied.
+    #[prost(message, optional, tag = "11")]
+    pub route: ::core::option::Option<Route>,
+}
+impl ::prost::Name for RecoveryReport {
+    const NAME: &'static str = "RecoveryReport";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.RecoveryReport".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.RecoveryReport".into()
+    }
+}
+/// ContextMeter is how full the prepared request makes the resolved route's context (spec §10.5).
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct ContextMeter {
+    /// The tokens the prepared request sends: messages, hook texts and tool schemas (reserved output excluded).
+    /// Saturates at 2^64-1.
+    #[prost(uint64, tag = "1")]
+    pub used_tokens: u64,
+    /// The resolved proactive budget in tokens; 0 when proactive trimming is disabled.
+    #[prost(uint64, tag = "2")]
+    pub budget_tokens: u64,
+    /// The model's context window, only when it is known for the route; absent when unknown (never the fallback).
+    #[prost(uint64, optional, tag = "3")]
+    pub capacity_tokens: ::core::option::Option<u64>,
+    /// used_tokens / capacity_tokens as an IEEE-754 double, only when the capacity is known.
+    #[prost(double, optional, tag = "4")]
+    pub capacity_fraction: ::core::option::Option<f64>,
+}
+impl ::prost::Name for ContextMeter {
+    const NAME: &'static str = "ContextMeter";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ContextMeter".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ContextMeter".into()
+    }
+}
+/// InputCostEstimate is the estimated price of the prepared request's input on the resolved route (spec §10.5).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct InputCostEstimate {
+    /// (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+    #[prost(double, tag = "1")]
+    pub cost: f64,
+    /// The currency of the route's prices, as the provider profile declares it.
+    #[prost(string, tag = "2")]
+    pub currency: ::prost::alloc::string::String,
+    /// The input tokens priced at the input price: the meter's `used_tokens` minus `cached_input_tokens`.
+    #[prost(uint64, tag = "3")]
+    pub uncached_input_tokens: u64,
+    /// The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`.
+    #[prost(uint64, tag = "4")]
+    pub cached_input_tokens: u64,
+}
+impl ::prost::Name for InputCostEstimate {
+    const NAME: &'static str = "InputCostEstimate";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.InputCostEstimate".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.InputCostEstimate".into()
     }
 }
 /// MessageEstimate is the token estimate of one input row, with its parts visible.
@@ -439,7 +613,7 @@ pub struct CapacityReport {
     /// The output tokens the caller reserved.
     #[prost(uint64, tag = "5")]
     pub reserved_output_tokens: u64,
-    /// The sum of the parts above.
+    /// The sum of the parts above, saturated at 2^64-1; `fits` is decided on the exact sum.
     #[prost(uint64, tag = "6")]
     pub total_tokens: u64,
     /// The capacity the total is checked against.
@@ -525,10 +699,14 @@ pub enum TrimMode {
     TokenBudget = 1,
     /// Keep the newest `max(limit, 1)` complete user turns.
     TurnCount = 2,
-    /// Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the current estimate).
+    /// Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the estimate of the history given).
+    /// The response carries a RecoveryReport, also when nothing could be trimmed (spec §10.1).
     OverflowRecovery = 3,
     /// Keep the leading system rows and the newest N other rows (the channel sender cache; 0 means 50).
     RowCount = 4,
+    /// Token-budget trim calibrated by the provider-reported input tokens of the previous request (spec §10.3).
+    /// Requires `reported_usage`; counts in the outcome and the event are provider-reported.
+    ReportedUsage = 5,
 }
 impl TrimMode {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -542,6 +720,7 @@ impl TrimMode {
             Self::TurnCount => "TRIM_MODE_TURN_COUNT",
             Self::OverflowRecovery => "TRIM_MODE_OVERFLOW_RECOVERY",
             Self::RowCount => "TRIM_MODE_ROW_COUNT",
+            Self::ReportedUsage => "TRIM_MODE_REPORTED_USAGE",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -552,6 +731,41 @@ impl TrimMode {
             "TRIM_MODE_TURN_COUNT" => Some(Self::TurnCount),
             "TRIM_MODE_OVERFLOW_RECOVERY" => Some(Self::OverflowRecovery),
             "TRIM_MODE_ROW_COUNT" => Some(Self::RowCount),
+            "TRIM_MODE_REPORTED_USAGE" => Some(Self::ReportedUsage),
+            _ => None,
+        }
+    }
+}
+/// CountSource says where the token counts of a trim come from.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CountSource {
+    /// Not set; never returned by the server.
+    Unspecified = 0,
+    /// The counts are turnkeeper's estimate (spec §4, §9).
+    Estimate = 1,
+    /// `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+    ProviderReported = 2,
+}
+impl CountSource {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "COUNT_SOURCE_UNSPECIFIED",
+            Self::Estimate => "COUNT_SOURCE_ESTIMATE",
+            Self::ProviderReported => "COUNT_SOURCE_PROVIDER_REPORTED",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "COUNT_SOURCE_UNSPECIFIED" => Some(Self::Unspecified),
+            "COUNT_SOURCE_ESTIMATE" => Some(Self::Estimate),
+            "COUNT_SOURCE_PROVIDER_REPORTED" => Some(Self::ProviderReported),
             _ => None,
         }
     }
@@ -596,6 +810,36 @@ impl CallerPath {
         }
     }
 }
+/// RecoveryBlocker says why an overflow recovery could not trim.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum RecoveryBlocker {
+    /// Not set: the recovery trimmed.
+    Unspecified = 0,
+    /// Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1).
+    SingleTurn = 1,
+}
+impl RecoveryBlocker {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "RECOVERY_BLOCKER_UNSPECIFIED",
+            Self::SingleTurn => "RECOVERY_BLOCKER_SINGLE_TURN",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "RECOVERY_BLOCKER_UNSPECIFIED" => Some(Self::Unspecified),
+            "RECOVERY_BLOCKER_SINGLE_TURN" => Some(Self::SingleTurn),
+            _ => None,
+        }
+    }
+}
 /// OrphanKind says why the orphan sweep removed something.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
@@ -603,9 +847,11 @@ impl CallerPath {
 pub enum OrphanKind {
     /// Not set; never returned by the server.
     Unspecified = 0,
-    /// A tool result whose tool call does not precede it in the history.
+    /// A tool result whose call is not in the nearest assistant row above it, reached through a contiguous run of
+    /// assistant and tool rows (spec §10.2).
     ToolResultWithoutCall = 1,
-    /// An assistant tool call that no later tool result answers.
+    /// An assistant tool call with no result in the run of tool rows right after its row, and no `\[Tool results\]`
+    /// carrier later in its turn (spec §10.2).
     ToolCallWithoutResult = 2,
 }
 impl OrphanKind {
@@ -652,6 +898,37 @@ impl ::prost::Name for TrimEvent {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.TrimEvent".into()
+    }
+}
+/// MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+/// It is not a trim: it never counts as a trim event in heartbeats or gaps.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct MeterUpdate {
+    /// The opaque cursor of this update; pass it as `after_cursor` to resume after it.
+    #[prost(string, tag = "1")]
+    pub cursor: ::prost::alloc::string::String,
+    /// When the server published the update.
+    #[prost(message, optional, tag = "2")]
+    pub time: ::core::option::Option<::prost_types::Timestamp>,
+    /// The caller identifiers supplied with the PrepareModelCall request.
+    #[prost(message, optional, tag = "3")]
+    pub caller: ::core::option::Option<CallerContext>,
+    /// The resolved route of the call.
+    #[prost(message, optional, tag = "4")]
+    pub route: ::core::option::Option<Route>,
+    /// The meter of the prepared request.
+    #[prost(message, optional, tag = "5")]
+    pub meter: ::core::option::Option<ContextMeter>,
+}
+impl ::prost::Name for MeterUpdate {
+    const NAME: &'static str = "MeterUpdate";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.MeterUpdate".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.MeterUpdate".into()
     }
 }
 /// Heartbeat tells an idle subscriber that the stream is alive.
@@ -1111,7 +1388,8 @@ pub struct RuntimeProfile {
     #[prost(uint64, optional, tag = "1")]
     pub max_context_tokens: ::core::option::Option<u64>,
     /// A model-relative budget: the selected model's context window times this ratio.
-    /// Only values in (0.0, 1.0] take effect; other finite values are treated as unset; NaN and infinities are rejected.
+    /// Only values in (0.0, 1.0] take effect; any other value, NaN and infinities included, is treated as unset and
+    /// reported as `Resolution.ratio_ignored` (spec §3.3, §10.7).
     #[prost(double, optional, tag = "2")]
     pub context_compact_ratio: ::core::option::Option<f64>,
     /// An operator cap that lowers the budget.
@@ -1120,9 +1398,10 @@ pub struct RuntimeProfile {
     /// The turn limit, in complete user turns (the legacy field name is kept). Unset means 50; an explicit 0 keeps only the newest turn.
     #[prost(uint32, optional, tag = "4")]
     pub max_history_messages: ::core::option::Option<u32>,
-    /// The cap on one tool result, in characters, applied when the result is recorded. 0 disables the cap.
-    #[prost(uint64, tag = "5")]
-    pub max_tool_result_chars: u64,
+    /// The cap on one tool result, in characters (code points), applied when the result is recorded (spec §10.6).
+    /// Unset means the default of 50,000 characters; an explicit 0 disables the cap.
+    #[prost(uint64, optional, tag = "5")]
+    pub max_tool_result_chars: ::core::option::Option<u64>,
     /// The alias of the provider profile that serves the default route.
     #[prost(string, tag = "6")]
     pub default_provider: ::prost::alloc::string::String,
@@ -1148,7 +1427,7 @@ impl ::prost::Name for RuntimeProfile {
 }
 /// ProviderProfile describes one configured provider alias and the model it is configured for.
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ProviderProfile {
     /// The alias routes refer to. Aliases are unique within a request.
     #[prost(string, tag = "1")]
@@ -1159,6 +1438,10 @@ pub struct ProviderProfile {
     /// The context window of `model` in tokens. Unset means the capacity is unknown. When set it must be positive.
     #[prost(uint64, optional, tag = "3")]
     pub context_window: ::core::option::Option<u64>,
+    /// What `model` costs per input token. Unset means no prices are declared and no cost is estimated (spec §10.5).
+    /// Like the context window, the prices apply only when `model` is empty or is the route's model.
+    #[prost(message, optional, tag = "4")]
+    pub prices: ::core::option::Option<ModelPrices>,
 }
 impl ::prost::Name for ProviderProfile {
     const NAME: &'static str = "ProviderProfile";
@@ -1168,6 +1451,31 @@ impl ::prost::Name for ProviderProfile {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.ProviderProfile".into()
+    }
+}
+/// ModelPrices is what a provider charges for the input of one model.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ModelPrices {
+    /// The price of one million input tokens, in `currency`. Must be finite and not negative.
+    #[prost(double, tag = "1")]
+    pub input_per_million_tokens: f64,
+    /// The price of one million input tokens served from the provider's prompt cache, in `currency`.
+    /// Unset means cached input costs the same as other input. When set it must be finite and not negative.
+    #[prost(double, optional, tag = "2")]
+    pub cached_input_per_million_tokens: ::core::option::Option<f64>,
+    /// The currency of the prices, such as `USD`; copied into the cost estimate. May be empty.
+    #[prost(string, tag = "3")]
+    pub currency: ::prost::alloc::string::String,
+}
+impl ::prost::Name for ModelPrices {
+    const NAME: &'static str = "ModelPrices";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ModelPrices".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ModelPrices".into()
     }
 }
 /// SessionSwitch is an explicit provider/model choice made for a session.
@@ -1359,6 +1667,9 @@ pub struct TrimHistoryRequest {
     /// Who asked; copied into the HistoryTrimmed event.
     #[prost(message, optional, tag = "6")]
     pub caller: ::core::option::Option<CallerContext>,
+    /// The previous request's provider-reported usage. Required with TRIM_MODE_REPORTED_USAGE, rejected otherwise.
+    #[prost(message, optional, tag = "7")]
+    pub reported_usage: ::core::option::Option<ReportedUsage>,
     /// Where the limits come from. Unset means profiles with every setting at its default.
     #[prost(oneof = "trim_history_request::Limits", tags = "4, 5")]
     pub limits: ::core::option::Option<trim_history_request::Limits>,
@@ -1409,7 +1720,7 @@ pub struct TrimOutcome {
     /// The estimate of the output history in tokens.
     #[prost(uint64, tag = "6")]
     pub tokens_after: u64,
-    /// The token target used: the budget, or the recovery target; 0 for count-based trims.
+    /// The token target used: the budget (reported-usage trims included), or the recovery target; 0 for count-based trims.
     #[prost(uint64, tag = "7")]
     pub target_tokens: u64,
     /// The input rows dropped, as a half-open index range; absent when nothing was dropped.
@@ -1418,6 +1729,13 @@ pub struct TrimOutcome {
     /// The output index of the inserted breadcrumb; absent when none was inserted.
     #[prost(uint32, optional, tag = "9")]
     pub breadcrumb_index: ::core::option::Option<u32>,
+    /// Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+    /// A reported-usage trim that changes nothing reports `tokens_before = tokens_after = reported`.
+    #[prost(enumeration = "CountSource", tag = "10")]
+    pub count_source: i32,
+    /// The estimate-space steps of a reported-usage trim that ran them; absent otherwise.
+    #[prost(message, optional, tag = "11")]
+    pub calibration: ::core::option::Option<UsageCalibration>,
 }
 impl ::prost::Name for TrimOutcome {
     const NAME: &'static str = "TrimOutcome";
@@ -1445,6 +1763,9 @@ pub struct TrimHistoryResponse {
     /// The resolution used, when the limits came from profiles.
     #[prost(message, optional, tag = "4")]
     pub resolution: ::core::option::Option<Resolution>,
+    /// What the recovery did, for TRIM_MODE_OVERFLOW_RECOVERY; absent for other modes.
+    #[prost(message, optional, tag = "5")]
+    pub recovery: ::core::option::Option<RecoveryReport>,
 }
 impl ::prost::Name for TrimHistoryResponse {
     const NAME: &'static str = "TrimHistoryResponse";
@@ -1469,8 +1790,9 @@ pub struct PrepareModelCallRequest {
     /// Who asked; copied into HistoryTrimmed events.
     #[prost(message, optional, tag = "3")]
     pub caller: ::core::option::Option<CallerContext>,
-    /// True when the provider just reported a context-window overflow: trim to floor(2/3 of the current estimate)
-    /// instead of to the budget.
+    /// True when the provider just reported a context-window overflow: trim to floor(2/3 of the estimate of the history
+    /// this call would have prepared without recovery), that is of the request the provider rejected (spec §10.1).
+    /// Pass the same history as on the call that overflowed (the full history, or the prepared one that was sent).
     #[prost(bool, tag = "4")]
     pub overflow_recovery: bool,
     /// Texts that hooks inject into the request, each priced like a row.
@@ -1482,6 +1804,14 @@ pub struct PrepareModelCallRequest {
     /// Output tokens to reserve within the capacity.
     #[prost(uint64, tag = "7")]
     pub reserved_output_tokens: u64,
+    /// The previous request's provider-reported usage; when set, the token-budget step is the reported-usage trim of
+    /// spec §10.3 instead of the estimate-based one.
+    #[prost(message, optional, tag = "8")]
+    pub reported_usage: ::core::option::Option<ReportedUsage>,
+    /// The input tokens the runtime expects the provider to serve from its prompt cache (for example the cached count
+    /// of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
+    #[prost(uint64, optional, tag = "9")]
+    pub cached_input_tokens: ::core::option::Option<u64>,
 }
 impl ::prost::Name for PrepareModelCallRequest {
     const NAME: &'static str = "PrepareModelCallRequest";
@@ -1507,6 +1837,8 @@ pub struct PrepareModelCallResponse {
     #[prost(message, repeated, tag = "3")]
     pub orphans_removed: ::prost::alloc::vec::Vec<OrphanRemoval>,
     /// Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
+    /// With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
+    /// (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
     #[prost(message, repeated, tag = "4")]
     pub trims: ::prost::alloc::vec::Vec<HistoryTrimmed>,
     /// The capacity pre-flight of the prepared request.
@@ -1515,6 +1847,15 @@ pub struct PrepareModelCallResponse {
     /// The estimate of the input history in tokens.
     #[prost(uint64, tag = "6")]
     pub tokens_before: u64,
+    /// What the recovery did, when `overflow_recovery` was set; absent otherwise.
+    #[prost(message, optional, tag = "7")]
+    pub recovery: ::core::option::Option<RecoveryReport>,
+    /// The context meter of the prepared request on the resolved route.
+    #[prost(message, optional, tag = "8")]
+    pub context_meter: ::core::option::Option<ContextMeter>,
+    /// The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model.
+    #[prost(message, optional, tag = "9")]
+    pub input_cost: ::core::option::Option<InputCostEstimate>,
 }
 impl ::prost::Name for PrepareModelCallResponse {
     const NAME: &'static str = "PrepareModelCallResponse";
@@ -1618,14 +1959,18 @@ impl ::prost::Name for SweepOrphansResponse {
 }
 /// CapToolResultsRequest asks for the tool-result cap on results being recorded.
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct CapToolResultsRequest {
     /// The tool result texts.
     #[prost(string, repeated, tag = "1")]
     pub contents: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
-    /// The cap in characters (code points); 0 disables it.
+    /// The cap in characters (code points); 0 disables it. Must be 0 when `profiles` is set.
     #[prost(uint64, tag = "2")]
     pub max_tool_result_chars: u64,
+    /// Profiles to resolve the cap from (`runtime.max_tool_result_chars`: unset means 50,000, 0 disables; spec §10.6).
+    /// Unset means the explicit `max_tool_result_chars` is the cap.
+    #[prost(message, optional, tag = "3")]
+    pub profiles: ::core::option::Option<Profiles>,
 }
 impl ::prost::Name for CapToolResultsRequest {
     const NAME: &'static str = "CapToolResultsRequest";
@@ -1644,6 +1989,9 @@ pub struct CapToolResultsResponse {
     /// One result per request content, in order.
     #[prost(message, repeated, tag = "1")]
     pub results: ::prost::alloc::vec::Vec<CappedToolResult>,
+    /// The cap applied, in characters; 0 when the cap is disabled.
+    #[prost(uint64, tag = "2")]
+    pub max_tool_result_chars: u64,
 }
 impl ::prost::Name for CapToolResultsResponse {
     const NAME: &'static str = "CapToolResultsResponse";
@@ -1653,6 +2001,56 @@ impl ::prost::Name for CapToolResultsResponse {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.CapToolResultsResponse".into()
+    }
+}
+/// ClassifyProviderErrorRequest describes one error a provider returned.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ClassifyProviderErrorRequest {
+    /// The provider's error message (or response body) as received.
+    #[prost(string, tag = "1")]
+    pub message: ::prost::alloc::string::String,
+    /// The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
+    /// message alone, so the status does not change it; it is logged with the decision for operators.
+    #[prost(uint32, optional, tag = "2")]
+    pub http_status: ::core::option::Option<u32>,
+    /// The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.
+    #[prost(string, tag = "3")]
+    pub provider: ::prost::alloc::string::String,
+}
+impl ::prost::Name for ClassifyProviderErrorRequest {
+    const NAME: &'static str = "ClassifyProviderErrorRequest";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ClassifyProviderErrorRequest".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ClassifyProviderErrorRequest".into()
+    }
+}
+/// ClassifyProviderErrorResponse is the overflow decision for one provider error.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ClassifyProviderErrorResponse {
+    /// True when the error is a context-window overflow: the message, lower-cased, contains a phrase.
+    #[prost(bool, tag = "1")]
+    pub overflow: bool,
+    /// The phrase that matched, lower-cased, as configured; empty when nothing matched. Built-in phrases are tried first,
+    /// in the order of spec §10.4, then operator phrases in configuration order.
+    #[prost(string, tag = "2")]
+    pub matched_phrase: ::prost::alloc::string::String,
+    /// Where the matched phrase comes from.
+    #[prost(enumeration = "PhraseSource", tag = "3")]
+    pub phrase_source: i32,
+}
+impl ::prost::Name for ClassifyProviderErrorResponse {
+    const NAME: &'static str = "ClassifyProviderErrorResponse";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ClassifyProviderErrorResponse".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ClassifyProviderErrorResponse".into()
     }
 }
 /// TrimEventsRequest subscribes to the trim feed.
@@ -1674,6 +2072,10 @@ pub struct TrimEventsRequest {
     /// How often to send a heartbeat while idle; unset means 15 seconds. Clamped to \[1 s, 300 s\].
     #[prost(message, optional, tag = "5")]
     pub heartbeat_interval: ::core::option::Option<::prost_types::Duration>,
+    /// True to also receive a MeterUpdate for every successful PrepareModelCall (spec §10.5). The session and
+    /// runtime filters apply to meter updates; the reason filter does not (they have none).
+    #[prost(bool, tag = "6")]
+    pub include_meter_updates: bool,
 }
 impl ::prost::Name for TrimEventsRequest {
     const NAME: &'static str = "TrimEventsRequest";
@@ -1687,17 +2089,17 @@ impl ::prost::Name for TrimEventsRequest {
 }
 /// TrimEventsResponse is one item of the trim feed.
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TrimEventsResponse {
     /// The item. Exactly one is set.
-    #[prost(oneof = "trim_events_response::Item", tags = "1, 2, 3")]
+    #[prost(oneof = "trim_events_response::Item", tags = "1, 2, 3, 4")]
     pub item: ::core::option::Option<trim_events_response::Item>,
 }
 /// Nested message and enum types in `TrimEventsResponse`.
 pub mod trim_events_response {
     /// The item. Exactly one is set.
     #[allow(clippy::all)]
-    #[derive(Clone, PartialEq, Eq, Hash, ::prost::Oneof)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
     pub enum Item {
         /// A published trim.
         #[prost(message, tag = "1")]
@@ -1708,6 +2110,9 @@ pub mod trim_events_response {
         /// A notice that some events could not be delivered.
         #[prost(message, tag = "3")]
         Gap(super::Gap),
+        /// The context meter of one prepared model call; only sent when `include_meter_updates` was set.
+        #[prost(message, tag = "4")]
+        MeterUpdate(super::MeterUpdate),
     }
 }
 impl ::prost::Name for TrimEventsResponse {
@@ -1718,6 +2123,40 @@ impl ::prost::Name for TrimEventsResponse {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.TrimEventsResponse".into()
+    }
+}
+/// PhraseSource says where a matched overflow phrase comes from.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum PhraseSource {
+    /// Not set: nothing matched.
+    Unspecified = 0,
+    /// One of the phrases spec §10.4 lists.
+    BuiltIn = 1,
+    /// A phrase the operator configured on the server, for every provider or for the request's provider.
+    Operator = 2,
+}
+impl PhraseSource {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "PHRASE_SOURCE_UNSPECIFIED",
+            Self::BuiltIn => "PHRASE_SOURCE_BUILT_IN",
+            Self::Operator => "PHRASE_SOURCE_OPERATOR",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "PHRASE_SOURCE_UNSPECIFIED" => Some(Self::Unspecified),
+            "PHRASE_SOURCE_BUILT_IN" => Some(Self::BuiltIn),
+            "PHRASE_SOURCE_OPERATOR" => Some(Self::Operator),
+            _ => None,
+        }
     }
 }
 /// Generated client implementations.
@@ -1858,7 +2297,8 @@ pub mod history_service_client {
                 );
             self.inner.unary(req, path, codec).await
         }
-        /// TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history.
+        /// TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+        /// reported-usage calibration) to a history.
         pub async fn trim_history(
             &mut self,
             request: impl tonic::IntoRequest<super::TrimHistoryRequest>,
@@ -1884,7 +2324,8 @@ pub mod history_service_client {
             self.inner.unary(req, path, codec).await
         }
         /// PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-        /// resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+        /// resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+        /// when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
         /// A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
         pub async fn prepare_model_call(
             &mut self,
@@ -1940,7 +2381,8 @@ pub mod history_service_client {
                 );
             self.inner.unary(req, path, codec).await
         }
-        /// SweepOrphans removes tool results whose call is missing and tool calls whose results never came.
+        /// SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+        /// whose results do not follow them.
         pub async fn sweep_orphans(
             &mut self,
             request: impl tonic::IntoRequest<super::SweepOrphansRequest>,
@@ -1965,7 +2407,8 @@ pub mod history_service_client {
                 .insert(GrpcMethod::new("turnkeeper.v1.HistoryService", "SweepOrphans"));
             self.inner.unary(req, path, codec).await
         }
-        /// CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded.
+        /// CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+        /// as they are recorded.
         pub async fn cap_tool_results(
             &mut self,
             request: impl tonic::IntoRequest<super::CapToolResultsRequest>,
@@ -1992,7 +2435,39 @@ pub mod history_service_client {
                 );
             self.inner.unary(req, path, codec).await
         }
-        /// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices.
+        /// ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+        /// that starts reactive recovery.
+        pub async fn classify_provider_error(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ClassifyProviderErrorRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ClassifyProviderErrorResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/turnkeeper.v1.HistoryService/ClassifyProviderError",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new(
+                        "turnkeeper.v1.HistoryService",
+                        "ClassifyProviderError",
+                    ),
+                );
+            self.inner.unary(req, path, codec).await
+        }
+        /// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+        /// and, for subscribers that opt in, a context meter update per prepared model call.
         pub async fn trim_events(
             &mut self,
             request: impl tonic::IntoRequest<super::TrimEventsRequest>,

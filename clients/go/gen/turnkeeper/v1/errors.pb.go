@@ -30,9 +30,10 @@ const (
 	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
 	// A history row is malformed: unknown role, tool row without `tool_call_id`, misplaced breadcrumb, and so on.
 	ErrorReason_ERROR_REASON_INVALID_HISTORY ErrorReason = 1
-	// A profile is malformed: non-finite ratio, duplicate provider alias, zero context window, and so on.
+	// A profile is malformed: duplicate provider alias, zero context window, negative or non-finite price, and so on.
 	ErrorReason_ERROR_REASON_INVALID_PROFILE ErrorReason = 2
-	// The limits or the mode of a request are missing or do not go together.
+	// The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
+	// explicitly and through profiles.
 	ErrorReason_ERROR_REASON_INVALID_LIMITS ErrorReason = 3
 	// The request holds more rows than the server accepts.
 	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 4
@@ -43,19 +44,26 @@ const (
 	// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
 	// subscribe again, with the last cursor, to another replica or after the restart.
 	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 7
+	// A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
+	// (tool-schema tokens above the estimated input tokens).
+	ErrorReason_ERROR_REASON_INVALID_USAGE ErrorReason = 9
+	// A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599.
+	ErrorReason_ERROR_REASON_INVALID_PROVIDER_ERROR ErrorReason = 10
 )
 
 // Enum value maps for ErrorReason.
 var (
 	ErrorReason_name = map[int32]string{
-		0: "ERROR_REASON_UNSPECIFIED",
-		1: "ERROR_REASON_INVALID_HISTORY",
-		2: "ERROR_REASON_INVALID_PROFILE",
-		3: "ERROR_REASON_INVALID_LIMITS",
-		4: "ERROR_REASON_REQUEST_TOO_LARGE",
-		5: "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED",
-		6: "ERROR_REASON_INVALID_SUBSCRIPTION",
-		7: "ERROR_REASON_SHUTTING_DOWN",
+		0:  "ERROR_REASON_UNSPECIFIED",
+		1:  "ERROR_REASON_INVALID_HISTORY",
+		2:  "ERROR_REASON_INVALID_PROFILE",
+		3:  "ERROR_REASON_INVALID_LIMITS",
+		4:  "ERROR_REASON_REQUEST_TOO_LARGE",
+		5:  "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED",
+		6:  "ERROR_REASON_INVALID_SUBSCRIPTION",
+		7:  "ERROR_REASON_SHUTTING_DOWN",
+		9:  "ERROR_REASON_INVALID_USAGE",
+		10: "ERROR_REASON_INVALID_PROVIDER_ERROR",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -66,6 +74,8 @@ var (
 		"ERROR_REASON_CONTEXT_WINDOW_EXCEEDED": 5,
 		"ERROR_REASON_INVALID_SUBSCRIPTION":    6,
 		"ERROR_REASON_SHUTTING_DOWN":           7,
+		"ERROR_REASON_INVALID_USAGE":           9,
+		"ERROR_REASON_INVALID_PROVIDER_ERROR":  10,
 	}
 )
 
@@ -100,7 +110,7 @@ var File_turnkeeper_v1_errors_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xcc\x02\n" +
+	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\x95\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_HISTORY\x10\x01\x12 \n" +
@@ -109,7 +119,10 @@ const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\x1eERROR_REASON_REQUEST_TOO_LARGE\x10\x04\x12(\n" +
 	"$ERROR_REASON_CONTEXT_WINDOW_EXCEEDED\x10\x05\x12%\n" +
 	"!ERROR_REASON_INVALID_SUBSCRIPTION\x10\x06\x12\x1e\n" +
-	"\x1aERROR_REASON_SHUTTING_DOWN\x10\a\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
+	"\x1aERROR_REASON_SHUTTING_DOWN\x10\a\x12\x1e\n" +
+	"\x1aERROR_REASON_INVALID_USAGE\x10\t\x12'\n" +
+	"#ERROR_REASON_INVALID_PROVIDER_ERROR\x10\n" +
+	"\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
 	"\x11com.turnkeeper.v1B\vErrorsProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (

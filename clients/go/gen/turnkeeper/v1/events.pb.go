@@ -147,6 +147,89 @@ func (x *TrimEvent) GetTrimmed() *HistoryTrimmed {
 	return nil
 }
 
+// MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+// It is not a trim: it never counts as a trim event in heartbeats or gaps.
+type MeterUpdate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The opaque cursor of this update; pass it as `after_cursor` to resume after it.
+	Cursor string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// When the server published the update.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// The caller identifiers supplied with the PrepareModelCall request.
+	Caller *CallerContext `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The resolved route of the call.
+	Route *Route `protobuf:"bytes,4,opt,name=route,proto3" json:"route,omitempty"`
+	// The meter of the prepared request.
+	Meter         *ContextMeter `protobuf:"bytes,5,opt,name=meter,proto3" json:"meter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MeterUpdate) Reset() {
+	*x = MeterUpdate{}
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MeterUpdate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MeterUpdate) ProtoMessage() {}
+
+func (x *MeterUpdate) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MeterUpdate.ProtoReflect.Descriptor instead.
+func (*MeterUpdate) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MeterUpdate) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *MeterUpdate) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *MeterUpdate) GetCaller() *CallerContext {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *MeterUpdate) GetRoute() *Route {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+func (x *MeterUpdate) GetMeter() *ContextMeter {
+	if x != nil {
+		return x.Meter
+	}
+	return nil
+}
+
 // Heartbeat tells an idle subscriber that the stream is alive.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -164,7 +247,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[1]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +259,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[1]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +272,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Heartbeat) GetCursor() string {
@@ -230,7 +313,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +325,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +338,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Gap) GetCause() GapCause {
@@ -290,11 +373,17 @@ var File_turnkeeper_v1_events_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/events.proto\x12\rturnkeeper.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18turnkeeper/v1/trim.proto\"\x8c\x01\n" +
+	"\x1aturnkeeper/v1/events.proto\x12\rturnkeeper.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eturnkeeper/v1/resolution.proto\x1a\x18turnkeeper/v1/trim.proto\"\x8c\x01\n" +
 	"\tTrimEvent\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x127\n" +
-	"\atrimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\atrimmed\"z\n" +
+	"\atrimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\atrimmed\"\xea\x01\n" +
+	"\vMeterUpdate\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x124\n" +
+	"\x06caller\x18\x03 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12*\n" +
+	"\x05route\x18\x04 \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x121\n" +
+	"\x05meter\x18\x05 \x01(\v2\x1b.turnkeeper.v1.ContextMeterR\x05meter\"z\n" +
 	"\tHeartbeat\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12%\n" +
@@ -325,25 +414,33 @@ func file_turnkeeper_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_turnkeeper_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_turnkeeper_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_turnkeeper_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_turnkeeper_v1_events_proto_goTypes = []any{
 	(GapCause)(0),                 // 0: turnkeeper.v1.GapCause
 	(*TrimEvent)(nil),             // 1: turnkeeper.v1.TrimEvent
-	(*Heartbeat)(nil),             // 2: turnkeeper.v1.Heartbeat
-	(*Gap)(nil),                   // 3: turnkeeper.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*HistoryTrimmed)(nil),        // 5: turnkeeper.v1.HistoryTrimmed
+	(*MeterUpdate)(nil),           // 2: turnkeeper.v1.MeterUpdate
+	(*Heartbeat)(nil),             // 3: turnkeeper.v1.Heartbeat
+	(*Gap)(nil),                   // 4: turnkeeper.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*HistoryTrimmed)(nil),        // 6: turnkeeper.v1.HistoryTrimmed
+	(*CallerContext)(nil),         // 7: turnkeeper.v1.CallerContext
+	(*Route)(nil),                 // 8: turnkeeper.v1.Route
+	(*ContextMeter)(nil),          // 9: turnkeeper.v1.ContextMeter
 }
 var file_turnkeeper_v1_events_proto_depIdxs = []int32{
-	4, // 0: turnkeeper.v1.TrimEvent.time:type_name -> google.protobuf.Timestamp
-	5, // 1: turnkeeper.v1.TrimEvent.trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
-	4, // 2: turnkeeper.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	0, // 3: turnkeeper.v1.Gap.cause:type_name -> turnkeeper.v1.GapCause
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	5, // 0: turnkeeper.v1.TrimEvent.time:type_name -> google.protobuf.Timestamp
+	6, // 1: turnkeeper.v1.TrimEvent.trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
+	5, // 2: turnkeeper.v1.MeterUpdate.time:type_name -> google.protobuf.Timestamp
+	7, // 3: turnkeeper.v1.MeterUpdate.caller:type_name -> turnkeeper.v1.CallerContext
+	8, // 4: turnkeeper.v1.MeterUpdate.route:type_name -> turnkeeper.v1.Route
+	9, // 5: turnkeeper.v1.MeterUpdate.meter:type_name -> turnkeeper.v1.ContextMeter
+	5, // 6: turnkeeper.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	0, // 7: turnkeeper.v1.Gap.cause:type_name -> turnkeeper.v1.GapCause
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_events_proto_init() }
@@ -351,6 +448,7 @@ func file_turnkeeper_v1_events_proto_init() {
 	if File_turnkeeper_v1_events_proto != nil {
 		return
 	}
+	file_turnkeeper_v1_resolution_proto_init()
 	file_turnkeeper_v1_trim_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -358,7 +456,7 @@ func file_turnkeeper_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_events_proto_rawDesc), len(file_turnkeeper_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -22,6 +22,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// PhraseSource says where a matched overflow phrase comes from.
+type PhraseSource int32
+
+const (
+	// Not set: nothing matched.
+	PhraseSource_PHRASE_SOURCE_UNSPECIFIED PhraseSource = 0
+	// One of the phrases spec §10.4 lists.
+	PhraseSource_PHRASE_SOURCE_BUILT_IN PhraseSource = 1
+	// A phrase the operator configured on the server, for every provider or for the request's provider.
+	PhraseSource_PHRASE_SOURCE_OPERATOR PhraseSource = 2
+)
+
+// Enum value maps for PhraseSource.
+var (
+	PhraseSource_name = map[int32]string{
+		0: "PHRASE_SOURCE_UNSPECIFIED",
+		1: "PHRASE_SOURCE_BUILT_IN",
+		2: "PHRASE_SOURCE_OPERATOR",
+	}
+	PhraseSource_value = map[string]int32{
+		"PHRASE_SOURCE_UNSPECIFIED": 0,
+		"PHRASE_SOURCE_BUILT_IN":    1,
+		"PHRASE_SOURCE_OPERATOR":    2,
+	}
+)
+
+func (x PhraseSource) Enum() *PhraseSource {
+	p := new(PhraseSource)
+	*p = x
+	return p
+}
+
+func (x PhraseSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PhraseSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_turnkeeper_v1_history_service_proto_enumTypes[0].Descriptor()
+}
+
+func (PhraseSource) Type() protoreflect.EnumType {
+	return &file_turnkeeper_v1_history_service_proto_enumTypes[0]
+}
+
+func (x PhraseSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PhraseSource.Descriptor instead.
+func (PhraseSource) EnumDescriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{0}
+}
+
 // EstimateTokensRequest asks for the token estimate of a history.
 type EstimateTokensRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -315,7 +368,9 @@ type TrimHistoryRequest struct {
 	//	*TrimHistoryRequest_Profiles
 	Limits isTrimHistoryRequest_Limits `protobuf_oneof:"limits"`
 	// Who asked; copied into the HistoryTrimmed event.
-	Caller        *CallerContext `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	Caller *CallerContext `protobuf:"bytes,6,opt,name=caller,proto3" json:"caller,omitempty"`
+	// The previous request's provider-reported usage. Required with TRIM_MODE_REPORTED_USAGE, rejected otherwise.
+	ReportedUsage *ReportedUsage `protobuf:"bytes,7,opt,name=reported_usage,json=reportedUsage,proto3" json:"reported_usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -403,6 +458,13 @@ func (x *TrimHistoryRequest) GetCaller() *CallerContext {
 	return nil
 }
 
+func (x *TrimHistoryRequest) GetReportedUsage() *ReportedUsage {
+	if x != nil {
+		return x.ReportedUsage
+	}
+	return nil
+}
+
 type isTrimHistoryRequest_Limits interface {
 	isTrimHistoryRequest_Limits()
 }
@@ -436,14 +498,19 @@ type TrimOutcome struct {
 	TokensBefore uint64 `protobuf:"varint,5,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
 	// The estimate of the output history in tokens.
 	TokensAfter uint64 `protobuf:"varint,6,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
-	// The token target used: the budget, or the recovery target; 0 for count-based trims.
+	// The token target used: the budget (reported-usage trims included), or the recovery target; 0 for count-based trims.
 	TargetTokens uint64 `protobuf:"varint,7,opt,name=target_tokens,json=targetTokens,proto3" json:"target_tokens,omitempty"`
 	// The input rows dropped, as a half-open index range; absent when nothing was dropped.
 	DroppedRange *IndexRange `protobuf:"bytes,8,opt,name=dropped_range,json=droppedRange,proto3" json:"dropped_range,omitempty"`
 	// The output index of the inserted breadcrumb; absent when none was inserted.
 	BreadcrumbIndex *uint32 `protobuf:"varint,9,opt,name=breadcrumb_index,json=breadcrumbIndex,proto3,oneof" json:"breadcrumb_index,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+	// A reported-usage trim that changes nothing reports `tokens_before = tokens_after = reported`.
+	CountSource CountSource `protobuf:"varint,10,opt,name=count_source,json=countSource,proto3,enum=turnkeeper.v1.CountSource" json:"count_source,omitempty"`
+	// The estimate-space steps of a reported-usage trim that ran them; absent otherwise.
+	Calibration   *UsageCalibration `protobuf:"bytes,11,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TrimOutcome) Reset() {
@@ -539,6 +606,20 @@ func (x *TrimOutcome) GetBreadcrumbIndex() uint32 {
 	return 0
 }
 
+func (x *TrimOutcome) GetCountSource() CountSource {
+	if x != nil {
+		return x.CountSource
+	}
+	return CountSource_COUNT_SOURCE_UNSPECIFIED
+}
+
+func (x *TrimOutcome) GetCalibration() *UsageCalibration {
+	if x != nil {
+		return x.Calibration
+	}
+	return nil
+}
+
 // TrimHistoryResponse is the trimmed history and what the trim did.
 type TrimHistoryResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -549,7 +630,9 @@ type TrimHistoryResponse struct {
 	// The HistoryTrimmed payload, set when the trim dropped turns on a path that emits events; it was also published on TrimEvents.
 	HistoryTrimmed *HistoryTrimmed `protobuf:"bytes,3,opt,name=history_trimmed,json=historyTrimmed,proto3" json:"history_trimmed,omitempty"`
 	// The resolution used, when the limits came from profiles.
-	Resolution    *Resolution `protobuf:"bytes,4,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	Resolution *Resolution `protobuf:"bytes,4,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	// What the recovery did, for TRIM_MODE_OVERFLOW_RECOVERY; absent for other modes.
+	Recovery      *RecoveryReport `protobuf:"bytes,5,opt,name=recovery,proto3" json:"recovery,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -612,6 +695,13 @@ func (x *TrimHistoryResponse) GetResolution() *Resolution {
 	return nil
 }
 
+func (x *TrimHistoryResponse) GetRecovery() *RecoveryReport {
+	if x != nil {
+		return x.Recovery
+	}
+	return nil
+}
+
 // PrepareModelCallRequest asks for a history prepared for one provider call.
 type PrepareModelCallRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -621,8 +711,9 @@ type PrepareModelCallRequest struct {
 	Profiles *Profiles `protobuf:"bytes,2,opt,name=profiles,proto3" json:"profiles,omitempty"`
 	// Who asked; copied into HistoryTrimmed events.
 	Caller *CallerContext `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
-	// True when the provider just reported a context-window overflow: trim to floor(2/3 of the current estimate)
-	// instead of to the budget.
+	// True when the provider just reported a context-window overflow: trim to floor(2/3 of the estimate of the history
+	// this call would have prepared without recovery), that is of the request the provider rejected (spec §10.1).
+	// Pass the same history as on the call that overflowed (the full history, or the prepared one that was sent).
 	OverflowRecovery bool `protobuf:"varint,4,opt,name=overflow_recovery,json=overflowRecovery,proto3" json:"overflow_recovery,omitempty"`
 	// Texts that hooks inject into the request, each priced like a row.
 	HookTexts []string `protobuf:"bytes,5,rep,name=hook_texts,json=hookTexts,proto3" json:"hook_texts,omitempty"`
@@ -630,8 +721,14 @@ type PrepareModelCallRequest struct {
 	ToolSchemas []string `protobuf:"bytes,6,rep,name=tool_schemas,json=toolSchemas,proto3" json:"tool_schemas,omitempty"`
 	// Output tokens to reserve within the capacity.
 	ReservedOutputTokens uint64 `protobuf:"varint,7,opt,name=reserved_output_tokens,json=reservedOutputTokens,proto3" json:"reserved_output_tokens,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The previous request's provider-reported usage; when set, the token-budget step is the reported-usage trim of
+	// spec §10.3 instead of the estimate-based one.
+	ReportedUsage *ReportedUsage `protobuf:"bytes,8,opt,name=reported_usage,json=reportedUsage,proto3" json:"reported_usage,omitempty"`
+	// The input tokens the runtime expects the provider to serve from its prompt cache (for example the cached count
+	// of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
+	CachedInputTokens *uint64 `protobuf:"varint,9,opt,name=cached_input_tokens,json=cachedInputTokens,proto3,oneof" json:"cached_input_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PrepareModelCallRequest) Reset() {
@@ -713,6 +810,20 @@ func (x *PrepareModelCallRequest) GetReservedOutputTokens() uint64 {
 	return 0
 }
 
+func (x *PrepareModelCallRequest) GetReportedUsage() *ReportedUsage {
+	if x != nil {
+		return x.ReportedUsage
+	}
+	return nil
+}
+
+func (x *PrepareModelCallRequest) GetCachedInputTokens() uint64 {
+	if x != nil && x.CachedInputTokens != nil {
+		return *x.CachedInputTokens
+	}
+	return 0
+}
+
 // PrepareModelCallResponse is the history to send and everything done to it.
 type PrepareModelCallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -723,11 +834,19 @@ type PrepareModelCallResponse struct {
 	// What the orphan sweep removed, in input indices.
 	OrphansRemoved []*OrphanRemoval `protobuf:"bytes,3,rep,name=orphans_removed,json=orphansRemoved,proto3" json:"orphans_removed,omitempty"`
 	// Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
+	// With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
+	// (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
 	Trims []*HistoryTrimmed `protobuf:"bytes,4,rep,name=trims,proto3" json:"trims,omitempty"`
 	// The capacity pre-flight of the prepared request.
 	CapacityReport *CapacityReport `protobuf:"bytes,5,opt,name=capacity_report,json=capacityReport,proto3" json:"capacity_report,omitempty"`
 	// The estimate of the input history in tokens.
-	TokensBefore  uint64 `protobuf:"varint,6,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	TokensBefore uint64 `protobuf:"varint,6,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
+	// What the recovery did, when `overflow_recovery` was set; absent otherwise.
+	Recovery *RecoveryReport `protobuf:"bytes,7,opt,name=recovery,proto3" json:"recovery,omitempty"`
+	// The context meter of the prepared request on the resolved route.
+	ContextMeter *ContextMeter `protobuf:"bytes,8,opt,name=context_meter,json=contextMeter,proto3" json:"context_meter,omitempty"`
+	// The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model.
+	InputCost     *InputCostEstimate `protobuf:"bytes,9,opt,name=input_cost,json=inputCost,proto3" json:"input_cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +921,27 @@ func (x *PrepareModelCallResponse) GetTokensBefore() uint64 {
 		return x.TokensBefore
 	}
 	return 0
+}
+
+func (x *PrepareModelCallResponse) GetRecovery() *RecoveryReport {
+	if x != nil {
+		return x.Recovery
+	}
+	return nil
+}
+
+func (x *PrepareModelCallResponse) GetContextMeter() *ContextMeter {
+	if x != nil {
+		return x.ContextMeter
+	}
+	return nil
+}
+
+func (x *PrepareModelCallResponse) GetInputCost() *InputCostEstimate {
+	if x != nil {
+		return x.InputCost
+	}
+	return nil
 }
 
 // CheckCapacityRequest asks whether a prepared request fits the model's capacity.
@@ -1047,10 +1187,13 @@ type CapToolResultsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tool result texts.
 	Contents []string `protobuf:"bytes,1,rep,name=contents,proto3" json:"contents,omitempty"`
-	// The cap in characters (code points); 0 disables it.
+	// The cap in characters (code points); 0 disables it. Must be 0 when `profiles` is set.
 	MaxToolResultChars uint64 `protobuf:"varint,2,opt,name=max_tool_result_chars,json=maxToolResultChars,proto3" json:"max_tool_result_chars,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Profiles to resolve the cap from (`runtime.max_tool_result_chars`: unset means 50,000, 0 disables; spec §10.6).
+	// Unset means the explicit `max_tool_result_chars` is the cap.
+	Profiles      *Profiles `protobuf:"bytes,3,opt,name=profiles,proto3" json:"profiles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CapToolResultsRequest) Reset() {
@@ -1097,13 +1240,22 @@ func (x *CapToolResultsRequest) GetMaxToolResultChars() uint64 {
 	return 0
 }
 
+func (x *CapToolResultsRequest) GetProfiles() *Profiles {
+	if x != nil {
+		return x.Profiles
+	}
+	return nil
+}
+
 // CapToolResultsResponse is the capped results, in request order.
 type CapToolResultsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One result per request content, in order.
-	Results       []*CappedToolResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Results []*CappedToolResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// The cap applied, in characters; 0 when the cap is disabled.
+	MaxToolResultChars uint64 `protobuf:"varint,2,opt,name=max_tool_result_chars,json=maxToolResultChars,proto3" json:"max_tool_result_chars,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CapToolResultsResponse) Reset() {
@@ -1143,6 +1295,143 @@ func (x *CapToolResultsResponse) GetResults() []*CappedToolResult {
 	return nil
 }
 
+func (x *CapToolResultsResponse) GetMaxToolResultChars() uint64 {
+	if x != nil {
+		return x.MaxToolResultChars
+	}
+	return 0
+}
+
+// ClassifyProviderErrorRequest describes one error a provider returned.
+type ClassifyProviderErrorRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The provider's error message (or response body) as received.
+	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
+	// message alone, so the status does not change it; it is logged with the decision for operators.
+	HttpStatus *uint32 `protobuf:"varint,2,opt,name=http_status,json=httpStatus,proto3,oneof" json:"http_status,omitempty"`
+	// The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.
+	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassifyProviderErrorRequest) Reset() {
+	*x = ClassifyProviderErrorRequest{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassifyProviderErrorRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassifyProviderErrorRequest) ProtoMessage() {}
+
+func (x *ClassifyProviderErrorRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassifyProviderErrorRequest.ProtoReflect.Descriptor instead.
+func (*ClassifyProviderErrorRequest) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ClassifyProviderErrorRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ClassifyProviderErrorRequest) GetHttpStatus() uint32 {
+	if x != nil && x.HttpStatus != nil {
+		return *x.HttpStatus
+	}
+	return 0
+}
+
+func (x *ClassifyProviderErrorRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+// ClassifyProviderErrorResponse is the overflow decision for one provider error.
+type ClassifyProviderErrorResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the error is a context-window overflow: the message, lower-cased, contains a phrase.
+	Overflow bool `protobuf:"varint,1,opt,name=overflow,proto3" json:"overflow,omitempty"`
+	// The phrase that matched, lower-cased, as configured; empty when nothing matched. Built-in phrases are tried first,
+	// in the order of spec §10.4, then operator phrases in configuration order.
+	MatchedPhrase string `protobuf:"bytes,2,opt,name=matched_phrase,json=matchedPhrase,proto3" json:"matched_phrase,omitempty"`
+	// Where the matched phrase comes from.
+	PhraseSource  PhraseSource `protobuf:"varint,3,opt,name=phrase_source,json=phraseSource,proto3,enum=turnkeeper.v1.PhraseSource" json:"phrase_source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClassifyProviderErrorResponse) Reset() {
+	*x = ClassifyProviderErrorResponse{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClassifyProviderErrorResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClassifyProviderErrorResponse) ProtoMessage() {}
+
+func (x *ClassifyProviderErrorResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClassifyProviderErrorResponse.ProtoReflect.Descriptor instead.
+func (*ClassifyProviderErrorResponse) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ClassifyProviderErrorResponse) GetOverflow() bool {
+	if x != nil {
+		return x.Overflow
+	}
+	return false
+}
+
+func (x *ClassifyProviderErrorResponse) GetMatchedPhrase() string {
+	if x != nil {
+		return x.MatchedPhrase
+	}
+	return ""
+}
+
+func (x *ClassifyProviderErrorResponse) GetPhraseSource() PhraseSource {
+	if x != nil {
+		return x.PhraseSource
+	}
+	return PhraseSource_PHRASE_SOURCE_UNSPECIFIED
+}
+
 // TrimEventsRequest subscribes to the trim feed.
 type TrimEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1156,13 +1445,16 @@ type TrimEventsRequest struct {
 	AfterCursor string `protobuf:"bytes,4,opt,name=after_cursor,json=afterCursor,proto3" json:"after_cursor,omitempty"`
 	// How often to send a heartbeat while idle; unset means 15 seconds. Clamped to [1 s, 300 s].
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,5,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// True to also receive a MeterUpdate for every successful PrepareModelCall (spec §10.5). The session and
+	// runtime filters apply to meter updates; the reason filter does not (they have none).
+	IncludeMeterUpdates bool `protobuf:"varint,6,opt,name=include_meter_updates,json=includeMeterUpdates,proto3" json:"include_meter_updates,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *TrimEventsRequest) Reset() {
 	*x = TrimEventsRequest{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1466,7 @@ func (x *TrimEventsRequest) String() string {
 func (*TrimEventsRequest) ProtoMessage() {}
 
 func (x *TrimEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1479,7 @@ func (x *TrimEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimEventsRequest.ProtoReflect.Descriptor instead.
 func (*TrimEventsRequest) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{16}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TrimEventsRequest) GetSessionIds() []string {
@@ -1225,6 +1517,13 @@ func (x *TrimEventsRequest) GetHeartbeatInterval() *durationpb.Duration {
 	return nil
 }
 
+func (x *TrimEventsRequest) GetIncludeMeterUpdates() bool {
+	if x != nil {
+		return x.IncludeMeterUpdates
+	}
+	return false
+}
+
 // TrimEventsResponse is one item of the trim feed.
 type TrimEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1235,6 +1534,7 @@ type TrimEventsResponse struct {
 	//	*TrimEventsResponse_Event
 	//	*TrimEventsResponse_Heartbeat
 	//	*TrimEventsResponse_Gap
+	//	*TrimEventsResponse_MeterUpdate
 	Item          isTrimEventsResponse_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1242,7 +1542,7 @@ type TrimEventsResponse struct {
 
 func (x *TrimEventsResponse) Reset() {
 	*x = TrimEventsResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1554,7 @@ func (x *TrimEventsResponse) String() string {
 func (*TrimEventsResponse) ProtoMessage() {}
 
 func (x *TrimEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1567,7 @@ func (x *TrimEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimEventsResponse.ProtoReflect.Descriptor instead.
 func (*TrimEventsResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{17}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TrimEventsResponse) GetItem() isTrimEventsResponse_Item {
@@ -1304,6 +1604,15 @@ func (x *TrimEventsResponse) GetGap() *Gap {
 	return nil
 }
 
+func (x *TrimEventsResponse) GetMeterUpdate() *MeterUpdate {
+	if x != nil {
+		if x, ok := x.Item.(*TrimEventsResponse_MeterUpdate); ok {
+			return x.MeterUpdate
+		}
+	}
+	return nil
+}
+
 type isTrimEventsResponse_Item interface {
 	isTrimEventsResponse_Item()
 }
@@ -1323,11 +1632,18 @@ type TrimEventsResponse_Gap struct {
 	Gap *Gap `protobuf:"bytes,3,opt,name=gap,proto3,oneof"`
 }
 
+type TrimEventsResponse_MeterUpdate struct {
+	// The context meter of one prepared model call; only sent when `include_meter_updates` was set.
+	MeterUpdate *MeterUpdate `protobuf:"bytes,4,opt,name=meter_update,json=meterUpdate,proto3,oneof"`
+}
+
 func (*TrimEventsResponse_Event) isTrimEventsResponse_Item() {}
 
 func (*TrimEventsResponse_Heartbeat) isTrimEventsResponse_Item() {}
 
 func (*TrimEventsResponse_Gap) isTrimEventsResponse_Item() {}
+
+func (*TrimEventsResponse_MeterUpdate) isTrimEventsResponse_Item() {}
 
 var File_turnkeeper_v1_history_service_proto protoreflect.FileDescriptor
 
@@ -1352,7 +1668,7 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x14max_history_messages\x18\x02 \x01(\rH\x01R\x12maxHistoryMessages\x88\x01\x01\x12'\n" +
 	"\x0fbreadcrumb_text\x18\x03 \x01(\tR\x0ebreadcrumbTextB\x10\n" +
 	"\x0e_budget_tokensB\x17\n" +
-	"\x15_max_history_messages\"\xf0\x02\n" +
+	"\x15_max_history_messages\"\xb5\x03\n" +
 	"\x12TrimHistoryRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.turnkeeper.v1.TrimModeR\x04mode\x12:\n" +
@@ -1360,8 +1676,9 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"callerPath\x12H\n" +
 	"\x0fexplicit_limits\x18\x04 \x01(\v2\x1d.turnkeeper.v1.ExplicitLimitsH\x00R\x0eexplicitLimits\x125\n" +
 	"\bprofiles\x18\x05 \x01(\v2\x17.turnkeeper.v1.ProfilesH\x00R\bprofiles\x124\n" +
-	"\x06caller\x18\x06 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06callerB\b\n" +
-	"\x06limits\"\x88\x03\n" +
+	"\x06caller\x18\x06 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12C\n" +
+	"\x0ereported_usage\x18\a \x01(\v2\x1c.turnkeeper.v1.ReportedUsageR\rreportedUsageB\b\n" +
+	"\x06limits\"\x8a\x04\n" +
 	"\vTrimOutcome\x12\x18\n" +
 	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x12)\n" +
 	"\x10dropped_messages\x18\x02 \x01(\rR\x0fdroppedMessages\x12#\n" +
@@ -1372,15 +1689,19 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\ftokens_after\x18\x06 \x01(\x04R\vtokensAfter\x12#\n" +
 	"\rtarget_tokens\x18\a \x01(\x04R\ftargetTokens\x12>\n" +
 	"\rdropped_range\x18\b \x01(\v2\x19.turnkeeper.v1.IndexRangeR\fdroppedRange\x12.\n" +
-	"\x10breadcrumb_index\x18\t \x01(\rH\x00R\x0fbreadcrumbIndex\x88\x01\x01B\x13\n" +
-	"\x11_breadcrumb_index\"\x80\x02\n" +
+	"\x10breadcrumb_index\x18\t \x01(\rH\x00R\x0fbreadcrumbIndex\x88\x01\x01\x12=\n" +
+	"\fcount_source\x18\n" +
+	" \x01(\x0e2\x1a.turnkeeper.v1.CountSourceR\vcountSource\x12A\n" +
+	"\vcalibration\x18\v \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibrationB\x13\n" +
+	"\x11_breadcrumb_index\"\xbb\x02\n" +
 	"\x13TrimHistoryResponse\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x124\n" +
 	"\aoutcome\x18\x02 \x01(\v2\x1a.turnkeeper.v1.TrimOutcomeR\aoutcome\x12F\n" +
 	"\x0fhistory_trimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\x0ehistoryTrimmed\x129\n" +
 	"\n" +
 	"resolution\x18\x04 \x01(\v2\x19.turnkeeper.v1.ResolutionR\n" +
-	"resolution\"\xdb\x02\n" +
+	"resolution\x129\n" +
+	"\brecovery\x18\x05 \x01(\v2\x1d.turnkeeper.v1.RecoveryReportR\brecovery\"\xed\x03\n" +
 	"\x17PrepareModelCallRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x123\n" +
 	"\bprofiles\x18\x02 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\x124\n" +
@@ -1389,7 +1710,10 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\n" +
 	"hook_texts\x18\x05 \x03(\tR\thookTexts\x12!\n" +
 	"\ftool_schemas\x18\x06 \x03(\tR\vtoolSchemas\x124\n" +
-	"\x16reserved_output_tokens\x18\a \x01(\x04R\x14reservedOutputTokens\"\xf0\x02\n" +
+	"\x16reserved_output_tokens\x18\a \x01(\x04R\x14reservedOutputTokens\x12C\n" +
+	"\x0ereported_usage\x18\b \x01(\v2\x1c.turnkeeper.v1.ReportedUsageR\rreportedUsage\x123\n" +
+	"\x13cached_input_tokens\x18\t \x01(\x04H\x00R\x11cachedInputTokens\x88\x01\x01B\x16\n" +
+	"\x14_cached_input_tokens\"\xae\x04\n" +
 	"\x18PrepareModelCallResponse\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x129\n" +
 	"\n" +
@@ -1398,7 +1722,11 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x0forphans_removed\x18\x03 \x03(\v2\x1c.turnkeeper.v1.OrphanRemovalR\x0eorphansRemoved\x123\n" +
 	"\x05trims\x18\x04 \x03(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\x05trims\x12F\n" +
 	"\x0fcapacity_report\x18\x05 \x01(\v2\x1d.turnkeeper.v1.CapacityReportR\x0ecapacityReport\x12#\n" +
-	"\rtokens_before\x18\x06 \x01(\x04R\ftokensBefore\"\xf5\x01\n" +
+	"\rtokens_before\x18\x06 \x01(\x04R\ftokensBefore\x129\n" +
+	"\brecovery\x18\a \x01(\v2\x1d.turnkeeper.v1.RecoveryReportR\brecovery\x12@\n" +
+	"\rcontext_meter\x18\b \x01(\v2\x1b.turnkeeper.v1.ContextMeterR\fcontextMeter\x12?\n" +
+	"\n" +
+	"input_cost\x18\t \x01(\v2 .turnkeeper.v1.InputCostEstimateR\tinputCost\"\xf5\x01\n" +
 	"\x14CheckCapacityRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x123\n" +
 	"\bprofiles\x18\x02 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\x12\x1d\n" +
@@ -1415,12 +1743,24 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\"\x82\x01\n" +
 	"\x14SweepOrphansResponse\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x128\n" +
-	"\bremovals\x18\x02 \x03(\v2\x1c.turnkeeper.v1.OrphanRemovalR\bremovals\"f\n" +
+	"\bremovals\x18\x02 \x03(\v2\x1c.turnkeeper.v1.OrphanRemovalR\bremovals\"\x9b\x01\n" +
 	"\x15CapToolResultsRequest\x12\x1a\n" +
 	"\bcontents\x18\x01 \x03(\tR\bcontents\x121\n" +
-	"\x15max_tool_result_chars\x18\x02 \x01(\x04R\x12maxToolResultChars\"S\n" +
+	"\x15max_tool_result_chars\x18\x02 \x01(\x04R\x12maxToolResultChars\x123\n" +
+	"\bprofiles\x18\x03 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\"\x86\x01\n" +
 	"\x16CapToolResultsResponse\x129\n" +
-	"\aresults\x18\x01 \x03(\v2\x1f.turnkeeper.v1.CappedToolResultR\aresults\"\xf7\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x1f.turnkeeper.v1.CappedToolResultR\aresults\x121\n" +
+	"\x15max_tool_result_chars\x18\x02 \x01(\x04R\x12maxToolResultChars\"\x8a\x01\n" +
+	"\x1cClassifyProviderErrorRequest\x12\x18\n" +
+	"\amessage\x18\x01 \x01(\tR\amessage\x12$\n" +
+	"\vhttp_status\x18\x02 \x01(\rH\x00R\n" +
+	"httpStatus\x88\x01\x01\x12\x1a\n" +
+	"\bprovider\x18\x03 \x01(\tR\bproviderB\x0e\n" +
+	"\f_http_status\"\xa4\x01\n" +
+	"\x1dClassifyProviderErrorResponse\x12\x1a\n" +
+	"\boverflow\x18\x01 \x01(\bR\boverflow\x12%\n" +
+	"\x0ematched_phrase\x18\x02 \x01(\tR\rmatchedPhrase\x12@\n" +
+	"\rphrase_source\x18\x03 \x01(\x0e2\x1b.turnkeeper.v1.PhraseSourceR\fphraseSource\"\xab\x02\n" +
 	"\x11TrimEventsRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1f\n" +
@@ -1428,12 +1768,18 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"runtimeIds\x123\n" +
 	"\areasons\x18\x03 \x03(\x0e2\x19.turnkeeper.v1.TrimReasonR\areasons\x12!\n" +
 	"\fafter_cursor\x18\x04 \x01(\tR\vafterCursor\x12H\n" +
-	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"\xb0\x01\n" +
+	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x122\n" +
+	"\x15include_meter_updates\x18\x06 \x01(\bR\x13includeMeterUpdates\"\xf1\x01\n" +
 	"\x12TrimEventsResponse\x120\n" +
 	"\x05event\x18\x01 \x01(\v2\x18.turnkeeper.v1.TrimEventH\x00R\x05event\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.turnkeeper.v1.HeartbeatH\x00R\theartbeat\x12&\n" +
-	"\x03gap\x18\x03 \x01(\v2\x12.turnkeeper.v1.GapH\x00R\x03gapB\x06\n" +
-	"\x04item2\xef\x05\n" +
+	"\x03gap\x18\x03 \x01(\v2\x12.turnkeeper.v1.GapH\x00R\x03gap\x12?\n" +
+	"\fmeter_update\x18\x04 \x01(\v2\x1a.turnkeeper.v1.MeterUpdateH\x00R\vmeterUpdateB\x06\n" +
+	"\x04item*e\n" +
+	"\fPhraseSource\x12\x1d\n" +
+	"\x19PHRASE_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16PHRASE_SOURCE_BUILT_IN\x10\x01\x12\x1a\n" +
+	"\x16PHRASE_SOURCE_OPERATOR\x10\x022\xe3\x06\n" +
 	"\x0eHistoryService\x12]\n" +
 	"\x0eEstimateTokens\x12$.turnkeeper.v1.EstimateTokensRequest\x1a%.turnkeeper.v1.EstimateTokensResponse\x12Z\n" +
 	"\rResolveBudget\x12#.turnkeeper.v1.ResolveBudgetRequest\x1a$.turnkeeper.v1.ResolveBudgetResponse\x12T\n" +
@@ -1441,7 +1787,8 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x10PrepareModelCall\x12&.turnkeeper.v1.PrepareModelCallRequest\x1a'.turnkeeper.v1.PrepareModelCallResponse\x12Z\n" +
 	"\rCheckCapacity\x12#.turnkeeper.v1.CheckCapacityRequest\x1a$.turnkeeper.v1.CheckCapacityResponse\x12W\n" +
 	"\fSweepOrphans\x12\".turnkeeper.v1.SweepOrphansRequest\x1a#.turnkeeper.v1.SweepOrphansResponse\x12]\n" +
-	"\x0eCapToolResults\x12$.turnkeeper.v1.CapToolResultsRequest\x1a%.turnkeeper.v1.CapToolResultsResponse\x12S\n" +
+	"\x0eCapToolResults\x12$.turnkeeper.v1.CapToolResultsRequest\x1a%.turnkeeper.v1.CapToolResultsResponse\x12r\n" +
+	"\x15ClassifyProviderError\x12+.turnkeeper.v1.ClassifyProviderErrorRequest\x1a,.turnkeeper.v1.ClassifyProviderErrorResponse\x12S\n" +
 	"\n" +
 	"TrimEvents\x12 .turnkeeper.v1.TrimEventsRequest\x1a!.turnkeeper.v1.TrimEventsResponse0\x01B\xc9\x01\n" +
 	"\x11com.turnkeeper.v1B\x13HistoryServiceProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
@@ -1458,102 +1805,126 @@ func file_turnkeeper_v1_history_service_proto_rawDescGZIP() []byte {
 	return file_turnkeeper_v1_history_service_proto_rawDescData
 }
 
-var file_turnkeeper_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_turnkeeper_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_turnkeeper_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_turnkeeper_v1_history_service_proto_goTypes = []any{
-	(*EstimateTokensRequest)(nil),    // 0: turnkeeper.v1.EstimateTokensRequest
-	(*EstimateTokensResponse)(nil),   // 1: turnkeeper.v1.EstimateTokensResponse
-	(*ResolveBudgetRequest)(nil),     // 2: turnkeeper.v1.ResolveBudgetRequest
-	(*ResolveBudgetResponse)(nil),    // 3: turnkeeper.v1.ResolveBudgetResponse
-	(*ExplicitLimits)(nil),           // 4: turnkeeper.v1.ExplicitLimits
-	(*TrimHistoryRequest)(nil),       // 5: turnkeeper.v1.TrimHistoryRequest
-	(*TrimOutcome)(nil),              // 6: turnkeeper.v1.TrimOutcome
-	(*TrimHistoryResponse)(nil),      // 7: turnkeeper.v1.TrimHistoryResponse
-	(*PrepareModelCallRequest)(nil),  // 8: turnkeeper.v1.PrepareModelCallRequest
-	(*PrepareModelCallResponse)(nil), // 9: turnkeeper.v1.PrepareModelCallResponse
-	(*CheckCapacityRequest)(nil),     // 10: turnkeeper.v1.CheckCapacityRequest
-	(*CheckCapacityResponse)(nil),    // 11: turnkeeper.v1.CheckCapacityResponse
-	(*SweepOrphansRequest)(nil),      // 12: turnkeeper.v1.SweepOrphansRequest
-	(*SweepOrphansResponse)(nil),     // 13: turnkeeper.v1.SweepOrphansResponse
-	(*CapToolResultsRequest)(nil),    // 14: turnkeeper.v1.CapToolResultsRequest
-	(*CapToolResultsResponse)(nil),   // 15: turnkeeper.v1.CapToolResultsResponse
-	(*TrimEventsRequest)(nil),        // 16: turnkeeper.v1.TrimEventsRequest
-	(*TrimEventsResponse)(nil),       // 17: turnkeeper.v1.TrimEventsResponse
-	(*History)(nil),                  // 18: turnkeeper.v1.History
-	(*MessageEstimate)(nil),          // 19: turnkeeper.v1.MessageEstimate
-	(*Profiles)(nil),                 // 20: turnkeeper.v1.Profiles
-	(*Resolution)(nil),               // 21: turnkeeper.v1.Resolution
-	(TrimMode)(0),                    // 22: turnkeeper.v1.TrimMode
-	(CallerPath)(0),                  // 23: turnkeeper.v1.CallerPath
-	(*CallerContext)(nil),            // 24: turnkeeper.v1.CallerContext
-	(*IndexRange)(nil),               // 25: turnkeeper.v1.IndexRange
-	(*HistoryTrimmed)(nil),           // 26: turnkeeper.v1.HistoryTrimmed
-	(*OrphanRemoval)(nil),            // 27: turnkeeper.v1.OrphanRemoval
-	(*CapacityReport)(nil),           // 28: turnkeeper.v1.CapacityReport
-	(*CappedToolResult)(nil),         // 29: turnkeeper.v1.CappedToolResult
-	(TrimReason)(0),                  // 30: turnkeeper.v1.TrimReason
-	(*durationpb.Duration)(nil),      // 31: google.protobuf.Duration
-	(*TrimEvent)(nil),                // 32: turnkeeper.v1.TrimEvent
-	(*Heartbeat)(nil),                // 33: turnkeeper.v1.Heartbeat
-	(*Gap)(nil),                      // 34: turnkeeper.v1.Gap
+	(PhraseSource)(0),                     // 0: turnkeeper.v1.PhraseSource
+	(*EstimateTokensRequest)(nil),         // 1: turnkeeper.v1.EstimateTokensRequest
+	(*EstimateTokensResponse)(nil),        // 2: turnkeeper.v1.EstimateTokensResponse
+	(*ResolveBudgetRequest)(nil),          // 3: turnkeeper.v1.ResolveBudgetRequest
+	(*ResolveBudgetResponse)(nil),         // 4: turnkeeper.v1.ResolveBudgetResponse
+	(*ExplicitLimits)(nil),                // 5: turnkeeper.v1.ExplicitLimits
+	(*TrimHistoryRequest)(nil),            // 6: turnkeeper.v1.TrimHistoryRequest
+	(*TrimOutcome)(nil),                   // 7: turnkeeper.v1.TrimOutcome
+	(*TrimHistoryResponse)(nil),           // 8: turnkeeper.v1.TrimHistoryResponse
+	(*PrepareModelCallRequest)(nil),       // 9: turnkeeper.v1.PrepareModelCallRequest
+	(*PrepareModelCallResponse)(nil),      // 10: turnkeeper.v1.PrepareModelCallResponse
+	(*CheckCapacityRequest)(nil),          // 11: turnkeeper.v1.CheckCapacityRequest
+	(*CheckCapacityResponse)(nil),         // 12: turnkeeper.v1.CheckCapacityResponse
+	(*SweepOrphansRequest)(nil),           // 13: turnkeeper.v1.SweepOrphansRequest
+	(*SweepOrphansResponse)(nil),          // 14: turnkeeper.v1.SweepOrphansResponse
+	(*CapToolResultsRequest)(nil),         // 15: turnkeeper.v1.CapToolResultsRequest
+	(*CapToolResultsResponse)(nil),        // 16: turnkeeper.v1.CapToolResultsResponse
+	(*ClassifyProviderErrorRequest)(nil),  // 17: turnkeeper.v1.ClassifyProviderErrorRequest
+	(*ClassifyProviderErrorResponse)(nil), // 18: turnkeeper.v1.ClassifyProviderErrorResponse
+	(*TrimEventsRequest)(nil),             // 19: turnkeeper.v1.TrimEventsRequest
+	(*TrimEventsResponse)(nil),            // 20: turnkeeper.v1.TrimEventsResponse
+	(*History)(nil),                       // 21: turnkeeper.v1.History
+	(*MessageEstimate)(nil),               // 22: turnkeeper.v1.MessageEstimate
+	(*Profiles)(nil),                      // 23: turnkeeper.v1.Profiles
+	(*Resolution)(nil),                    // 24: turnkeeper.v1.Resolution
+	(TrimMode)(0),                         // 25: turnkeeper.v1.TrimMode
+	(CallerPath)(0),                       // 26: turnkeeper.v1.CallerPath
+	(*CallerContext)(nil),                 // 27: turnkeeper.v1.CallerContext
+	(*ReportedUsage)(nil),                 // 28: turnkeeper.v1.ReportedUsage
+	(*IndexRange)(nil),                    // 29: turnkeeper.v1.IndexRange
+	(CountSource)(0),                      // 30: turnkeeper.v1.CountSource
+	(*UsageCalibration)(nil),              // 31: turnkeeper.v1.UsageCalibration
+	(*HistoryTrimmed)(nil),                // 32: turnkeeper.v1.HistoryTrimmed
+	(*RecoveryReport)(nil),                // 33: turnkeeper.v1.RecoveryReport
+	(*OrphanRemoval)(nil),                 // 34: turnkeeper.v1.OrphanRemoval
+	(*CapacityReport)(nil),                // 35: turnkeeper.v1.CapacityReport
+	(*ContextMeter)(nil),                  // 36: turnkeeper.v1.ContextMeter
+	(*InputCostEstimate)(nil),             // 37: turnkeeper.v1.InputCostEstimate
+	(*CappedToolResult)(nil),              // 38: turnkeeper.v1.CappedToolResult
+	(TrimReason)(0),                       // 39: turnkeeper.v1.TrimReason
+	(*durationpb.Duration)(nil),           // 40: google.protobuf.Duration
+	(*TrimEvent)(nil),                     // 41: turnkeeper.v1.TrimEvent
+	(*Heartbeat)(nil),                     // 42: turnkeeper.v1.Heartbeat
+	(*Gap)(nil),                           // 43: turnkeeper.v1.Gap
+	(*MeterUpdate)(nil),                   // 44: turnkeeper.v1.MeterUpdate
 }
 var file_turnkeeper_v1_history_service_proto_depIdxs = []int32{
-	18, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
-	19, // 1: turnkeeper.v1.EstimateTokensResponse.messages:type_name -> turnkeeper.v1.MessageEstimate
-	20, // 2: turnkeeper.v1.ResolveBudgetRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	21, // 3: turnkeeper.v1.ResolveBudgetResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	18, // 4: turnkeeper.v1.TrimHistoryRequest.history:type_name -> turnkeeper.v1.History
-	22, // 5: turnkeeper.v1.TrimHistoryRequest.mode:type_name -> turnkeeper.v1.TrimMode
-	23, // 6: turnkeeper.v1.TrimHistoryRequest.caller_path:type_name -> turnkeeper.v1.CallerPath
-	4,  // 7: turnkeeper.v1.TrimHistoryRequest.explicit_limits:type_name -> turnkeeper.v1.ExplicitLimits
-	20, // 8: turnkeeper.v1.TrimHistoryRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	24, // 9: turnkeeper.v1.TrimHistoryRequest.caller:type_name -> turnkeeper.v1.CallerContext
-	25, // 10: turnkeeper.v1.TrimOutcome.dropped_range:type_name -> turnkeeper.v1.IndexRange
-	18, // 11: turnkeeper.v1.TrimHistoryResponse.history:type_name -> turnkeeper.v1.History
-	6,  // 12: turnkeeper.v1.TrimHistoryResponse.outcome:type_name -> turnkeeper.v1.TrimOutcome
-	26, // 13: turnkeeper.v1.TrimHistoryResponse.history_trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
-	21, // 14: turnkeeper.v1.TrimHistoryResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	18, // 15: turnkeeper.v1.PrepareModelCallRequest.history:type_name -> turnkeeper.v1.History
-	20, // 16: turnkeeper.v1.PrepareModelCallRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	24, // 17: turnkeeper.v1.PrepareModelCallRequest.caller:type_name -> turnkeeper.v1.CallerContext
-	18, // 18: turnkeeper.v1.PrepareModelCallResponse.history:type_name -> turnkeeper.v1.History
-	21, // 19: turnkeeper.v1.PrepareModelCallResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	27, // 20: turnkeeper.v1.PrepareModelCallResponse.orphans_removed:type_name -> turnkeeper.v1.OrphanRemoval
-	26, // 21: turnkeeper.v1.PrepareModelCallResponse.trims:type_name -> turnkeeper.v1.HistoryTrimmed
-	28, // 22: turnkeeper.v1.PrepareModelCallResponse.capacity_report:type_name -> turnkeeper.v1.CapacityReport
-	18, // 23: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
-	20, // 24: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	28, // 25: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
-	21, // 26: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	18, // 27: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
-	18, // 28: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
-	27, // 29: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
-	29, // 30: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
-	30, // 31: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
-	31, // 32: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	32, // 33: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
-	33, // 34: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
-	34, // 35: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
-	0,  // 36: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
-	2,  // 37: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
-	5,  // 38: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
-	8,  // 39: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
-	10, // 40: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
-	12, // 41: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
-	14, // 42: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
-	16, // 43: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
-	1,  // 44: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
-	3,  // 45: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
-	7,  // 46: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
-	9,  // 47: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
-	11, // 48: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
-	13, // 49: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
-	15, // 50: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
-	17, // 51: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
-	44, // [44:52] is the sub-list for method output_type
-	36, // [36:44] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	21, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
+	22, // 1: turnkeeper.v1.EstimateTokensResponse.messages:type_name -> turnkeeper.v1.MessageEstimate
+	23, // 2: turnkeeper.v1.ResolveBudgetRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	24, // 3: turnkeeper.v1.ResolveBudgetResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	21, // 4: turnkeeper.v1.TrimHistoryRequest.history:type_name -> turnkeeper.v1.History
+	25, // 5: turnkeeper.v1.TrimHistoryRequest.mode:type_name -> turnkeeper.v1.TrimMode
+	26, // 6: turnkeeper.v1.TrimHistoryRequest.caller_path:type_name -> turnkeeper.v1.CallerPath
+	5,  // 7: turnkeeper.v1.TrimHistoryRequest.explicit_limits:type_name -> turnkeeper.v1.ExplicitLimits
+	23, // 8: turnkeeper.v1.TrimHistoryRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	27, // 9: turnkeeper.v1.TrimHistoryRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	28, // 10: turnkeeper.v1.TrimHistoryRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	29, // 11: turnkeeper.v1.TrimOutcome.dropped_range:type_name -> turnkeeper.v1.IndexRange
+	30, // 12: turnkeeper.v1.TrimOutcome.count_source:type_name -> turnkeeper.v1.CountSource
+	31, // 13: turnkeeper.v1.TrimOutcome.calibration:type_name -> turnkeeper.v1.UsageCalibration
+	21, // 14: turnkeeper.v1.TrimHistoryResponse.history:type_name -> turnkeeper.v1.History
+	7,  // 15: turnkeeper.v1.TrimHistoryResponse.outcome:type_name -> turnkeeper.v1.TrimOutcome
+	32, // 16: turnkeeper.v1.TrimHistoryResponse.history_trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
+	24, // 17: turnkeeper.v1.TrimHistoryResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	33, // 18: turnkeeper.v1.TrimHistoryResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
+	21, // 19: turnkeeper.v1.PrepareModelCallRequest.history:type_name -> turnkeeper.v1.History
+	23, // 20: turnkeeper.v1.PrepareModelCallRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	27, // 21: turnkeeper.v1.PrepareModelCallRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	28, // 22: turnkeeper.v1.PrepareModelCallRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	21, // 23: turnkeeper.v1.PrepareModelCallResponse.history:type_name -> turnkeeper.v1.History
+	24, // 24: turnkeeper.v1.PrepareModelCallResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	34, // 25: turnkeeper.v1.PrepareModelCallResponse.orphans_removed:type_name -> turnkeeper.v1.OrphanRemoval
+	32, // 26: turnkeeper.v1.PrepareModelCallResponse.trims:type_name -> turnkeeper.v1.HistoryTrimmed
+	35, // 27: turnkeeper.v1.PrepareModelCallResponse.capacity_report:type_name -> turnkeeper.v1.CapacityReport
+	33, // 28: turnkeeper.v1.PrepareModelCallResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
+	36, // 29: turnkeeper.v1.PrepareModelCallResponse.context_meter:type_name -> turnkeeper.v1.ContextMeter
+	37, // 30: turnkeeper.v1.PrepareModelCallResponse.input_cost:type_name -> turnkeeper.v1.InputCostEstimate
+	21, // 31: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
+	23, // 32: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	35, // 33: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
+	24, // 34: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	21, // 35: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
+	21, // 36: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
+	34, // 37: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
+	23, // 38: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	38, // 39: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
+	0,  // 40: turnkeeper.v1.ClassifyProviderErrorResponse.phrase_source:type_name -> turnkeeper.v1.PhraseSource
+	39, // 41: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
+	40, // 42: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	41, // 43: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
+	42, // 44: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
+	43, // 45: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
+	44, // 46: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
+	1,  // 47: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
+	3,  // 48: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
+	6,  // 49: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
+	9,  // 50: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
+	11, // 51: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
+	13, // 52: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
+	15, // 53: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
+	17, // 54: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
+	19, // 55: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
+	2,  // 56: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
+	4,  // 57: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
+	8,  // 58: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
+	10, // 59: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
+	12, // 60: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
+	14, // 61: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
+	16, // 62: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
+	18, // 63: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
+	20, // 64: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
+	56, // [56:65] is the sub-list for method output_type
+	47, // [47:56] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_history_service_proto_init() }
@@ -1572,23 +1943,27 @@ func file_turnkeeper_v1_history_service_proto_init() {
 		(*TrimHistoryRequest_Profiles)(nil),
 	}
 	file_turnkeeper_v1_history_service_proto_msgTypes[6].OneofWrappers = []any{}
-	file_turnkeeper_v1_history_service_proto_msgTypes[17].OneofWrappers = []any{
+	file_turnkeeper_v1_history_service_proto_msgTypes[8].OneofWrappers = []any{}
+	file_turnkeeper_v1_history_service_proto_msgTypes[16].OneofWrappers = []any{}
+	file_turnkeeper_v1_history_service_proto_msgTypes[19].OneofWrappers = []any{
 		(*TrimEventsResponse_Event)(nil),
 		(*TrimEventsResponse_Heartbeat)(nil),
 		(*TrimEventsResponse_Gap)(nil),
+		(*TrimEventsResponse_MeterUpdate)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_history_service_proto_rawDesc), len(file_turnkeeper_v1_history_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   18,
+			NumEnums:      1,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_turnkeeper_v1_history_service_proto_goTypes,
 		DependencyIndexes: file_turnkeeper_v1_history_service_proto_depIdxs,
+		EnumInfos:         file_turnkeeper_v1_history_service_proto_enumTypes,
 		MessageInfos:      file_turnkeeper_v1_history_service_proto_msgTypes,
 	}.Build()
 	File_turnkeeper_v1_history_service_proto = out.File

@@ -19,14 +19,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	HistoryService_EstimateTokens_FullMethodName   = "/turnkeeper.v1.HistoryService/EstimateTokens"
-	HistoryService_ResolveBudget_FullMethodName    = "/turnkeeper.v1.HistoryService/ResolveBudget"
-	HistoryService_TrimHistory_FullMethodName      = "/turnkeeper.v1.HistoryService/TrimHistory"
-	HistoryService_PrepareModelCall_FullMethodName = "/turnkeeper.v1.HistoryService/PrepareModelCall"
-	HistoryService_CheckCapacity_FullMethodName    = "/turnkeeper.v1.HistoryService/CheckCapacity"
-	HistoryService_SweepOrphans_FullMethodName     = "/turnkeeper.v1.HistoryService/SweepOrphans"
-	HistoryService_CapToolResults_FullMethodName   = "/turnkeeper.v1.HistoryService/CapToolResults"
-	HistoryService_TrimEvents_FullMethodName       = "/turnkeeper.v1.HistoryService/TrimEvents"
+	HistoryService_EstimateTokens_FullMethodName        = "/turnkeeper.v1.HistoryService/EstimateTokens"
+	HistoryService_ResolveBudget_FullMethodName         = "/turnkeeper.v1.HistoryService/ResolveBudget"
+	HistoryService_TrimHistory_FullMethodName           = "/turnkeeper.v1.HistoryService/TrimHistory"
+	HistoryService_PrepareModelCall_FullMethodName      = "/turnkeeper.v1.HistoryService/PrepareModelCall"
+	HistoryService_CheckCapacity_FullMethodName         = "/turnkeeper.v1.HistoryService/CheckCapacity"
+	HistoryService_SweepOrphans_FullMethodName          = "/turnkeeper.v1.HistoryService/SweepOrphans"
+	HistoryService_CapToolResults_FullMethodName        = "/turnkeeper.v1.HistoryService/CapToolResults"
+	HistoryService_ClassifyProviderError_FullMethodName = "/turnkeeper.v1.HistoryService/ClassifyProviderError"
+	HistoryService_TrimEvents_FullMethodName            = "/turnkeeper.v1.HistoryService/TrimEvents"
 )
 
 // HistoryServiceClient is the client API for HistoryService service.
@@ -42,20 +43,28 @@ type HistoryServiceClient interface {
 	EstimateTokens(ctx context.Context, in *EstimateTokensRequest, opts ...grpc.CallOption) (*EstimateTokensResponse, error)
 	// ResolveBudget resolves the effective route, its capacity, the proactive token budget and the turn limit.
 	ResolveBudget(ctx context.Context, in *ResolveBudgetRequest, opts ...grpc.CallOption) (*ResolveBudgetResponse, error)
-	// TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history.
+	// TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+	// reported-usage calibration) to a history.
 	TrimHistory(ctx context.Context, in *TrimHistoryRequest, opts ...grpc.CallOption) (*TrimHistoryResponse, error)
 	// PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-	// resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+	// resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+	// when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
 	// A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
 	PrepareModelCall(ctx context.Context, in *PrepareModelCallRequest, opts ...grpc.CallOption) (*PrepareModelCallResponse, error)
 	// CheckCapacity runs the capacity pre-flight alone. A request that does not fit fails with FAILED_PRECONDITION
 	// and a CapacityReport detail; this holds when proactive trimming is disabled and for final summary requests too.
 	CheckCapacity(ctx context.Context, in *CheckCapacityRequest, opts ...grpc.CallOption) (*CheckCapacityResponse, error)
-	// SweepOrphans removes tool results whose call is missing and tool calls whose results never came.
+	// SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+	// whose results do not follow them.
 	SweepOrphans(ctx context.Context, in *SweepOrphansRequest, opts ...grpc.CallOption) (*SweepOrphansResponse, error)
-	// CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded.
+	// CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+	// as they are recorded.
 	CapToolResults(ctx context.Context, in *CapToolResultsRequest, opts ...grpc.CallOption) (*CapToolResultsResponse, error)
-	// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices.
+	// ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+	// that starts reactive recovery.
+	ClassifyProviderError(ctx context.Context, in *ClassifyProviderErrorRequest, opts ...grpc.CallOption) (*ClassifyProviderErrorResponse, error)
+	// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+	// and, for subscribers that opt in, a context meter update per prepared model call.
 	TrimEvents(ctx context.Context, in *TrimEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TrimEventsResponse], error)
 }
 
@@ -137,6 +146,16 @@ func (c *historyServiceClient) CapToolResults(ctx context.Context, in *CapToolRe
 	return out, nil
 }
 
+func (c *historyServiceClient) ClassifyProviderError(ctx context.Context, in *ClassifyProviderErrorRequest, opts ...grpc.CallOption) (*ClassifyProviderErrorResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClassifyProviderErrorResponse)
+	err := c.cc.Invoke(ctx, HistoryService_ClassifyProviderError_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *historyServiceClient) TrimEvents(ctx context.Context, in *TrimEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TrimEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_TrimEvents_FullMethodName, cOpts...)
@@ -169,20 +188,28 @@ type HistoryServiceServer interface {
 	EstimateTokens(context.Context, *EstimateTokensRequest) (*EstimateTokensResponse, error)
 	// ResolveBudget resolves the effective route, its capacity, the proactive token budget and the turn limit.
 	ResolveBudget(context.Context, *ResolveBudgetRequest) (*ResolveBudgetResponse, error)
-	// TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history.
+	// TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+	// reported-usage calibration) to a history.
 	TrimHistory(context.Context, *TrimHistoryRequest) (*TrimHistoryResponse, error)
 	// PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-	// resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+	// resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+	// when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
 	// A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
 	PrepareModelCall(context.Context, *PrepareModelCallRequest) (*PrepareModelCallResponse, error)
 	// CheckCapacity runs the capacity pre-flight alone. A request that does not fit fails with FAILED_PRECONDITION
 	// and a CapacityReport detail; this holds when proactive trimming is disabled and for final summary requests too.
 	CheckCapacity(context.Context, *CheckCapacityRequest) (*CheckCapacityResponse, error)
-	// SweepOrphans removes tool results whose call is missing and tool calls whose results never came.
+	// SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+	// whose results do not follow them.
 	SweepOrphans(context.Context, *SweepOrphansRequest) (*SweepOrphansResponse, error)
-	// CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded.
+	// CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+	// as they are recorded.
 	CapToolResults(context.Context, *CapToolResultsRequest) (*CapToolResultsResponse, error)
-	// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices.
+	// ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+	// that starts reactive recovery.
+	ClassifyProviderError(context.Context, *ClassifyProviderErrorRequest) (*ClassifyProviderErrorResponse, error)
+	// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+	// and, for subscribers that opt in, a context meter update per prepared model call.
 	TrimEvents(*TrimEventsRequest, grpc.ServerStreamingServer[TrimEventsResponse]) error
 	mustEmbedUnimplementedHistoryServiceServer()
 }
@@ -214,6 +241,9 @@ func (UnimplementedHistoryServiceServer) SweepOrphans(context.Context, *SweepOrp
 }
 func (UnimplementedHistoryServiceServer) CapToolResults(context.Context, *CapToolResultsRequest) (*CapToolResultsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CapToolResults not implemented")
+}
+func (UnimplementedHistoryServiceServer) ClassifyProviderError(context.Context, *ClassifyProviderErrorRequest) (*ClassifyProviderErrorResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClassifyProviderError not implemented")
 }
 func (UnimplementedHistoryServiceServer) TrimEvents(*TrimEventsRequest, grpc.ServerStreamingServer[TrimEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method TrimEvents not implemented")
@@ -365,6 +395,24 @@ func _HistoryService_CapToolResults_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HistoryService_ClassifyProviderError_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClassifyProviderErrorRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServiceServer).ClassifyProviderError(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HistoryService_ClassifyProviderError_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServiceServer).ClassifyProviderError(ctx, req.(*ClassifyProviderErrorRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HistoryService_TrimEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(TrimEventsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -410,6 +458,10 @@ var HistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CapToolResults",
 			Handler:    _HistoryService_CapToolResults_Handler,
+		},
+		{
+			MethodName: "ClassifyProviderError",
+			Handler:    _HistoryService_ClassifyProviderError_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

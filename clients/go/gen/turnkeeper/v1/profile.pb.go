@@ -146,14 +146,16 @@ type RuntimeProfile struct {
 	// The absolute token budget. Unset keeps the historical 32,000 default; an explicit 0 disables proactive trimming.
 	MaxContextTokens *uint64 `protobuf:"varint,1,opt,name=max_context_tokens,json=maxContextTokens,proto3,oneof" json:"max_context_tokens,omitempty"`
 	// A model-relative budget: the selected model's context window times this ratio.
-	// Only values in (0.0, 1.0] take effect; other finite values are treated as unset; NaN and infinities are rejected.
+	// Only values in (0.0, 1.0] take effect; any other value, NaN and infinities included, is treated as unset and
+	// reported as `Resolution.ratio_ignored` (spec §3.3, §10.7).
 	ContextCompactRatio *float64 `protobuf:"fixed64,2,opt,name=context_compact_ratio,json=contextCompactRatio,proto3,oneof" json:"context_compact_ratio,omitempty"`
 	// An operator cap that lowers the budget.
 	HistoryPruning *HistoryPruning `protobuf:"bytes,3,opt,name=history_pruning,json=historyPruning,proto3" json:"history_pruning,omitempty"`
 	// The turn limit, in complete user turns (the legacy field name is kept). Unset means 50; an explicit 0 keeps only the newest turn.
 	MaxHistoryMessages *uint32 `protobuf:"varint,4,opt,name=max_history_messages,json=maxHistoryMessages,proto3,oneof" json:"max_history_messages,omitempty"`
-	// The cap on one tool result, in characters, applied when the result is recorded. 0 disables the cap.
-	MaxToolResultChars uint64 `protobuf:"varint,5,opt,name=max_tool_result_chars,json=maxToolResultChars,proto3" json:"max_tool_result_chars,omitempty"`
+	// The cap on one tool result, in characters (code points), applied when the result is recorded (spec §10.6).
+	// Unset means the default of 50,000 characters; an explicit 0 disables the cap.
+	MaxToolResultChars *uint64 `protobuf:"varint,5,opt,name=max_tool_result_chars,json=maxToolResultChars,proto3,oneof" json:"max_tool_result_chars,omitempty"`
 	// The alias of the provider profile that serves the default route.
 	DefaultProvider string `protobuf:"bytes,6,opt,name=default_provider,json=defaultProvider,proto3" json:"default_provider,omitempty"`
 	// The model of the default route; empty means the default provider's configured model.
@@ -225,8 +227,8 @@ func (x *RuntimeProfile) GetMaxHistoryMessages() uint32 {
 }
 
 func (x *RuntimeProfile) GetMaxToolResultChars() uint64 {
-	if x != nil {
-		return x.MaxToolResultChars
+	if x != nil && x.MaxToolResultChars != nil {
+		return *x.MaxToolResultChars
 	}
 	return 0
 }
@@ -268,6 +270,9 @@ type ProviderProfile struct {
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// The context window of `model` in tokens. Unset means the capacity is unknown. When set it must be positive.
 	ContextWindow *uint64 `protobuf:"varint,3,opt,name=context_window,json=contextWindow,proto3,oneof" json:"context_window,omitempty"`
+	// What `model` costs per input token. Unset means no prices are declared and no cost is estimated (spec §10.5).
+	// Like the context window, the prices apply only when `model` is empty or is the route's model.
+	Prices        *ModelPrices `protobuf:"bytes,4,opt,name=prices,proto3" json:"prices,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -323,6 +328,78 @@ func (x *ProviderProfile) GetContextWindow() uint64 {
 	return 0
 }
 
+func (x *ProviderProfile) GetPrices() *ModelPrices {
+	if x != nil {
+		return x.Prices
+	}
+	return nil
+}
+
+// ModelPrices is what a provider charges for the input of one model.
+type ModelPrices struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The price of one million input tokens, in `currency`. Must be finite and not negative.
+	InputPerMillionTokens float64 `protobuf:"fixed64,1,opt,name=input_per_million_tokens,json=inputPerMillionTokens,proto3" json:"input_per_million_tokens,omitempty"`
+	// The price of one million input tokens served from the provider's prompt cache, in `currency`.
+	// Unset means cached input costs the same as other input. When set it must be finite and not negative.
+	CachedInputPerMillionTokens *float64 `protobuf:"fixed64,2,opt,name=cached_input_per_million_tokens,json=cachedInputPerMillionTokens,proto3,oneof" json:"cached_input_per_million_tokens,omitempty"`
+	// The currency of the prices, such as `USD`; copied into the cost estimate. May be empty.
+	Currency      string `protobuf:"bytes,3,opt,name=currency,proto3" json:"currency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelPrices) Reset() {
+	*x = ModelPrices{}
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelPrices) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelPrices) ProtoMessage() {}
+
+func (x *ModelPrices) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelPrices.ProtoReflect.Descriptor instead.
+func (*ModelPrices) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ModelPrices) GetInputPerMillionTokens() float64 {
+	if x != nil {
+		return x.InputPerMillionTokens
+	}
+	return 0
+}
+
+func (x *ModelPrices) GetCachedInputPerMillionTokens() float64 {
+	if x != nil && x.CachedInputPerMillionTokens != nil {
+		return *x.CachedInputPerMillionTokens
+	}
+	return 0
+}
+
+func (x *ModelPrices) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
 // SessionSwitch is an explicit provider/model choice made for a session.
 type SessionSwitch struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -336,7 +413,7 @@ type SessionSwitch struct {
 
 func (x *SessionSwitch) Reset() {
 	*x = SessionSwitch{}
-	mi := &file_turnkeeper_v1_profile_proto_msgTypes[4]
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +425,7 @@ func (x *SessionSwitch) String() string {
 func (*SessionSwitch) ProtoMessage() {}
 
 func (x *SessionSwitch) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_profile_proto_msgTypes[4]
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +438,7 @@ func (x *SessionSwitch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionSwitch.ProtoReflect.Descriptor instead.
 func (*SessionSwitch) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{4}
+	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SessionSwitch) GetProvider() string {
@@ -392,7 +469,7 @@ type RouteSelection struct {
 
 func (x *RouteSelection) Reset() {
 	*x = RouteSelection{}
-	mi := &file_turnkeeper_v1_profile_proto_msgTypes[5]
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +481,7 @@ func (x *RouteSelection) String() string {
 func (*RouteSelection) ProtoMessage() {}
 
 func (x *RouteSelection) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_profile_proto_msgTypes[5]
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +494,7 @@ func (x *RouteSelection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteSelection.ProtoReflect.Descriptor instead.
 func (*RouteSelection) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{5}
+	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RouteSelection) GetClassifierHint() string {
@@ -449,7 +526,7 @@ type Profiles struct {
 
 func (x *Profiles) Reset() {
 	*x = Profiles{}
-	mi := &file_turnkeeper_v1_profile_proto_msgTypes[6]
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +538,7 @@ func (x *Profiles) String() string {
 func (*Profiles) ProtoMessage() {}
 
 func (x *Profiles) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_profile_proto_msgTypes[6]
+	mi := &file_turnkeeper_v1_profile_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +551,7 @@ func (x *Profiles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Profiles.ProtoReflect.Descriptor instead.
 func (*Profiles) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{6}
+	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Profiles) GetRuntime() *RuntimeProfile {
@@ -510,25 +587,32 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x0fClassifierRoute\x12\x12\n" +
 	"\x04hint\x18\x01 \x01(\tR\x04hint\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"\xbe\x04\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"\xdd\x04\n" +
 	"\x0eRuntimeProfile\x121\n" +
 	"\x12max_context_tokens\x18\x01 \x01(\x04H\x00R\x10maxContextTokens\x88\x01\x01\x127\n" +
 	"\x15context_compact_ratio\x18\x02 \x01(\x01H\x01R\x13contextCompactRatio\x88\x01\x01\x12F\n" +
 	"\x0fhistory_pruning\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryPruningR\x0ehistoryPruning\x125\n" +
-	"\x14max_history_messages\x18\x04 \x01(\rH\x02R\x12maxHistoryMessages\x88\x01\x01\x121\n" +
-	"\x15max_tool_result_chars\x18\x05 \x01(\x04R\x12maxToolResultChars\x12)\n" +
+	"\x14max_history_messages\x18\x04 \x01(\rH\x02R\x12maxHistoryMessages\x88\x01\x01\x126\n" +
+	"\x15max_tool_result_chars\x18\x05 \x01(\x04H\x03R\x12maxToolResultChars\x88\x01\x01\x12)\n" +
 	"\x10default_provider\x18\x06 \x01(\tR\x0fdefaultProvider\x12#\n" +
 	"\rdefault_model\x18\a \x01(\tR\fdefaultModel\x12K\n" +
 	"\x11classifier_routes\x18\b \x03(\v2\x1e.turnkeeper.v1.ClassifierRouteR\x10classifierRoutes\x12'\n" +
 	"\x0fbreadcrumb_text\x18\t \x01(\tR\x0ebreadcrumbTextB\x15\n" +
 	"\x13_max_context_tokensB\x18\n" +
 	"\x16_context_compact_ratioB\x17\n" +
-	"\x15_max_history_messages\"|\n" +
+	"\x15_max_history_messagesB\x18\n" +
+	"\x16_max_tool_result_chars\"\xb0\x01\n" +
 	"\x0fProviderProfile\x12\x14\n" +
 	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
-	"\x0econtext_window\x18\x03 \x01(\x04H\x00R\rcontextWindow\x88\x01\x01B\x11\n" +
-	"\x0f_context_window\"A\n" +
+	"\x0econtext_window\x18\x03 \x01(\x04H\x00R\rcontextWindow\x88\x01\x01\x122\n" +
+	"\x06prices\x18\x04 \x01(\v2\x1a.turnkeeper.v1.ModelPricesR\x06pricesB\x11\n" +
+	"\x0f_context_window\"\xd1\x01\n" +
+	"\vModelPrices\x127\n" +
+	"\x18input_per_million_tokens\x18\x01 \x01(\x01R\x15inputPerMillionTokens\x12I\n" +
+	"\x1fcached_input_per_million_tokens\x18\x02 \x01(\x01H\x00R\x1bcachedInputPerMillionTokens\x88\x01\x01\x12\x1a\n" +
+	"\bcurrency\x18\x03 \x01(\tR\bcurrencyB\"\n" +
+	" _cached_input_per_million_tokens\"A\n" +
 	"\rSessionSwitch\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"~\n" +
@@ -553,28 +637,30 @@ func file_turnkeeper_v1_profile_proto_rawDescGZIP() []byte {
 	return file_turnkeeper_v1_profile_proto_rawDescData
 }
 
-var file_turnkeeper_v1_profile_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_turnkeeper_v1_profile_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_turnkeeper_v1_profile_proto_goTypes = []any{
 	(*HistoryPruning)(nil),  // 0: turnkeeper.v1.HistoryPruning
 	(*ClassifierRoute)(nil), // 1: turnkeeper.v1.ClassifierRoute
 	(*RuntimeProfile)(nil),  // 2: turnkeeper.v1.RuntimeProfile
 	(*ProviderProfile)(nil), // 3: turnkeeper.v1.ProviderProfile
-	(*SessionSwitch)(nil),   // 4: turnkeeper.v1.SessionSwitch
-	(*RouteSelection)(nil),  // 5: turnkeeper.v1.RouteSelection
-	(*Profiles)(nil),        // 6: turnkeeper.v1.Profiles
+	(*ModelPrices)(nil),     // 4: turnkeeper.v1.ModelPrices
+	(*SessionSwitch)(nil),   // 5: turnkeeper.v1.SessionSwitch
+	(*RouteSelection)(nil),  // 6: turnkeeper.v1.RouteSelection
+	(*Profiles)(nil),        // 7: turnkeeper.v1.Profiles
 }
 var file_turnkeeper_v1_profile_proto_depIdxs = []int32{
 	0, // 0: turnkeeper.v1.RuntimeProfile.history_pruning:type_name -> turnkeeper.v1.HistoryPruning
 	1, // 1: turnkeeper.v1.RuntimeProfile.classifier_routes:type_name -> turnkeeper.v1.ClassifierRoute
-	4, // 2: turnkeeper.v1.RouteSelection.session_switch:type_name -> turnkeeper.v1.SessionSwitch
-	2, // 3: turnkeeper.v1.Profiles.runtime:type_name -> turnkeeper.v1.RuntimeProfile
-	3, // 4: turnkeeper.v1.Profiles.providers:type_name -> turnkeeper.v1.ProviderProfile
-	5, // 5: turnkeeper.v1.Profiles.selection:type_name -> turnkeeper.v1.RouteSelection
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 2: turnkeeper.v1.ProviderProfile.prices:type_name -> turnkeeper.v1.ModelPrices
+	5, // 3: turnkeeper.v1.RouteSelection.session_switch:type_name -> turnkeeper.v1.SessionSwitch
+	2, // 4: turnkeeper.v1.Profiles.runtime:type_name -> turnkeeper.v1.RuntimeProfile
+	3, // 5: turnkeeper.v1.Profiles.providers:type_name -> turnkeeper.v1.ProviderProfile
+	6, // 6: turnkeeper.v1.Profiles.selection:type_name -> turnkeeper.v1.RouteSelection
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_profile_proto_init() }
@@ -584,13 +670,14 @@ func file_turnkeeper_v1_profile_proto_init() {
 	}
 	file_turnkeeper_v1_profile_proto_msgTypes[2].OneofWrappers = []any{}
 	file_turnkeeper_v1_profile_proto_msgTypes[3].OneofWrappers = []any{}
+	file_turnkeeper_v1_profile_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_profile_proto_rawDesc), len(file_turnkeeper_v1_profile_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

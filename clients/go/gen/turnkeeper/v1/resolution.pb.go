@@ -272,7 +272,8 @@ type Capacity struct {
 	// Whether the selected model's context window is configured for this route.
 	Known bool `protobuf:"varint,1,opt,name=known,proto3" json:"known,omitempty"`
 	// The capacity used for safety arithmetic: the configured window when known, otherwise a positive
-	// `max_context_tokens`, otherwise 32,000.
+	// `max_context_tokens`, otherwise 32,000. When `known` is false this is not the model's capacity and must
+	// not be shown as one (spec §3 Route, §10.5).
 	SafetyTokens uint64 `protobuf:"varint,2,opt,name=safety_tokens,json=safetyTokens,proto3" json:"safety_tokens,omitempty"`
 	// The window reported to wire clients. Absent when the capacity is unknown.
 	ModelContextWindow *uint64 `protobuf:"varint,3,opt,name=model_context_window,json=modelContextWindow,proto3,oneof" json:"model_context_window,omitempty"`
@@ -346,7 +347,8 @@ type Resolution struct {
 	BudgetSteps []*BudgetStep `protobuf:"bytes,5,rep,name=budget_steps,json=budgetSteps,proto3" json:"budget_steps,omitempty"`
 	// The resolved turn limit in complete user turns.
 	MaxHistoryTurns uint32 `protobuf:"varint,6,opt,name=max_history_turns,json=maxHistoryTurns,proto3" json:"max_history_turns,omitempty"`
-	// True when `context_compact_ratio` was set to a finite value outside (0.0, 1.0] and therefore ignored.
+	// True when `context_compact_ratio` was set to a value outside (0.0, 1.0], NaN and infinities included,
+	// and was therefore treated as unset (spec §3.3, §10.7).
 	RatioIgnored  bool `protobuf:"varint,7,opt,name=ratio_ignored,json=ratioIgnored,proto3" json:"ratio_ignored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -84,10 +84,14 @@ const (
 	TrimMode_TRIM_MODE_TOKEN_BUDGET TrimMode = 1
 	// Keep the newest `max(limit, 1)` complete user turns.
 	TrimMode_TRIM_MODE_TURN_COUNT TrimMode = 2
-	// Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the current estimate).
+	// Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the estimate of the history given).
+	// The response carries a RecoveryReport, also when nothing could be trimmed (spec §10.1).
 	TrimMode_TRIM_MODE_OVERFLOW_RECOVERY TrimMode = 3
 	// Keep the leading system rows and the newest N other rows (the channel sender cache; 0 means 50).
 	TrimMode_TRIM_MODE_ROW_COUNT TrimMode = 4
+	// Token-budget trim calibrated by the provider-reported input tokens of the previous request (spec §10.3).
+	// Requires `reported_usage`; counts in the outcome and the event are provider-reported.
+	TrimMode_TRIM_MODE_REPORTED_USAGE TrimMode = 5
 )
 
 // Enum value maps for TrimMode.
@@ -98,6 +102,7 @@ var (
 		2: "TRIM_MODE_TURN_COUNT",
 		3: "TRIM_MODE_OVERFLOW_RECOVERY",
 		4: "TRIM_MODE_ROW_COUNT",
+		5: "TRIM_MODE_REPORTED_USAGE",
 	}
 	TrimMode_value = map[string]int32{
 		"TRIM_MODE_UNSPECIFIED":       0,
@@ -105,6 +110,7 @@ var (
 		"TRIM_MODE_TURN_COUNT":        2,
 		"TRIM_MODE_OVERFLOW_RECOVERY": 3,
 		"TRIM_MODE_ROW_COUNT":         4,
+		"TRIM_MODE_REPORTED_USAGE":    5,
 	}
 )
 
@@ -133,6 +139,59 @@ func (x TrimMode) Number() protoreflect.EnumNumber {
 // Deprecated: Use TrimMode.Descriptor instead.
 func (TrimMode) EnumDescriptor() ([]byte, []int) {
 	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{1}
+}
+
+// CountSource says where the token counts of a trim come from.
+type CountSource int32
+
+const (
+	// Not set; never returned by the server.
+	CountSource_COUNT_SOURCE_UNSPECIFIED CountSource = 0
+	// The counts are turnkeeper's estimate (spec §4, §9).
+	CountSource_COUNT_SOURCE_ESTIMATE CountSource = 1
+	// `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+	CountSource_COUNT_SOURCE_PROVIDER_REPORTED CountSource = 2
+)
+
+// Enum value maps for CountSource.
+var (
+	CountSource_name = map[int32]string{
+		0: "COUNT_SOURCE_UNSPECIFIED",
+		1: "COUNT_SOURCE_ESTIMATE",
+		2: "COUNT_SOURCE_PROVIDER_REPORTED",
+	}
+	CountSource_value = map[string]int32{
+		"COUNT_SOURCE_UNSPECIFIED":       0,
+		"COUNT_SOURCE_ESTIMATE":          1,
+		"COUNT_SOURCE_PROVIDER_REPORTED": 2,
+	}
+)
+
+func (x CountSource) Enum() *CountSource {
+	p := new(CountSource)
+	*p = x
+	return p
+}
+
+func (x CountSource) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CountSource) Descriptor() protoreflect.EnumDescriptor {
+	return file_turnkeeper_v1_trim_proto_enumTypes[2].Descriptor()
+}
+
+func (CountSource) Type() protoreflect.EnumType {
+	return &file_turnkeeper_v1_trim_proto_enumTypes[2]
+}
+
+func (x CountSource) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CountSource.Descriptor instead.
+func (CountSource) EnumDescriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{2}
 }
 
 // CallerPath says which runtime path a trim serves; it decides the breadcrumb and the event.
@@ -178,11 +237,11 @@ func (x CallerPath) String() string {
 }
 
 func (CallerPath) Descriptor() protoreflect.EnumDescriptor {
-	return file_turnkeeper_v1_trim_proto_enumTypes[2].Descriptor()
+	return file_turnkeeper_v1_trim_proto_enumTypes[3].Descriptor()
 }
 
 func (CallerPath) Type() protoreflect.EnumType {
-	return &file_turnkeeper_v1_trim_proto_enumTypes[2]
+	return &file_turnkeeper_v1_trim_proto_enumTypes[3]
 }
 
 func (x CallerPath) Number() protoreflect.EnumNumber {
@@ -191,7 +250,56 @@ func (x CallerPath) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use CallerPath.Descriptor instead.
 func (CallerPath) EnumDescriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{2}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{3}
+}
+
+// RecoveryBlocker says why an overflow recovery could not trim.
+type RecoveryBlocker int32
+
+const (
+	// Not set: the recovery trimmed.
+	RecoveryBlocker_RECOVERY_BLOCKER_UNSPECIFIED RecoveryBlocker = 0
+	// Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1).
+	RecoveryBlocker_RECOVERY_BLOCKER_SINGLE_TURN RecoveryBlocker = 1
+)
+
+// Enum value maps for RecoveryBlocker.
+var (
+	RecoveryBlocker_name = map[int32]string{
+		0: "RECOVERY_BLOCKER_UNSPECIFIED",
+		1: "RECOVERY_BLOCKER_SINGLE_TURN",
+	}
+	RecoveryBlocker_value = map[string]int32{
+		"RECOVERY_BLOCKER_UNSPECIFIED": 0,
+		"RECOVERY_BLOCKER_SINGLE_TURN": 1,
+	}
+)
+
+func (x RecoveryBlocker) Enum() *RecoveryBlocker {
+	p := new(RecoveryBlocker)
+	*p = x
+	return p
+}
+
+func (x RecoveryBlocker) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RecoveryBlocker) Descriptor() protoreflect.EnumDescriptor {
+	return file_turnkeeper_v1_trim_proto_enumTypes[4].Descriptor()
+}
+
+func (RecoveryBlocker) Type() protoreflect.EnumType {
+	return &file_turnkeeper_v1_trim_proto_enumTypes[4]
+}
+
+func (x RecoveryBlocker) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RecoveryBlocker.Descriptor instead.
+func (RecoveryBlocker) EnumDescriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{4}
 }
 
 // OrphanKind says why the orphan sweep removed something.
@@ -200,9 +308,11 @@ type OrphanKind int32
 const (
 	// Not set; never returned by the server.
 	OrphanKind_ORPHAN_KIND_UNSPECIFIED OrphanKind = 0
-	// A tool result whose tool call does not precede it in the history.
+	// A tool result whose call is not in the nearest assistant row above it, reached through a contiguous run of
+	// assistant and tool rows (spec §10.2).
 	OrphanKind_ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL OrphanKind = 1
-	// An assistant tool call that no later tool result answers.
+	// An assistant tool call with no result in the run of tool rows right after its row, and no `[Tool results]`
+	// carrier later in its turn (spec §10.2).
 	OrphanKind_ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT OrphanKind = 2
 )
 
@@ -231,11 +341,11 @@ func (x OrphanKind) String() string {
 }
 
 func (OrphanKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_turnkeeper_v1_trim_proto_enumTypes[3].Descriptor()
+	return file_turnkeeper_v1_trim_proto_enumTypes[5].Descriptor()
 }
 
 func (OrphanKind) Type() protoreflect.EnumType {
-	return &file_turnkeeper_v1_trim_proto_enumTypes[3]
+	return &file_turnkeeper_v1_trim_proto_enumTypes[5]
 }
 
 func (x OrphanKind) Number() protoreflect.EnumNumber {
@@ -244,7 +354,136 @@ func (x OrphanKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OrphanKind.Descriptor instead.
 func (OrphanKind) EnumDescriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{3}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{5}
+}
+
+// ReportedUsage is what the provider reported for the previous request, next to what turnkeeper estimated for it.
+type ReportedUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The input tokens the provider reported for the previous request (`reported`).
+	ReportedInputTokens uint64 `protobuf:"varint,1,opt,name=reported_input_tokens,json=reportedInputTokens,proto3" json:"reported_input_tokens,omitempty"`
+	// turnkeeper's estimate of that same request, tool schemas included (`estimated`), such as the
+	// `total_tokens - reserved_output_tokens` of its CapacityReport.
+	EstimatedInputTokens uint64 `protobuf:"varint,2,opt,name=estimated_input_tokens,json=estimatedInputTokens,proto3" json:"estimated_input_tokens,omitempty"`
+	// The part of `estimated_input_tokens` spent on tool schemas (`tool_schema`); at most `estimated_input_tokens`.
+	ToolSchemaTokens uint64 `protobuf:"varint,3,opt,name=tool_schema_tokens,json=toolSchemaTokens,proto3" json:"tool_schema_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportedUsage) Reset() {
+	*x = ReportedUsage{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportedUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportedUsage) ProtoMessage() {}
+
+func (x *ReportedUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportedUsage.ProtoReflect.Descriptor instead.
+func (*ReportedUsage) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReportedUsage) GetReportedInputTokens() uint64 {
+	if x != nil {
+		return x.ReportedInputTokens
+	}
+	return 0
+}
+
+func (x *ReportedUsage) GetEstimatedInputTokens() uint64 {
+	if x != nil {
+		return x.EstimatedInputTokens
+	}
+	return 0
+}
+
+func (x *ReportedUsage) GetToolSchemaTokens() uint64 {
+	if x != nil {
+		return x.ToolSchemaTokens
+	}
+	return 0
+}
+
+// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+type UsageCalibration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic.
+	CalibratedTargetTokens uint64 `protobuf:"varint,1,opt,name=calibrated_target_tokens,json=calibratedTargetTokens,proto3" json:"calibrated_target_tokens,omitempty"`
+	// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it.
+	HistoryTargetTokens uint64 `protobuf:"varint,2,opt,name=history_target_tokens,json=historyTargetTokens,proto3" json:"history_target_tokens,omitempty"`
+	// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+	KeptEstimateTokens uint64 `protobuf:"varint,3,opt,name=kept_estimate_tokens,json=keptEstimateTokens,proto3" json:"kept_estimate_tokens,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *UsageCalibration) Reset() {
+	*x = UsageCalibration{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UsageCalibration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UsageCalibration) ProtoMessage() {}
+
+func (x *UsageCalibration) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UsageCalibration.ProtoReflect.Descriptor instead.
+func (*UsageCalibration) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *UsageCalibration) GetCalibratedTargetTokens() uint64 {
+	if x != nil {
+		return x.CalibratedTargetTokens
+	}
+	return 0
+}
+
+func (x *UsageCalibration) GetHistoryTargetTokens() uint64 {
+	if x != nil {
+		return x.HistoryTargetTokens
+	}
+	return 0
+}
+
+func (x *UsageCalibration) GetKeptEstimateTokens() uint64 {
+	if x != nil {
+		return x.KeptEstimateTokens
+	}
+	return 0
 }
 
 // CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
@@ -264,7 +503,7 @@ type CallerContext struct {
 
 func (x *CallerContext) Reset() {
 	*x = CallerContext{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[0]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +515,7 @@ func (x *CallerContext) String() string {
 func (*CallerContext) ProtoMessage() {}
 
 func (x *CallerContext) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[0]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +528,7 @@ func (x *CallerContext) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallerContext.ProtoReflect.Descriptor instead.
 func (*CallerContext) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{0}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *CallerContext) GetSessionId() string {
@@ -333,7 +572,7 @@ type IndexRange struct {
 
 func (x *IndexRange) Reset() {
 	*x = IndexRange{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[1]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +584,7 @@ func (x *IndexRange) String() string {
 func (*IndexRange) ProtoMessage() {}
 
 func (x *IndexRange) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[1]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,7 +597,7 @@ func (x *IndexRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IndexRange.ProtoReflect.Descriptor instead.
 func (*IndexRange) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{1}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IndexRange) GetStart() uint32 {
@@ -388,11 +627,12 @@ type HistoryTrimmed struct {
 	DroppedTurns uint32 `protobuf:"varint,4,opt,name=dropped_turns,json=droppedTurns,proto3" json:"dropped_turns,omitempty"`
 	// The number of complete user turns retained.
 	KeptTurns uint32 `protobuf:"varint,5,opt,name=kept_turns,json=keptTurns,proto3" json:"kept_turns,omitempty"`
-	// The estimate of the history before the trim, in tokens.
+	// The history before the trim, in tokens: the estimate, or the provider-reported count (see `count_source`).
 	TokensBefore uint64 `protobuf:"varint,6,opt,name=tokens_before,json=tokensBefore,proto3" json:"tokens_before,omitempty"`
-	// The estimate of the history after the trim, breadcrumb included, in tokens.
+	// The history after the trim, breadcrumb included, in tokens: the estimate, or scaled to the provider's count.
 	TokensAfter uint64 `protobuf:"varint,7,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
-	// The token target the trim aimed for: the budget, or the recovery target; 0 for turn-limit trims.
+	// The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
+	// 0 for turn-limit trims.
 	TargetTokens uint64 `protobuf:"varint,8,opt,name=target_tokens,json=targetTokens,proto3" json:"target_tokens,omitempty"`
 	// The resolved proactive budget in tokens, when profiles were supplied; 0 otherwise or when disabled.
 	BudgetTokens uint64 `protobuf:"varint,9,opt,name=budget_tokens,json=budgetTokens,proto3" json:"budget_tokens,omitempty"`
@@ -406,13 +646,17 @@ type HistoryTrimmed struct {
 	Caller *CallerContext `protobuf:"bytes,13,opt,name=caller,proto3" json:"caller,omitempty"`
 	// True when a breadcrumb row was inserted.
 	BreadcrumbInserted bool `protobuf:"varint,14,opt,name=breadcrumb_inserted,json=breadcrumbInserted,proto3" json:"breadcrumb_inserted,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+	CountSource CountSource `protobuf:"varint,15,opt,name=count_source,json=countSource,proto3,enum=turnkeeper.v1.CountSource" json:"count_source,omitempty"`
+	// The estimate-space steps, for reported-usage trims; absent otherwise.
+	Calibration   *UsageCalibration `protobuf:"bytes,16,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryTrimmed) Reset() {
 	*x = HistoryTrimmed{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[2]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +668,7 @@ func (x *HistoryTrimmed) String() string {
 func (*HistoryTrimmed) ProtoMessage() {}
 
 func (x *HistoryTrimmed) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[2]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +681,7 @@ func (x *HistoryTrimmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryTrimmed.ProtoReflect.Descriptor instead.
 func (*HistoryTrimmed) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{2}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *HistoryTrimmed) GetReason() TrimReason {
@@ -538,6 +782,306 @@ func (x *HistoryTrimmed) GetBreadcrumbInserted() bool {
 	return false
 }
 
+func (x *HistoryTrimmed) GetCountSource() CountSource {
+	if x != nil {
+		return x.CountSource
+	}
+	return CountSource_COUNT_SOURCE_UNSPECIFIED
+}
+
+func (x *HistoryTrimmed) GetCalibration() *UsageCalibration {
+	if x != nil {
+		return x.Calibration
+	}
+	return nil
+}
+
+// RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
+// It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
+type RecoveryReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True when the recovery dropped turns from the baseline history.
+	Trimmed bool `protobuf:"varint,1,opt,name=trimmed,proto3" json:"trimmed,omitempty"`
+	// Why nothing could be trimmed; unset when `trimmed` is true.
+	Blocker RecoveryBlocker `protobuf:"varint,2,opt,name=blocker,proto3,enum=turnkeeper.v1.RecoveryBlocker" json:"blocker,omitempty"`
+	// The estimate of the baseline: the history given (TrimHistory), or the history PrepareModelCall would have
+	// prepared without recovery (after the sweep, the turn limit and the budget trim), in tokens.
+	BaselineTokens uint64 `protobuf:"varint,3,opt,name=baseline_tokens,json=baselineTokens,proto3" json:"baseline_tokens,omitempty"`
+	// floor(2 x baseline_tokens / 3).
+	TargetTokens uint64 `protobuf:"varint,4,opt,name=target_tokens,json=targetTokens,proto3" json:"target_tokens,omitempty"`
+	// The estimate of the recovered history, breadcrumb included, in tokens.
+	TokensAfter uint64 `protobuf:"varint,5,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
+	// True when `tokens_after` is at most `target_tokens`.
+	TargetReached bool `protobuf:"varint,6,opt,name=target_reached,json=targetReached,proto3" json:"target_reached,omitempty"`
+	// The number of complete user turns in the recovered history.
+	KeptTurns uint32 `protobuf:"varint,7,opt,name=kept_turns,json=keptTurns,proto3" json:"kept_turns,omitempty"`
+	// The estimate of the leading system rows, which no trim removes (the "system floor"), in tokens.
+	SystemFloorTokens uint64 `protobuf:"varint,8,opt,name=system_floor_tokens,json=systemFloorTokens,proto3" json:"system_floor_tokens,omitempty"`
+	// The proactive budget the floor is compared with: the resolved budget, or the explicit `budget_tokens`;
+	// 0 when none was given or trimming is disabled.
+	BudgetTokens uint64 `protobuf:"varint,9,opt,name=budget_tokens,json=budgetTokens,proto3" json:"budget_tokens,omitempty"`
+	// True when `budget_tokens` is positive and the system floor alone is at least that budget.
+	SystemFloorReachesBudget bool `protobuf:"varint,10,opt,name=system_floor_reaches_budget,json=systemFloorReachesBudget,proto3" json:"system_floor_reaches_budget,omitempty"`
+	// The resolved route, when profiles were supplied.
+	Route         *Route `protobuf:"bytes,11,opt,name=route,proto3" json:"route,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryReport) Reset() {
+	*x = RecoveryReport{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryReport) ProtoMessage() {}
+
+func (x *RecoveryReport) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryReport.ProtoReflect.Descriptor instead.
+func (*RecoveryReport) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RecoveryReport) GetTrimmed() bool {
+	if x != nil {
+		return x.Trimmed
+	}
+	return false
+}
+
+func (x *RecoveryReport) GetBlocker() RecoveryBlocker {
+	if x != nil {
+		return x.Blocker
+	}
+	return RecoveryBlocker_RECOVERY_BLOCKER_UNSPECIFIED
+}
+
+func (x *RecoveryReport) GetBaselineTokens() uint64 {
+	if x != nil {
+		return x.BaselineTokens
+	}
+	return 0
+}
+
+func (x *RecoveryReport) GetTargetTokens() uint64 {
+	if x != nil {
+		return x.TargetTokens
+	}
+	return 0
+}
+
+func (x *RecoveryReport) GetTokensAfter() uint64 {
+	if x != nil {
+		return x.TokensAfter
+	}
+	return 0
+}
+
+func (x *RecoveryReport) GetTargetReached() bool {
+	if x != nil {
+		return x.TargetReached
+	}
+	return false
+}
+
+func (x *RecoveryReport) GetKeptTurns() uint32 {
+	if x != nil {
+		return x.KeptTurns
+	}
+	return 0
+}
+
+func (x *RecoveryReport) GetSystemFloorTokens() uint64 {
+	if x != nil {
+		return x.SystemFloorTokens
+	}
+	return 0
+}
+
+func (x *RecoveryReport) GetBudgetTokens() uint64 {
+	if x != nil {
+		return x.BudgetTokens
+	}
+	return 0
+}
+
+func (x *RecoveryReport) GetSystemFloorReachesBudget() bool {
+	if x != nil {
+		return x.SystemFloorReachesBudget
+	}
+	return false
+}
+
+func (x *RecoveryReport) GetRoute() *Route {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+// ContextMeter is how full the prepared request makes the resolved route's context (spec §10.5).
+type ContextMeter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tokens the prepared request sends: messages, hook texts and tool schemas (reserved output excluded).
+	// Saturates at 2^64-1.
+	UsedTokens uint64 `protobuf:"varint,1,opt,name=used_tokens,json=usedTokens,proto3" json:"used_tokens,omitempty"`
+	// The resolved proactive budget in tokens; 0 when proactive trimming is disabled.
+	BudgetTokens uint64 `protobuf:"varint,2,opt,name=budget_tokens,json=budgetTokens,proto3" json:"budget_tokens,omitempty"`
+	// The model's context window, only when it is known for the route; absent when unknown (never the fallback).
+	CapacityTokens *uint64 `protobuf:"varint,3,opt,name=capacity_tokens,json=capacityTokens,proto3,oneof" json:"capacity_tokens,omitempty"`
+	// used_tokens / capacity_tokens as an IEEE-754 double, only when the capacity is known.
+	CapacityFraction *float64 `protobuf:"fixed64,4,opt,name=capacity_fraction,json=capacityFraction,proto3,oneof" json:"capacity_fraction,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ContextMeter) Reset() {
+	*x = ContextMeter{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContextMeter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContextMeter) ProtoMessage() {}
+
+func (x *ContextMeter) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContextMeter.ProtoReflect.Descriptor instead.
+func (*ContextMeter) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ContextMeter) GetUsedTokens() uint64 {
+	if x != nil {
+		return x.UsedTokens
+	}
+	return 0
+}
+
+func (x *ContextMeter) GetBudgetTokens() uint64 {
+	if x != nil {
+		return x.BudgetTokens
+	}
+	return 0
+}
+
+func (x *ContextMeter) GetCapacityTokens() uint64 {
+	if x != nil && x.CapacityTokens != nil {
+		return *x.CapacityTokens
+	}
+	return 0
+}
+
+func (x *ContextMeter) GetCapacityFraction() float64 {
+	if x != nil && x.CapacityFraction != nil {
+		return *x.CapacityFraction
+	}
+	return 0
+}
+
+// InputCostEstimate is the estimated price of the prepared request's input on the resolved route (spec §10.5).
+type InputCostEstimate struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+	Cost float64 `protobuf:"fixed64,1,opt,name=cost,proto3" json:"cost,omitempty"`
+	// The currency of the route's prices, as the provider profile declares it.
+	Currency string `protobuf:"bytes,2,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The input tokens priced at the input price: the meter's `used_tokens` minus `cached_input_tokens`.
+	UncachedInputTokens uint64 `protobuf:"varint,3,opt,name=uncached_input_tokens,json=uncachedInputTokens,proto3" json:"uncached_input_tokens,omitempty"`
+	// The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`.
+	CachedInputTokens uint64 `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *InputCostEstimate) Reset() {
+	*x = InputCostEstimate{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InputCostEstimate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InputCostEstimate) ProtoMessage() {}
+
+func (x *InputCostEstimate) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InputCostEstimate.ProtoReflect.Descriptor instead.
+func (*InputCostEstimate) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *InputCostEstimate) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *InputCostEstimate) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *InputCostEstimate) GetUncachedInputTokens() uint64 {
+	if x != nil {
+		return x.UncachedInputTokens
+	}
+	return 0
+}
+
+func (x *InputCostEstimate) GetCachedInputTokens() uint64 {
+	if x != nil {
+		return x.CachedInputTokens
+	}
+	return 0
+}
+
 // MessageEstimate is the token estimate of one input row, with its parts visible.
 type MessageEstimate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -563,7 +1107,7 @@ type MessageEstimate struct {
 
 func (x *MessageEstimate) Reset() {
 	*x = MessageEstimate{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[3]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +1119,7 @@ func (x *MessageEstimate) String() string {
 func (*MessageEstimate) ProtoMessage() {}
 
 func (x *MessageEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[3]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +1132,7 @@ func (x *MessageEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEstimate.ProtoReflect.Descriptor instead.
 func (*MessageEstimate) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{3}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MessageEstimate) GetProviderRows() uint32 {
@@ -664,7 +1208,7 @@ type OrphanRemoval struct {
 
 func (x *OrphanRemoval) Reset() {
 	*x = OrphanRemoval{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[4]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +1220,7 @@ func (x *OrphanRemoval) String() string {
 func (*OrphanRemoval) ProtoMessage() {}
 
 func (x *OrphanRemoval) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[4]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +1233,7 @@ func (x *OrphanRemoval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanRemoval.ProtoReflect.Descriptor instead.
 func (*OrphanRemoval) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{4}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OrphanRemoval) GetKind() OrphanKind {
@@ -733,7 +1277,7 @@ type CapacityReport struct {
 	ToolSchemaTokens uint64 `protobuf:"varint,4,opt,name=tool_schema_tokens,json=toolSchemaTokens,proto3" json:"tool_schema_tokens,omitempty"`
 	// The output tokens the caller reserved.
 	ReservedOutputTokens uint64 `protobuf:"varint,5,opt,name=reserved_output_tokens,json=reservedOutputTokens,proto3" json:"reserved_output_tokens,omitempty"`
-	// The sum of the parts above.
+	// The sum of the parts above, saturated at 2^64-1; `fits` is decided on the exact sum.
 	TotalTokens uint64 `protobuf:"varint,6,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
 	// The capacity the total is checked against.
 	Capacity *Capacity `protobuf:"bytes,7,opt,name=capacity,proto3" json:"capacity,omitempty"`
@@ -745,7 +1289,7 @@ type CapacityReport struct {
 
 func (x *CapacityReport) Reset() {
 	*x = CapacityReport{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +1301,7 @@ func (x *CapacityReport) String() string {
 func (*CapacityReport) ProtoMessage() {}
 
 func (x *CapacityReport) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +1314,7 @@ func (x *CapacityReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityReport.ProtoReflect.Descriptor instead.
 func (*CapacityReport) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{5}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CapacityReport) GetMessageTokens() uint64 {
@@ -842,7 +1386,7 @@ type CappedToolResult struct {
 
 func (x *CappedToolResult) Reset() {
 	*x = CappedToolResult{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1398,7 @@ func (x *CappedToolResult) String() string {
 func (*CappedToolResult) ProtoMessage() {}
 
 func (x *CappedToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1411,7 @@ func (x *CappedToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CappedToolResult.ProtoReflect.Descriptor instead.
 func (*CappedToolResult) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{6}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CappedToolResult) GetContent() string {
@@ -888,7 +1432,15 @@ var File_turnkeeper_v1_trim_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\n" +
-	"\x18turnkeeper/v1/trim.proto\x12\rturnkeeper.v1\x1a\x1eturnkeeper/v1/resolution.proto\"\x81\x01\n" +
+	"\x18turnkeeper/v1/trim.proto\x12\rturnkeeper.v1\x1a\x1eturnkeeper/v1/resolution.proto\"\xa7\x01\n" +
+	"\rReportedUsage\x122\n" +
+	"\x15reported_input_tokens\x18\x01 \x01(\x04R\x13reportedInputTokens\x124\n" +
+	"\x16estimated_input_tokens\x18\x02 \x01(\x04R\x14estimatedInputTokens\x12,\n" +
+	"\x12tool_schema_tokens\x18\x03 \x01(\x04R\x10toolSchemaTokens\"\xb2\x01\n" +
+	"\x10UsageCalibration\x128\n" +
+	"\x18calibrated_target_tokens\x18\x01 \x01(\x04R\x16calibratedTargetTokens\x122\n" +
+	"\x15history_target_tokens\x18\x02 \x01(\x04R\x13historyTargetTokens\x120\n" +
+	"\x14kept_estimate_tokens\x18\x03 \x01(\x04R\x12keptEstimateTokens\"\x81\x01\n" +
 	"\rCallerContext\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -899,7 +1451,7 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\n" +
 	"IndexRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end\"\xd8\x04\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end\"\xda\x05\n" +
 	"\x0eHistoryTrimmed\x121\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x19.turnkeeper.v1.TrimReasonR\x06reason\x12+\n" +
 	"\x11overflow_recovery\x18\x02 \x01(\bR\x10overflowRecovery\x12)\n" +
@@ -917,7 +1469,36 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\bcapacity\x18\v \x01(\v2\x17.turnkeeper.v1.CapacityR\bcapacity\x12*\n" +
 	"\x05route\x18\f \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x124\n" +
 	"\x06caller\x18\r \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12/\n" +
-	"\x13breadcrumb_inserted\x18\x0e \x01(\bR\x12breadcrumbInserted\"\xa0\x02\n" +
+	"\x13breadcrumb_inserted\x18\x0e \x01(\bR\x12breadcrumbInserted\x12=\n" +
+	"\fcount_source\x18\x0f \x01(\x0e2\x1a.turnkeeper.v1.CountSourceR\vcountSource\x12A\n" +
+	"\vcalibration\x18\x10 \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibration\"\xdb\x03\n" +
+	"\x0eRecoveryReport\x12\x18\n" +
+	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x128\n" +
+	"\ablocker\x18\x02 \x01(\x0e2\x1e.turnkeeper.v1.RecoveryBlockerR\ablocker\x12'\n" +
+	"\x0fbaseline_tokens\x18\x03 \x01(\x04R\x0ebaselineTokens\x12#\n" +
+	"\rtarget_tokens\x18\x04 \x01(\x04R\ftargetTokens\x12!\n" +
+	"\ftokens_after\x18\x05 \x01(\x04R\vtokensAfter\x12%\n" +
+	"\x0etarget_reached\x18\x06 \x01(\bR\rtargetReached\x12\x1d\n" +
+	"\n" +
+	"kept_turns\x18\a \x01(\rR\tkeptTurns\x12.\n" +
+	"\x13system_floor_tokens\x18\b \x01(\x04R\x11systemFloorTokens\x12#\n" +
+	"\rbudget_tokens\x18\t \x01(\x04R\fbudgetTokens\x12=\n" +
+	"\x1bsystem_floor_reaches_budget\x18\n" +
+	" \x01(\bR\x18systemFloorReachesBudget\x12*\n" +
+	"\x05route\x18\v \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\"\xde\x01\n" +
+	"\fContextMeter\x12\x1f\n" +
+	"\vused_tokens\x18\x01 \x01(\x04R\n" +
+	"usedTokens\x12#\n" +
+	"\rbudget_tokens\x18\x02 \x01(\x04R\fbudgetTokens\x12,\n" +
+	"\x0fcapacity_tokens\x18\x03 \x01(\x04H\x00R\x0ecapacityTokens\x88\x01\x01\x120\n" +
+	"\x11capacity_fraction\x18\x04 \x01(\x01H\x01R\x10capacityFraction\x88\x01\x01B\x12\n" +
+	"\x10_capacity_tokensB\x14\n" +
+	"\x12_capacity_fraction\"\xa7\x01\n" +
+	"\x11InputCostEstimate\x12\x12\n" +
+	"\x04cost\x18\x01 \x01(\x01R\x04cost\x12\x1a\n" +
+	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x122\n" +
+	"\x15uncached_input_tokens\x18\x03 \x01(\x04R\x13uncachedInputTokens\x12.\n" +
+	"\x13cached_input_tokens\x18\x04 \x01(\x04R\x11cachedInputTokens\"\xa0\x02\n" +
 	"\x0fMessageEstimate\x12#\n" +
 	"\rprovider_rows\x18\x01 \x01(\rR\fproviderRows\x12\x1d\n" +
 	"\n" +
@@ -953,19 +1534,27 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"TrimReason\x12\x1b\n" +
 	"\x17TRIM_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRIM_REASON_TOKEN_BUDGET\x10\x01\x12\x1a\n" +
-	"\x16TRIM_REASON_TURN_LIMIT\x10\x02*\x95\x01\n" +
+	"\x16TRIM_REASON_TURN_LIMIT\x10\x02*\xb3\x01\n" +
 	"\bTrimMode\x12\x19\n" +
 	"\x15TRIM_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16TRIM_MODE_TOKEN_BUDGET\x10\x01\x12\x18\n" +
 	"\x14TRIM_MODE_TURN_COUNT\x10\x02\x12\x1f\n" +
 	"\x1bTRIM_MODE_OVERFLOW_RECOVERY\x10\x03\x12\x17\n" +
-	"\x13TRIM_MODE_ROW_COUNT\x10\x04*\x83\x01\n" +
+	"\x13TRIM_MODE_ROW_COUNT\x10\x04\x12\x1c\n" +
+	"\x18TRIM_MODE_REPORTED_USAGE\x10\x05*j\n" +
+	"\vCountSource\x12\x1c\n" +
+	"\x18COUNT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15COUNT_SOURCE_ESTIMATE\x10\x01\x12\"\n" +
+	"\x1eCOUNT_SOURCE_PROVIDER_REPORTED\x10\x02*\x83\x01\n" +
 	"\n" +
 	"CallerPath\x12\x1b\n" +
 	"\x17CALLER_PATH_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CALLER_PATH_AGENT\x10\x01\x12\x1b\n" +
 	"\x17CALLER_PATH_LEGACY_LOOP\x10\x02\x12$\n" +
-	" CALLER_PATH_CHANNEL_SENDER_CACHE\x10\x03*}\n" +
+	" CALLER_PATH_CHANNEL_SENDER_CACHE\x10\x03*U\n" +
+	"\x0fRecoveryBlocker\x12 \n" +
+	"\x1cRECOVERY_BLOCKER_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cRECOVERY_BLOCKER_SINGLE_TURN\x10\x01*}\n" +
 	"\n" +
 	"OrphanKind\x12\x1b\n" +
 	"\x17ORPHAN_KIND_UNSPECIFIED\x10\x00\x12(\n" +
@@ -985,35 +1574,46 @@ func file_turnkeeper_v1_trim_proto_rawDescGZIP() []byte {
 	return file_turnkeeper_v1_trim_proto_rawDescData
 }
 
-var file_turnkeeper_v1_trim_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_turnkeeper_v1_trim_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_turnkeeper_v1_trim_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_turnkeeper_v1_trim_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_turnkeeper_v1_trim_proto_goTypes = []any{
-	(TrimReason)(0),          // 0: turnkeeper.v1.TrimReason
-	(TrimMode)(0),            // 1: turnkeeper.v1.TrimMode
-	(CallerPath)(0),          // 2: turnkeeper.v1.CallerPath
-	(OrphanKind)(0),          // 3: turnkeeper.v1.OrphanKind
-	(*CallerContext)(nil),    // 4: turnkeeper.v1.CallerContext
-	(*IndexRange)(nil),       // 5: turnkeeper.v1.IndexRange
-	(*HistoryTrimmed)(nil),   // 6: turnkeeper.v1.HistoryTrimmed
-	(*MessageEstimate)(nil),  // 7: turnkeeper.v1.MessageEstimate
-	(*OrphanRemoval)(nil),    // 8: turnkeeper.v1.OrphanRemoval
-	(*CapacityReport)(nil),   // 9: turnkeeper.v1.CapacityReport
-	(*CappedToolResult)(nil), // 10: turnkeeper.v1.CappedToolResult
-	(*Capacity)(nil),         // 11: turnkeeper.v1.Capacity
-	(*Route)(nil),            // 12: turnkeeper.v1.Route
+	(TrimReason)(0),           // 0: turnkeeper.v1.TrimReason
+	(TrimMode)(0),             // 1: turnkeeper.v1.TrimMode
+	(CountSource)(0),          // 2: turnkeeper.v1.CountSource
+	(CallerPath)(0),           // 3: turnkeeper.v1.CallerPath
+	(RecoveryBlocker)(0),      // 4: turnkeeper.v1.RecoveryBlocker
+	(OrphanKind)(0),           // 5: turnkeeper.v1.OrphanKind
+	(*ReportedUsage)(nil),     // 6: turnkeeper.v1.ReportedUsage
+	(*UsageCalibration)(nil),  // 7: turnkeeper.v1.UsageCalibration
+	(*CallerContext)(nil),     // 8: turnkeeper.v1.CallerContext
+	(*IndexRange)(nil),        // 9: turnkeeper.v1.IndexRange
+	(*HistoryTrimmed)(nil),    // 10: turnkeeper.v1.HistoryTrimmed
+	(*RecoveryReport)(nil),    // 11: turnkeeper.v1.RecoveryReport
+	(*ContextMeter)(nil),      // 12: turnkeeper.v1.ContextMeter
+	(*InputCostEstimate)(nil), // 13: turnkeeper.v1.InputCostEstimate
+	(*MessageEstimate)(nil),   // 14: turnkeeper.v1.MessageEstimate
+	(*OrphanRemoval)(nil),     // 15: turnkeeper.v1.OrphanRemoval
+	(*CapacityReport)(nil),    // 16: turnkeeper.v1.CapacityReport
+	(*CappedToolResult)(nil),  // 17: turnkeeper.v1.CappedToolResult
+	(*Capacity)(nil),          // 18: turnkeeper.v1.Capacity
+	(*Route)(nil),             // 19: turnkeeper.v1.Route
 }
 var file_turnkeeper_v1_trim_proto_depIdxs = []int32{
 	0,  // 0: turnkeeper.v1.HistoryTrimmed.reason:type_name -> turnkeeper.v1.TrimReason
-	11, // 1: turnkeeper.v1.HistoryTrimmed.capacity:type_name -> turnkeeper.v1.Capacity
-	12, // 2: turnkeeper.v1.HistoryTrimmed.route:type_name -> turnkeeper.v1.Route
-	4,  // 3: turnkeeper.v1.HistoryTrimmed.caller:type_name -> turnkeeper.v1.CallerContext
-	3,  // 4: turnkeeper.v1.OrphanRemoval.kind:type_name -> turnkeeper.v1.OrphanKind
-	11, // 5: turnkeeper.v1.CapacityReport.capacity:type_name -> turnkeeper.v1.Capacity
-	6,  // [6:6] is the sub-list for method output_type
-	6,  // [6:6] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	18, // 1: turnkeeper.v1.HistoryTrimmed.capacity:type_name -> turnkeeper.v1.Capacity
+	19, // 2: turnkeeper.v1.HistoryTrimmed.route:type_name -> turnkeeper.v1.Route
+	8,  // 3: turnkeeper.v1.HistoryTrimmed.caller:type_name -> turnkeeper.v1.CallerContext
+	2,  // 4: turnkeeper.v1.HistoryTrimmed.count_source:type_name -> turnkeeper.v1.CountSource
+	7,  // 5: turnkeeper.v1.HistoryTrimmed.calibration:type_name -> turnkeeper.v1.UsageCalibration
+	4,  // 6: turnkeeper.v1.RecoveryReport.blocker:type_name -> turnkeeper.v1.RecoveryBlocker
+	19, // 7: turnkeeper.v1.RecoveryReport.route:type_name -> turnkeeper.v1.Route
+	5,  // 8: turnkeeper.v1.OrphanRemoval.kind:type_name -> turnkeeper.v1.OrphanKind
+	18, // 9: turnkeeper.v1.CapacityReport.capacity:type_name -> turnkeeper.v1.Capacity
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_trim_proto_init() }
@@ -1022,13 +1622,14 @@ func file_turnkeeper_v1_trim_proto_init() {
 		return
 	}
 	file_turnkeeper_v1_resolution_proto_init()
+	file_turnkeeper_v1_trim_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_trim_proto_rawDesc), len(file_turnkeeper_v1_trim_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   7,
+			NumEnums:      6,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -9,7 +9,7 @@ import { enumDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
  * Describes the file turnkeeper/v1/errors.proto.
  */
 export const file_turnkeeper_v1_errors: GenFile = /*@__PURE__*/
-  fileDesc("Chp0dXJua2VlcGVyL3YxL2Vycm9ycy5wcm90bxINdHVybmtlZXBlci52MSrMAgoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocRVJST1JfUkVBU09OX0lOVkFMSURfSElTVE9SWRABEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1BST0ZJTEUQAhIfChtFUlJPUl9SRUFTT05fSU5WQUxJRF9MSU1JVFMQAxIiCh5FUlJPUl9SRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQBBIoCiRFUlJPUl9SRUFTT05fQ09OVEVYVF9XSU5ET1dfRVhDRUVERUQQBRIlCiFFUlJPUl9SRUFTT05fSU5WQUxJRF9TVUJTQ1JJUFRJT04QBhIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAHIgQICBAIKh9FUlJPUl9SRUFTT05fRVZFTlRTX1VOQVZBSUxBQkxFYgZwcm90bzM");
+  fileDesc("Chp0dXJua2VlcGVyL3YxL2Vycm9ycy5wcm90bxINdHVybmtlZXBlci52MSqVAwoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocRVJST1JfUkVBU09OX0lOVkFMSURfSElTVE9SWRABEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1BST0ZJTEUQAhIfChtFUlJPUl9SRUFTT05fSU5WQUxJRF9MSU1JVFMQAxIiCh5FUlJPUl9SRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQBBIoCiRFUlJPUl9SRUFTT05fQ09OVEVYVF9XSU5ET1dfRVhDRUVERUQQBRIlCiFFUlJPUl9SRUFTT05fSU5WQUxJRF9TVUJTQ1JJUFRJT04QBhIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAHEh4KGkVSUk9SX1JFQVNPTl9JTlZBTElEX1VTQUdFEAkSJwojRVJST1JfUkVBU09OX0lOVkFMSURfUFJPVklERVJfRVJST1IQCiIECAgQCCofRVJST1JfUkVBU09OX0VWRU5UU19VTkFWQUlMQUJMRWIGcHJvdG8z");
 
 /**
  * ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -33,14 +33,15 @@ export enum ErrorReason {
   INVALID_HISTORY = 1,
 
   /**
-   * A profile is malformed: non-finite ratio, duplicate provider alias, zero context window, and so on.
+   * A profile is malformed: duplicate provider alias, zero context window, negative or non-finite price, and so on.
    *
    * @generated from enum value: ERROR_REASON_INVALID_PROFILE = 2;
    */
   INVALID_PROFILE = 2,
 
   /**
-   * The limits or the mode of a request are missing or do not go together.
+   * The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
+   * explicitly and through profiles.
    *
    * @generated from enum value: ERROR_REASON_INVALID_LIMITS = 3;
    */
@@ -74,6 +75,21 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_SHUTTING_DOWN = 7;
    */
   SHUTTING_DOWN = 7,
+
+  /**
+   * A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
+   * (tool-schema tokens above the estimated input tokens).
+   *
+   * @generated from enum value: ERROR_REASON_INVALID_USAGE = 9;
+   */
+  INVALID_USAGE = 9,
+
+  /**
+   * A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599.
+   *
+   * @generated from enum value: ERROR_REASON_INVALID_PROVIDER_ERROR = 10;
+   */
+  INVALID_PROVIDER_ERROR = 10,
 }
 
 /**

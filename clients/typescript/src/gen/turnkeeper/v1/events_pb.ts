@@ -6,7 +6,9 @@ import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2"
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { HistoryTrimmed } from "./trim_pb.js";
+import type { Route } from "./resolution_pb.js";
+import { file_turnkeeper_v1_resolution } from "./resolution_pb.js";
+import type { CallerContext, ContextMeter, HistoryTrimmed } from "./trim_pb.js";
 import { file_turnkeeper_v1_trim } from "./trim_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -14,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/events.proto.
  */
 export const file_turnkeeper_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_trim]);
+  fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIsYBCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
 
 /**
  * TrimEvent is one published HistoryTrimmed with its position in the feed.
@@ -52,6 +54,56 @@ export const TrimEventSchema: GenMessage<TrimEvent> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_events, 0);
 
 /**
+ * MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+ * It is not a trim: it never counts as a trim event in heartbeats or gaps.
+ *
+ * @generated from message turnkeeper.v1.MeterUpdate
+ */
+export type MeterUpdate = Message<"turnkeeper.v1.MeterUpdate"> & {
+  /**
+   * The opaque cursor of this update; pass it as `after_cursor` to resume after it.
+   *
+   * @generated from field: string cursor = 1;
+   */
+  cursor: string;
+
+  /**
+   * When the server published the update.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 2;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The caller identifiers supplied with the PrepareModelCall request.
+   *
+   * @generated from field: turnkeeper.v1.CallerContext caller = 3;
+   */
+  caller?: CallerContext | undefined;
+
+  /**
+   * The resolved route of the call.
+   *
+   * @generated from field: turnkeeper.v1.Route route = 4;
+   */
+  route?: Route | undefined;
+
+  /**
+   * The meter of the prepared request.
+   *
+   * @generated from field: turnkeeper.v1.ContextMeter meter = 5;
+   */
+  meter?: ContextMeter | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.MeterUpdate.
+ * Use `create(MeterUpdateSchema)` to create a new message.
+ */
+export const MeterUpdateSchema: GenMessage<MeterUpdate> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_events, 1);
+
+/**
  * Heartbeat tells an idle subscriber that the stream is alive.
  *
  * @generated from message turnkeeper.v1.Heartbeat
@@ -86,7 +138,7 @@ export type Heartbeat = Message<"turnkeeper.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_events, 1);
+  messageDesc(file_turnkeeper_v1_events, 2);
 
 /**
  * Gap says that events between two cursors could not be delivered.
@@ -128,7 +180,7 @@ export type Gap = Message<"turnkeeper.v1.Gap"> & {
  * Use `create(GapSchema)` to create a new message.
  */
 export const GapSchema: GenMessage<Gap> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_events, 2);
+  messageDesc(file_turnkeeper_v1_events, 3);
 
 /**
  * GapCause says why some events could not be delivered.

@@ -2,11 +2,11 @@
 // @generated from file turnkeeper/v1/history_service.proto (package turnkeeper.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
-import type { Gap, Heartbeat, TrimEvent } from "./events_pb.js";
+import type { Gap, Heartbeat, MeterUpdate, TrimEvent } from "./events_pb.js";
 import { file_turnkeeper_v1_events } from "./events_pb.js";
 import type { History } from "./history_pb.js";
 import { file_turnkeeper_v1_history } from "./history_pb.js";
@@ -14,7 +14,7 @@ import type { Profiles } from "./profile_pb.js";
 import { file_turnkeeper_v1_profile } from "./profile_pb.js";
 import type { Resolution } from "./resolution_pb.js";
 import { file_turnkeeper_v1_resolution } from "./resolution_pb.js";
-import type { CallerContext, CallerPath, CapacityReport, CappedToolResult, HistoryTrimmed, IndexRange, MessageEstimate, OrphanRemoval, TrimMode, TrimReason } from "./trim_pb.js";
+import type { CallerContext, CallerPath, CapacityReport, CappedToolResult, ContextMeter, CountSource, HistoryTrimmed, IndexRange, InputCostEstimate, MessageEstimate, OrphanRemoval, RecoveryReport, ReportedUsage, TrimMode, TrimReason, UsageCalibration } from "./trim_pb.js";
 import { file_turnkeeper_v1_trim } from "./trim_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/history_service.proto.
  */
 export const file_turnkeeper_v1_history_service: GenFile = /*@__PURE__*/
-  fileDesc("CiN0dXJua2VlcGVyL3YxL2hpc3Rvcnlfc2VydmljZS5wcm90bxINdHVybmtlZXBlci52MSJAChVFc3RpbWF0ZVRva2Vuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSKFAQoWRXN0aW1hdGVUb2tlbnNSZXNwb25zZRIUCgx0b3RhbF90b2tlbnMYASABKAQSMAoIbWVzc2FnZXMYAiADKAsyHi50dXJua2VlcGVyLnYxLk1lc3NhZ2VFc3RpbWF0ZRINCgV0dXJucxgDIAEoDRIUCgxpbWFnZV90b2tlbnMYBCABKAQiQQoUUmVzb2x2ZUJ1ZGdldFJlcXVlc3QSKQoIcHJvZmlsZXMYASABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzIkYKFVJlc29sdmVCdWRnZXRSZXNwb25zZRItCgpyZXNvbHV0aW9uGAEgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIpMBCg5FeHBsaWNpdExpbWl0cxIaCg1idWRnZXRfdG9rZW5zGAEgASgESACIAQESIQoUbWF4X2hpc3RvcnlfbWVzc2FnZXMYAiABKA1IAYgBARIXCg9icmVhZGNydW1iX3RleHQYAyABKAlCEAoOX2J1ZGdldF90b2tlbnNCFwoVX21heF9oaXN0b3J5X21lc3NhZ2VzIrMCChJUcmltSGlzdG9yeVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIlCgRtb2RlGAIgASgOMhcudHVybmtlZXBlci52MS5UcmltTW9kZRIuCgtjYWxsZXJfcGF0aBgDIAEoDjIZLnR1cm5rZWVwZXIudjEuQ2FsbGVyUGF0aBI4Cg9leHBsaWNpdF9saW1pdHMYBCABKAsyHS50dXJua2VlcGVyLnYxLkV4cGxpY2l0TGltaXRzSAASKwoIcHJvZmlsZXMYBSABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzSAASLAoGY2FsbGVyGAYgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0QggKBmxpbWl0cyKNAgoLVHJpbU91dGNvbWUSDwoHdHJpbW1lZBgBIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAIgASgNEhUKDWRyb3BwZWRfdHVybnMYAyABKA0SEgoKa2VwdF90dXJucxgEIAEoDRIVCg10b2tlbnNfYmVmb3JlGAUgASgEEhQKDHRva2Vuc19hZnRlchgGIAEoBBIVCg10YXJnZXRfdG9rZW5zGAcgASgEEjAKDWRyb3BwZWRfcmFuZ2UYCCABKAsyGS50dXJua2VlcGVyLnYxLkluZGV4UmFuZ2USHQoQYnJlYWRjcnVtYl9pbmRleBgJIAEoDUgAiAEBQhMKEV9icmVhZGNydW1iX2luZGV4ItIBChNUcmltSGlzdG9yeVJlc3BvbnNlEicKB2hpc3RvcnkYASABKAsyFi50dXJua2VlcGVyLnYxLkhpc3RvcnkSKwoHb3V0Y29tZRgCIAEoCzIaLnR1cm5rZWVwZXIudjEuVHJpbU91dGNvbWUSNgoPaGlzdG9yeV90cmltbWVkGAMgASgLMh0udHVybmtlZXBlci52MS5IaXN0b3J5VHJpbW1lZBItCgpyZXNvbHV0aW9uGAQgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIoACChdQcmVwYXJlTW9kZWxDYWxsUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5EikKCHByb2ZpbGVzGAIgASgLMhcudHVybmtlZXBlci52MS5Qcm9maWxlcxIsCgZjYWxsZXIYAyABKAsyHC50dXJua2VlcGVyLnYxLkNhbGxlckNvbnRleHQSGQoRb3ZlcmZsb3dfcmVjb3ZlcnkYBCABKAgSEgoKaG9va190ZXh0cxgFIAMoCRIUCgx0b29sX3NjaGVtYXMYBiADKAkSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgHIAEoBCKmAgoYUHJlcGFyZU1vZGVsQ2FsbFJlc3BvbnNlEicKB2hpc3RvcnkYASABKAsyFi50dXJua2VlcGVyLnYxLkhpc3RvcnkSLQoKcmVzb2x1dGlvbhgCIAEoCzIZLnR1cm5rZWVwZXIudjEuUmVzb2x1dGlvbhI1Cg9vcnBoYW5zX3JlbW92ZWQYAyADKAsyHC50dXJua2VlcGVyLnYxLk9ycGhhblJlbW92YWwSLAoFdHJpbXMYBCADKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkEjYKD2NhcGFjaXR5X3JlcG9ydBgFIAEoCzIdLnR1cm5rZWVwZXIudjEuQ2FwYWNpdHlSZXBvcnQSFQoNdG9rZW5zX2JlZm9yZRgGIAEoBCK0AQoUQ2hlY2tDYXBhY2l0eVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIpCghwcm9maWxlcxgCIAEoCzIXLnR1cm5rZWVwZXIudjEuUHJvZmlsZXMSEgoKaG9va190ZXh0cxgDIAMoCRIUCgx0b29sX3NjaGVtYXMYBCADKAkSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgFIAEoBCJ1ChVDaGVja0NhcGFjaXR5UmVzcG9uc2USLQoGcmVwb3J0GAEgASgLMh0udHVybmtlZXBlci52MS5DYXBhY2l0eVJlcG9ydBItCgpyZXNvbHV0aW9uGAIgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIj4KE1N3ZWVwT3JwaGFuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSJvChRTd2VlcE9ycGhhbnNSZXNwb25zZRInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5Ei4KCHJlbW92YWxzGAIgAygLMhwudHVybmtlZXBlci52MS5PcnBoYW5SZW1vdmFsIkgKFUNhcFRvb2xSZXN1bHRzUmVxdWVzdBIQCghjb250ZW50cxgBIAMoCRIdChVtYXhfdG9vbF9yZXN1bHRfY2hhcnMYAiABKAQiSgoWQ2FwVG9vbFJlc3VsdHNSZXNwb25zZRIwCgdyZXN1bHRzGAEgAygLMh8udHVybmtlZXBlci52MS5DYXBwZWRUb29sUmVzdWx0IrYBChFUcmltRXZlbnRzUmVxdWVzdBITCgtzZXNzaW9uX2lkcxgBIAMoCRITCgtydW50aW1lX2lkcxgCIAMoCRIqCgdyZWFzb25zGAMgAygOMhkudHVybmtlZXBlci52MS5UcmltUmVhc29uEhQKDGFmdGVyX2N1cnNvchgEIAEoCRI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24imQEKElRyaW1FdmVudHNSZXNwb25zZRIpCgVldmVudBgBIAEoCzIYLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50SAASLQoJaGVhcnRiZWF0GAIgASgLMhgudHVybmtlZXBlci52MS5IZWFydGJlYXRIABIhCgNnYXAYAyABKAsyEi50dXJua2VlcGVyLnYxLkdhcEgAQgYKBGl0ZW0y7wUKDkhpc3RvcnlTZXJ2aWNlEl0KDkVzdGltYXRlVG9rZW5zEiQudHVybmtlZXBlci52MS5Fc3RpbWF0ZVRva2Vuc1JlcXVlc3QaJS50dXJua2VlcGVyLnYxLkVzdGltYXRlVG9rZW5zUmVzcG9uc2USWgoNUmVzb2x2ZUJ1ZGdldBIjLnR1cm5rZWVwZXIudjEuUmVzb2x2ZUJ1ZGdldFJlcXVlc3QaJC50dXJua2VlcGVyLnYxLlJlc29sdmVCdWRnZXRSZXNwb25zZRJUCgtUcmltSGlzdG9yeRIhLnR1cm5rZWVwZXIudjEuVHJpbUhpc3RvcnlSZXF1ZXN0GiIudHVybmtlZXBlci52MS5UcmltSGlzdG9yeVJlc3BvbnNlEmMKEFByZXBhcmVNb2RlbENhbGwSJi50dXJua2VlcGVyLnYxLlByZXBhcmVNb2RlbENhbGxSZXF1ZXN0GicudHVybmtlZXBlci52MS5QcmVwYXJlTW9kZWxDYWxsUmVzcG9uc2USWgoNQ2hlY2tDYXBhY2l0eRIjLnR1cm5rZWVwZXIudjEuQ2hlY2tDYXBhY2l0eVJlcXVlc3QaJC50dXJua2VlcGVyLnYxLkNoZWNrQ2FwYWNpdHlSZXNwb25zZRJXCgxTd2VlcE9ycGhhbnMSIi50dXJua2VlcGVyLnYxLlN3ZWVwT3JwaGFuc1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLlN3ZWVwT3JwaGFuc1Jlc3BvbnNlEl0KDkNhcFRvb2xSZXN1bHRzEiQudHVybmtlZXBlci52MS5DYXBUb29sUmVzdWx0c1JlcXVlc3QaJS50dXJua2VlcGVyLnYxLkNhcFRvb2xSZXN1bHRzUmVzcG9uc2USUwoKVHJpbUV2ZW50cxIgLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlRyaW1FdmVudHNSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_duration, file_turnkeeper_v1_events, file_turnkeeper_v1_history, file_turnkeeper_v1_profile, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
+  fileDesc("CiN0dXJua2VlcGVyL3YxL2hpc3Rvcnlfc2VydmljZS5wcm90bxINdHVybmtlZXBlci52MSJAChVFc3RpbWF0ZVRva2Vuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSKFAQoWRXN0aW1hdGVUb2tlbnNSZXNwb25zZRIUCgx0b3RhbF90b2tlbnMYASABKAQSMAoIbWVzc2FnZXMYAiADKAsyHi50dXJua2VlcGVyLnYxLk1lc3NhZ2VFc3RpbWF0ZRINCgV0dXJucxgDIAEoDRIUCgxpbWFnZV90b2tlbnMYBCABKAQiQQoUUmVzb2x2ZUJ1ZGdldFJlcXVlc3QSKQoIcHJvZmlsZXMYASABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzIkYKFVJlc29sdmVCdWRnZXRSZXNwb25zZRItCgpyZXNvbHV0aW9uGAEgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIpMBCg5FeHBsaWNpdExpbWl0cxIaCg1idWRnZXRfdG9rZW5zGAEgASgESACIAQESIQoUbWF4X2hpc3RvcnlfbWVzc2FnZXMYAiABKA1IAYgBARIXCg9icmVhZGNydW1iX3RleHQYAyABKAlCEAoOX2J1ZGdldF90b2tlbnNCFwoVX21heF9oaXN0b3J5X21lc3NhZ2VzIukCChJUcmltSGlzdG9yeVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIlCgRtb2RlGAIgASgOMhcudHVybmtlZXBlci52MS5UcmltTW9kZRIuCgtjYWxsZXJfcGF0aBgDIAEoDjIZLnR1cm5rZWVwZXIudjEuQ2FsbGVyUGF0aBI4Cg9leHBsaWNpdF9saW1pdHMYBCABKAsyHS50dXJua2VlcGVyLnYxLkV4cGxpY2l0TGltaXRzSAASKwoIcHJvZmlsZXMYBSABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzSAASLAoGY2FsbGVyGAYgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EjQKDnJlcG9ydGVkX3VzYWdlGAcgASgLMhwudHVybmtlZXBlci52MS5SZXBvcnRlZFVzYWdlQggKBmxpbWl0cyL1AgoLVHJpbU91dGNvbWUSDwoHdHJpbW1lZBgBIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAIgASgNEhUKDWRyb3BwZWRfdHVybnMYAyABKA0SEgoKa2VwdF90dXJucxgEIAEoDRIVCg10b2tlbnNfYmVmb3JlGAUgASgEEhQKDHRva2Vuc19hZnRlchgGIAEoBBIVCg10YXJnZXRfdG9rZW5zGAcgASgEEjAKDWRyb3BwZWRfcmFuZ2UYCCABKAsyGS50dXJua2VlcGVyLnYxLkluZGV4UmFuZ2USHQoQYnJlYWRjcnVtYl9pbmRleBgJIAEoDUgAiAEBEjAKDGNvdW50X3NvdXJjZRgKIAEoDjIaLnR1cm5rZWVwZXIudjEuQ291bnRTb3VyY2USNAoLY2FsaWJyYXRpb24YCyABKAsyHy50dXJua2VlcGVyLnYxLlVzYWdlQ2FsaWJyYXRpb25CEwoRX2JyZWFkY3J1bWJfaW5kZXgigwIKE1RyaW1IaXN0b3J5UmVzcG9uc2USJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIrCgdvdXRjb21lGAIgASgLMhoudHVybmtlZXBlci52MS5UcmltT3V0Y29tZRI2Cg9oaXN0b3J5X3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkEi0KCnJlc29sdXRpb24YBCABKAsyGS50dXJua2VlcGVyLnYxLlJlc29sdXRpb24SLwoIcmVjb3ZlcnkYBSABKAsyHS50dXJua2VlcGVyLnYxLlJlY292ZXJ5UmVwb3J0IvACChdQcmVwYXJlTW9kZWxDYWxsUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5EikKCHByb2ZpbGVzGAIgASgLMhcudHVybmtlZXBlci52MS5Qcm9maWxlcxIsCgZjYWxsZXIYAyABKAsyHC50dXJua2VlcGVyLnYxLkNhbGxlckNvbnRleHQSGQoRb3ZlcmZsb3dfcmVjb3ZlcnkYBCABKAgSEgoKaG9va190ZXh0cxgFIAMoCRIUCgx0b29sX3NjaGVtYXMYBiADKAkSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgHIAEoBBI0Cg5yZXBvcnRlZF91c2FnZRgIIAEoCzIcLnR1cm5rZWVwZXIudjEuUmVwb3J0ZWRVc2FnZRIgChNjYWNoZWRfaW5wdXRfdG9rZW5zGAkgASgESACIAQFCFgoUX2NhY2hlZF9pbnB1dF90b2tlbnMiwQMKGFByZXBhcmVNb2RlbENhbGxSZXNwb25zZRInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5Ei0KCnJlc29sdXRpb24YAiABKAsyGS50dXJua2VlcGVyLnYxLlJlc29sdXRpb24SNQoPb3JwaGFuc19yZW1vdmVkGAMgAygLMhwudHVybmtlZXBlci52MS5PcnBoYW5SZW1vdmFsEiwKBXRyaW1zGAQgAygLMh0udHVybmtlZXBlci52MS5IaXN0b3J5VHJpbW1lZBI2Cg9jYXBhY2l0eV9yZXBvcnQYBSABKAsyHS50dXJua2VlcGVyLnYxLkNhcGFjaXR5UmVwb3J0EhUKDXRva2Vuc19iZWZvcmUYBiABKAQSLwoIcmVjb3ZlcnkYByABKAsyHS50dXJua2VlcGVyLnYxLlJlY292ZXJ5UmVwb3J0EjIKDWNvbnRleHRfbWV0ZXIYCCABKAsyGy50dXJua2VlcGVyLnYxLkNvbnRleHRNZXRlchI0CgppbnB1dF9jb3N0GAkgASgLMiAudHVybmtlZXBlci52MS5JbnB1dENvc3RFc3RpbWF0ZSK0AQoUQ2hlY2tDYXBhY2l0eVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIpCghwcm9maWxlcxgCIAEoCzIXLnR1cm5rZWVwZXIudjEuUHJvZmlsZXMSEgoKaG9va190ZXh0cxgDIAMoCRIUCgx0b29sX3NjaGVtYXMYBCADKAkSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgFIAEoBCJ1ChVDaGVja0NhcGFjaXR5UmVzcG9uc2USLQoGcmVwb3J0GAEgASgLMh0udHVybmtlZXBlci52MS5DYXBhY2l0eVJlcG9ydBItCgpyZXNvbHV0aW9uGAIgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIj4KE1N3ZWVwT3JwaGFuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSJvChRTd2VlcE9ycGhhbnNSZXNwb25zZRInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5Ei4KCHJlbW92YWxzGAIgAygLMhwudHVybmtlZXBlci52MS5PcnBoYW5SZW1vdmFsInMKFUNhcFRvb2xSZXN1bHRzUmVxdWVzdBIQCghjb250ZW50cxgBIAMoCRIdChVtYXhfdG9vbF9yZXN1bHRfY2hhcnMYAiABKAQSKQoIcHJvZmlsZXMYAyABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzImkKFkNhcFRvb2xSZXN1bHRzUmVzcG9uc2USMAoHcmVzdWx0cxgBIAMoCzIfLnR1cm5rZWVwZXIudjEuQ2FwcGVkVG9vbFJlc3VsdBIdChVtYXhfdG9vbF9yZXN1bHRfY2hhcnMYAiABKAQiawocQ2xhc3NpZnlQcm92aWRlckVycm9yUmVxdWVzdBIPCgdtZXNzYWdlGAEgASgJEhgKC2h0dHBfc3RhdHVzGAIgASgNSACIAQESEAoIcHJvdmlkZXIYAyABKAlCDgoMX2h0dHBfc3RhdHVzIn0KHUNsYXNzaWZ5UHJvdmlkZXJFcnJvclJlc3BvbnNlEhAKCG92ZXJmbG93GAEgASgIEhYKDm1hdGNoZWRfcGhyYXNlGAIgASgJEjIKDXBocmFzZV9zb3VyY2UYAyABKA4yGy50dXJua2VlcGVyLnYxLlBocmFzZVNvdXJjZSLVAQoRVHJpbUV2ZW50c1JlcXVlc3QSEwoLc2Vzc2lvbl9pZHMYASADKAkSEwoLcnVudGltZV9pZHMYAiADKAkSKgoHcmVhc29ucxgDIAMoDjIZLnR1cm5rZWVwZXIudjEuVHJpbVJlYXNvbhIUCgxhZnRlcl9jdXJzb3IYBCABKAkSNQoSaGVhcnRiZWF0X2ludGVydmFsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh0KFWluY2x1ZGVfbWV0ZXJfdXBkYXRlcxgGIAEoCCLNAQoSVHJpbUV2ZW50c1Jlc3BvbnNlEikKBWV2ZW50GAEgASgLMhgudHVybmtlZXBlci52MS5UcmltRXZlbnRIABItCgloZWFydGJlYXQYAiABKAsyGC50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdEgAEiEKA2dhcBgDIAEoCzISLnR1cm5rZWVwZXIudjEuR2FwSAASMgoMbWV0ZXJfdXBkYXRlGAQgASgLMhoudHVybmtlZXBlci52MS5NZXRlclVwZGF0ZUgAQgYKBGl0ZW0qZQoMUGhyYXNlU291cmNlEh0KGVBIUkFTRV9TT1VSQ0VfVU5TUEVDSUZJRUQQABIaChZQSFJBU0VfU09VUkNFX0JVSUxUX0lOEAESGgoWUEhSQVNFX1NPVVJDRV9PUEVSQVRPUhACMuMGCg5IaXN0b3J5U2VydmljZRJdCg5Fc3RpbWF0ZVRva2VucxIkLnR1cm5rZWVwZXIudjEuRXN0aW1hdGVUb2tlbnNSZXF1ZXN0GiUudHVybmtlZXBlci52MS5Fc3RpbWF0ZVRva2Vuc1Jlc3BvbnNlEloKDVJlc29sdmVCdWRnZXQSIy50dXJua2VlcGVyLnYxLlJlc29sdmVCdWRnZXRSZXF1ZXN0GiQudHVybmtlZXBlci52MS5SZXNvbHZlQnVkZ2V0UmVzcG9uc2USVAoLVHJpbUhpc3RvcnkSIS50dXJua2VlcGVyLnYxLlRyaW1IaXN0b3J5UmVxdWVzdBoiLnR1cm5rZWVwZXIudjEuVHJpbUhpc3RvcnlSZXNwb25zZRJjChBQcmVwYXJlTW9kZWxDYWxsEiYudHVybmtlZXBlci52MS5QcmVwYXJlTW9kZWxDYWxsUmVxdWVzdBonLnR1cm5rZWVwZXIudjEuUHJlcGFyZU1vZGVsQ2FsbFJlc3BvbnNlEloKDUNoZWNrQ2FwYWNpdHkSIy50dXJua2VlcGVyLnYxLkNoZWNrQ2FwYWNpdHlSZXF1ZXN0GiQudHVybmtlZXBlci52MS5DaGVja0NhcGFjaXR5UmVzcG9uc2USVwoMU3dlZXBPcnBoYW5zEiIudHVybmtlZXBlci52MS5Td2VlcE9ycGhhbnNSZXF1ZXN0GiMudHVybmtlZXBlci52MS5Td2VlcE9ycGhhbnNSZXNwb25zZRJdCg5DYXBUb29sUmVzdWx0cxIkLnR1cm5rZWVwZXIudjEuQ2FwVG9vbFJlc3VsdHNSZXF1ZXN0GiUudHVybmtlZXBlci52MS5DYXBUb29sUmVzdWx0c1Jlc3BvbnNlEnIKFUNsYXNzaWZ5UHJvdmlkZXJFcnJvchIrLnR1cm5rZWVwZXIudjEuQ2xhc3NpZnlQcm92aWRlckVycm9yUmVxdWVzdBosLnR1cm5rZWVwZXIudjEuQ2xhc3NpZnlQcm92aWRlckVycm9yUmVzcG9uc2USUwoKVHJpbUV2ZW50cxIgLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlRyaW1FdmVudHNSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_duration, file_turnkeeper_v1_events, file_turnkeeper_v1_history, file_turnkeeper_v1_profile, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
 
 /**
  * EstimateTokensRequest asks for the token estimate of a history.
@@ -221,6 +221,13 @@ export type TrimHistoryRequest = Message<"turnkeeper.v1.TrimHistoryRequest"> & {
    * @generated from field: turnkeeper.v1.CallerContext caller = 6;
    */
   caller?: CallerContext | undefined;
+
+  /**
+   * The previous request's provider-reported usage. Required with TRIM_MODE_REPORTED_USAGE, rejected otherwise.
+   *
+   * @generated from field: turnkeeper.v1.ReportedUsage reported_usage = 7;
+   */
+  reportedUsage?: ReportedUsage | undefined;
 };
 
 /**
@@ -279,7 +286,7 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
   tokensAfter: bigint;
 
   /**
-   * The token target used: the budget, or the recovery target; 0 for count-based trims.
+   * The token target used: the budget (reported-usage trims included), or the recovery target; 0 for count-based trims.
    *
    * @generated from field: uint64 target_tokens = 7;
    */
@@ -298,6 +305,21 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
    * @generated from field: optional uint32 breadcrumb_index = 9;
    */
   breadcrumbIndex?: number | undefined;
+
+  /**
+   * Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+   * A reported-usage trim that changes nothing reports `tokens_before = tokens_after = reported`.
+   *
+   * @generated from field: turnkeeper.v1.CountSource count_source = 10;
+   */
+  countSource: CountSource;
+
+  /**
+   * The estimate-space steps of a reported-usage trim that ran them; absent otherwise.
+   *
+   * @generated from field: turnkeeper.v1.UsageCalibration calibration = 11;
+   */
+  calibration?: UsageCalibration | undefined;
 };
 
 /**
@@ -340,6 +362,13 @@ export type TrimHistoryResponse = Message<"turnkeeper.v1.TrimHistoryResponse"> &
    * @generated from field: turnkeeper.v1.Resolution resolution = 4;
    */
   resolution?: Resolution | undefined;
+
+  /**
+   * What the recovery did, for TRIM_MODE_OVERFLOW_RECOVERY; absent for other modes.
+   *
+   * @generated from field: turnkeeper.v1.RecoveryReport recovery = 5;
+   */
+  recovery?: RecoveryReport | undefined;
 };
 
 /**
@@ -377,8 +406,9 @@ export type PrepareModelCallRequest = Message<"turnkeeper.v1.PrepareModelCallReq
   caller?: CallerContext | undefined;
 
   /**
-   * True when the provider just reported a context-window overflow: trim to floor(2/3 of the current estimate)
-   * instead of to the budget.
+   * True when the provider just reported a context-window overflow: trim to floor(2/3 of the estimate of the history
+   * this call would have prepared without recovery), that is of the request the provider rejected (spec §10.1).
+   * Pass the same history as on the call that overflowed (the full history, or the prepared one that was sent).
    *
    * @generated from field: bool overflow_recovery = 4;
    */
@@ -404,6 +434,22 @@ export type PrepareModelCallRequest = Message<"turnkeeper.v1.PrepareModelCallReq
    * @generated from field: uint64 reserved_output_tokens = 7;
    */
   reservedOutputTokens: bigint;
+
+  /**
+   * The previous request's provider-reported usage; when set, the token-budget step is the reported-usage trim of
+   * spec §10.3 instead of the estimate-based one.
+   *
+   * @generated from field: turnkeeper.v1.ReportedUsage reported_usage = 8;
+   */
+  reportedUsage?: ReportedUsage | undefined;
+
+  /**
+   * The input tokens the runtime expects the provider to serve from its prompt cache (for example the cached count
+   * of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
+   *
+   * @generated from field: optional uint64 cached_input_tokens = 9;
+   */
+  cachedInputTokens?: bigint | undefined;
 };
 
 /**
@@ -442,6 +488,8 @@ export type PrepareModelCallResponse = Message<"turnkeeper.v1.PrepareModelCallRe
 
   /**
    * Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
+   * With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
+   * (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
    *
    * @generated from field: repeated turnkeeper.v1.HistoryTrimmed trims = 4;
    */
@@ -460,6 +508,27 @@ export type PrepareModelCallResponse = Message<"turnkeeper.v1.PrepareModelCallRe
    * @generated from field: uint64 tokens_before = 6;
    */
   tokensBefore: bigint;
+
+  /**
+   * What the recovery did, when `overflow_recovery` was set; absent otherwise.
+   *
+   * @generated from field: turnkeeper.v1.RecoveryReport recovery = 7;
+   */
+  recovery?: RecoveryReport | undefined;
+
+  /**
+   * The context meter of the prepared request on the resolved route.
+   *
+   * @generated from field: turnkeeper.v1.ContextMeter context_meter = 8;
+   */
+  contextMeter?: ContextMeter | undefined;
+
+  /**
+   * The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model.
+   *
+   * @generated from field: turnkeeper.v1.InputCostEstimate input_cost = 9;
+   */
+  inputCost?: InputCostEstimate | undefined;
 };
 
 /**
@@ -609,11 +678,19 @@ export type CapToolResultsRequest = Message<"turnkeeper.v1.CapToolResultsRequest
   contents: string[];
 
   /**
-   * The cap in characters (code points); 0 disables it.
+   * The cap in characters (code points); 0 disables it. Must be 0 when `profiles` is set.
    *
    * @generated from field: uint64 max_tool_result_chars = 2;
    */
   maxToolResultChars: bigint;
+
+  /**
+   * Profiles to resolve the cap from (`runtime.max_tool_result_chars`: unset means 50,000, 0 disables; spec §10.6).
+   * Unset means the explicit `max_tool_result_chars` is the cap.
+   *
+   * @generated from field: turnkeeper.v1.Profiles profiles = 3;
+   */
+  profiles?: Profiles | undefined;
 };
 
 /**
@@ -635,6 +712,13 @@ export type CapToolResultsResponse = Message<"turnkeeper.v1.CapToolResultsRespon
    * @generated from field: repeated turnkeeper.v1.CappedToolResult results = 1;
    */
   results: CappedToolResult[];
+
+  /**
+   * The cap applied, in characters; 0 when the cap is disabled.
+   *
+   * @generated from field: uint64 max_tool_result_chars = 2;
+   */
+  maxToolResultChars: bigint;
 };
 
 /**
@@ -643,6 +727,78 @@ export type CapToolResultsResponse = Message<"turnkeeper.v1.CapToolResultsRespon
  */
 export const CapToolResultsResponseSchema: GenMessage<CapToolResultsResponse> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_history_service, 15);
+
+/**
+ * ClassifyProviderErrorRequest describes one error a provider returned.
+ *
+ * @generated from message turnkeeper.v1.ClassifyProviderErrorRequest
+ */
+export type ClassifyProviderErrorRequest = Message<"turnkeeper.v1.ClassifyProviderErrorRequest"> & {
+  /**
+   * The provider's error message (or response body) as received.
+   *
+   * @generated from field: string message = 1;
+   */
+  message: string;
+
+  /**
+   * The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
+   * message alone, so the status does not change it; it is logged with the decision for operators.
+   *
+   * @generated from field: optional uint32 http_status = 2;
+   */
+  httpStatus?: number | undefined;
+
+  /**
+   * The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.
+   *
+   * @generated from field: string provider = 3;
+   */
+  provider: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ClassifyProviderErrorRequest.
+ * Use `create(ClassifyProviderErrorRequestSchema)` to create a new message.
+ */
+export const ClassifyProviderErrorRequestSchema: GenMessage<ClassifyProviderErrorRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_history_service, 16);
+
+/**
+ * ClassifyProviderErrorResponse is the overflow decision for one provider error.
+ *
+ * @generated from message turnkeeper.v1.ClassifyProviderErrorResponse
+ */
+export type ClassifyProviderErrorResponse = Message<"turnkeeper.v1.ClassifyProviderErrorResponse"> & {
+  /**
+   * True when the error is a context-window overflow: the message, lower-cased, contains a phrase.
+   *
+   * @generated from field: bool overflow = 1;
+   */
+  overflow: boolean;
+
+  /**
+   * The phrase that matched, lower-cased, as configured; empty when nothing matched. Built-in phrases are tried first,
+   * in the order of spec §10.4, then operator phrases in configuration order.
+   *
+   * @generated from field: string matched_phrase = 2;
+   */
+  matchedPhrase: string;
+
+  /**
+   * Where the matched phrase comes from.
+   *
+   * @generated from field: turnkeeper.v1.PhraseSource phrase_source = 3;
+   */
+  phraseSource: PhraseSource;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ClassifyProviderErrorResponse.
+ * Use `create(ClassifyProviderErrorResponseSchema)` to create a new message.
+ */
+export const ClassifyProviderErrorResponseSchema: GenMessage<ClassifyProviderErrorResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_history_service, 17);
 
 /**
  * TrimEventsRequest subscribes to the trim feed.
@@ -684,6 +840,14 @@ export type TrimEventsRequest = Message<"turnkeeper.v1.TrimEventsRequest"> & {
    * @generated from field: google.protobuf.Duration heartbeat_interval = 5;
    */
   heartbeatInterval?: Duration | undefined;
+
+  /**
+   * True to also receive a MeterUpdate for every successful PrepareModelCall (spec §10.5). The session and
+   * runtime filters apply to meter updates; the reason filter does not (they have none).
+   *
+   * @generated from field: bool include_meter_updates = 6;
+   */
+  includeMeterUpdates: boolean;
 };
 
 /**
@@ -691,7 +855,7 @@ export type TrimEventsRequest = Message<"turnkeeper.v1.TrimEventsRequest"> & {
  * Use `create(TrimEventsRequestSchema)` to create a new message.
  */
 export const TrimEventsRequestSchema: GenMessage<TrimEventsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 16);
+  messageDesc(file_turnkeeper_v1_history_service, 18);
 
 /**
  * TrimEventsResponse is one item of the trim feed.
@@ -728,6 +892,14 @@ export type TrimEventsResponse = Message<"turnkeeper.v1.TrimEventsResponse"> & {
      */
     value: Gap;
     case: "gap";
+  } | {
+    /**
+     * The context meter of one prepared model call; only sent when `include_meter_updates` was set.
+     *
+     * @generated from field: turnkeeper.v1.MeterUpdate meter_update = 4;
+     */
+    value: MeterUpdate;
+    case: "meterUpdate";
   } | { case: undefined; value?: undefined };
 };
 
@@ -736,7 +908,41 @@ export type TrimEventsResponse = Message<"turnkeeper.v1.TrimEventsResponse"> & {
  * Use `create(TrimEventsResponseSchema)` to create a new message.
  */
 export const TrimEventsResponseSchema: GenMessage<TrimEventsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 17);
+  messageDesc(file_turnkeeper_v1_history_service, 19);
+
+/**
+ * PhraseSource says where a matched overflow phrase comes from.
+ *
+ * @generated from enum turnkeeper.v1.PhraseSource
+ */
+export enum PhraseSource {
+  /**
+   * Not set: nothing matched.
+   *
+   * @generated from enum value: PHRASE_SOURCE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * One of the phrases spec §10.4 lists.
+   *
+   * @generated from enum value: PHRASE_SOURCE_BUILT_IN = 1;
+   */
+  BUILT_IN = 1,
+
+  /**
+   * A phrase the operator configured on the server, for every provider or for the request's provider.
+   *
+   * @generated from enum value: PHRASE_SOURCE_OPERATOR = 2;
+   */
+  OPERATOR = 2,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.PhraseSource.
+ */
+export const PhraseSourceSchema: GenEnum<PhraseSource> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_history_service, 0);
 
 /**
  * HistoryService makes every history decision an agent runtime needs before it calls a model.
@@ -768,7 +974,8 @@ export const HistoryService: GenService<{
     output: typeof ResolveBudgetResponseSchema;
   },
   /**
-   * TrimHistory applies one trimming operation (token budget, turn count, overflow recovery or row cap) to a history.
+   * TrimHistory applies one trimming operation (token budget, turn count, overflow recovery, row cap or
+   * reported-usage calibration) to a history.
    *
    * @generated from rpc turnkeeper.v1.HistoryService.TrimHistory
    */
@@ -779,7 +986,8 @@ export const HistoryService: GenService<{
   },
   /**
    * PrepareModelCall does in one round trip what a runtime needs at every provider-call boundary:
-   * resolve, orphan sweep, turn limit, token-budget trim (or overflow recovery), breadcrumb, capacity pre-flight, events.
+   * resolve, orphan sweep, turn limit, token-budget trim (calibrated by reported usage when given), overflow recovery
+   * when asked, breadcrumb, capacity pre-flight, context meter, input cost, events.
    * A request that does not fit the model's capacity fails with FAILED_PRECONDITION and a CapacityReport detail.
    *
    * @generated from rpc turnkeeper.v1.HistoryService.PrepareModelCall
@@ -801,7 +1009,8 @@ export const HistoryService: GenService<{
     output: typeof CheckCapacityResponseSchema;
   },
   /**
-   * SweepOrphans removes tool results whose call is missing and tool calls whose results never came.
+   * SweepOrphans removes, by adjacency (spec §10.2), tool results that do not follow their call and tool calls
+   * whose results do not follow them.
    *
    * @generated from rpc turnkeeper.v1.HistoryService.SweepOrphans
    */
@@ -811,7 +1020,8 @@ export const HistoryService: GenService<{
     output: typeof SweepOrphansResponseSchema;
   },
   /**
-   * CapToolResults applies the `max_tool_result_chars` cap to tool results as they are recorded.
+   * CapToolResults applies the `max_tool_result_chars` cap, explicit or resolved from profiles, to tool results
+   * as they are recorded.
    *
    * @generated from rpc turnkeeper.v1.HistoryService.CapToolResults
    */
@@ -821,7 +1031,19 @@ export const HistoryService: GenService<{
     output: typeof CapToolResultsResponseSchema;
   },
   /**
-   * TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices.
+   * ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
+   * that starts reactive recovery.
+   *
+   * @generated from rpc turnkeeper.v1.HistoryService.ClassifyProviderError
+   */
+  classifyProviderError: {
+    methodKind: "unary";
+    input: typeof ClassifyProviderErrorRequestSchema;
+    output: typeof ClassifyProviderErrorResponseSchema;
+  },
+  /**
+   * TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
+   * and, for subscribers that opt in, a context meter update per prepared model call.
    *
    * @generated from rpc turnkeeper.v1.HistoryService.TrimEvents
    */

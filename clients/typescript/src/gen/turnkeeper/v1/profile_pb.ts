@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/profile.proto.
  */
 export const file_turnkeeper_v1_profile: GenFile = /*@__PURE__*/
-  fileDesc("Cht0dXJua2VlcGVyL3YxL3Byb2ZpbGUucHJvdG8SDXR1cm5rZWVwZXIudjEiNQoOSGlzdG9yeVBydW5pbmcSDwoHZW5hYmxlZBgBIAEoCBISCgptYXhfdG9rZW5zGAIgASgEIkAKD0NsYXNzaWZpZXJSb3V0ZRIMCgRoaW50GAEgASgJEhAKCHByb3ZpZGVyGAIgASgJEg0KBW1vZGVsGAMgASgJIp4DCg5SdW50aW1lUHJvZmlsZRIfChJtYXhfY29udGV4dF90b2tlbnMYASABKARIAIgBARIiChVjb250ZXh0X2NvbXBhY3RfcmF0aW8YAiABKAFIAYgBARI2Cg9oaXN0b3J5X3BydW5pbmcYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlQcnVuaW5nEiEKFG1heF9oaXN0b3J5X21lc3NhZ2VzGAQgASgNSAKIAQESHQoVbWF4X3Rvb2xfcmVzdWx0X2NoYXJzGAUgASgEEhgKEGRlZmF1bHRfcHJvdmlkZXIYBiABKAkSFQoNZGVmYXVsdF9tb2RlbBgHIAEoCRI5ChFjbGFzc2lmaWVyX3JvdXRlcxgIIAMoCzIeLnR1cm5rZWVwZXIudjEuQ2xhc3NpZmllclJvdXRlEhcKD2JyZWFkY3J1bWJfdGV4dBgJIAEoCUIVChNfbWF4X2NvbnRleHRfdG9rZW5zQhgKFl9jb250ZXh0X2NvbXBhY3RfcmF0aW9CFwoVX21heF9oaXN0b3J5X21lc3NhZ2VzIl8KD1Byb3ZpZGVyUHJvZmlsZRINCgVhbGlhcxgBIAEoCRINCgVtb2RlbBgCIAEoCRIbCg5jb250ZXh0X3dpbmRvdxgDIAEoBEgAiAEBQhEKD19jb250ZXh0X3dpbmRvdyIwCg1TZXNzaW9uU3dpdGNoEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJIl8KDlJvdXRlU2VsZWN0aW9uEhcKD2NsYXNzaWZpZXJfaGludBgBIAEoCRI0Cg5zZXNzaW9uX3N3aXRjaBgCIAEoCzIcLnR1cm5rZWVwZXIudjEuU2Vzc2lvblN3aXRjaCKfAQoIUHJvZmlsZXMSLgoHcnVudGltZRgBIAEoCzIdLnR1cm5rZWVwZXIudjEuUnVudGltZVByb2ZpbGUSMQoJcHJvdmlkZXJzGAIgAygLMh4udHVybmtlZXBlci52MS5Qcm92aWRlclByb2ZpbGUSMAoJc2VsZWN0aW9uGAMgASgLMh0udHVybmtlZXBlci52MS5Sb3V0ZVNlbGVjdGlvbmIGcHJvdG8z");
+  fileDesc("Cht0dXJua2VlcGVyL3YxL3Byb2ZpbGUucHJvdG8SDXR1cm5rZWVwZXIudjEiNQoOSGlzdG9yeVBydW5pbmcSDwoHZW5hYmxlZBgBIAEoCBISCgptYXhfdG9rZW5zGAIgASgEIkAKD0NsYXNzaWZpZXJSb3V0ZRIMCgRoaW50GAEgASgJEhAKCHByb3ZpZGVyGAIgASgJEg0KBW1vZGVsGAMgASgJIr0DCg5SdW50aW1lUHJvZmlsZRIfChJtYXhfY29udGV4dF90b2tlbnMYASABKARIAIgBARIiChVjb250ZXh0X2NvbXBhY3RfcmF0aW8YAiABKAFIAYgBARI2Cg9oaXN0b3J5X3BydW5pbmcYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlQcnVuaW5nEiEKFG1heF9oaXN0b3J5X21lc3NhZ2VzGAQgASgNSAKIAQESIgoVbWF4X3Rvb2xfcmVzdWx0X2NoYXJzGAUgASgESAOIAQESGAoQZGVmYXVsdF9wcm92aWRlchgGIAEoCRIVCg1kZWZhdWx0X21vZGVsGAcgASgJEjkKEWNsYXNzaWZpZXJfcm91dGVzGAggAygLMh4udHVybmtlZXBlci52MS5DbGFzc2lmaWVyUm91dGUSFwoPYnJlYWRjcnVtYl90ZXh0GAkgASgJQhUKE19tYXhfY29udGV4dF90b2tlbnNCGAoWX2NvbnRleHRfY29tcGFjdF9yYXRpb0IXChVfbWF4X2hpc3RvcnlfbWVzc2FnZXNCGAoWX21heF90b29sX3Jlc3VsdF9jaGFycyKLAQoPUHJvdmlkZXJQcm9maWxlEg0KBWFsaWFzGAEgASgJEg0KBW1vZGVsGAIgASgJEhsKDmNvbnRleHRfd2luZG93GAMgASgESACIAQESKgoGcHJpY2VzGAQgASgLMhoudHVybmtlZXBlci52MS5Nb2RlbFByaWNlc0IRCg9fY29udGV4dF93aW5kb3cikwEKC01vZGVsUHJpY2VzEiAKGGlucHV0X3Blcl9taWxsaW9uX3Rva2VucxgBIAEoARIsCh9jYWNoZWRfaW5wdXRfcGVyX21pbGxpb25fdG9rZW5zGAIgASgBSACIAQESEAoIY3VycmVuY3kYAyABKAlCIgogX2NhY2hlZF9pbnB1dF9wZXJfbWlsbGlvbl90b2tlbnMiMAoNU2Vzc2lvblN3aXRjaBIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCSJfCg5Sb3V0ZVNlbGVjdGlvbhIXCg9jbGFzc2lmaWVyX2hpbnQYASABKAkSNAoOc2Vzc2lvbl9zd2l0Y2gYAiABKAsyHC50dXJua2VlcGVyLnYxLlNlc3Npb25Td2l0Y2ginwEKCFByb2ZpbGVzEi4KB3J1bnRpbWUYASABKAsyHS50dXJua2VlcGVyLnYxLlJ1bnRpbWVQcm9maWxlEjEKCXByb3ZpZGVycxgCIAMoCzIeLnR1cm5rZWVwZXIudjEuUHJvdmlkZXJQcm9maWxlEjAKCXNlbGVjdGlvbhgDIAEoCzIdLnR1cm5rZWVwZXIudjEuUm91dGVTZWxlY3Rpb25iBnByb3RvMw");
 
 /**
  * HistoryPruning lets an operator trim earlier than the context budget alone would.
@@ -90,7 +90,8 @@ export type RuntimeProfile = Message<"turnkeeper.v1.RuntimeProfile"> & {
 
   /**
    * A model-relative budget: the selected model's context window times this ratio.
-   * Only values in (0.0, 1.0] take effect; other finite values are treated as unset; NaN and infinities are rejected.
+   * Only values in (0.0, 1.0] take effect; any other value, NaN and infinities included, is treated as unset and
+   * reported as `Resolution.ratio_ignored` (spec §3.3, §10.7).
    *
    * @generated from field: optional double context_compact_ratio = 2;
    */
@@ -111,11 +112,12 @@ export type RuntimeProfile = Message<"turnkeeper.v1.RuntimeProfile"> & {
   maxHistoryMessages?: number | undefined;
 
   /**
-   * The cap on one tool result, in characters, applied when the result is recorded. 0 disables the cap.
+   * The cap on one tool result, in characters (code points), applied when the result is recorded (spec §10.6).
+   * Unset means the default of 50,000 characters; an explicit 0 disables the cap.
    *
-   * @generated from field: uint64 max_tool_result_chars = 5;
+   * @generated from field: optional uint64 max_tool_result_chars = 5;
    */
-  maxToolResultChars: bigint;
+  maxToolResultChars?: bigint | undefined;
 
   /**
    * The alias of the provider profile that serves the default route.
@@ -179,6 +181,14 @@ export type ProviderProfile = Message<"turnkeeper.v1.ProviderProfile"> & {
    * @generated from field: optional uint64 context_window = 3;
    */
   contextWindow?: bigint | undefined;
+
+  /**
+   * What `model` costs per input token. Unset means no prices are declared and no cost is estimated (spec §10.5).
+   * Like the context window, the prices apply only when `model` is empty or is the route's model.
+   *
+   * @generated from field: turnkeeper.v1.ModelPrices prices = 4;
+   */
+  prices?: ModelPrices | undefined;
 };
 
 /**
@@ -187,6 +197,42 @@ export type ProviderProfile = Message<"turnkeeper.v1.ProviderProfile"> & {
  */
 export const ProviderProfileSchema: GenMessage<ProviderProfile> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_profile, 3);
+
+/**
+ * ModelPrices is what a provider charges for the input of one model.
+ *
+ * @generated from message turnkeeper.v1.ModelPrices
+ */
+export type ModelPrices = Message<"turnkeeper.v1.ModelPrices"> & {
+  /**
+   * The price of one million input tokens, in `currency`. Must be finite and not negative.
+   *
+   * @generated from field: double input_per_million_tokens = 1;
+   */
+  inputPerMillionTokens: number;
+
+  /**
+   * The price of one million input tokens served from the provider's prompt cache, in `currency`.
+   * Unset means cached input costs the same as other input. When set it must be finite and not negative.
+   *
+   * @generated from field: optional double cached_input_per_million_tokens = 2;
+   */
+  cachedInputPerMillionTokens?: number | undefined;
+
+  /**
+   * The currency of the prices, such as `USD`; copied into the cost estimate. May be empty.
+   *
+   * @generated from field: string currency = 3;
+   */
+  currency: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ModelPrices.
+ * Use `create(ModelPricesSchema)` to create a new message.
+ */
+export const ModelPricesSchema: GenMessage<ModelPrices> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_profile, 4);
 
 /**
  * SessionSwitch is an explicit provider/model choice made for a session.
@@ -214,7 +260,7 @@ export type SessionSwitch = Message<"turnkeeper.v1.SessionSwitch"> & {
  * Use `create(SessionSwitchSchema)` to create a new message.
  */
 export const SessionSwitchSchema: GenMessage<SessionSwitch> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_profile, 4);
+  messageDesc(file_turnkeeper_v1_profile, 5);
 
 /**
  * RouteSelection carries the per-call inputs that choose the provider/model route.
@@ -243,7 +289,7 @@ export type RouteSelection = Message<"turnkeeper.v1.RouteSelection"> & {
  * Use `create(RouteSelectionSchema)` to create a new message.
  */
 export const RouteSelectionSchema: GenMessage<RouteSelection> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_profile, 5);
+  messageDesc(file_turnkeeper_v1_profile, 6);
 
 /**
  * Profiles is everything turnkeeper needs to resolve a route, its capacity and its budget.
@@ -278,5 +324,5 @@ export type Profiles = Message<"turnkeeper.v1.Profiles"> & {
  * Use `create(ProfilesSchema)` to create a new message.
  */
 export const ProfilesSchema: GenMessage<Profiles> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_profile, 6);
+  messageDesc(file_turnkeeper_v1_profile, 7);
 

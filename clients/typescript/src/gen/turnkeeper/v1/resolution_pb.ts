@@ -90,7 +90,8 @@ export type Capacity = Message<"turnkeeper.v1.Capacity"> & {
 
   /**
    * The capacity used for safety arithmetic: the configured window when known, otherwise a positive
-   * `max_context_tokens`, otherwise 32,000.
+   * `max_context_tokens`, otherwise 32,000. When `known` is false this is not the model's capacity and must
+   * not be shown as one (spec §3 Route, §10.5).
    *
    * @generated from field: uint64 safety_tokens = 2;
    */
@@ -160,7 +161,8 @@ export type Resolution = Message<"turnkeeper.v1.Resolution"> & {
   maxHistoryTurns: number;
 
   /**
-   * True when `context_compact_ratio` was set to a finite value outside (0.0, 1.0] and therefore ignored.
+   * True when `context_compact_ratio` was set to a value outside (0.0, 1.0], NaN and infinities included,
+   * and was therefore treated as unset (spec §3.3, §10.7).
    *
    * @generated from field: bool ratio_ignored = 7;
    */

@@ -12,7 +12,78 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/trim.proto.
  */
 export const file_turnkeeper_v1_trim: GenFile = /*@__PURE__*/
-  fileDesc("Chh0dXJua2VlcGVyL3YxL3RyaW0ucHJvdG8SDXR1cm5rZWVwZXIudjEiWgoNQ2FsbGVyQ29udGV4dBISCgpzZXNzaW9uX2lkGAEgASgJEhIKCnJ1bnRpbWVfaWQYAiABKAkSEAoIYWdlbnRfaWQYAyABKAkSDwoHdHVybl9pZBgEIAEoCSIoCgpJbmRleFJhbmdlEg0KBXN0YXJ0GAEgASgNEgsKA2VuZBgCIAEoDSKlAwoOSGlzdG9yeVRyaW1tZWQSKQoGcmVhc29uGAEgASgOMhkudHVybmtlZXBlci52MS5UcmltUmVhc29uEhkKEW92ZXJmbG93X3JlY292ZXJ5GAIgASgIEhgKEGRyb3BwZWRfbWVzc2FnZXMYAyABKA0SFQoNZHJvcHBlZF90dXJucxgEIAEoDRISCgprZXB0X3R1cm5zGAUgASgNEhUKDXRva2Vuc19iZWZvcmUYBiABKAQSFAoMdG9rZW5zX2FmdGVyGAcgASgEEhUKDXRhcmdldF90b2tlbnMYCCABKAQSFQoNYnVkZ2V0X3Rva2VucxgJIAEoBBISCgp0dXJuX2xpbWl0GAogASgNEikKCGNhcGFjaXR5GAsgASgLMhcudHVybmtlZXBlci52MS5DYXBhY2l0eRIjCgVyb3V0ZRgMIAEoCzIULnR1cm5rZWVwZXIudjEuUm91dGUSLAoGY2FsbGVyGA0gASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EhsKE2JyZWFkY3J1bWJfaW5zZXJ0ZWQYDiABKAgivAEKD01lc3NhZ2VFc3RpbWF0ZRIVCg1wcm92aWRlcl9yb3dzGAEgASgNEhIKCnRleHRfYnl0ZXMYAiABKAQSEwoLdGV4dF90b2tlbnMYAyABKAQSFgoOZnJhbWluZ190b2tlbnMYBCABKAQSDgoGaW1hZ2VzGAUgASgNEhQKDGltYWdlX3Rva2VucxgGIAEoBBIUCgx0b3RhbF90b2tlbnMYByABKAQSFQoNdHVybl9ib3VuZGFyeRgIIAEoCCJ6Cg1PcnBoYW5SZW1vdmFsEicKBGtpbmQYASABKA4yGS50dXJua2VlcGVyLnYxLk9ycGhhbktpbmQSFQoNbWVzc2FnZV9pbmRleBgCIAEoDRIUCgx0b29sX2NhbGxfaWQYAyABKAkSEwoLcm93X3JlbW92ZWQYBCABKAgi3gEKDkNhcGFjaXR5UmVwb3J0EhYKDm1lc3NhZ2VfdG9rZW5zGAEgASgEEhQKDGltYWdlX3Rva2VucxgCIAEoBBITCgtob29rX3Rva2VucxgDIAEoBBIaChJ0b29sX3NjaGVtYV90b2tlbnMYBCABKAQSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgFIAEoBBIUCgx0b3RhbF90b2tlbnMYBiABKAQSKQoIY2FwYWNpdHkYByABKAsyFy50dXJua2VlcGVyLnYxLkNhcGFjaXR5EgwKBGZpdHMYCCABKAgiPAoQQ2FwcGVkVG9vbFJlc3VsdBIPCgdjb250ZW50GAEgASgJEhcKD3RydW5jYXRlZF9jaGFycxgCIAEoBCpjCgpUcmltUmVhc29uEhsKF1RSSU1fUkVBU09OX1VOU1BFQ0lGSUVEEAASHAoYVFJJTV9SRUFTT05fVE9LRU5fQlVER0VUEAESGgoWVFJJTV9SRUFTT05fVFVSTl9MSU1JVBACKpUBCghUcmltTW9kZRIZChVUUklNX01PREVfVU5TUEVDSUZJRUQQABIaChZUUklNX01PREVfVE9LRU5fQlVER0VUEAESGAoUVFJJTV9NT0RFX1RVUk5fQ09VTlQQAhIfChtUUklNX01PREVfT1ZFUkZMT1dfUkVDT1ZFUlkQAxIXChNUUklNX01PREVfUk9XX0NPVU5UEAQqgwEKCkNhbGxlclBhdGgSGwoXQ0FMTEVSX1BBVEhfVU5TUEVDSUZJRUQQABIVChFDQUxMRVJfUEFUSF9BR0VOVBABEhsKF0NBTExFUl9QQVRIX0xFR0FDWV9MT09QEAISJAogQ0FMTEVSX1BBVEhfQ0hBTk5FTF9TRU5ERVJfQ0FDSEUQAyp9CgpPcnBoYW5LaW5kEhsKF09SUEhBTl9LSU5EX1VOU1BFQ0lGSUVEEAASKAokT1JQSEFOX0tJTkRfVE9PTF9SRVNVTFRfV0lUSE9VVF9DQUxMEAESKAokT1JQSEFOX0tJTkRfVE9PTF9DQUxMX1dJVEhPVVRfUkVTVUxUEAJiBnByb3RvMw", [file_turnkeeper_v1_resolution]);
+  fileDesc("Chh0dXJua2VlcGVyL3YxL3RyaW0ucHJvdG8SDXR1cm5rZWVwZXIudjEiagoNUmVwb3J0ZWRVc2FnZRIdChVyZXBvcnRlZF9pbnB1dF90b2tlbnMYASABKAQSHgoWZXN0aW1hdGVkX2lucHV0X3Rva2VucxgCIAEoBBIaChJ0b29sX3NjaGVtYV90b2tlbnMYAyABKAQicQoQVXNhZ2VDYWxpYnJhdGlvbhIgChhjYWxpYnJhdGVkX3RhcmdldF90b2tlbnMYASABKAQSHQoVaGlzdG9yeV90YXJnZXRfdG9rZW5zGAIgASgEEhwKFGtlcHRfZXN0aW1hdGVfdG9rZW5zGAMgASgEIloKDUNhbGxlckNvbnRleHQSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpydW50aW1lX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEg8KB3R1cm5faWQYBCABKAkiKAoKSW5kZXhSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0ijQQKDkhpc3RvcnlUcmltbWVkEikKBnJlYXNvbhgBIAEoDjIZLnR1cm5rZWVwZXIudjEuVHJpbVJlYXNvbhIZChFvdmVyZmxvd19yZWNvdmVyeRgCIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAMgASgNEhUKDWRyb3BwZWRfdHVybnMYBCABKA0SEgoKa2VwdF90dXJucxgFIAEoDRIVCg10b2tlbnNfYmVmb3JlGAYgASgEEhQKDHRva2Vuc19hZnRlchgHIAEoBBIVCg10YXJnZXRfdG9rZW5zGAggASgEEhUKDWJ1ZGdldF90b2tlbnMYCSABKAQSEgoKdHVybl9saW1pdBgKIAEoDRIpCghjYXBhY2l0eRgLIAEoCzIXLnR1cm5rZWVwZXIudjEuQ2FwYWNpdHkSIwoFcm91dGUYDCABKAsyFC50dXJua2VlcGVyLnYxLlJvdXRlEiwKBmNhbGxlchgNIAEoCzIcLnR1cm5rZWVwZXIudjEuQ2FsbGVyQ29udGV4dBIbChNicmVhZGNydW1iX2luc2VydGVkGA4gASgIEjAKDGNvdW50X3NvdXJjZRgPIAEoDjIaLnR1cm5rZWVwZXIudjEuQ291bnRTb3VyY2USNAoLY2FsaWJyYXRpb24YECABKAsyHy50dXJua2VlcGVyLnYxLlVzYWdlQ2FsaWJyYXRpb24iwgIKDlJlY292ZXJ5UmVwb3J0Eg8KB3RyaW1tZWQYASABKAgSLwoHYmxvY2tlchgCIAEoDjIeLnR1cm5rZWVwZXIudjEuUmVjb3ZlcnlCbG9ja2VyEhcKD2Jhc2VsaW5lX3Rva2VucxgDIAEoBBIVCg10YXJnZXRfdG9rZW5zGAQgASgEEhQKDHRva2Vuc19hZnRlchgFIAEoBBIWCg50YXJnZXRfcmVhY2hlZBgGIAEoCBISCgprZXB0X3R1cm5zGAcgASgNEhsKE3N5c3RlbV9mbG9vcl90b2tlbnMYCCABKAQSFQoNYnVkZ2V0X3Rva2VucxgJIAEoBBIjChtzeXN0ZW1fZmxvb3JfcmVhY2hlc19idWRnZXQYCiABKAgSIwoFcm91dGUYCyABKAsyFC50dXJua2VlcGVyLnYxLlJvdXRlIqIBCgxDb250ZXh0TWV0ZXISEwoLdXNlZF90b2tlbnMYASABKAQSFQoNYnVkZ2V0X3Rva2VucxgCIAEoBBIcCg9jYXBhY2l0eV90b2tlbnMYAyABKARIAIgBARIeChFjYXBhY2l0eV9mcmFjdGlvbhgEIAEoAUgBiAEBQhIKEF9jYXBhY2l0eV90b2tlbnNCFAoSX2NhcGFjaXR5X2ZyYWN0aW9uIm8KEUlucHV0Q29zdEVzdGltYXRlEgwKBGNvc3QYASABKAESEAoIY3VycmVuY3kYAiABKAkSHQoVdW5jYWNoZWRfaW5wdXRfdG9rZW5zGAMgASgEEhsKE2NhY2hlZF9pbnB1dF90b2tlbnMYBCABKAQivAEKD01lc3NhZ2VFc3RpbWF0ZRIVCg1wcm92aWRlcl9yb3dzGAEgASgNEhIKCnRleHRfYnl0ZXMYAiABKAQSEwoLdGV4dF90b2tlbnMYAyABKAQSFgoOZnJhbWluZ190b2tlbnMYBCABKAQSDgoGaW1hZ2VzGAUgASgNEhQKDGltYWdlX3Rva2VucxgGIAEoBBIUCgx0b3RhbF90b2tlbnMYByABKAQSFQoNdHVybl9ib3VuZGFyeRgIIAEoCCJ6Cg1PcnBoYW5SZW1vdmFsEicKBGtpbmQYASABKA4yGS50dXJua2VlcGVyLnYxLk9ycGhhbktpbmQSFQoNbWVzc2FnZV9pbmRleBgCIAEoDRIUCgx0b29sX2NhbGxfaWQYAyABKAkSEwoLcm93X3JlbW92ZWQYBCABKAgi3gEKDkNhcGFjaXR5UmVwb3J0EhYKDm1lc3NhZ2VfdG9rZW5zGAEgASgEEhQKDGltYWdlX3Rva2VucxgCIAEoBBITCgtob29rX3Rva2VucxgDIAEoBBIaChJ0b29sX3NjaGVtYV90b2tlbnMYBCABKAQSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgFIAEoBBIUCgx0b3RhbF90b2tlbnMYBiABKAQSKQoIY2FwYWNpdHkYByABKAsyFy50dXJua2VlcGVyLnYxLkNhcGFjaXR5EgwKBGZpdHMYCCABKAgiPAoQQ2FwcGVkVG9vbFJlc3VsdBIPCgdjb250ZW50GAEgASgJEhcKD3RydW5jYXRlZF9jaGFycxgCIAEoBCpjCgpUcmltUmVhc29uEhsKF1RSSU1fUkVBU09OX1VOU1BFQ0lGSUVEEAASHAoYVFJJTV9SRUFTT05fVE9LRU5fQlVER0VUEAESGgoWVFJJTV9SRUFTT05fVFVSTl9MSU1JVBACKrMBCghUcmltTW9kZRIZChVUUklNX01PREVfVU5TUEVDSUZJRUQQABIaChZUUklNX01PREVfVE9LRU5fQlVER0VUEAESGAoUVFJJTV9NT0RFX1RVUk5fQ09VTlQQAhIfChtUUklNX01PREVfT1ZFUkZMT1dfUkVDT1ZFUlkQAxIXChNUUklNX01PREVfUk9XX0NPVU5UEAQSHAoYVFJJTV9NT0RFX1JFUE9SVEVEX1VTQUdFEAUqagoLQ291bnRTb3VyY2USHAoYQ09VTlRfU09VUkNFX1VOU1BFQ0lGSUVEEAASGQoVQ09VTlRfU09VUkNFX0VTVElNQVRFEAESIgoeQ09VTlRfU09VUkNFX1BST1ZJREVSX1JFUE9SVEVEEAIqgwEKCkNhbGxlclBhdGgSGwoXQ0FMTEVSX1BBVEhfVU5TUEVDSUZJRUQQABIVChFDQUxMRVJfUEFUSF9BR0VOVBABEhsKF0NBTExFUl9QQVRIX0xFR0FDWV9MT09QEAISJAogQ0FMTEVSX1BBVEhfQ0hBTk5FTF9TRU5ERVJfQ0FDSEUQAypVCg9SZWNvdmVyeUJsb2NrZXISIAocUkVDT1ZFUllfQkxPQ0tFUl9VTlNQRUNJRklFRBAAEiAKHFJFQ09WRVJZX0JMT0NLRVJfU0lOR0xFX1RVUk4QASp9CgpPcnBoYW5LaW5kEhsKF09SUEhBTl9LSU5EX1VOU1BFQ0lGSUVEEAASKAokT1JQSEFOX0tJTkRfVE9PTF9SRVNVTFRfV0lUSE9VVF9DQUxMEAESKAokT1JQSEFOX0tJTkRfVE9PTF9DQUxMX1dJVEhPVVRfUkVTVUxUEAJiBnByb3RvMw", [file_turnkeeper_v1_resolution]);
+
+/**
+ * ReportedUsage is what the provider reported for the previous request, next to what turnkeeper estimated for it.
+ *
+ * @generated from message turnkeeper.v1.ReportedUsage
+ */
+export type ReportedUsage = Message<"turnkeeper.v1.ReportedUsage"> & {
+  /**
+   * The input tokens the provider reported for the previous request (`reported`).
+   *
+   * @generated from field: uint64 reported_input_tokens = 1;
+   */
+  reportedInputTokens: bigint;
+
+  /**
+   * turnkeeper's estimate of that same request, tool schemas included (`estimated`), such as the
+   * `total_tokens - reserved_output_tokens` of its CapacityReport.
+   *
+   * @generated from field: uint64 estimated_input_tokens = 2;
+   */
+  estimatedInputTokens: bigint;
+
+  /**
+   * The part of `estimated_input_tokens` spent on tool schemas (`tool_schema`); at most `estimated_input_tokens`.
+   *
+   * @generated from field: uint64 tool_schema_tokens = 3;
+   */
+  toolSchemaTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ReportedUsage.
+ * Use `create(ReportedUsageSchema)` to create a new message.
+ */
+export const ReportedUsageSchema: GenMessage<ReportedUsage> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 0);
+
+/**
+ * UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+ *
+ * @generated from message turnkeeper.v1.UsageCalibration
+ */
+export type UsageCalibration = Message<"turnkeeper.v1.UsageCalibration"> & {
+  /**
+   * Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic.
+   *
+   * @generated from field: uint64 calibrated_target_tokens = 1;
+   */
+  calibratedTargetTokens: bigint;
+
+  /**
+   * Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it.
+   *
+   * @generated from field: uint64 history_target_tokens = 2;
+   */
+  historyTargetTokens: bigint;
+
+  /**
+   * Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+   *
+   * @generated from field: uint64 kept_estimate_tokens = 3;
+   */
+  keptEstimateTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.UsageCalibration.
+ * Use `create(UsageCalibrationSchema)` to create a new message.
+ */
+export const UsageCalibrationSchema: GenMessage<UsageCalibration> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 1);
 
 /**
  * CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
@@ -54,7 +125,7 @@ export type CallerContext = Message<"turnkeeper.v1.CallerContext"> & {
  * Use `create(CallerContextSchema)` to create a new message.
  */
 export const CallerContextSchema: GenMessage<CallerContext> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 0);
+  messageDesc(file_turnkeeper_v1_trim, 2);
 
 /**
  * IndexRange is a half-open range [start, end) of row indices.
@@ -82,7 +153,7 @@ export type IndexRange = Message<"turnkeeper.v1.IndexRange"> & {
  * Use `create(IndexRangeSchema)` to create a new message.
  */
 export const IndexRangeSchema: GenMessage<IndexRange> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 1);
+  messageDesc(file_turnkeeper_v1_trim, 3);
 
 /**
  * HistoryTrimmed reports one trim that dropped older turns. It is returned to the caller and published on TrimEvents.
@@ -126,21 +197,22 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
   keptTurns: number;
 
   /**
-   * The estimate of the history before the trim, in tokens.
+   * The history before the trim, in tokens: the estimate, or the provider-reported count (see `count_source`).
    *
    * @generated from field: uint64 tokens_before = 6;
    */
   tokensBefore: bigint;
 
   /**
-   * The estimate of the history after the trim, breadcrumb included, in tokens.
+   * The history after the trim, breadcrumb included, in tokens: the estimate, or scaled to the provider's count.
    *
    * @generated from field: uint64 tokens_after = 7;
    */
   tokensAfter: bigint;
 
   /**
-   * The token target the trim aimed for: the budget, or the recovery target; 0 for turn-limit trims.
+   * The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
+   * 0 for turn-limit trims.
    *
    * @generated from field: uint64 target_tokens = 8;
    */
@@ -187,6 +259,20 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
    * @generated from field: bool breadcrumb_inserted = 14;
    */
   breadcrumbInserted: boolean;
+
+  /**
+   * Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
+   *
+   * @generated from field: turnkeeper.v1.CountSource count_source = 15;
+   */
+  countSource: CountSource;
+
+  /**
+   * The estimate-space steps, for reported-usage trims; absent otherwise.
+   *
+   * @generated from field: turnkeeper.v1.UsageCalibration calibration = 16;
+   */
+  calibration?: UsageCalibration | undefined;
 };
 
 /**
@@ -194,7 +280,186 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
  * Use `create(HistoryTrimmedSchema)` to create a new message.
  */
 export const HistoryTrimmedSchema: GenMessage<HistoryTrimmed> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 2);
+  messageDesc(file_turnkeeper_v1_trim, 4);
+
+/**
+ * RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
+ * It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
+ *
+ * @generated from message turnkeeper.v1.RecoveryReport
+ */
+export type RecoveryReport = Message<"turnkeeper.v1.RecoveryReport"> & {
+  /**
+   * True when the recovery dropped turns from the baseline history.
+   *
+   * @generated from field: bool trimmed = 1;
+   */
+  trimmed: boolean;
+
+  /**
+   * Why nothing could be trimmed; unset when `trimmed` is true.
+   *
+   * @generated from field: turnkeeper.v1.RecoveryBlocker blocker = 2;
+   */
+  blocker: RecoveryBlocker;
+
+  /**
+   * The estimate of the baseline: the history given (TrimHistory), or the history PrepareModelCall would have
+   * prepared without recovery (after the sweep, the turn limit and the budget trim), in tokens.
+   *
+   * @generated from field: uint64 baseline_tokens = 3;
+   */
+  baselineTokens: bigint;
+
+  /**
+   * floor(2 x baseline_tokens / 3).
+   *
+   * @generated from field: uint64 target_tokens = 4;
+   */
+  targetTokens: bigint;
+
+  /**
+   * The estimate of the recovered history, breadcrumb included, in tokens.
+   *
+   * @generated from field: uint64 tokens_after = 5;
+   */
+  tokensAfter: bigint;
+
+  /**
+   * True when `tokens_after` is at most `target_tokens`.
+   *
+   * @generated from field: bool target_reached = 6;
+   */
+  targetReached: boolean;
+
+  /**
+   * The number of complete user turns in the recovered history.
+   *
+   * @generated from field: uint32 kept_turns = 7;
+   */
+  keptTurns: number;
+
+  /**
+   * The estimate of the leading system rows, which no trim removes (the "system floor"), in tokens.
+   *
+   * @generated from field: uint64 system_floor_tokens = 8;
+   */
+  systemFloorTokens: bigint;
+
+  /**
+   * The proactive budget the floor is compared with: the resolved budget, or the explicit `budget_tokens`;
+   * 0 when none was given or trimming is disabled.
+   *
+   * @generated from field: uint64 budget_tokens = 9;
+   */
+  budgetTokens: bigint;
+
+  /**
+   * True when `budget_tokens` is positive and the system floor alone is at least that budget.
+   *
+   * @generated from field: bool system_floor_reaches_budget = 10;
+   */
+  systemFloorReachesBudget: boolean;
+
+  /**
+   * The resolved route, when profiles were supplied.
+   *
+   * @generated from field: turnkeeper.v1.Route route = 11;
+   */
+  route?: Route | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.RecoveryReport.
+ * Use `create(RecoveryReportSchema)` to create a new message.
+ */
+export const RecoveryReportSchema: GenMessage<RecoveryReport> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 5);
+
+/**
+ * ContextMeter is how full the prepared request makes the resolved route's context (spec §10.5).
+ *
+ * @generated from message turnkeeper.v1.ContextMeter
+ */
+export type ContextMeter = Message<"turnkeeper.v1.ContextMeter"> & {
+  /**
+   * The tokens the prepared request sends: messages, hook texts and tool schemas (reserved output excluded).
+   * Saturates at 2^64-1.
+   *
+   * @generated from field: uint64 used_tokens = 1;
+   */
+  usedTokens: bigint;
+
+  /**
+   * The resolved proactive budget in tokens; 0 when proactive trimming is disabled.
+   *
+   * @generated from field: uint64 budget_tokens = 2;
+   */
+  budgetTokens: bigint;
+
+  /**
+   * The model's context window, only when it is known for the route; absent when unknown (never the fallback).
+   *
+   * @generated from field: optional uint64 capacity_tokens = 3;
+   */
+  capacityTokens?: bigint | undefined;
+
+  /**
+   * used_tokens / capacity_tokens as an IEEE-754 double, only when the capacity is known.
+   *
+   * @generated from field: optional double capacity_fraction = 4;
+   */
+  capacityFraction?: number | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ContextMeter.
+ * Use `create(ContextMeterSchema)` to create a new message.
+ */
+export const ContextMeterSchema: GenMessage<ContextMeter> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 6);
+
+/**
+ * InputCostEstimate is the estimated price of the prepared request's input on the resolved route (spec §10.5).
+ *
+ * @generated from message turnkeeper.v1.InputCostEstimate
+ */
+export type InputCostEstimate = Message<"turnkeeper.v1.InputCostEstimate"> & {
+  /**
+   * (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+   *
+   * @generated from field: double cost = 1;
+   */
+  cost: number;
+
+  /**
+   * The currency of the route's prices, as the provider profile declares it.
+   *
+   * @generated from field: string currency = 2;
+   */
+  currency: string;
+
+  /**
+   * The input tokens priced at the input price: the meter's `used_tokens` minus `cached_input_tokens`.
+   *
+   * @generated from field: uint64 uncached_input_tokens = 3;
+   */
+  uncachedInputTokens: bigint;
+
+  /**
+   * The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`.
+   *
+   * @generated from field: uint64 cached_input_tokens = 4;
+   */
+  cachedInputTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.InputCostEstimate.
+ * Use `create(InputCostEstimateSchema)` to create a new message.
+ */
+export const InputCostEstimateSchema: GenMessage<InputCostEstimate> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 7);
 
 /**
  * MessageEstimate is the token estimate of one input row, with its parts visible.
@@ -264,7 +529,7 @@ export type MessageEstimate = Message<"turnkeeper.v1.MessageEstimate"> & {
  * Use `create(MessageEstimateSchema)` to create a new message.
  */
 export const MessageEstimateSchema: GenMessage<MessageEstimate> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 3);
+  messageDesc(file_turnkeeper_v1_trim, 8);
 
 /**
  * OrphanRemoval is one thing the orphan sweep removed.
@@ -306,7 +571,7 @@ export type OrphanRemoval = Message<"turnkeeper.v1.OrphanRemoval"> & {
  * Use `create(OrphanRemovalSchema)` to create a new message.
  */
 export const OrphanRemovalSchema: GenMessage<OrphanRemoval> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 4);
+  messageDesc(file_turnkeeper_v1_trim, 9);
 
 /**
  * CapacityReport is the pre-flight breakdown of a prepared request against the model's capacity.
@@ -350,7 +615,7 @@ export type CapacityReport = Message<"turnkeeper.v1.CapacityReport"> & {
   reservedOutputTokens: bigint;
 
   /**
-   * The sum of the parts above.
+   * The sum of the parts above, saturated at 2^64-1; `fits` is decided on the exact sum.
    *
    * @generated from field: uint64 total_tokens = 6;
    */
@@ -376,7 +641,7 @@ export type CapacityReport = Message<"turnkeeper.v1.CapacityReport"> & {
  * Use `create(CapacityReportSchema)` to create a new message.
  */
 export const CapacityReportSchema: GenMessage<CapacityReport> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 5);
+  messageDesc(file_turnkeeper_v1_trim, 10);
 
 /**
  * CappedToolResult is one tool result after the `max_tool_result_chars` cap.
@@ -404,7 +669,7 @@ export type CappedToolResult = Message<"turnkeeper.v1.CappedToolResult"> & {
  * Use `create(CappedToolResultSchema)` to create a new message.
  */
 export const CappedToolResultSchema: GenMessage<CappedToolResult> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 6);
+  messageDesc(file_turnkeeper_v1_trim, 11);
 
 /**
  * TrimReason says which limit caused older turns to be dropped.
@@ -468,7 +733,8 @@ export enum TrimMode {
   TURN_COUNT = 2,
 
   /**
-   * Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the current estimate).
+   * Reactive recovery after a provider overflow: token-budget trim to floor(2/3 of the estimate of the history given).
+   * The response carries a RecoveryReport, also when nothing could be trimmed (spec §10.1).
    *
    * @generated from enum value: TRIM_MODE_OVERFLOW_RECOVERY = 3;
    */
@@ -480,6 +746,14 @@ export enum TrimMode {
    * @generated from enum value: TRIM_MODE_ROW_COUNT = 4;
    */
   ROW_COUNT = 4,
+
+  /**
+   * Token-budget trim calibrated by the provider-reported input tokens of the previous request (spec §10.3).
+   * Requires `reported_usage`; counts in the outcome and the event are provider-reported.
+   *
+   * @generated from enum value: TRIM_MODE_REPORTED_USAGE = 5;
+   */
+  REPORTED_USAGE = 5,
 }
 
 /**
@@ -487,6 +761,40 @@ export enum TrimMode {
  */
 export const TrimModeSchema: GenEnum<TrimMode> = /*@__PURE__*/
   enumDesc(file_turnkeeper_v1_trim, 1);
+
+/**
+ * CountSource says where the token counts of a trim come from.
+ *
+ * @generated from enum turnkeeper.v1.CountSource
+ */
+export enum CountSource {
+  /**
+   * Not set; never returned by the server.
+   *
+   * @generated from enum value: COUNT_SOURCE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The counts are turnkeeper's estimate (spec §4, §9).
+   *
+   * @generated from enum value: COUNT_SOURCE_ESTIMATE = 1;
+   */
+  ESTIMATE = 1,
+
+  /**
+   * `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+   *
+   * @generated from enum value: COUNT_SOURCE_PROVIDER_REPORTED = 2;
+   */
+  PROVIDER_REPORTED = 2,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.CountSource.
+ */
+export const CountSourceSchema: GenEnum<CountSource> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_trim, 2);
 
 /**
  * CallerPath says which runtime path a trim serves; it decides the breadcrumb and the event.
@@ -529,7 +837,34 @@ export enum CallerPath {
  * Describes the enum turnkeeper.v1.CallerPath.
  */
 export const CallerPathSchema: GenEnum<CallerPath> = /*@__PURE__*/
-  enumDesc(file_turnkeeper_v1_trim, 2);
+  enumDesc(file_turnkeeper_v1_trim, 3);
+
+/**
+ * RecoveryBlocker says why an overflow recovery could not trim.
+ *
+ * @generated from enum turnkeeper.v1.RecoveryBlocker
+ */
+export enum RecoveryBlocker {
+  /**
+   * Not set: the recovery trimmed.
+   *
+   * @generated from enum value: RECOVERY_BLOCKER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1).
+   *
+   * @generated from enum value: RECOVERY_BLOCKER_SINGLE_TURN = 1;
+   */
+  SINGLE_TURN = 1,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.RecoveryBlocker.
+ */
+export const RecoveryBlockerSchema: GenEnum<RecoveryBlocker> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_trim, 4);
 
 /**
  * OrphanKind says why the orphan sweep removed something.
@@ -545,14 +880,16 @@ export enum OrphanKind {
   UNSPECIFIED = 0,
 
   /**
-   * A tool result whose tool call does not precede it in the history.
+   * A tool result whose call is not in the nearest assistant row above it, reached through a contiguous run of
+   * assistant and tool rows (spec §10.2).
    *
    * @generated from enum value: ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL = 1;
    */
   TOOL_RESULT_WITHOUT_CALL = 1,
 
   /**
-   * An assistant tool call that no later tool result answers.
+   * An assistant tool call with no result in the run of tool rows right after its row, and no `[Tool results]`
+   * carrier later in its turn (spec §10.2).
    *
    * @generated from enum value: ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT = 2;
    */
@@ -563,5 +900,5 @@ export enum OrphanKind {
  * Describes the enum turnkeeper.v1.OrphanKind.
  */
 export const OrphanKindSchema: GenEnum<OrphanKind> = /*@__PURE__*/
-  enumDesc(file_turnkeeper_v1_trim, 3);
+  enumDesc(file_turnkeeper_v1_trim, 5);
 
