@@ -285,6 +285,20 @@ async def test_first_heartbeat_is_immediate_and_carries_the_resume_position() ->
     await feed.close()
 
 
+async def test_heartbeat_cursor_of_an_empty_ring_resumes_without_loss() -> None:
+    """Before any event the heartbeat carries the position before the run's first event; resuming
+    from it replays everything published since, as docs/events.md promises for heartbeat cursors."""
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    stream = feed.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=60)))
+    (beat,) = await take(stream, 1, limit_s=0.5)
+    assert beat.heartbeat.cursor == cursors.encode_ring(feed.epoch, 0)
+    feed.publish(trimmed(1))
+    feed.publish(trimmed(2))
+    resumed = feed.subscribe(request(after_cursor=beat.heartbeat.cursor))
+    assert turns(await take(resumed, 2)) == [1, 2]
+    await feed.close()
+
+
 async def test_close_ends_every_stream_promptly() -> None:
     feed = RingFeed(ring_size=10, subscriber_queue_size=10)
     streams = [await started(feed, request()) for _ in range(3)]

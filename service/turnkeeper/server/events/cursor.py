@@ -3,7 +3,8 @@
 A cursor is `tk1.` followed by unpadded base64url of a small `|`-separated record. Clients must
 treat it as opaque; the server only needs to read back what it wrote.
 
-- ring: `r|<epoch>|<seq>` — the ring feed's per-process epoch and the event's sequence number.
+- ring: `r|<epoch>|<seq>` — the ring feed's per-process epoch and the event's sequence number
+  (0: the position before the run's first event, which an empty ring's heartbeat carries).
 - redis: `x|<epoch>|<stream id>|<n>` — the stream's epoch (a random value stored next to the stream,
   renewed when the stream is lost), the entry id, and the global event number `n` (contiguous across
   every replica, so a consumer can tell how many events it missed).
@@ -71,8 +72,7 @@ def decode(cursor: str) -> Cursor | None:
         return None
     parts = record.split("|")
     if parts[0] == "r" and len(parts) == 3 and _EPOCH.fullmatch(parts[1]) and parts[2].isdigit():
-        seq = int(parts[2])
-        return RingCursor(parts[1], seq) if seq >= 1 else None
+        return RingCursor(parts[1], int(parts[2]))
     if (
         parts[0] == "x"
         and len(parts) == 4
