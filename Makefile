@@ -11,8 +11,10 @@ GRPC_PROTO_INCLUDE = $(shell $(PY) -c 'import grpc_tools, os; print(os.path.join
 PROTOS := $(wildcard proto/turnkeeper/v1/*.proto)
 CLIENT_DIRS := $(patsubst %/Makefile,%,$(wildcard clients/*/Makefile))
 ADDRESS ?= 127.0.0.1:50051
+DASHBOARD := service/turnkeeper/server/dashboard
+DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
-.PHONY: help venv run generate generate-python check-generated lint fmt test test-python test-clients system-deps bench clean
+.PHONY: help venv run generate generate-python check-generated dashboard-vendor check-vendored lint fmt test test-python test-clients system-deps bench clean
 
 help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults)"
@@ -48,6 +50,20 @@ check-generated: generate
 	  git status --porcelain -- service/turnkeeper/v1 clients; \
 	  echo "generated code drifted from proto/: run 'make generate' and commit"; exit 1; fi
 
+# The dashboard's charting library, copied from the npm package pinned in $(DASHBOARD)/package.json
+# (with its license) into the served assets. The copies are committed, so `make run` needs no npm.
+dashboard-vendor:
+	npm ci --prefix $(DASHBOARD) --no-audit --no-fund --silent
+	cp $(DASHBOARD)/node_modules/chart.js/dist/chart.umd.min.js $(DASHBOARD_VENDOR)/chart.umd.min.js
+	cp $(DASHBOARD)/node_modules/chart.js/LICENSE.md $(DASHBOARD_VENDOR)/chart.js.LICENSE.md
+	cp $(DASHBOARD)/node_modules/@kurkle/color/LICENSE.md $(DASHBOARD_VENDOR)/kurkle-color.LICENSE.md
+
+# Fails when the committed vendored assets differ from the pinned npm packages.
+check-vendored: dashboard-vendor
+	@if [ -n "$$(git status --porcelain -- $(DASHBOARD_VENDOR))" ]; then \
+	  git status --porcelain -- $(DASHBOARD_VENDOR); \
+	  echo "vendored dashboard assets drifted: run 'make dashboard-vendor' and commit"; exit 1; fi
+
 lint: $(STAMP)
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
@@ -72,7 +88,7 @@ test-python: $(STAMP) system-deps
 test-clients: $(STAMP)
 	@for d in $(CLIENT_DIRS); do echo "== $$d"; $(MAKE) -C $$d test || exit 1; done
 
-test: $(STAMP) lint check-generated test-python test-clients
+test: $(STAMP) lint check-generated check-vendored test-python test-clients
 
 bench: $(STAMP)
 	$(PY) bench/bench_engine.py

@@ -1,0 +1,124 @@
+"""The dashboard's Server-Sent Events stream: the TrimEvents feed, one SSE message per item.
+
+Each feed item becomes one message whose SSE event name says what it is (`trim` for a published
+trim, otherwise the item's oneof name: `heartbeat`, `gap`, ...) and whose data is the item in the
+protobuf JSON mapping. Trims and heartbeats carry the feed cursor as the SSE id, so the browser's
+automatic reconnect sends it back as `Last-Event-ID` and the feed resumes after it (a restart or
+an overflow shows up as a `gap` message, never silently).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp_sse import EventSourceResponse, sse_response
+from google.protobuf import duration_pb2, json_format
+
+from turnkeeper.server.errors import RequestError
+from turnkeeper.server.feed import EventFeed
+from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2
+
+log = logging.getLogger(__name__)
+
+# Idle heartbeats keep the page's resume position current and reveal a dead connection quickly.
+HEARTBEAT_SECONDS = 5
+# How long the browser waits before reconnecting after the stream ends (e.g. a sidecar restart).
+RETRY_MILLISECONDS = 1000
+# A browser that does not read for this long is cut off; it reconnects and resumes by cursor.
+SEND_TIMEOUT_SECONDS = 30.0
+
+_EVENT_NAMES = {"event": "trim"}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One SSE message: event name, JSON data and, for resumable positions, the feed cursor."""
+
+    event: str
+    data: str
+    id: str | None
+
+
+def to_message(item: history_service_pb2.TrimEventsResponse) -> Message:
+    kind = item.WhichOneof("item")
+    if kind is None:
+        raise ValueError("a feed item with nothing set")
+    body = getattr(item, kind)
+    data = json.dumps(json_format.MessageToDict(body), separators=(",", ":"))
+    cursor: str | None = None
+    if kind == "event":
+        cursor = item.event.cursor
+    elif kind == "heartbeat":
+        cursor = item.heartbeat.cursor or None  # an empty id would reset the browser's position
+    return Message(_EVENT_NAMES.get(kind, kind), data, cursor)
+
+
+def resume_cursor(request: web.Request) -> str:
+    """The browser's own `Last-Event-ID` (automatic reconnects) wins over `?after=` (the page's
+    reconnects after the stream failed for good, where EventSource cannot set headers)."""
+    return (request.headers.get("Last-Event-ID") or request.query.get("after", "")).strip()
+
+
+async def _items(
+    feed: EventFeed, after: str
+) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+    """The feed from `after`; an unreadable cursor is reported as a gap of unknown size (what was
+    missed is unknown, as after a restart) followed by a live tail. Ends when the feed closes."""
+    interval = duration_pb2.Duration(seconds=HEARTBEAT_SECONDS)
+    request = history_service_pb2.TrimEventsRequest(after_cursor=after, heartbeat_interval=interval)
+    stream = feed.subscribe(request)
+    try:
+        try:
+            first = await anext(stream)
+        except RequestError as error:
+            if error.reason != errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION:
+                raise
+            log.info("dashboard: unreadable resume cursor %r: %s", after, error.message)
+            request.after_cursor = ""
+            stream = feed.subscribe(request)
+            first = await anext(stream)
+            yield history_service_pb2.TrimEventsResponse(
+                gap=events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART, after_cursor=after)
+            )
+        yield first
+        async for item in stream:
+            yield item
+    except StopAsyncIteration:  # the feed closed before its first item
+        return
+    finally:  # unregisters the subscriber when the page leaves
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def stream_feed(request: web.Request, feed: EventFeed) -> web.StreamResponse:
+    """GET handler body: streams until the feed closes (shutdown) or the browser goes away."""
+    async with contextlib.aclosing(_items(feed, resume_cursor(request))) as items:
+        try:
+            first = await anext(items)
+        except StopAsyncIteration:  # the feed closed between subscribing and the first item
+            raise web.HTTPServiceUnavailable(text="the event feed is closed") from None
+        except RequestError as error:  # shutting down: the page retries
+            raise web.HTTPServiceUnavailable(text=error.message) from None
+        async with sse_response(request, send_timeout=SEND_TIMEOUT_SECONDS) as response:
+            try:
+                await _send(response, first, retry=RETRY_MILLISECONDS)
+                async for item in items:
+                    await _send(response, item)
+            except (ConnectionResetError, TimeoutError):
+                pass  # the browser left or stopped reading; it resumes by cursor
+        return response
+
+
+async def _send(
+    response: EventSourceResponse,
+    item: history_service_pb2.TrimEventsResponse,
+    retry: int | None = None,
+) -> None:
+    message = to_message(item)
+    await response.send(message.data, id=message.id, event=message.event, retry=retry)

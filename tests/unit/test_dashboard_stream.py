@@ -1,0 +1,230 @@
+"""The dashboard's SSE stream and routes on a plain aiohttp app over the in-process ring feed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from turnkeeper.server.dashboard import STATIC_DIR, add_dashboard_routes
+from turnkeeper.server.dashboard.stream import to_message
+from turnkeeper.server.events import RingFeed
+from turnkeeper.server.events import cursor as cursors
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+
+
+@dataclass
+class Sse:
+    event: str
+    data: dict[str, object]
+    id: str | None
+
+
+async def read_messages(
+    response: aiohttp.ClientResponse, n: int, limit_s: float = 3.0
+) -> list[Sse]:
+    """The next `n` SSE messages (comment lines such as pings skipped)."""
+
+    async def run() -> list[Sse]:
+        out: list[Sse] = []
+        fields: dict[str, str] = {}
+        while len(out) < n:
+            raw = await response.content.readline()
+            if not raw:
+                raise AssertionError(f"stream ended after {len(out)} messages")
+            line = raw.decode().rstrip("\r\n")
+            if not line:
+                if "data" in fields:
+                    out.append(
+                        Sse(
+                            fields.get("event", "message"),
+                            json.loads(fields["data"]),
+                            fields.get("id"),
+                        )
+                    )
+                fields = {}
+            elif not line.startswith(":"):
+                key, _, value = line.partition(": ")
+                fields[key] = value
+        return out
+
+    return await asyncio.wait_for(run(), limit_s)
+
+
+def trimmed(turns: int, session: str = "s1") -> trim_pb2.HistoryTrimmed:
+    return trim_pb2.HistoryTrimmed(
+        reason=trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+        dropped_turns=turns,
+        dropped_messages=2 * turns,
+        tokens_before=9000,
+        tokens_after=4000,
+        caller=trim_pb2.CallerContext(session_id=session, runtime_id="rt"),
+    )
+
+
+@pytest.fixture
+async def feed() -> AsyncIterator[RingFeed]:
+    ring = RingFeed(ring_size=100, subscriber_queue_size=100)
+    yield ring
+    await ring.close()
+
+
+@pytest.fixture
+async def client(feed: RingFeed) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+    app = web.Application()
+    add_dashboard_routes(app, feed)
+    async with TestClient(TestServer(app)) as test_client:
+        yield test_client
+
+
+def test_each_feed_item_becomes_one_named_message_with_the_cursor_as_id() -> None:
+    event = history_service_pb2.TrimEventsResponse(
+        event=events_pb2.TrimEvent(cursor="tk1.abc", trimmed=trimmed(3))
+    )
+    message = to_message(event)
+    assert (message.event, message.id) == ("trim", "tk1.abc")
+    data = json.loads(message.data)
+    assert data["trimmed"]["droppedTurns"] == 3
+    assert data["trimmed"]["tokensBefore"] == "9000"  # uint64: a JSON string (protobuf JSON)
+    beat = to_message(
+        history_service_pb2.TrimEventsResponse(heartbeat=events_pb2.Heartbeat(cursor="tk1.h"))
+    )
+    assert (beat.event, beat.id) == ("heartbeat", "tk1.h")
+    # An empty heartbeat cursor must not reset the browser's resume position.
+    empty = to_message(history_service_pb2.TrimEventsResponse(heartbeat=events_pb2.Heartbeat()))
+    assert empty.id is None
+    gap = to_message(
+        history_service_pb2.TrimEventsResponse(
+            gap=events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART, after_cursor="tk1.x")
+        )
+    )
+    assert (gap.event, gap.id) == ("gap", None)
+    assert json.loads(gap.data) == {"cause": "GAP_CAUSE_RESTART", "afterCursor": "tk1.x"}
+
+
+async def test_stream_opens_with_a_heartbeat_then_carries_live_trims(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    async with client.get("/dashboard/events") as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        (opening,) = await read_messages(response, 1)
+        assert opening.event == "heartbeat"
+        assert opening.id == cursors.encode_ring(feed.epoch, 0)
+        feed.publish(trimmed(1))
+        feed.publish(trimmed(2))
+        first, second = await read_messages(response, 2)
+    assert [m.event for m in (first, second)] == ["trim", "trim"]
+    assert first.id == cursors.encode_ring(feed.epoch, 1)
+    assert second.data["trimmed"]["droppedTurns"] == 2  # type: ignore[index]
+
+
+async def test_last_event_id_resumes_after_the_cursor_without_loss(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    for turns in (1, 2, 3):
+        feed.publish(trimmed(turns))
+    after_first = cursors.encode_ring(feed.epoch, 1)
+    async with client.get("/dashboard/events", headers={"Last-Event-ID": after_first}) as response:
+        replayed = await read_messages(response, 2)
+    assert [m.data["trimmed"]["droppedTurns"] for m in replayed] == [2, 3]  # type: ignore[index]
+    assert replayed[-1].id == cursors.encode_ring(feed.epoch, 3)
+
+
+async def test_the_browsers_last_event_id_wins_over_the_after_parameter(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    for turns in (1, 2, 3):
+        feed.publish(trimmed(turns))
+    url = f"/dashboard/events?after={cursors.encode_ring(feed.epoch, 1)}"
+    async with client.get(url) as response:
+        by_query = await read_messages(response, 1)
+    headers = {"Last-Event-ID": cursors.encode_ring(feed.epoch, 2)}
+    async with client.get(url, headers=headers) as response:
+        by_header = await read_messages(response, 1)
+    assert by_query[0].data["trimmed"]["droppedTurns"] == 2  # type: ignore[index]
+    assert by_header[0].data["trimmed"]["droppedTurns"] == 3  # type: ignore[index]
+
+
+async def test_cursor_of_an_earlier_run_shows_a_restart_gap_then_what_is_retained(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    feed.publish(trimmed(7))
+    earlier = cursors.encode_ring("0123456789abcdef", 41)
+    async with client.get("/dashboard/events", headers={"Last-Event-ID": earlier}) as response:
+        gap, event = await read_messages(response, 2)
+    assert gap.event == "gap"
+    assert gap.data == {
+        "cause": "GAP_CAUSE_RESTART",
+        "afterCursor": earlier,
+        "beforeCursor": event.id,
+    }
+    assert event.data["trimmed"]["droppedTurns"] == 7  # type: ignore[index]
+
+
+async def test_unreadable_cursor_is_shown_as_a_gap_of_unknown_size_then_a_live_tail(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    feed.publish(trimmed(1))  # before the subscription: not replayed, the position is unknown
+    async with client.get("/dashboard/events?after=garbage") as response:
+        assert response.status == 200
+        gap, beat = await read_messages(response, 2)
+        feed.publish(trimmed(2))
+        (live,) = await read_messages(response, 1)
+    assert gap.event == "gap" and gap.data == {
+        "cause": "GAP_CAUSE_RESTART",
+        "afterCursor": "garbage",
+    }
+    assert beat.event == "heartbeat"
+    assert live.data["trimmed"]["droppedTurns"] == 2  # type: ignore[index]
+
+
+async def test_closing_the_feed_ends_the_stream_and_new_streams_are_refused(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    async with client.get("/dashboard/events") as response:
+        await read_messages(response, 1)
+        await feed.close()
+        rest = await asyncio.wait_for(response.content.read(), 2.0)
+        assert b"event: trim" not in rest
+    async with client.get("/dashboard/events") as refused:
+        assert refused.status == 503
+
+
+async def test_a_page_that_leaves_unregisters_its_subscription(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    async with client.get("/dashboard/events") as response:
+        await read_messages(response, 1)
+        assert len(feed._subscribers) == 1
+    # The next write (a trim here; an idle stream's heartbeat within 5 s) notices the closed socket.
+    deadline = asyncio.get_running_loop().time() + 3.0
+    while feed._subscribers and asyncio.get_running_loop().time() < deadline:
+        feed.publish(trimmed(1))
+        await asyncio.sleep(0.05)
+    assert not feed._subscribers
+
+
+async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    async with client.get("/") as page:
+        assert page.status == 200
+        assert page.content_type == "text/html"
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+        html = await page.text()
+    assert 'src="dashboard/static/vendor/chart.umd.min.js"' in html
+    for asset in (
+        "dashboard.js",
+        "dashboard.css",
+        "vendor/chart.umd.min.js",
+        "vendor/chart.js.LICENSE.md",
+    ):
+        async with client.get(f"/dashboard/static/{asset}") as response:
+            assert response.status == 200, asset
+            assert await response.read() == (STATIC_DIR / asset).read_bytes()
