@@ -78,7 +78,8 @@ fmt: $(STAMP)
 	$(BIN)/ruff format service tests bench
 	$(BIN)/ruff check --fix service tests bench
 
-# redis-server and nginx (Debian packages) for the Redis feed and the fleet test.
+# redis-server, nginx and chromium (Debian packages) for the Redis feed, the fleet test and the
+# dashboard's browser test.
 system-deps:
 	bash scripts/system-deps.sh
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need (redis-server for the Redis event feed, nginx as the
-# gRPC load balancer of the fleet test). Idempotent: does nothing when both are already present.
+# gRPC load balancer of the fleet test, chromium for the dashboard's browser test).
+# Idempotent: does nothing when all are already present.
 set -euo pipefail
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
+[ -x /usr/bin/chromium ] || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 
 sudo=()
@@ -26,7 +28,7 @@ if [ ! -e "$policy" ] && [ "$(id -u)" -eq 0 ]; then
 fi
 trap 'if [ "$created_policy" -eq 1 ]; then rm -f "$policy"; fi' EXIT
 log=$(mktemp)
-if ! "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${need[@]}" >"$log" 2>&1; then
+if ! "${sudo[@]}" apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends "${need[@]}" >"$log" 2>&1; then
   cat "$log" >&2; rm -f "$log"; exit 1
 fi
 rm -f "$log"
