@@ -103,6 +103,18 @@ def test_each_feed_item_becomes_one_named_message_with_the_cursor_as_id() -> Non
             gap=events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART, after_cursor="tk1.x")
         )
     )
+    meter = to_message(
+        history_service_pb2.TrimEventsResponse(
+            meter_update=events_pb2.MeterUpdate(
+                cursor="tk1.m",
+                caller=trim_pb2.CallerContext(session_id="s9"),
+                meter=trim_pb2.ContextMeter(used_tokens=1200, budget_tokens=3000),
+            )
+        )
+    )
+    assert (meter.event, meter.id) == ("meter", "tk1.m")
+    # spec §10.5: no capacity field at all when the capacity is unknown.
+    assert json.loads(meter.data)["meter"] == {"usedTokens": "1200", "budgetTokens": "3000"}
     assert (gap.event, gap.id) == ("gap", None)
     assert json.loads(gap.data) == {"cause": "GAP_CAUSE_RESTART", "afterCursor": "tk1.x"}
 

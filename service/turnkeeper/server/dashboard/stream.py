@@ -1,10 +1,11 @@
 """The dashboard's Server-Sent Events stream: the TrimEvents feed, one SSE message per item.
 
 Each feed item becomes one message whose SSE event name says what it is (`trim` for a published
-trim, otherwise the item's oneof name: `heartbeat`, `gap`, ...) and whose data is the item in the
-protobuf JSON mapping. Trims and heartbeats carry the feed cursor as the SSE id, so the browser's
-automatic reconnect sends it back as `Last-Event-ID` and the feed resumes after it (a restart or
-an overflow shows up as a `gap` message, never silently).
+trim, `meter` for a context meter update of spec §10.5, otherwise the item's oneof name:
+`heartbeat`, `gap`) and whose data is the item in the protobuf JSON mapping. Trims, meter updates
+and heartbeats carry the feed cursor as the SSE id, so the browser's automatic reconnect sends it
+back as `Last-Event-ID` and the feed resumes after it (a restart or an overflow shows up as a
+`gap` message, never silently).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ RETRY_MILLISECONDS = 1000
 # A browser that does not read for this long is cut off; it reconnects and resumes by cursor.
 SEND_TIMEOUT_SECONDS = 30.0
 
-_EVENT_NAMES = {"event": "trim"}
+_EVENT_NAMES = {"event": "trim", "meter_update": "meter"}
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,9 @@ def to_message(item: history_service_pb2.TrimEventsResponse) -> Message:
         raise ValueError("a feed item with nothing set")
     body = getattr(item, kind)
     data = json.dumps(json_format.MessageToDict(body), separators=(",", ":"))
-    cursor: str | None = None
-    if kind == "event":
-        cursor = item.event.cursor
-    elif kind == "heartbeat":
-        cursor = item.heartbeat.cursor or None  # an empty id would reset the browser's position
+    # Events, meter updates and heartbeats carry a resume position; gaps do not. An empty id would
+    # reset the browser's position, so none is sent then.
+    cursor = getattr(body, "cursor", "") or None
     return Message(_EVENT_NAMES.get(kind, kind), data, cursor)
 
 
@@ -70,7 +69,9 @@ async def _items(
     """The feed from `after`; an unreadable cursor is reported as a gap of unknown size (what was
     missed is unknown, as after a restart) followed by a live tail. Ends when the feed closes."""
     interval = duration_pb2.Duration(seconds=HEARTBEAT_SECONDS)
-    request = history_service_pb2.TrimEventsRequest(after_cursor=after, heartbeat_interval=interval)
+    request = history_service_pb2.TrimEventsRequest(
+        after_cursor=after, heartbeat_interval=interval, include_meter_updates=True
+    )
     stream = feed.subscribe(request)
     try:
         try:
