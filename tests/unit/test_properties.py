@@ -206,3 +206,46 @@ def test_sweep_output_pairs_every_call_and_result(history: h.History) -> None:
             assert m.tool_call_id in called
     removed_rows = {r.message_index for r in result.removals if r.row_removed}
     assert len(result.history.chat.messages) == len(history.chat.messages) - len(removed_rows)
+
+
+def with_passthrough(history: h.History, payload: dict[str, object]) -> h.History:
+    """A copy of the history with `payload` as the passthrough of every row, step and result."""
+    copy = h.History()
+    copy.CopyFrom(history)
+    for message in copy.conversation.messages:
+        kind = message.WhichOneof("message")
+        if kind == "chat":
+            message.chat.passthrough.update(payload)
+        elif kind == "assistant_tool_calls":
+            message.assistant_tool_calls.passthrough.update(payload)
+        else:
+            for result in message.tool_results.results:
+                result.passthrough.update(payload)
+    for row in copy.chat.messages:
+        row.passthrough.update(payload)
+    return copy
+
+
+passthrough_payloads = st.dictionaries(
+    st.sampled_from(["openai_chat", "anthropic", "name", "signature"]),
+    st.one_of(texts, st.integers(0, 9), st.lists(texts, max_size=3)),
+    min_size=1,
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), passthrough_payloads, st.integers(0, 4000), st.booleans())
+def test_passthrough_is_never_priced(
+    history: h.History, payload: dict[str, object], budget: int, structured: bool
+) -> None:
+    """§9 prices only the listed row fields: a passthrough (even one holding `[IMAGE:...]` text or
+    a long signature) changes no estimate and no cut, in either shape."""
+    if structured:
+        history = as_conversation(history)
+    plain = WorkingHistory.of(history)
+    carried = WorkingHistory.of(with_passthrough(history, payload))
+    assert carried.pricing == plain.pricing
+    assert plan_token_budget(carried.rows, carried.pricing, budget, CRUMB) == plan_token_budget(
+        plain.rows, plain.pricing, budget, CRUMB
+    )

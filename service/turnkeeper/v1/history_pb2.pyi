@@ -6,6 +6,7 @@ isort:skip_file
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
@@ -128,6 +129,7 @@ class ChatMessage(_message.Message):
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     ATTACHMENTS_FIELD_NUMBER: _builtins.int
     BREADCRUMB_FIELD_NUMBER: _builtins.int
+    PASSTHROUGH_FIELD_NUMBER: _builtins.int
     role: Global___Role.ValueType
     """The role of the row. Required."""
     content: _builtins.str
@@ -146,6 +148,15 @@ class ChatMessage(_message.Message):
     def attachments(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attachment]:
         """Images the tool declared. Only allowed on tool rows and on `[Tool results]` carrier rows."""
 
+    @_builtins.property
+    def passthrough(self) -> _struct_pb2.Struct:
+        """What the row's provider format carries that turnkeeper does not price, kept so a converter can
+        give the provider back exactly what it sent: the skeleton of the provider fragment the row came
+        from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+        docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+        a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
+        """
+
     def __init__(
         self,
         *,
@@ -155,10 +166,11 @@ class ChatMessage(_message.Message):
         tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
         attachments: _abc.Iterable[Global___Attachment] | None = ...,
         breadcrumb: _builtins.bool = ...,
+        passthrough: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["passthrough", b"passthrough"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "breadcrumb", b"breadcrumb", "content", b"content", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "breadcrumb", b"breadcrumb", "content", b"content", "passthrough", b"passthrough", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -173,6 +185,7 @@ class AssistantToolCalls(_message.Message):
     TEXT_FIELD_NUMBER: _builtins.int
     TOOL_CALLS_FIELD_NUMBER: _builtins.int
     REASONING_FIELD_NUMBER: _builtins.int
+    PASSTHROUGH_FIELD_NUMBER: _builtins.int
     text: _builtins.str
     """The assistant text that accompanied the calls, possibly empty."""
     reasoning: _builtins.str
@@ -181,16 +194,26 @@ class AssistantToolCalls(_message.Message):
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
         """The requested tool calls."""
 
+    @_builtins.property
+    def passthrough(self) -> _struct_pb2.Struct:
+        """What the step's provider format carries that turnkeeper does not price, kept so a converter can
+        give the provider back exactly what it sent: the skeleton of the provider fragment the step came
+        from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+        docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+        a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
+        """
+
     def __init__(
         self,
         *,
         text: _builtins.str = ...,
         tool_calls: _abc.Iterable[Global___ToolCall] | None = ...,
         reasoning: _builtins.str = ...,
+        passthrough: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["passthrough", b"passthrough"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reasoning", b"reasoning", "text", b"text", "tool_calls", b"tool_calls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["passthrough", b"passthrough", "reasoning", b"reasoning", "text", b"text", "tool_calls", b"tool_calls"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -206,6 +229,7 @@ class ToolResult(_message.Message):
     TOOL_NAME_FIELD_NUMBER: _builtins.int
     CONTENT_FIELD_NUMBER: _builtins.int
     ATTACHMENTS_FIELD_NUMBER: _builtins.int
+    PASSTHROUGH_FIELD_NUMBER: _builtins.int
     tool_call_id: _builtins.str
     """The identifier of the tool call this result answers. Required."""
     tool_name: _builtins.str
@@ -216,6 +240,15 @@ class ToolResult(_message.Message):
     def attachments(self) -> _containers.RepeatedCompositeFieldContainer[Global___Attachment]:
         """Images the tool declared with its result."""
 
+    @_builtins.property
+    def passthrough(self) -> _struct_pb2.Struct:
+        """What the result's provider format carries that turnkeeper does not price, kept so a converter can
+        give the provider back exactly what it sent: the skeleton of the provider fragment the result came
+        from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+        docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+        a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
+        """
+
     def __init__(
         self,
         *,
@@ -223,10 +256,11 @@ class ToolResult(_message.Message):
         tool_name: _builtins.str = ...,
         content: _builtins.str = ...,
         attachments: _abc.Iterable[Global___Attachment] | None = ...,
+        passthrough: _struct_pb2.Struct | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["passthrough", b"passthrough"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "content", b"content", "tool_call_id", b"tool_call_id", "tool_name", b"tool_name"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "content", b"content", "passthrough", b"passthrough", "tool_call_id", b"tool_call_id", "tool_name", b"tool_name"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

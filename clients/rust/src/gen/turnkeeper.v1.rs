@@ -1110,6 +1110,13 @@ pub struct ChatMessage {
     /// A breadcrumb is a user row, never a turn boundary, and may only stand right after the leading system rows.
     #[prost(bool, tag = "6")]
     pub breadcrumb: bool,
+    /// What the row's provider format carries that turnkeeper does not price, kept so a converter can
+    /// give the provider back exactly what it sent: the skeleton of the provider fragment the row came
+    /// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+    /// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+    /// a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
+    #[prost(message, optional, tag = "7")]
+    pub passthrough: ::core::option::Option<::prost_types::Struct>,
 }
 impl ::prost::Name for ChatMessage {
     const NAME: &'static str = "ChatMessage";
@@ -1134,6 +1141,13 @@ pub struct AssistantToolCalls {
     /// The model's reasoning text, if the provider returned any. It is priced as text.
     #[prost(string, tag = "3")]
     pub reasoning: ::prost::alloc::string::String,
+    /// What the step's provider format carries that turnkeeper does not price, kept so a converter can
+    /// give the provider back exactly what it sent: the skeleton of the provider fragment the step came
+    /// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+    /// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+    /// a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
+    #[prost(message, optional, tag = "4")]
+    pub passthrough: ::core::option::Option<::prost_types::Struct>,
 }
 impl ::prost::Name for AssistantToolCalls {
     const NAME: &'static str = "AssistantToolCalls";
@@ -1161,6 +1175,13 @@ pub struct ToolResult {
     /// Images the tool declared with its result.
     #[prost(message, repeated, tag = "4")]
     pub attachments: ::prost::alloc::vec::Vec<Attachment>,
+    /// What the result's provider format carries that turnkeeper does not price, kept so a converter can
+    /// give the provider back exactly what it sent: the skeleton of the provider fragment the result came
+    /// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+    /// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+    /// a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
+    #[prost(message, optional, tag = "5")]
+    pub passthrough: ::core::option::Option<::prost_types::Struct>,
 }
 impl ::prost::Name for ToolResult {
     const NAME: &'static str = "ToolResult";

@@ -9,6 +9,7 @@ package turnkeeperv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -259,7 +260,13 @@ type ChatMessage struct {
 	Attachments []*Attachment `protobuf:"bytes,5,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	// True for the synthetic breadcrumb row that says earlier context was omitted.
 	// A breadcrumb is a user row, never a turn boundary, and may only stand right after the leading system rows.
-	Breadcrumb    bool `protobuf:"varint,6,opt,name=breadcrumb,proto3" json:"breadcrumb,omitempty"`
+	Breadcrumb bool `protobuf:"varint,6,opt,name=breadcrumb,proto3" json:"breadcrumb,omitempty"`
+	// What the row's provider format carries that turnkeeper does not price, kept so a converter can
+	// give the provider back exactly what it sent: the skeleton of the provider fragment the row came
+	// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+	// a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
+	Passthrough   *structpb.Struct `protobuf:"bytes,7,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +343,13 @@ func (x *ChatMessage) GetBreadcrumb() bool {
 	return false
 }
 
+func (x *ChatMessage) GetPassthrough() *structpb.Struct {
+	if x != nil {
+		return x.Passthrough
+	}
+	return nil
+}
+
 // AssistantToolCalls is a structured assistant step that requested tools.
 type AssistantToolCalls struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -344,7 +358,13 @@ type AssistantToolCalls struct {
 	// The requested tool calls.
 	ToolCalls []*ToolCall `protobuf:"bytes,2,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// The model's reasoning text, if the provider returned any. It is priced as text.
-	Reasoning     string `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	Reasoning string `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	// What the step's provider format carries that turnkeeper does not price, kept so a converter can
+	// give the provider back exactly what it sent: the skeleton of the provider fragment the step came
+	// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+	// a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
+	Passthrough   *structpb.Struct `protobuf:"bytes,4,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -400,6 +420,13 @@ func (x *AssistantToolCalls) GetReasoning() string {
 	return ""
 }
 
+func (x *AssistantToolCalls) GetPassthrough() *structpb.Struct {
+	if x != nil {
+		return x.Passthrough
+	}
+	return nil
+}
+
 // ToolResult is the result of one tool call inside a ToolResults row.
 type ToolResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -410,7 +437,13 @@ type ToolResult struct {
 	// The text output of the tool.
 	Content string `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
 	// Images the tool declared with its result.
-	Attachments   []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	Attachments []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
+	// What the result's provider format carries that turnkeeper does not price, kept so a converter can
+	// give the provider back exactly what it sent: the skeleton of the provider fragment the result came
+	// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+	// a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
+	Passthrough   *structpb.Struct `protobuf:"bytes,5,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -469,6 +502,13 @@ func (x *ToolResult) GetContent() string {
 func (x *ToolResult) GetAttachments() []*Attachment {
 	if x != nil {
 		return x.Attachments
+	}
+	return nil
+}
+
+func (x *ToolResult) GetPassthrough() *structpb.Struct {
+	if x != nil {
+		return x.Passthrough
 	}
 	return nil
 }
@@ -806,7 +846,7 @@ var File_turnkeeper_v1_history_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"\n" +
-	"\x1bturnkeeper/v1/history.proto\x12\rturnkeeper.v1\"L\n" +
+	"\x1bturnkeeper/v1/history.proto\x12\rturnkeeper.v1\x1a\x1cgoogle/protobuf/struct.proto\"L\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
@@ -817,7 +857,7 @@ const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x12\n" +
 	"\x03uri\x18\x03 \x01(\tH\x00R\x03uriB\b\n" +
-	"\x06source\"\x87\x02\n" +
+	"\x06source\"\xc2\x02\n" +
 	"\vChatMessage\x12'\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x13.turnkeeper.v1.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12 \n" +
@@ -828,19 +868,22 @@ const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"\vattachments\x18\x05 \x03(\v2\x19.turnkeeper.v1.AttachmentR\vattachments\x12\x1e\n" +
 	"\n" +
 	"breadcrumb\x18\x06 \x01(\bR\n" +
-	"breadcrumb\"~\n" +
+	"breadcrumb\x129\n" +
+	"\vpassthrough\x18\a \x01(\v2\x17.google.protobuf.StructR\vpassthrough\"\xb9\x01\n" +
 	"\x12AssistantToolCalls\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x126\n" +
 	"\n" +
 	"tool_calls\x18\x02 \x03(\v2\x17.turnkeeper.v1.ToolCallR\ttoolCalls\x12\x1c\n" +
-	"\treasoning\x18\x03 \x01(\tR\treasoning\"\xa2\x01\n" +
+	"\treasoning\x18\x03 \x01(\tR\treasoning\x129\n" +
+	"\vpassthrough\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vpassthrough\"\xdd\x01\n" +
 	"\n" +
 	"ToolResult\x12 \n" +
 	"\ftool_call_id\x18\x01 \x01(\tR\n" +
 	"toolCallId\x12\x1b\n" +
 	"\ttool_name\x18\x02 \x01(\tR\btoolName\x12\x18\n" +
 	"\acontent\x18\x03 \x01(\tR\acontent\x12;\n" +
-	"\vattachments\x18\x04 \x03(\v2\x19.turnkeeper.v1.AttachmentR\vattachments\"B\n" +
+	"\vattachments\x18\x04 \x03(\v2\x19.turnkeeper.v1.AttachmentR\vattachments\x129\n" +
+	"\vpassthrough\x18\x05 \x01(\v2\x17.google.protobuf.StructR\vpassthrough\"B\n" +
 	"\vToolResults\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.turnkeeper.v1.ToolResultR\aresults\"\xea\x01\n" +
 	"\x13ConversationMessage\x120\n" +
@@ -890,26 +933,30 @@ var file_turnkeeper_v1_history_proto_goTypes = []any{
 	(*ChatHistory)(nil),         // 8: turnkeeper.v1.ChatHistory
 	(*ConversationHistory)(nil), // 9: turnkeeper.v1.ConversationHistory
 	(*History)(nil),             // 10: turnkeeper.v1.History
+	(*structpb.Struct)(nil),     // 11: google.protobuf.Struct
 }
 var file_turnkeeper_v1_history_proto_depIdxs = []int32{
 	0,  // 0: turnkeeper.v1.ChatMessage.role:type_name -> turnkeeper.v1.Role
 	1,  // 1: turnkeeper.v1.ChatMessage.tool_calls:type_name -> turnkeeper.v1.ToolCall
 	2,  // 2: turnkeeper.v1.ChatMessage.attachments:type_name -> turnkeeper.v1.Attachment
-	1,  // 3: turnkeeper.v1.AssistantToolCalls.tool_calls:type_name -> turnkeeper.v1.ToolCall
-	2,  // 4: turnkeeper.v1.ToolResult.attachments:type_name -> turnkeeper.v1.Attachment
-	5,  // 5: turnkeeper.v1.ToolResults.results:type_name -> turnkeeper.v1.ToolResult
-	3,  // 6: turnkeeper.v1.ConversationMessage.chat:type_name -> turnkeeper.v1.ChatMessage
-	4,  // 7: turnkeeper.v1.ConversationMessage.assistant_tool_calls:type_name -> turnkeeper.v1.AssistantToolCalls
-	6,  // 8: turnkeeper.v1.ConversationMessage.tool_results:type_name -> turnkeeper.v1.ToolResults
-	3,  // 9: turnkeeper.v1.ChatHistory.messages:type_name -> turnkeeper.v1.ChatMessage
-	7,  // 10: turnkeeper.v1.ConversationHistory.messages:type_name -> turnkeeper.v1.ConversationMessage
-	8,  // 11: turnkeeper.v1.History.chat:type_name -> turnkeeper.v1.ChatHistory
-	9,  // 12: turnkeeper.v1.History.conversation:type_name -> turnkeeper.v1.ConversationHistory
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	11, // 3: turnkeeper.v1.ChatMessage.passthrough:type_name -> google.protobuf.Struct
+	1,  // 4: turnkeeper.v1.AssistantToolCalls.tool_calls:type_name -> turnkeeper.v1.ToolCall
+	11, // 5: turnkeeper.v1.AssistantToolCalls.passthrough:type_name -> google.protobuf.Struct
+	2,  // 6: turnkeeper.v1.ToolResult.attachments:type_name -> turnkeeper.v1.Attachment
+	11, // 7: turnkeeper.v1.ToolResult.passthrough:type_name -> google.protobuf.Struct
+	5,  // 8: turnkeeper.v1.ToolResults.results:type_name -> turnkeeper.v1.ToolResult
+	3,  // 9: turnkeeper.v1.ConversationMessage.chat:type_name -> turnkeeper.v1.ChatMessage
+	4,  // 10: turnkeeper.v1.ConversationMessage.assistant_tool_calls:type_name -> turnkeeper.v1.AssistantToolCalls
+	6,  // 11: turnkeeper.v1.ConversationMessage.tool_results:type_name -> turnkeeper.v1.ToolResults
+	3,  // 12: turnkeeper.v1.ChatHistory.messages:type_name -> turnkeeper.v1.ChatMessage
+	7,  // 13: turnkeeper.v1.ConversationHistory.messages:type_name -> turnkeeper.v1.ConversationMessage
+	8,  // 14: turnkeeper.v1.History.chat:type_name -> turnkeeper.v1.ChatHistory
+	9,  // 15: turnkeeper.v1.History.conversation:type_name -> turnkeeper.v1.ConversationHistory
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_history_proto_init() }

@@ -4,13 +4,14 @@
 
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Message } from "@bufbuild/protobuf";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file turnkeeper/v1/history.proto.
  */
 export const file_turnkeeper_v1_history: GenFile = /*@__PURE__*/
-  fileDesc("Cht0dXJua2VlcGVyL3YxL2hpc3RvcnkucHJvdG8SDXR1cm5rZWVwZXIudjEiNwoIVG9vbENhbGwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAkiSQoKQXR0YWNobWVudBISCgptZWRpYV90eXBlGAEgASgJEg4KBGRhdGEYAiABKAxIABINCgN1cmkYAyABKAlIAEIICgZzb3VyY2UiyAEKC0NoYXRNZXNzYWdlEiEKBHJvbGUYASABKA4yEy50dXJua2VlcGVyLnYxLlJvbGUSDwoHY29udGVudBgCIAEoCRIUCgx0b29sX2NhbGxfaWQYAyABKAkSKwoKdG9vbF9jYWxscxgEIAMoCzIXLnR1cm5rZWVwZXIudjEuVG9vbENhbGwSLgoLYXR0YWNobWVudHMYBSADKAsyGS50dXJua2VlcGVyLnYxLkF0dGFjaG1lbnQSEgoKYnJlYWRjcnVtYhgGIAEoCCJiChJBc3Npc3RhbnRUb29sQ2FsbHMSDAoEdGV4dBgBIAEoCRIrCgp0b29sX2NhbGxzGAIgAygLMhcudHVybmtlZXBlci52MS5Ub29sQ2FsbBIRCglyZWFzb25pbmcYAyABKAkidgoKVG9vbFJlc3VsdBIUCgx0b29sX2NhbGxfaWQYASABKAkSEQoJdG9vbF9uYW1lGAIgASgJEg8KB2NvbnRlbnQYAyABKAkSLgoLYXR0YWNobWVudHMYBCADKAsyGS50dXJua2VlcGVyLnYxLkF0dGFjaG1lbnQiOQoLVG9vbFJlc3VsdHMSKgoHcmVzdWx0cxgBIAMoCzIZLnR1cm5rZWVwZXIudjEuVG9vbFJlc3VsdCLDAQoTQ29udmVyc2F0aW9uTWVzc2FnZRIqCgRjaGF0GAEgASgLMhoudHVybmtlZXBlci52MS5DaGF0TWVzc2FnZUgAEkEKFGFzc2lzdGFudF90b29sX2NhbGxzGAIgASgLMiEudHVybmtlZXBlci52MS5Bc3Npc3RhbnRUb29sQ2FsbHNIABIyCgx0b29sX3Jlc3VsdHMYAyABKAsyGi50dXJua2VlcGVyLnYxLlRvb2xSZXN1bHRzSABCCQoHbWVzc2FnZSI7CgtDaGF0SGlzdG9yeRIsCghtZXNzYWdlcxgBIAMoCzIaLnR1cm5rZWVwZXIudjEuQ2hhdE1lc3NhZ2UiSwoTQ29udmVyc2F0aW9uSGlzdG9yeRI0CghtZXNzYWdlcxgBIAMoCzIiLnR1cm5rZWVwZXIudjEuQ29udmVyc2F0aW9uTWVzc2FnZSJ6CgdIaXN0b3J5EioKBGNoYXQYASABKAsyGi50dXJua2VlcGVyLnYxLkNoYXRIaXN0b3J5SAASOgoMY29udmVyc2F0aW9uGAIgASgLMiIudHVybmtlZXBlci52MS5Db252ZXJzYXRpb25IaXN0b3J5SABCBwoFc2hhcGUqXwoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9TWVNURU0QARINCglST0xFX1VTRVIQAhISCg5ST0xFX0FTU0lTVEFOVBADEg0KCVJPTEVfVE9PTBAEYgZwcm90bzM");
+  fileDesc("Cht0dXJua2VlcGVyL3YxL2hpc3RvcnkucHJvdG8SDXR1cm5rZWVwZXIudjEiNwoIVG9vbENhbGwSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRIRCglhcmd1bWVudHMYAyABKAkiSQoKQXR0YWNobWVudBISCgptZWRpYV90eXBlGAEgASgJEg4KBGRhdGEYAiABKAxIABINCgN1cmkYAyABKAlIAEIICgZzb3VyY2Ui9gEKC0NoYXRNZXNzYWdlEiEKBHJvbGUYASABKA4yEy50dXJua2VlcGVyLnYxLlJvbGUSDwoHY29udGVudBgCIAEoCRIUCgx0b29sX2NhbGxfaWQYAyABKAkSKwoKdG9vbF9jYWxscxgEIAMoCzIXLnR1cm5rZWVwZXIudjEuVG9vbENhbGwSLgoLYXR0YWNobWVudHMYBSADKAsyGS50dXJua2VlcGVyLnYxLkF0dGFjaG1lbnQSEgoKYnJlYWRjcnVtYhgGIAEoCBIsCgtwYXNzdGhyb3VnaBgHIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QikAEKEkFzc2lzdGFudFRvb2xDYWxscxIMCgR0ZXh0GAEgASgJEisKCnRvb2xfY2FsbHMYAiADKAsyFy50dXJua2VlcGVyLnYxLlRvb2xDYWxsEhEKCXJlYXNvbmluZxgDIAEoCRIsCgtwYXNzdGhyb3VnaBgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QipAEKClRvb2xSZXN1bHQSFAoMdG9vbF9jYWxsX2lkGAEgASgJEhEKCXRvb2xfbmFtZRgCIAEoCRIPCgdjb250ZW50GAMgASgJEi4KC2F0dGFjaG1lbnRzGAQgAygLMhkudHVybmtlZXBlci52MS5BdHRhY2htZW50EiwKC3Bhc3N0aHJvdWdoGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCI5CgtUb29sUmVzdWx0cxIqCgdyZXN1bHRzGAEgAygLMhkudHVybmtlZXBlci52MS5Ub29sUmVzdWx0IsMBChNDb252ZXJzYXRpb25NZXNzYWdlEioKBGNoYXQYASABKAsyGi50dXJua2VlcGVyLnYxLkNoYXRNZXNzYWdlSAASQQoUYXNzaXN0YW50X3Rvb2xfY2FsbHMYAiABKAsyIS50dXJua2VlcGVyLnYxLkFzc2lzdGFudFRvb2xDYWxsc0gAEjIKDHRvb2xfcmVzdWx0cxgDIAEoCzIaLnR1cm5rZWVwZXIudjEuVG9vbFJlc3VsdHNIAEIJCgdtZXNzYWdlIjsKC0NoYXRIaXN0b3J5EiwKCG1lc3NhZ2VzGAEgAygLMhoudHVybmtlZXBlci52MS5DaGF0TWVzc2FnZSJLChNDb252ZXJzYXRpb25IaXN0b3J5EjQKCG1lc3NhZ2VzGAEgAygLMiIudHVybmtlZXBlci52MS5Db252ZXJzYXRpb25NZXNzYWdlInoKB0hpc3RvcnkSKgoEY2hhdBgBIAEoCzIaLnR1cm5rZWVwZXIudjEuQ2hhdEhpc3RvcnlIABI6Cgxjb252ZXJzYXRpb24YAiABKAsyIi50dXJua2VlcGVyLnYxLkNvbnZlcnNhdGlvbkhpc3RvcnlIAEIHCgVzaGFwZSpfCgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIPCgtST0xFX1NZU1RFTRABEg0KCVJPTEVfVVNFUhACEhIKDlJPTEVfQVNTSVNUQU5UEAMSDQoJUk9MRV9UT09MEARiBnByb3RvMw", [file_google_protobuf_struct]);
 
 /**
  * ToolCall is one structured tool invocation requested by the assistant.
@@ -141,6 +142,17 @@ export type ChatMessage = Message<"turnkeeper.v1.ChatMessage"> & {
    * @generated from field: bool breadcrumb = 6;
    */
   breadcrumb: boolean;
+
+  /**
+   * What the row's provider format carries that turnkeeper does not price, kept so a converter can
+   * give the provider back exactly what it sent: the skeleton of the provider fragment the row came
+   * from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+   * docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+   * a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
+   *
+   * @generated from field: google.protobuf.Struct passthrough = 7;
+   */
+  passthrough?: JsonObject | undefined;
 };
 
 /**
@@ -176,6 +188,17 @@ export type AssistantToolCalls = Message<"turnkeeper.v1.AssistantToolCalls"> & {
    * @generated from field: string reasoning = 3;
    */
   reasoning: string;
+
+  /**
+   * What the step's provider format carries that turnkeeper does not price, kept so a converter can
+   * give the provider back exactly what it sent: the skeleton of the provider fragment the step came
+   * from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+   * docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+   * a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
+   *
+   * @generated from field: google.protobuf.Struct passthrough = 4;
+   */
+  passthrough?: JsonObject | undefined;
 };
 
 /**
@@ -218,6 +241,17 @@ export type ToolResult = Message<"turnkeeper.v1.ToolResult"> & {
    * @generated from field: repeated turnkeeper.v1.Attachment attachments = 4;
    */
   attachments: Attachment[];
+
+  /**
+   * What the result's provider format carries that turnkeeper does not price, kept so a converter can
+   * give the provider back exactly what it sent: the skeleton of the provider fragment the result came
+   * from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+   * docs/converters.md defines the skeletons. The service never prices, validates or changes it:
+   * a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
+   *
+   * @generated from field: google.protobuf.Struct passthrough = 5;
+   */
+  passthrough?: JsonObject | undefined;
 };
 
 /**
