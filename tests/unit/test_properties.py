@@ -175,12 +175,29 @@ def test_both_shapes_price_and_trim_alike(history: h.History, budget: int, limit
 
 @st.composite
 def damaged(draw: st.DrawFn) -> h.History:
-    """A consistent history with rows deleted at random: orphans in both directions."""
+    """A consistent history with rows deleted, and rows pushed between calls and results (§10.2):
+    orphans in both directions."""
     rows = list(draw(histories()).chat.messages)
     for _ in range(draw(st.integers(0, 4))):
         if rows:
             del rows[draw(st.integers(0, len(rows) - 1))]
+    intruders = st.sampled_from([user("interjection"), assistant("thinking"), system("note")])
+    for _ in range(draw(st.integers(0, 3))):
+        rows.insert(draw(st.integers(0, len(rows))), draw(intruders))
     return chat(*rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(damaged())
+def test_sweep_both_shapes_alike(history: h.History) -> None:
+    """§10.2: the sweep works alike on both shapes: the structured mirror of a chat history loses
+    the same results and calls, reported at the same indices."""
+    chat_result = sweep(history)
+    conv_result = sweep(as_conversation(history))
+    assert conv_result.removals == chat_result.removals
+    # A structured call row left without calls stays a structured row, so compare row counts.
+    out_rows = len(conv_result.history.conversation.messages)
+    assert out_rows == len(chat_result.history.chat.messages)
 
 
 @settings(max_examples=300, deadline=None)
@@ -194,16 +211,33 @@ def test_sweep_leaves_consistent_histories_unchanged(history: h.History) -> None
 @settings(max_examples=300, deadline=None)
 @given(damaged())
 def test_sweep_output_pairs_every_call_and_result(history: h.History) -> None:
-    """§8: after the sweep every result follows its call and every call is answered (or a
-    `[Tool results]` carrier follows it in its turn); a second sweep removes nothing; every
-    removed row is reported."""
+    """§8, §10.2: after the sweep every result sits in the run of tool rows right after an
+    assistant row that calls it, and every call has its result in that run (or a `[Tool results]`
+    carrier follows later in its turn); a second sweep removes nothing; every removed row is
+    reported."""
     result = sweep(history)
     assert not sweep(result.history).removals
-    called: set[str] = set()
-    for m in result.history.chat.messages:
-        called.update(c.id for c in m.tool_calls)
+    out = list(result.history.chat.messages)
+    anchor: h.ChatMessage | None = None
+    for i, m in enumerate(out):
         if m.role == h.ROLE_TOOL:
-            assert m.tool_call_id in called
+            assert anchor is not None and m.tool_call_id in {c.id for c in anchor.tool_calls}
+            continue
+        anchor = m if m.role == h.ROLE_ASSISTANT else None
+        if m.tool_calls:
+            run: set[str] = set()
+            for later in out[i + 1 :]:
+                if later.role != h.ROLE_TOOL:
+                    break
+                run.add(later.tool_call_id)
+            carrier_later = False
+            for later in out[i + 1 :]:
+                if later.role == h.ROLE_USER and later.content.startswith("[Tool results]"):
+                    carrier_later = True
+                    break
+                if later.role == h.ROLE_USER and not later.breadcrumb:
+                    break
+            assert carrier_later or all(c.id in run for c in m.tool_calls)
     removed_rows = {r.message_index for r in result.removals if r.row_removed}
     assert len(result.history.chat.messages) == len(history.chat.messages) - len(removed_rows)
 

@@ -1,4 +1,4 @@
-"""Pairing safety: spec §8 (orphan sweep, tool-result cap) and §9 'Tool-result cap'."""
+"""Pairing safety: spec §8 and §10.2 (orphan sweep), §8 and §9 'Tool-result cap'."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from turnkeeper.core.toolcap import cap_tool_result
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import trim_pb2 as t
 
-from .histories import assistant, c_calls, c_chat, c_results, chat, conversation, tool, user
+from .histories import (
+    assistant,
+    c_calls,
+    c_chat,
+    c_results,
+    chat,
+    conversation,
+    system,
+    tool,
+    user,
+)
 
 
 def test_section8_sweep_removes_result_without_call() -> None:
@@ -88,3 +98,37 @@ def test_section8_tool_result_cap_never_splits_image_marker() -> None:
     capped, cut = cap_tool_result(content, 9)  # head 6 falls inside the marker
     assert capped.startswith("ab\n\n[... ") and "[IMAGE" not in capped
     assert cut == len(content) - 2 - 3
+
+
+def test_section10_2_interjection_between_call_and_result() -> None:
+    """§10.2 example 1: [S, U, A(calls c1), U("interjection"), T(c1)] -> [S, U, U]."""
+    history = chat(
+        system(), user("q"), assistant("", ("c1", "f", "")), user("interjection"), tool("c1")
+    )
+    result = sweep(history)
+    assert result.history == chat(system(), user("q"), user("interjection"))
+    assert [(r.kind, r.message_index) for r in result.removals] == [
+        (t.ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT, 2),
+        (t.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL, 4),
+    ]
+
+
+def test_section10_2_assistant_between_call_and_result() -> None:
+    """§10.2 example 2: [S, U, A(calls c1), A("thinking"), T(c1)] -> [S, U, A("thinking")]."""
+    history = chat(
+        system(), user("q"), assistant("", ("c1", "f", "")), assistant("thinking"), tool("c1")
+    )
+    assert sweep(history).history == chat(system(), user("q"), assistant("thinking"))
+
+
+def test_section10_2_conversation_shape_uses_adjacency() -> None:
+    """§10.2 in the structured shape: a result after a user row is an orphan, and so is its call."""
+    history = conversation(
+        c_chat(user("q")),
+        c_calls("", ("c1", "f", "")),
+        c_chat(user("interjection")),
+        c_results(("c1", "late")),
+    )
+    result = sweep(history)
+    assert result.history == conversation(c_chat(user("q")), c_chat(user("interjection")))
+    assert all(r.row_removed for r in result.removals) and len(result.removals) == 2

@@ -1,19 +1,23 @@
-"""The orphan sweep (spec §8): the last safety net for histories that were already inconsistent.
+"""The orphan sweep (spec §8, §10.2): the safety net for histories that were already inconsistent.
 
 Whole-turn retention never separates a call from its result; this repairs histories restored or
-edited from outside. Two passes over the rows, so it stays O(n).
+edited from outside. Providers accept a tool result only right after the assistant row that called
+it, so the sweep works on adjacency: one forward pass decides every row, and a row whose calls wait
+on a later `[Tool results]` carrier is settled when its turn ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from turnkeeper.core.rows import RowKind, classify_chat
 from turnkeeper.v1 import history_pb2, trim_pb2
 
 RESULT_WITHOUT_CALL = trim_pb2.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL
 CALL_WITHOUT_RESULT = trim_pb2.ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT
+
+Message = history_pb2.ConversationMessage | history_pb2.ChatMessage
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,74 +26,99 @@ class SweepResult:
     removals: list[trim_pb2.OrphanRemoval]
 
 
-def _kind(message: history_pb2.ConversationMessage | history_pb2.ChatMessage) -> RowKind | None:
+@dataclass(slots=True)
+class _Caller:
+    """An assistant row with calls, while the run of tool rows right after it is read."""
+
+    index: int
+    calls: list[str]
+    call_set: frozenset[str]
+    answered: set[str] = field(default_factory=set)
+
+    def unanswered(self) -> list[int]:
+        return [j for j, call_id in enumerate(self.calls) if call_id not in self.answered]
+
+
+def _kind(message: Message) -> RowKind | None:
+    """The row's class; None for structured tool-call and tool-result rows (classified by shape)."""
     chat = _chat_of(message)
     return None if chat is None else classify_chat(chat)
 
 
-def _carrier_later_in_turn(kinds: Sequence[RowKind | None]) -> list[bool]:
-    """For each row: does a `[Tool results]` carrier follow it within the same turn?"""
-    later = [False] * len(kinds)
-    seen = False
-    for i in range(len(kinds) - 1, -1, -1):
-        later[i] = seen
-        if kinds[i] is RowKind.CARRIER:
-            seen = True
-        elif kinds[i] is RowKind.USER:
-            seen = False
-    return later
-
-
 def sweep(history: history_pb2.History) -> SweepResult:
     conversation = history.WhichOneof("shape") == "conversation"
-    messages: Sequence[history_pb2.ConversationMessage | history_pb2.ChatMessage] = (
+    messages: Sequence[Message] = (
         history.conversation.messages if conversation else history.chat.messages
     )
-    kinds = [_kind(m) for m in messages]
-    carrier_later = _carrier_later_in_turn(kinds)
+    # Per row: the result positions without a call, and the calls without a result.
+    orphan_results: dict[int, list[int]] = {}
+    unanswered: dict[int, list[int]] = {}
+    call_ids: dict[int, list[str]] = {}
+    result_ids: dict[int, list[str]] = {}
+    caller: _Caller | None = None
+    # Callers whose unanswered calls a later `[Tool results]` carrier in this turn would answer.
+    waiting: list[_Caller] = []
 
-    # Pass 1: results must follow their call; the kept ones say which calls were answered.
-    called: set[str] = set()
-    answered: set[str] = set()
-    orphan_results: dict[int, list[int]] = {}  # row -> indices of orphan results in that row
-    for i, message in enumerate(messages):
-        for call_id in _call_ids(message):
-            called.add(call_id)
-        for j, result_id in enumerate(_result_ids(message)):
-            if result_id in called:
-                answered.add(result_id)
-            else:
-                orphan_results.setdefault(i, []).append(j)
+    def close_run() -> None:
+        nonlocal caller
+        if caller is not None and caller.unanswered():
+            waiting.append(caller)
+        caller = None
 
-    # Pass 2: rebuild, dropping orphan results and unanswered calls.
-    removals: list[trim_pb2.OrphanRemoval] = []
-    out_chat: list[history_pb2.ChatMessage] = []
-    out_conv: list[history_pb2.ConversationMessage] = []
+    def settle(answered_by_carrier: bool) -> None:
+        if not answered_by_carrier:
+            for pending in waiting:
+                unanswered[pending.index] = pending.unanswered()
+        waiting.clear()
+
     for i, message in enumerate(messages):
+        kind = _kind(message)
         results = _result_ids(message)
-        calls = _call_ids(message)
-        dropped_results = orphan_results.get(i, [])
-        unanswered = (
-            [] if carrier_later[i] else [j for j, c in enumerate(calls) if c not in answered]
-        )
-        if not dropped_results and not unanswered:
-            _append(out_chat, out_conv, message)
+        if results:  # a tool row, or a structured tool-results row
+            result_ids[i] = results
+            for j, result_id in enumerate(results):
+                if caller is not None and result_id in caller.call_set:
+                    caller.answered.add(result_id)
+                else:
+                    orphan_results.setdefault(i, []).append(j)
             continue
-        repaired = _without(message, set(dropped_results), set(unanswered))
+        close_run()
+        if kind is None or kind is RowKind.ASSISTANT:
+            calls = _call_ids(message)
+            if calls:
+                call_ids[i] = calls
+                caller = _Caller(i, calls, frozenset(calls))
+        elif kind is RowKind.CARRIER:
+            settle(answered_by_carrier=True)
+        elif kind is RowKind.USER:
+            settle(answered_by_carrier=False)
+    close_run()
+    settle(answered_by_carrier=False)
+
+    if not orphan_results and not unanswered:
+        return SweepResult(history, [])
+    removals: list[trim_pb2.OrphanRemoval] = []
+    out: list[Message] = []
+    for i, message in enumerate(messages):
+        dropped_results = orphan_results.get(i, [])
+        dropped_calls = unanswered.get(i, [])
+        if not dropped_results and not dropped_calls:
+            out.append(message)
+            continue
+        repaired = _without(message, set(dropped_results), set(dropped_calls))
         gone = repaired is None
         for j in dropped_results:
-            removals.append(_removal(RESULT_WITHOUT_CALL, i, results[j], gone))
-        for j in unanswered:
-            removals.append(_removal(CALL_WITHOUT_RESULT, i, calls[j], gone))
+            removals.append(_removal(RESULT_WITHOUT_CALL, i, result_ids[i][j], gone))
+        for j in dropped_calls:
+            removals.append(_removal(CALL_WITHOUT_RESULT, i, call_ids[i][j], gone))
         if repaired is not None:
-            _append(out_chat, out_conv, repaired)
-
-    if not removals:
-        return SweepResult(history, [])
+            out.append(repaired)
     if conversation:
-        swept = history_pb2.History(conversation=history_pb2.ConversationHistory(messages=out_conv))
+        conv = [m for m in out if isinstance(m, history_pb2.ConversationMessage)]
+        swept = history_pb2.History(conversation=history_pb2.ConversationHistory(messages=conv))
     else:
-        swept = history_pb2.History(chat=history_pb2.ChatHistory(messages=out_chat))
+        chat = [m for m in out if isinstance(m, history_pb2.ChatMessage)]
+        swept = history_pb2.History(chat=history_pb2.ChatHistory(messages=chat))
     return SweepResult(swept, removals)
 
 
@@ -101,26 +130,15 @@ def _removal(
     )
 
 
-def _append(
-    out_chat: list[history_pb2.ChatMessage],
-    out_conv: list[history_pb2.ConversationMessage],
-    message: history_pb2.ConversationMessage | history_pb2.ChatMessage,
-) -> None:
-    if isinstance(message, history_pb2.ChatMessage):
-        out_chat.append(message)
-    else:
-        out_conv.append(message)
-
-
 def _chat_of(
-    message: history_pb2.ConversationMessage | history_pb2.ChatMessage,
+    message: Message,
 ) -> history_pb2.ChatMessage | None:
     if isinstance(message, history_pb2.ChatMessage):
         return message
     return message.chat if message.WhichOneof("message") == "chat" else None
 
 
-def _call_ids(message: history_pb2.ConversationMessage | history_pb2.ChatMessage) -> list[str]:
+def _call_ids(message: Message) -> list[str]:
     chat = _chat_of(message)
     if chat is not None:
         return [c.id for c in chat.tool_calls] if chat.role == history_pb2.ROLE_ASSISTANT else []
@@ -130,7 +148,7 @@ def _call_ids(message: history_pb2.ConversationMessage | history_pb2.ChatMessage
     return []
 
 
-def _result_ids(message: history_pb2.ConversationMessage | history_pb2.ChatMessage) -> list[str]:
+def _result_ids(message: Message) -> list[str]:
     chat = _chat_of(message)
     if chat is not None:
         return [chat.tool_call_id] if chat.role == history_pb2.ROLE_TOOL else []
@@ -141,10 +159,10 @@ def _result_ids(message: history_pb2.ConversationMessage | history_pb2.ChatMessa
 
 
 def _without(
-    message: history_pb2.ConversationMessage | history_pb2.ChatMessage,
+    message: Message,
     results: set[int],
     calls: set[int],
-) -> history_pb2.ConversationMessage | history_pb2.ChatMessage | None:
+) -> Message | None:
     """The row without the given results and calls, or None when nothing worth keeping is left."""
     chat = _chat_of(message)
     if chat is not None:
