@@ -88,6 +88,7 @@ async def test_binds_tcp_and_unix_writes_ready_file_and_cleans_up(
         assert json.loads(ready.read_text()) == {
             "tcp": [address],
             "unix": [str(sock)],
+            "http": None,
             "pid": os.getpid(),
         }
         assert await health(address, "") == SERVING

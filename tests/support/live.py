@@ -50,6 +50,7 @@ class LiveServer:
     unix: list[str]
     workdir: Path
     log_path: Path
+    http: str | None = None  # the ops HTTP address when started with --http
     owns_workdir: bool = True
     args: list[str] = field(default_factory=list)
     final_log: str | None = None  # kept by stop(), which removes the work directory
@@ -167,6 +168,7 @@ def start_server(
         unix=list(info["unix"]),
         workdir=directory,
         log_path=log_path,
+        http=info.get("http"),
         owns_workdir=owns,
         args=args,
     )

@@ -11,6 +11,7 @@ import os
 import signal
 import stat
 import tempfile
+from collections.abc import Sequence
 from typing import TypeAlias
 from urllib.parse import urlsplit
 
@@ -22,6 +23,8 @@ from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.events import create_feed
 from turnkeeper.server.feed import EventFeed, FeedStatus
 from turnkeeper.server.interceptors import AccessLogInterceptor
+from turnkeeper.server.metrics import ENGINE, MeteredFeed, observe_feed_status
+from turnkeeper.server.ops import OpsContext, OpsRoutes, OpsServer, create_ops_app
 from turnkeeper.server.servicer import HistoryServicer
 from turnkeeper.v1 import history_service_pb2, history_service_pb2_grpc
 
@@ -158,13 +161,13 @@ class _UnixSocketLock:
             self._fd = None
 
 
-def _write_ready_file(path: str, tcp: list[str], unix: list[str]) -> None:
+def _write_ready_file(path: str, tcp: list[str], unix: list[str], http: str | None) -> None:
     """Atomic: a reader sees either no file or the whole JSON document."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".ready-", dir=directory)
     try:
         with os.fdopen(fd, "w") as out:
-            json.dump({"tcp": tcp, "unix": unix, "pid": os.getpid()}, out)
+            json.dump({"tcp": tcp, "unix": unix, "http": http, "pid": os.getpid()}, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
@@ -183,12 +186,18 @@ def _describe_events(url: str | None) -> str:
 
 
 class Sidecar:
-    """One running turnkeeper server; `start` then `stop`. Reused by tests in-process."""
+    """One running turnkeeper server; `start` then `stop`. Reused by tests in-process.
 
-    def __init__(self, config: ServerConfig) -> None:
+    `ops_routes` add pages to the ops HTTP port (served when `config.http` is set).
+    """
+
+    def __init__(self, config: ServerConfig, ops_routes: Sequence[OpsRoutes] = ()) -> None:
         self.config = config
         self.tcp_addresses: list[str] = []
         self.unix_paths: list[str] = []
+        self.http_address: str | None = None
+        self._ops_routes = tuple(ops_routes)
+        self._ops: OpsServer | None = None
         self._locks: list[_UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
@@ -216,7 +225,7 @@ class Sidecar:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(config.ready_file)
 
-        feed = create_feed(config)
+        feed = MeteredFeed(create_feed(config))
         self._feed = feed
         await feed.start()
 
@@ -246,6 +255,18 @@ class Sidecar:
             self.unix_paths.append(lock.path)
 
         await server.start()
+        ENGINE.info({"engine": "python"})
+        if config.http is not None:
+            self._ops = OpsServer(
+                create_ops_app(
+                    OpsContext(health=self._health, feed=feed, ready_service=SERVICE_NAME),
+                    self._ops_routes,
+                )
+            )
+            try:
+                self.http_address = await self._ops.start(config.http)
+            except OSError as error:
+                raise StartupError(f"cannot listen on {config.http} (http): {error}") from None
         for name in ("", SERVICE_NAME):
             await self._health.set(name, _SERVING)
         initial = feed.status()
@@ -254,16 +275,19 @@ class Sidecar:
 
         if config.ready_file:
             try:
-                _write_ready_file(config.ready_file, self.tcp_addresses, self.unix_paths)
+                _write_ready_file(
+                    config.ready_file, self.tcp_addresses, self.unix_paths, self.http_address
+                )
             except OSError as error:
                 raise StartupError(
                     f"cannot write ready file {config.ready_file}: {error.strerror}"
                 ) from None
         log.info(
-            "turnkeeper serving tcp=%s unix=%s events=%s max_receive_bytes=%d "
+            "turnkeeper serving tcp=%s unix=%s http=%s events=%s max_receive_bytes=%d "
             "max_history_rows=%d pid=%d",
             ",".join(self.tcp_addresses) or "-",
             ",".join(self.unix_paths) or "-",
+            self.http_address or "-",
             _describe_events(config.events_url),
             config.max_receive_bytes,
             config.max_history_rows,
@@ -282,6 +306,7 @@ class Sidecar:
 
     async def _publish_feed_status(self, status: FeedStatus, previous: FeedStatus | None) -> None:
         await self._health.set(EVENTS_HEALTH_NAME, _SERVING if status.healthy else _NOT_SERVING)
+        observe_feed_status(status)
         if previous is None or status.healthy != previous.healthy:
             if status.healthy:
                 log.info("event feed healthy")
@@ -324,6 +349,11 @@ class Sidecar:
             if self._server is not None:
                 await self._server.stop(grace)
                 self._server = None
+            # After the drain, so that probes see NOT_SERVING for all of it.
+            if self._ops is not None:
+                await self._ops.stop()
+                self._ops = None
+                self.http_address = None
             for lock in self._locks:
                 if lock.path in self.unix_paths:
                     with contextlib.suppress(FileNotFoundError):
@@ -337,13 +367,13 @@ class Sidecar:
             await self._server.wait_for_termination()
 
 
-async def serve(config: ServerConfig) -> None:
+async def serve(config: ServerConfig, ops_routes: Sequence[OpsRoutes] = ()) -> None:
     """Runs until SIGTERM or SIGINT, then shuts down gracefully. Raises StartupError."""
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop_requested.set)
-    sidecar = Sidecar(config)
+    sidecar = Sidecar(config, ops_routes)
     try:
         await sidecar.start()
         await stop_requested.wait()

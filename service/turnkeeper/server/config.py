@@ -160,7 +160,13 @@ class ServerConfig(BaseSettings):
     ready_file: AbsolutePath | None = Field(
         default=None,
         json_schema_extra={"metavar": "PATH"},
-        description="write {tcp, unix, pid} JSON here once serving",
+        description="write {tcp, unix, http, pid} JSON here once serving",
+    )
+    http: TcpAddress | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "HOST:PORT"},
+        description="serve the ops HTTP port here: /metrics (Prometheus), /healthz, /readyz; "
+        "off by default",
     )
     log_level: LogLevel = Field(
         default="INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL"

@@ -1,4 +1,7 @@
-"""Access log: one line per RPC with its method, status, duration and sizes — never content."""
+"""Per-RPC telemetry: one access-log line and the grpc_server_* metrics — never content.
+
+Both carry the method, status, duration and sizes only.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from turnkeeper.server import metrics
 
 log = logging.getLogger("turnkeeper.access")
 
@@ -19,11 +25,21 @@ Resp = TypeVar("Resp")
 
 # Probes poll these constantly; they go to DEBUG so they do not drown real traffic.
 _QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+_STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# (request_streaming, response_streaming) -> go-grpc-prometheus grpc_type.
+_RPC_TYPES = {
+    (False, False): "unary",
+    (False, True): "server_stream",
+    (True, False): "client_stream",
+    (True, True): "bidi_stream",
+}
 
 
 @dataclass
 class _CallStats:
     method: str
+    # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
+    rpc_type: str = "unary"
     started: float = field(default_factory=time.perf_counter)
     request_bytes: int = 0
     requests: int = 0
@@ -41,7 +57,39 @@ def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException
     return "UNKNOWN" if error is not None and not isinstance(error, grpc.aio.AbortError) else "OK"
 
 
-def _log(stats: _CallStats, status: str) -> None:
+def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
+    """The ErrorInfo reason of a rich error status (set by abort_with_status), if any."""
+    for key, value in context.trailing_metadata() or ():
+        if key != _STATUS_DETAILS_KEY or not isinstance(value, bytes):
+            continue
+        for detail in status_pb2.Status.FromString(value).details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info):
+                return str(info.reason)
+    return None
+
+
+def _started(stats: _CallStats) -> None:
+    service, method = metrics.split_method(stats.method)
+    metrics.RPCS_STARTED.labels(service, method, stats.rpc_type).inc()
+
+
+def _finish(
+    stats: _CallStats, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None
+) -> None:
+    status = _status_of(context, error)
+    seconds = time.perf_counter() - stats.started
+    reason = _error_reason(context) if status != "OK" else None
+    metrics.observe_rpc(
+        stats.method,
+        stats.rpc_type,
+        status,
+        seconds,
+        stats.request_bytes,
+        stats.requests,
+        stats.responses,
+        reason,
+    )
     level = logging.DEBUG if stats.method.startswith(_QUIET_PREFIXES) else logging.INFO
     if not log.isEnabledFor(level):
         return
@@ -50,7 +98,7 @@ def _log(stats: _CallStats, status: str) -> None:
         "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d requests=%d responses=%d",
         stats.method,
         status,
-        (time.perf_counter() - stats.started) * 1000.0,
+        seconds * 1000.0,
         stats.request_bytes,
         stats.requests,
         stats.responses,
@@ -58,7 +106,7 @@ def _log(stats: _CallStats, status: str) -> None:
 
 
 class AccessLogInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every async handler so that its completion is logged with sizes only.
+    """Wraps every async handler so that its completion is logged and counted, sizes only.
 
     Request size is measured on the wire bytes (wrapping the deserializer), so it is exact and
     costs nothing extra. Handlers that are not coroutines or async generators (none are
@@ -82,6 +130,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
 def _wrap(
     handler: grpc.RpcMethodHandler[Req, Resp], stats: _CallStats
 ) -> grpc.RpcMethodHandler[Req, Resp]:
+    stats.rpc_type = _RPC_TYPES[(handler.request_streaming, handler.response_streaming)]
     inner_deserializer = handler.request_deserializer
 
     def deserialize(data: bytes) -> Req:
@@ -118,6 +167,7 @@ def _unary_response(
     stats: _CallStats,
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        _started(stats)
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
@@ -127,7 +177,7 @@ def _unary_response(
             error = caught
             raise
         finally:
-            _log(stats, _status_of(context, error))
+            _finish(stats, context, error)
 
     return logged
 
@@ -140,6 +190,7 @@ def _stream_response(
         async def logged_gen(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
+            _started(stats)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -149,12 +200,13 @@ def _stream_response(
                 error = caught
                 raise
             finally:
-                _log(stats, _status_of(context, error))
+                _finish(stats, context, error)
 
         return logged_gen
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+            _started(stats)
             error: BaseException | None = None
             try:
                 await behavior(request, context)
@@ -162,7 +214,7 @@ def _stream_response(
                 error = caught
                 raise
             finally:
-                _log(stats, _status_of(context, error))
+                _finish(stats, context, error)
 
         return logged_coro
     return None

@@ -27,7 +27,7 @@ from turnkeeper.core.trimming import (
     plan_turn_count,
 )
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
-from turnkeeper.server import validation
+from turnkeeper.server import metrics, validation
 from turnkeeper.server.errors import RequestError, stream_errors, unary_errors
 from turnkeeper.server.feed import EventFeed
 from turnkeeper.v1 import (
@@ -127,13 +127,34 @@ def _history_trimmed(
     return trimmed
 
 
-def _log_trim(path: str, mode: str, plan: TrimPlan) -> None:
+# Metric and log label of each TrimMode's reason; row caps have no TrimReason of their own.
+_MODE_REASONS = {
+    trim_pb2.TRIM_MODE_TOKEN_BUDGET: "token_budget",
+    trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY: "token_budget",
+    trim_pb2.TRIM_MODE_TURN_COUNT: "turn_limit",
+    trim_pb2.TRIM_MODE_ROW_COUNT: "row_limit",
+}
+
+
+def _record_trim(
+    path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
+) -> None:
+    """Logs and counts a trim that dropped history (sizes and counts only)."""
     if plan.trimmed:
-        log.info(
-            "trimmed path=%s mode=%s dropped_messages=%d dropped_turns=%d kept_turns=%d "
-            "tokens_before=%d tokens_after=%d",
+        metrics.observe_trim(
             path,
+            reason,
+            dropped_turns=plan.dropped_turns,
+            dropped_messages=plan.dropped_messages,
+            tokens_before=plan.tokens_before,
+            tokens_after=plan.tokens_after,
+        )
+        log.info(
+            "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
+            "kept_turns=%d tokens_before=%d tokens_after=%d",
+            trim_pb2.CallerPath.Name(path),
             mode,
+            reason,
             plan.dropped_messages,
             plan.dropped_turns,
             plan.kept_turns,
@@ -246,7 +267,7 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         else:
             plan = plan_row_count(working.rows, working.pricing, limits.row_limit)
         output = working.apply(plan, limits.breadcrumb_text)
-        _log_trim(trim_pb2.CallerPath.Name(path), trim_pb2.TrimMode.Name(mode), plan)
+        _record_trim(path, trim_pb2.TrimMode.Name(mode), _MODE_REASONS.get(mode, "unknown"), plan)
 
         response = svc.TrimHistoryResponse(history=output.history, outcome=_outcome(plan))
         if limits.resolution is not None:
@@ -326,8 +347,8 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         if not report.fits:
             # Nothing is sent, so nothing is published: the runtime must change the request.
             raise _capacity_exceeded(report, resolution.route)
-        for plan in plans:
-            _log_trim("CALLER_PATH_AGENT", "PREPARE_MODEL_CALL", plan)
+        for plan, reason_label in zip(plans, ("turn_limit", "token_budget"), strict=True):
+            _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", reason_label, plan)
         for trimmed in trims:
             self._feed.publish(trimmed)
         return svc.PrepareModelCallResponse(

@@ -1,0 +1,260 @@
+"""Prometheus metrics of the sidecar: RPCs, trims, the event feed, the engine and the build.
+
+The RPC families follow the go-grpc-prometheus names (`grpc_server_*`), so stock gRPC
+dashboards work; everything else is `turnkeeper_*`. Labels never carry message text or ids,
+only bounded sets (method, code, reason, path, cause). Collectors live in one module-level
+registry, as prometheus-client intends, and are thread-safe: engine workers record into them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from collections.abc import AsyncIterator
+
+import grpc
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
+
+from turnkeeper.server.feed import EventFeed, FeedStatus
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+
+REGISTRY = CollectorRegistry()
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+
+_RPC_LABELS = ("grpc_service", "grpc_method", "grpc_type")
+# Seconds: 0.5 ms (a small estimate) to 30 s (a large history on a busy pool).
+_LATENCY_BUCKETS = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+# Bytes: 256 B to the 64 MiB default receive limit and beyond.
+_SIZE_BUCKETS = tuple(float(256 * 4**k) for k in range(11))
+# Tokens: small chats to the largest context windows.
+_TOKEN_BUCKETS = (
+    256.0, 1_000.0, 4_000.0, 8_000.0, 16_000.0, 32_000.0, 64_000.0, 128_000.0, 200_000.0,
+    400_000.0, 1_000_000.0, 2_000_000.0,
+)  # fmt: skip
+
+RPCS_STARTED = Counter(
+    "grpc_server_started", "RPCs started on the server.", _RPC_LABELS, registry=REGISTRY
+)
+RPCS_HANDLED = Counter(
+    "grpc_server_handled",
+    "RPCs completed on the server, by status code.",
+    (*_RPC_LABELS, "grpc_code"),
+    registry=REGISTRY,
+)
+RPC_SECONDS = Histogram(
+    "grpc_server_handling_seconds",
+    "Time from the handler's start to its completion.",
+    _RPC_LABELS,
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+MESSAGES_RECEIVED = Counter(
+    "grpc_server_msg_received", "Request messages received.", _RPC_LABELS, registry=REGISTRY
+)
+MESSAGES_SENT = Counter(
+    "grpc_server_msg_sent", "Response messages sent.", _RPC_LABELS, registry=REGISTRY
+)
+REQUEST_BYTES = Histogram(
+    "turnkeeper_rpc_request_bytes",
+    "Size of each RPC's request messages on the wire.",
+    ("grpc_method",),
+    buckets=_SIZE_BUCKETS,
+    registry=REGISTRY,
+)
+CAPACITY_FAILURES = Counter(
+    "turnkeeper_capacity_failures",
+    "Requests refused because the prepared call does not fit the model's context window "
+    "(FAILED_PRECONDITION, ERROR_REASON_CONTEXT_WINDOW_EXCEEDED).",
+    ("grpc_method",),
+    registry=REGISTRY,
+)
+ADMISSION_REJECTIONS = Counter(
+    "turnkeeper_admission_rejections",
+    "RPCs refused before any work because the server is at a limit (RESOURCE_EXHAUSTED), "
+    "by ErrorInfo reason.",
+    ("grpc_method", "reason"),
+    registry=REGISTRY,
+)
+
+_TRIM_LABELS = ("reason", "caller_path")
+TRIMS = Counter(
+    "turnkeeper_trims", "Trims that dropped history, by reason and caller path.", _TRIM_LABELS,
+    registry=REGISTRY,
+)  # fmt: skip
+DROPPED_TURNS = Counter(
+    "turnkeeper_dropped_turns", "Complete turns dropped by trims.", _TRIM_LABELS,
+    registry=REGISTRY,
+)  # fmt: skip
+DROPPED_MESSAGES = Counter(
+    "turnkeeper_dropped_messages", "History messages dropped by trims.", _TRIM_LABELS,
+    registry=REGISTRY,
+)  # fmt: skip
+TOKENS_BEFORE = Histogram(
+    "turnkeeper_trim_tokens_before",
+    "Estimated history tokens before each trim.",
+    ("reason",),
+    buckets=_TOKEN_BUCKETS,
+    registry=REGISTRY,
+)
+TOKENS_AFTER = Histogram(
+    "turnkeeper_trim_tokens_after",
+    "Estimated history tokens after each trim.",
+    ("reason",),
+    buckets=_TOKEN_BUCKETS,
+    registry=REGISTRY,
+)
+
+EVENTS_PUBLISHED = Counter(
+    "turnkeeper_events_published", "HistoryTrimmed events handed to the feed.", registry=REGISTRY
+)
+EVENT_SUBSCRIBERS = Gauge(
+    "turnkeeper_event_subscribers", "Open TrimEvents subscriptions.", registry=REGISTRY
+)
+EVENT_GAPS = Counter(
+    "turnkeeper_event_gaps",
+    "Gap notices delivered to subscribers, by cause (one per subscriber that saw it).",
+    ("cause",),
+    registry=REGISTRY,
+)
+EVENTS_DELIVERED = Counter(
+    "turnkeeper_events_delivered",
+    "Events delivered to subscribers (one per subscriber).",
+    registry=REGISTRY,
+)
+FEED_HEALTHY = Gauge(
+    "turnkeeper_event_feed_healthy",
+    "1 while the event backend can publish and serve, else 0.",
+    registry=REGISTRY,
+)
+
+ENGINE = Info("turnkeeper_engine", "The trimming engine serving requests.", registry=REGISTRY)
+BUILD = Info("turnkeeper_build", "Versions of turnkeeper and what it runs on.", registry=REGISTRY)
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+BUILD.info(
+    {
+        "version": _version("turnkeeper"),
+        "python": platform.python_version(),
+        "grpcio": _version("grpcio"),
+        "protobuf": _version("protobuf"),
+    }
+)
+
+
+def split_method(full_method: str) -> tuple[str, str]:
+    """'/pkg.Service/Method' -> ('pkg.Service', 'Method')."""
+    service, _, method = full_method.lstrip("/").rpartition("/")
+    return service, method
+
+
+def observe_rpc(
+    full_method: str,
+    rpc_type: str,
+    code: str,
+    seconds: float,
+    request_bytes: int,
+    requests: int,
+    responses: int,
+    error_reason: str | None,
+) -> None:
+    """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
+    service, method = split_method(full_method)
+    labels = (service, method, rpc_type)
+    RPCS_HANDLED.labels(*labels, code).inc()
+    RPC_SECONDS.labels(*labels).observe(seconds)
+    MESSAGES_RECEIVED.labels(*labels).inc(requests)
+    MESSAGES_SENT.labels(*labels).inc(responses)
+    REQUEST_BYTES.labels(method).observe(request_bytes)
+    if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
+        CAPACITY_FAILURES.labels(method).inc()
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED.name:
+        ADMISSION_REJECTIONS.labels(method, error_reason or "none").inc()
+
+
+def _label(enum_name: str, prefix: str) -> str:
+    return enum_name.removeprefix(prefix).lower()
+
+
+def observe_trim(
+    caller_path: trim_pb2.CallerPath.ValueType,
+    reason: str,
+    *,
+    dropped_turns: int,
+    dropped_messages: int,
+    tokens_before: int,
+    tokens_after: int,
+) -> None:
+    """One trim that dropped history. `reason`: token_budget, turn_limit or row_limit."""
+    path = _label(
+        trim_pb2.CallerPath.Name(caller_path or trim_pb2.CALLER_PATH_AGENT), "CALLER_PATH_"
+    )
+    TRIMS.labels(reason, path).inc()
+    DROPPED_TURNS.labels(reason, path).inc(dropped_turns)
+    DROPPED_MESSAGES.labels(reason, path).inc(dropped_messages)
+    TOKENS_BEFORE.labels(reason).observe(tokens_before)
+    TOKENS_AFTER.labels(reason).observe(tokens_after)
+
+
+def observe_feed_status(status: FeedStatus) -> None:
+    FEED_HEALTHY.set(1 if status.healthy else 0)
+
+
+class MeteredFeed:
+    """An EventFeed that counts what passes through it, around any backend."""
+
+    def __init__(self, inner: EventFeed) -> None:
+        self.inner = inner
+
+    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        EVENTS_PUBLISHED.inc()
+        self.inner.publish(trimmed)
+
+    async def subscribe(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+        EVENT_SUBSCRIBERS.inc()
+        stream = self.inner.subscribe(request)
+        try:
+            async for item in stream:
+                kind = item.WhichOneof("item")
+                if kind == "gap":
+                    EVENT_GAPS.labels(
+                        _label(events_pb2.GapCause.Name(item.gap.cause), "GAP_CAUSE_")
+                    ).inc()
+                elif kind == "event":
+                    EVENTS_DELIVERED.inc()
+                yield item
+        finally:
+            EVENT_SUBSCRIBERS.dec()
+            # Close the backend's generator now (its cleanup unregisters the subscriber),
+            # not whenever the garbage collector finalizes it.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def status(self) -> FeedStatus:
+        return self.inner.status()
