@@ -19,7 +19,7 @@ from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, Sta
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.feed import FeedStatus
 from turnkeeper.server.ops import OpsContext
-from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, profile_pb2, trim_pb2
+from turnkeeper.v1 import events_pb2, history_pb2, history_service_pb2_grpc, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 # Every metric family the README's table lists, by its exposition name.
@@ -216,29 +216,36 @@ async def test_subscribers_are_a_gauge_and_delivered_events_are_counted(sidecar:
     assert sample("turnkeeper_event_subscribers") == before_subscribers
 
 
+class ScriptedFeed:
+    """An EventFeed that serves fixed items to every subscriber and reports a fixed health."""
+
+    def __init__(self, items: tuple[svc.TrimEventsResponse, ...] = (), healthy: bool = True):
+        self.items = items
+        self.healthy = healthy
+
+    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        pass
+
+    async def subscribe(
+        self, request: svc.TrimEventsRequest
+    ) -> AsyncIterator[svc.TrimEventsResponse]:
+        for item in self.items:
+            yield item
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def status(self) -> FeedStatus:
+        return FeedStatus(healthy=self.healthy, detail="" if self.healthy else "scripted")
+
+
 async def test_gaps_are_counted_by_cause() -> None:
-    class GapFeed:
-        def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
-            pass
-
-        async def subscribe(
-            self, request: svc.TrimEventsRequest
-        ) -> AsyncIterator[svc.TrimEventsResponse]:
-            from turnkeeper.v1 import events_pb2
-
-            yield svc.TrimEventsResponse(gap=events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART))
-
-        async def start(self) -> None:
-            pass
-
-        async def close(self) -> None:
-            pass
-
-        def status(self) -> FeedStatus:
-            return FeedStatus(healthy=True)
-
     before = sample("turnkeeper_event_gaps_total", cause="restart")
-    feed = metrics.MeteredFeed(GapFeed())
+    gap = svc.TrimEventsResponse(gap=events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART))
+    feed = metrics.MeteredFeed(ScriptedFeed(items=(gap,)))
     items = [item async for item in feed.subscribe(svc.TrimEventsRequest())]
     assert [item.WhichOneof("item") for item in items] == ["gap"]
     assert sample("turnkeeper_event_gaps_total", cause="restart") == before + 1
@@ -263,26 +270,7 @@ async def test_healthz_and_readyz_mirror_grpc_health(sidecar: Sidecar) -> None:
 async def test_a_degraded_feed_fails_only_the_events_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    class DegradedFeed:
-        def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
-            pass
-
-        async def subscribe(
-            self, request: svc.TrimEventsRequest
-        ) -> AsyncIterator[svc.TrimEventsResponse]:
-            for item in ():
-                yield item
-
-        async def start(self) -> None:
-            pass
-
-        async def close(self) -> None:
-            pass
-
-        def status(self) -> FeedStatus:
-            return FeedStatus(healthy=False, detail="test")
-
-    monkeypatch.setattr(app, "create_feed", lambda config: DegradedFeed())
+    monkeypatch.setattr(app, "create_feed", lambda config: ScriptedFeed(healthy=False))
     running = Sidecar(ServerConfig(listen=("127.0.0.1:0",), http="127.0.0.1:0"))
     await running.start()
     try:
