@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 
-def _load_live() -> types.ModuleType:
+def _load(relative: str, name: str) -> types.ModuleType:
     # Loaded by path so it works whether or not tests/ is a package.
-    path = Path(__file__).resolve().parent / "support" / "live.py"
-    spec = importlib.util.spec_from_file_location("turnkeeper_tests_live", path)
+    path = Path(__file__).resolve().parent / relative
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -22,7 +22,8 @@ def _load_live() -> types.ModuleType:
     return module
 
 
-live = _load_live()
+live = _load("support/live.py", "turnkeeper_tests_live")
+procs = _load("fleet/procs.py", "turnkeeper_tests_procs")
 LiveServer = live.LiveServer
 start_server = live.start_server
 
@@ -53,4 +54,14 @@ def server_factory() -> Iterator[Callable[..., LiveServer]]:
 
     yield start
     for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[object]:
+    """A throwaway redis-server on a free loopback port (`.url`), stopped after the test."""
+    server = procs.start_redis(tmp_path / "redis")
+    try:
+        yield server
+    finally:
         server.stop()

@@ -8,6 +8,7 @@ import sys
 
 from turnkeeper.server.app import StartupError, serve
 from turnkeeper.server.config import parse_config
+from turnkeeper.server.dashboard import dashboard_routes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -18,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        asyncio.run(serve(config))
+        # The ops port (--http) serves the live dashboard at / next to /metrics and the probes.
+        asyncio.run(serve(config, ops_routes=(dashboard_routes,)))
     except StartupError as error:
         logging.getLogger("turnkeeper.server").error("cannot start: %s", error)
         return 1

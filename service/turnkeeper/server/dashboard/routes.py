@@ -7,6 +7,7 @@ from pathlib import Path
 from aiohttp import web
 
 from turnkeeper.server.feed import EventFeed
+from turnkeeper.server.ops import OpsContext
 
 from .stream import stream_feed
 
@@ -39,3 +40,8 @@ def add_dashboard_routes(app: web.Application, feed: EventFeed) -> None:
     app.router.add_get(INDEX_PATH, index)
     app.router.add_get(EVENTS_PATH, events)
     app.router.add_static(STATIC_PREFIX, STATIC_DIR)
+
+
+def dashboard_routes(app: web.Application, context: OpsContext) -> None:
+    """The dashboard as ops-port routes (an `OpsRoutes`), on the sidecar's own feed."""
+    add_dashboard_routes(app, context.feed)

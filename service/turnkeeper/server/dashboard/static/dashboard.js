@@ -445,6 +445,7 @@
     return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
   }
 
+  // Counts are whole numbers: no 0.5 ticks on count axes.
   function makeChart(id, type, horizontal) {
     if (typeof window.Chart !== "function") return null;
     const text = cssColor("--text");
@@ -459,8 +460,8 @@
         indexAxis: horizontal ? "y" : "x",
         plugins: { legend: { display: false } },
         scales: {
-          x: { ticks: { color: text, maxRotation: 0, autoSkipPadding: 8 }, grid: { color: grid } },
-          y: { ticks: { color: text, autoSkip: !horizontal }, grid: { color: grid }, beginAtZero: true },
+          x: { ticks: { color: text, maxRotation: 0, autoSkipPadding: 8, precision: 0 }, grid: { color: grid } },
+          y: { ticks: { color: text, autoSkip: !horizontal, precision: 0 }, grid: { color: grid }, beginAtZero: true },
         },
       },
     });
