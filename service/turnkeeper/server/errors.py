@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import grpc
-from google.protobuf import any_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -17,14 +15,23 @@ from turnkeeper.v1 import errors_pb2
 
 DOMAIN = "turnkeeper.v1"
 
+# Error size is bounded whatever the request: at most this many field violations are listed (in
+# request order; ErrorInfo counts the rest), and the whole status fits the 8 KiB of trailing
+# metadata a default gRPC client accepts (a bigger trailer turns the answer into a bare
+# RESOURCE_EXHAUSTED on the client). The message is sent twice: percent-encoded in grpc-message and
+# inside the Status (grpc-status-details-bin).
+MAX_FIELD_VIOLATIONS = 100
+MAX_STATUS_BYTES = 6656
+MAX_MESSAGE_BYTES = 600
+MAX_TEXT_CHARS = 200
+
 S = TypeVar("S")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 Ctx = TypeVar("Ctx", bound="grpc.aio.ServicerContext[Any, Any]")
 
 
-@dataclass(frozen=True)
-class FieldViolation:
+class FieldViolation(NamedTuple):
     """One problem with one request field, named by its path from the request root."""
 
     field: str
@@ -42,53 +49,84 @@ class RequestError(Exception):
         violations: Sequence[FieldViolation] = (),
         details: Sequence[Message] = (),
         metadata: dict[str, str] | None = None,
+        violation_total: int = 0,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.violations = tuple(violations)
+        # How many violations were found; `violations` may hold only the first ones.
+        self.violation_total = max(violation_total, len(self.violations))
         self.details = tuple(details)
         self.metadata = dict(metadata or {})
 
     def to_status(self) -> grpc.Status:
-        info = error_details_pb2.ErrorInfo(
-            reason=errors_pb2.ErrorReason.Name(self.reason), domain=DOMAIN, metadata=self.metadata
-        )
-        packed: list[Message] = [info]
+        """The rich status, never over MAX_STATUS_BYTES: violations past the budget are counted
+        in ErrorInfo (`field_violations_total`, `field_violations_omitted`), not listed."""
+        message = _clip_encoded(self.message, MAX_MESSAGE_BYTES)
+        status = status_pb2.Status(code=getattr(code_pb2, self.code.name), message=message)
+        metadata = dict(self.metadata)
+        listed: list[error_details_pb2.BadRequest.FieldViolation] = []
         if self.violations:
-            packed.append(
-                error_details_pb2.BadRequest(
-                    field_violations=[
-                        error_details_pb2.BadRequest.FieldViolation(
-                            field=v.field, description=v.description
-                        )
-                        for v in self.violations
-                    ]
+            total = max(self.violation_total, len(self.violations))
+            # Room for the ErrorInfo counts and the other details, then violations in order.
+            reserve = 160 + sum(d.ByteSize() + 60 for d in self.details)
+            room = MAX_STATUS_BYTES - status.ByteSize() - reserve
+            for v in self.violations[:MAX_FIELD_VIOLATIONS]:
+                entry = error_details_pb2.BadRequest.FieldViolation(
+                    field=_clip(v.field), description=_clip(v.description)
                 )
+                room -= entry.ByteSize() + 3
+                if room < 0:
+                    break
+                listed.append(entry)
+            if len(listed) < total:
+                metadata["field_violations_total"] = str(total)
+                metadata["field_violations_omitted"] = str(total - len(listed))
+        packed: list[Message] = [
+            error_details_pb2.ErrorInfo(
+                reason=errors_pb2.ErrorReason.Name(self.reason), domain=DOMAIN, metadata=metadata
             )
+        ]
+        if listed:
+            packed.append(error_details_pb2.BadRequest(field_violations=listed))
         packed.extend(self.details)
-        anys = []
         for detail in packed:
-            holder = any_pb2.Any()
-            holder.Pack(detail)
-            anys.append(holder)
-        status = status_pb2.Status(
-            code=getattr(code_pb2, self.code.name), message=self.message, details=anys
-        )
+            status.details.add().Pack(detail)
         converted: grpc.Status = rpc_status.to_status(status)
         return converted
 
 
+def _clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clip_encoded(text: str, limit: int) -> str:
+    """At most `limit` UTF-8 bytes, cut at a character boundary."""
+    raw = text.encode()
+    if len(raw) <= limit:
+        return text
+    return raw[: limit - 3].decode(errors="ignore") + "…"
+
+
 def invalid_argument(
-    reason: errors_pb2.ErrorReason.ValueType, violations: Sequence[FieldViolation]
+    reason: errors_pb2.ErrorReason.ValueType,
+    violations: Sequence[FieldViolation],
+    total: int | None = None,
 ) -> RequestError:
-    """INVALID_ARGUMENT listing every violation; the message summarises them."""
-    summary = "; ".join(f"{v.field}: {v.description}" for v in violations[:5])
-    if len(violations) > 5:
-        summary += f"; and {len(violations) - 5} more"
+    """INVALID_ARGUMENT listing the violations (the first ones of `total`, when given); the
+    message summarises them."""
+    count = len(violations) if total is None else max(total, len(violations))
+    summary = "; ".join(f"{_clip(v.field)}: {_clip(v.description)}" for v in violations[:5])
+    if count > 5:
+        summary += f"; and {count - 5} more"
     return RequestError(
-        grpc.StatusCode.INVALID_ARGUMENT, reason, f"invalid request: {summary}", violations
+        grpc.StatusCode.INVALID_ARGUMENT,
+        reason,
+        f"invalid request: {summary}",
+        violations,
+        violation_total=count,
     )
 
 

@@ -1,17 +1,19 @@
 """Request validation: every rule of docs/conventions.md "Validation rules", one pass per request.
 
-Each check collects ALL violations before raising, so a caller fixes everything in one round trip.
-The ErrorInfo reason is the reason of the first violation found (request field order).
+Each check finds ALL violations before raising, so a caller fixes everything in one round trip;
+it keeps the first MAX_FIELD_VIOLATIONS of them and counts the rest, so the work and the memory
+stay linear in the request however many rows are bad. The ErrorInfo reason is the reason of the
+first violation found (request field order).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeAlias
 
 from turnkeeper.core.rows import RowKind, classify_chat
-from turnkeeper.server.errors import FieldViolation, invalid_argument
+from turnkeeper.server.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
     history_pb2,
@@ -55,22 +57,58 @@ _MODES_BY_PATH: dict[int, frozenset[int]] = {
 }
 
 
+class Violations:
+    """The first MAX_FIELD_VIOLATIONS violations in request order, and how many were found."""
+
+    __slots__ = ("kept", "total")
+
+    def __init__(self) -> None:
+        self.kept: list[Violation] = []
+        self.total = 0
+
+    def append(self, violation: Violation) -> None:
+        self.total += 1
+        if len(self.kept) < MAX_FIELD_VIOLATIONS:
+            self.kept.append(violation)
+
+    def __iadd__(self, later: Violations) -> Violations:
+        self.kept.extend(later.kept[: MAX_FIELD_VIOLATIONS - len(self.kept)])
+        self.total += later.total
+        return self
+
+    @property
+    def full(self) -> bool:
+        """True once later violations are only counted."""
+        return len(self.kept) >= MAX_FIELD_VIOLATIONS
+
+    def __iter__(self) -> Iterator[Violation]:
+        return iter(self.kept)
+
+    def __len__(self) -> int:
+        return self.total
+
+
 def _v(reason: Reason, field: str, description: str) -> Violation:
     return reason, FieldViolation(field=field, description=description)
 
 
-def _raise_if_any(violations: Sequence[Violation]) -> None:
-    if violations:
-        raise invalid_argument(violations[0][0], [v for _, v in violations])
+def _raise_if_any(violations: Violations) -> None:
+    if violations.total:
+        raise invalid_argument(
+            violations.kept[0][0], [v for _, v in violations.kept], violations.total
+        )
 
 
 # --- history -------------------------------------------------------------------------------
 
 
 def _tool_call_violations(
-    calls: Sequence[history_pb2.ToolCall], path: str, out: list[Violation]
+    calls: Sequence[history_pb2.ToolCall], path: str, out: Violations
 ) -> None:
     for j, call in enumerate(calls):
+        if out.full:  # a row can hold a million calls: count the rest without naming them
+            out.total += (not call.id) + (not call.name)
+            continue
         if not call.id:
             out.append(_v(INVALID_HISTORY, f"{path}[{j}].id", "A tool call needs a non-empty id."))
         if not call.name:
@@ -80,7 +118,7 @@ def _tool_call_violations(
 
 
 def _chat_row_violations(
-    row: history_pb2.ChatMessage, path: str, crumb_slot: bool, out: list[Violation]
+    row: history_pb2.ChatMessage, path: str, crumb_slot: bool, out: Violations
 ) -> None:
     """One chat row. `crumb_slot`: the row directly follows the leading run of system rows."""
     role = row.role
@@ -137,7 +175,7 @@ def _chat_row_violations(
 
 
 def _conversation_row_violations(
-    row: history_pb2.ConversationMessage, path: str, crumb_slot: bool, out: list[Violation]
+    row: history_pb2.ConversationMessage, path: str, crumb_slot: bool, out: Violations
 ) -> None:
     kind = row.WhichOneof("message")
     if kind == "chat":
@@ -185,30 +223,32 @@ def _leading_run(flags: Iterable[bool]) -> int:
     return count
 
 
-def history_violations(history: history_pb2.History, path: str, max_rows: int) -> list[Violation]:
+def history_violations(history: history_pb2.History, path: str, max_rows: int) -> Violations:
     """Every violation of the history rules, in row order; `path` names the History field.
 
     A history over `max_rows` rows gets only the size violation: its rows are not inspected.
     """
+    out = Violations()
     shape = history.WhichOneof("shape")
     if shape is None:
-        return [
+        out.append(
             _v(
                 INVALID_HISTORY,
                 path,
                 "A history is required, in the chat or the conversation shape.",
             )
-        ]
+        )
+        return out
     count = len(history.chat.messages if shape == "chat" else history.conversation.messages)
     if count > max_rows:
-        return [
+        out.append(
             _v(
                 REQUEST_TOO_LARGE,
                 path,
                 f"The history has {count} rows; this server accepts at most {max_rows}.",
             )
-        ]
-    out: list[Violation] = []
+        )
+        return out
     base = f"{path}.{shape}.messages"
     system = history_pb2.ROLE_SYSTEM
     # The only place a breadcrumb may sit is the row right after the leading system rows.
@@ -230,9 +270,9 @@ def history_violations(history: history_pb2.History, path: str, max_rows: int) -
 # --- profiles ------------------------------------------------------------------------------
 
 
-def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> list[Violation]:
+def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations:
     """Every violation of the profile rules; `path` names the Profiles field (e.g. "profiles")."""
-    out: list[Violation] = []
+    out = Violations()
     runtime = profiles.runtime
     if runtime.HasField("context_compact_ratio") and not math.isfinite(
         runtime.context_compact_ratio
@@ -318,8 +358,8 @@ def check_resolve_budget(request: history_service_pb2.ResolveBudgetRequest) -> N
     _raise_if_any(profiles_violations(request.profiles, "profiles"))
 
 
-def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> list[Violation]:
-    out: list[Violation] = []
+def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
+    out = Violations()
     mode, path = request.mode, request.caller_path
     if mode not in _MODES:
         out.append(
@@ -402,17 +442,17 @@ def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -
 
 def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
     """Only the `reasons` rule; the feed checks `after_cursor`, which only it can read."""
-    _raise_if_any(
-        [
-            _v(
-                INVALID_SUBSCRIPTION,
-                f"reasons[{i}]",
-                "A reason filter must be TRIM_REASON_TOKEN_BUDGET or TRIM_REASON_TURN_LIMIT.",
+    out = Violations()
+    for i, reason in enumerate(request.reasons):
+        if reason not in _REASONS:
+            out.append(
+                _v(
+                    INVALID_SUBSCRIPTION,
+                    f"reasons[{i}]",
+                    "A reason filter must be TRIM_REASON_TOKEN_BUDGET or TRIM_REASON_TURN_LIMIT.",
+                )
             )
-            for i, reason in enumerate(request.reasons)
-            if reason not in _REASONS
-        ]
-    )
+    _raise_if_any(out)
 
 
 def check_classify_provider_error(
@@ -420,6 +460,6 @@ def check_classify_provider_error(
 ) -> None:
     """Any message is valid; an HTTP status, when given, must be one (100-599)."""
     if request.HasField("http_status") and not 100 <= request.http_status <= 599:
-        _raise_if_any(
-            [_v(INVALID_PROVIDER_ERROR, "http_status", "An HTTP status must be in 100-599.")]
-        )
+        out = Violations()
+        out.append(_v(INVALID_PROVIDER_ERROR, "http_status", "An HTTP status must be in 100-599."))
+        _raise_if_any(out)

@@ -1,0 +1,77 @@
+"""Helpers shared by the robustness tests: rich statuses, server RSS, request builders."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+from grpc_status import rpc_status
+from turnkeeper.v1 import history_pb2 as h
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import trim_pb2
+
+BIG_MESSAGES = [
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+]
+
+
+def rich_status(error: grpc.RpcError) -> status_pb2.Status | None:
+    """The google.rpc.Status of a failed call, or None when it carries none."""
+    status: status_pb2.Status | None = rpc_status.from_call(error)  # type: ignore[arg-type]
+    return status
+
+
+def error_info(status: status_pb2.Status) -> error_details_pb2.ErrorInfo | None:
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
+
+
+def bad_request(status: status_pb2.Status) -> error_details_pb2.BadRequest | None:
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            found = error_details_pb2.BadRequest()
+            detail.Unpack(found)
+            return found
+    return None
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process, in KiB."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def chat(n: int, text: str = "hello there") -> h.History:
+    """A valid chat history of n alternating user/assistant rows."""
+    roles = (h.ROLE_USER, h.ROLE_ASSISTANT)
+    return h.History(
+        chat=h.ChatHistory(
+            messages=[h.ChatMessage(role=roles[i % 2], content=f"{text} {i}") for i in range(n)]
+        )
+    )
+
+
+def agent_trim(history: h.History, budget: int = 50, session: str = "s") -> svc.TrimHistoryRequest:
+    """A TrimHistory on the agent path that trims (and so publishes) when over `budget`."""
+    request = svc.TrimHistoryRequest(history=history, mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET)
+    request.explicit_limits.budget_tokens = budget
+    request.caller.session_id = session
+    return request
+
+
+def percentile(samples: Sequence[float], q: float) -> float:
+    if not samples:
+        return float("nan")
+    if len(samples) == 1:
+        return samples[0]
+    return statistics.quantiles(samples, n=100, method="inclusive")[max(0, min(98, int(q) - 1))]
