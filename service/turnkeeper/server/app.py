@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.events import create_feed
 from turnkeeper.server.feed import EventFeed, FeedStatus
@@ -177,6 +178,41 @@ def _write_ready_file(path: str, tcp: list[str], unix: list[str], http: str | No
         raise
 
 
+def _server_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """gRPC channel arguments: message sizes, stream and connection limits, keepalive policy."""
+    options = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", config.max_receive_bytes),
+        ("grpc.max_send_message_length", config.max_send_bytes),
+        ("grpc.max_concurrent_streams", config.max_concurrent_streams),
+        # A client may ping (keepalive) at most every min_client_ping_seconds, with or without
+        # calls; the second ping too early ends its connection (GOAWAY "too_many_pings").
+        (
+            "grpc.http2.min_ping_interval_without_data_ms",
+            int(config.min_client_ping_seconds * 1000),
+        ),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # The server pings idle peers so that a vanished one is noticed and its streams end.
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+        # A connection that never completes the HTTP/2 handshake is closed after this.
+        ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout_seconds * 1000)),
+    ]
+    if config.max_connections:
+        options.append(("grpc.max_allowed_incoming_connections", config.max_connections))
+    if config.max_connection_idle_seconds:
+        options.append(
+            ("grpc.max_connection_idle_ms", int(config.max_connection_idle_seconds * 1000))
+        )
+    if config.max_connection_age_seconds:
+        options.append(
+            ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000))
+        )
+        options.append(("grpc.max_connection_age_grace_ms", int(config.grace_seconds * 1000)))
+    return options
+
+
 def _describe_events(url: str | None) -> str:
     if url is None:
         return "memory"
@@ -204,6 +240,13 @@ class Sidecar:
         self._health = HealthService()
         self._poller: asyncio.Task[None] | None = None
         self._stopping = False
+        self.admission = Admission(
+            AdmissionLimits(
+                max_inflight_bytes=config.max_inflight_request_bytes,
+                heavy_call_bytes=config.heavy_call_bytes,
+                max_heavy_calls=config.max_heavy_calls,
+            )
+        )
 
     @property
     def health(self) -> HealthService:
@@ -230,12 +273,9 @@ class Sidecar:
         await feed.start()
 
         server = grpc.aio.server(
-            interceptors=[AccessLogInterceptor()],
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", config.max_receive_bytes),
-                ("grpc.max_send_message_length", config.max_send_bytes),
-            ],
+            # The access log is outermost, so refused calls are logged with their status.
+            interceptors=[AccessLogInterceptor(), AdmissionInterceptor(self.admission)],
+            options=_server_options(config),
         )
         self._server = server
         history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
@@ -251,7 +291,14 @@ class Sidecar:
             self.tcp_addresses.append(f"{address.rpartition(':')[0]}:{port}")
         for lock in self._locks:
             lock.remove_stale_socket()
-            self._bind(server, f"unix:{lock.path}")
+            # The umask keeps the socket from ever existing with wider permissions; chmod then
+            # sets exactly the configured mode.
+            previous_umask = os.umask(0o777 & ~config.unix_mode)
+            try:
+                self._bind(server, f"unix:{lock.path}")
+            finally:
+                os.umask(previous_umask)
+            os.chmod(lock.path, config.unix_mode)
             self.unix_paths.append(lock.path)
 
         await server.start()

@@ -88,6 +88,17 @@ def _events(raw: str) -> str:
     return url
 
 
+def _octal(raw: object) -> object:
+    """A file mode is written in octal (660, 0660 or 0o660) in flags, environment and TOML."""
+    if isinstance(raw, str):
+        text = raw.strip().lower().removeprefix("0o")
+        try:
+            return int(text, 8)
+        except ValueError:
+            raise ValueError(f"{raw!r} is not an octal file mode such as 660") from None
+    return raw
+
+
 def _distinct(values: tuple[str, ...]) -> tuple[str, ...]:
     if len(set(values)) != len(values):
         raise ValueError("the same address is given twice")
@@ -170,6 +181,62 @@ class ServerConfig(BaseSettings):
     )
     log_level: LogLevel = Field(
         default="INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL"
+    )
+    # Admission control and connection limits: README "Limits" gives each one's status.
+    max_inflight_request_bytes: int = Field(
+        default=256 * MIB,
+        ge=1024,
+        description="request bytes all running calls may hold together; a call that would pass "
+        "it gets RESOURCE_EXHAUSTED (OVERLOADED, RetryInfo)",
+    )
+    heavy_call_bytes: int = Field(
+        default=1 * MIB, ge=1, description="a request at least this big is a heavy call"
+    )
+    max_heavy_calls: int = Field(
+        default=4,
+        ge=1,
+        description="heavy calls running at once; one more gets RESOURCE_EXHAUSTED (OVERLOADED, "
+        "RetryInfo)",
+    )
+    max_concurrent_streams: int = Field(
+        default=100, ge=1, description="concurrent calls per connection (HTTP/2 setting)"
+    )
+    max_connections: int = Field(
+        default=256,
+        ge=0,
+        description="open client connections; further ones are closed at once (0: no limit)",
+    )
+    max_connection_idle_seconds: float = Field(
+        default=300.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="close a connection with no call for this long (0: never)",
+    )
+    max_connection_age_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="ask clients to reconnect after this long, calls then get grace-seconds "
+        "to finish (0: never)",
+    )
+    min_client_ping_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="keepalive pings closer than this are strikes; two end the connection",
+    )
+    handshake_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="close a connection that has not completed the HTTP/2 handshake by then",
+    )
+    unix_mode: Annotated[int, BeforeValidator(_octal)] = Field(
+        default=0o660,
+        ge=0,
+        le=0o777,
+        json_schema_extra={"metavar": "OCTAL"},
+        description="permissions of the Unix sockets, in octal (default 660)",
     )
 
     @field_validator("listen", "unix")

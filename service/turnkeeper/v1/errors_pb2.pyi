@@ -48,6 +48,11 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """
     ERROR_REASON_INVALID_PROVIDER_ERROR: _ErrorReason.ValueType  # 10
     """A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599."""
+    ERROR_REASON_OVERLOADED: _ErrorReason.ValueType  # 11
+    """The server is at a load limit (status RESOURCE_EXHAUSTED): the request bytes in flight would
+    exceed the server's budget, or too many large requests run at once. Nothing was done; a
+    google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -80,4 +85,9 @@ ERROR_REASON_INVALID_USAGE: ErrorReason.ValueType  # 9
 """
 ERROR_REASON_INVALID_PROVIDER_ERROR: ErrorReason.ValueType  # 10
 """A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599."""
+ERROR_REASON_OVERLOADED: ErrorReason.ValueType  # 11
+"""The server is at a load limit (status RESOURCE_EXHAUSTED): the request bytes in flight would
+exceed the server's budget, or too many large requests run at once. Nothing was done; a
+google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
+"""
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

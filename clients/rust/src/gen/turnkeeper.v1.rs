@@ -28,6 +28,10 @@ pub enum ErrorReason {
     InvalidUsage = 9,
     /// A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599.
     InvalidProviderError = 10,
+    /// The server is at a load limit (status RESOURCE_EXHAUSTED): the request bytes in flight would
+    /// exceed the server's budget, or too many large requests run at once. Nothing was done; a
+    /// google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
+    Overloaded = 11,
 }
 impl ErrorReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -46,6 +50,7 @@ impl ErrorReason {
             Self::ShuttingDown => "ERROR_REASON_SHUTTING_DOWN",
             Self::InvalidUsage => "ERROR_REASON_INVALID_USAGE",
             Self::InvalidProviderError => "ERROR_REASON_INVALID_PROVIDER_ERROR",
+            Self::Overloaded => "ERROR_REASON_OVERLOADED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -61,6 +66,7 @@ impl ErrorReason {
             "ERROR_REASON_SHUTTING_DOWN" => Some(Self::ShuttingDown),
             "ERROR_REASON_INVALID_USAGE" => Some(Self::InvalidUsage),
             "ERROR_REASON_INVALID_PROVIDER_ERROR" => Some(Self::InvalidProviderError),
+            "ERROR_REASON_OVERLOADED" => Some(Self::Overloaded),
             _ => None,
         }
     }

@@ -49,6 +49,10 @@ const (
 	ErrorReason_ERROR_REASON_INVALID_USAGE ErrorReason = 9
 	// A ClassifyProviderError request is malformed, such as an HTTP status outside 100-599.
 	ErrorReason_ERROR_REASON_INVALID_PROVIDER_ERROR ErrorReason = 10
+	// The server is at a load limit (status RESOURCE_EXHAUSTED): the request bytes in flight would
+	// exceed the server's budget, or too many large requests run at once. Nothing was done; a
+	// google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
+	ErrorReason_ERROR_REASON_OVERLOADED ErrorReason = 11
 )
 
 // Enum value maps for ErrorReason.
@@ -64,6 +68,7 @@ var (
 		7:  "ERROR_REASON_SHUTTING_DOWN",
 		9:  "ERROR_REASON_INVALID_USAGE",
 		10: "ERROR_REASON_INVALID_PROVIDER_ERROR",
+		11: "ERROR_REASON_OVERLOADED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -76,6 +81,7 @@ var (
 		"ERROR_REASON_SHUTTING_DOWN":           7,
 		"ERROR_REASON_INVALID_USAGE":           9,
 		"ERROR_REASON_INVALID_PROVIDER_ERROR":  10,
+		"ERROR_REASON_OVERLOADED":              11,
 	}
 )
 
@@ -110,7 +116,7 @@ var File_turnkeeper_v1_errors_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\x95\x03\n" +
+	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xb2\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_HISTORY\x10\x01\x12 \n" +
@@ -122,7 +128,8 @@ const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_SHUTTING_DOWN\x10\a\x12\x1e\n" +
 	"\x1aERROR_REASON_INVALID_USAGE\x10\t\x12'\n" +
 	"#ERROR_REASON_INVALID_PROVIDER_ERROR\x10\n" +
-	"\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
+	"\x12\x1b\n" +
+	"\x17ERROR_REASON_OVERLOADED\x10\v\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
 	"\x11com.turnkeeper.v1B\vErrorsProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (

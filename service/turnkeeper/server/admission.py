@@ -1,0 +1,138 @@
+"""Admission control: a budget of in-flight request bytes and a cap on concurrent heavy calls.
+
+Checked when a unary call's request has been received and before any work is done on it, so an
+overloaded sidecar answers RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo) instead of
+running out of memory. Everything runs on the event loop, so plain counters need no lock.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import grpc
+from google.protobuf import duration_pb2
+from google.rpc import error_details_pb2
+
+from turnkeeper.server.errors import RequestError
+from turnkeeper.v1 import errors_pb2
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+# Health checks and reflection are never refused: a probe must see the server even when it is busy.
+_EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    """`max_inflight_bytes`: the request bytes all admitted calls may hold together.
+    `heavy_call_bytes`: a request at least this big is heavy; `max_heavy_calls` may run at once.
+    `retry_after_seconds`: the RetryInfo delay a refused client is given."""
+
+    max_inflight_bytes: int
+    heavy_call_bytes: int
+    max_heavy_calls: int
+    retry_after_seconds: float = 1.0
+
+
+class Admission:
+    """The shared counters: `acquire` when a call starts, `release` when it ends."""
+
+    def __init__(self, limits: AdmissionLimits) -> None:
+        self.limits = limits
+        self.inflight_bytes = 0
+        self.heavy_calls = 0
+        self.refused = 0
+
+    def acquire(self, request_bytes: int) -> bool:
+        """Counts the call in, or raises RequestError(RESOURCE_EXHAUSTED) when it would pass a
+        limit. Returns whether the call is heavy, for `release`."""
+        limits = self.limits
+        heavy = request_bytes >= limits.heavy_call_bytes
+        if heavy and self.heavy_calls >= limits.max_heavy_calls:
+            raise self._refusal(
+                "max_heavy_calls",
+                f"{self.heavy_calls} requests of {limits.heavy_call_bytes} bytes or more are "
+                f"running; this server runs at most {limits.max_heavy_calls} at once",
+            )
+        # A call alone over the budget would never be admitted: let it run when nothing else does.
+        if self.inflight_bytes and self.inflight_bytes + request_bytes > limits.max_inflight_bytes:
+            raise self._refusal(
+                "max_inflight_request_bytes",
+                f"{self.inflight_bytes} request bytes are in flight; {request_bytes} more would "
+                f"pass this server's budget of {limits.max_inflight_bytes}",
+            )
+        self.inflight_bytes += request_bytes
+        self.heavy_calls += heavy
+        return heavy
+
+    def release(self, request_bytes: int, heavy: bool) -> None:
+        self.inflight_bytes -= request_bytes
+        self.heavy_calls -= heavy
+
+    def _refusal(self, limit: str, message: str) -> RequestError:
+        self.refused += 1
+        delay = duration_pb2.Duration()
+        delay.FromNanoseconds(int(self.limits.retry_after_seconds * 1e9))
+        return RequestError(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            errors_pb2.ERROR_REASON_OVERLOADED,
+            f"server overloaded: {message}; retry later",
+            details=[error_details_pb2.RetryInfo(retry_delay=delay)],
+            metadata={"limit": limit},
+        )
+
+
+class AdmissionInterceptor(grpc.aio.ServerInterceptor):
+    """Counts every unary call in and out of `Admission`, sized by its request bytes."""
+
+    def __init__(self, admission: Admission) -> None:
+        self.admission = admission
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
+        handler = await continuation(handler_call_details)
+        behavior = handler.unary_unary if handler is not None else None
+        if (
+            handler is None
+            or behavior is None
+            or not inspect.iscoroutinefunction(behavior)
+            or handler_call_details.method.startswith(_EXEMPT_PREFIXES)
+        ):
+            return handler
+        return _admitted(handler, cast(Callable[..., Awaitable[Any]], behavior), self.admission)
+
+
+def _admitted(
+    handler: grpc.RpcMethodHandler[Req, Resp],
+    behavior: Callable[..., Awaitable[Any]],
+    admission: Admission,
+) -> grpc.RpcMethodHandler[Req, Resp]:
+    inner_deserializer = handler.request_deserializer
+    size = [0]  # this call's request bytes, measured on the wire
+
+    def deserialize(data: bytes) -> Req:
+        size[0] = len(data)
+        return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
+
+    async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        request_bytes = size[0]
+        try:
+            heavy = admission.acquire(request_bytes)
+        except RequestError as refused:
+            await context.abort_with_status(refused.to_status())
+            raise AssertionError("abort_with_status returned") from refused  # pragma: no cover
+        try:
+            return await behavior(request, context)
+        finally:
+            admission.release(request_bytes, heavy)
+
+    return grpc.unary_unary_rpc_method_handler(admitted, deserialize, handler.response_serializer)
