@@ -293,12 +293,12 @@ class Sidecar:
             lock.remove_stale_socket()
             # The umask keeps the socket from ever existing with wider permissions; chmod then
             # sets exactly the configured mode.
-            previous_umask = os.umask(0o777 & ~config.unix_mode)
+            previous_umask = os.umask(0o777 & ~config.unix_permissions)
             try:
                 self._bind(server, f"unix:{lock.path}")
             finally:
                 os.umask(previous_umask)
-            os.chmod(lock.path, config.unix_mode)
+            os.chmod(lock.path, config.unix_permissions)
             self.unix_paths.append(lock.path)
 
         await server.start()

@@ -88,15 +88,12 @@ def _events(raw: str) -> str:
     return url
 
 
-def _octal(raw: object) -> object:
-    """A file mode is written in octal (660, 0660 or 0o660) in flags, environment and TOML."""
-    if isinstance(raw, str):
-        text = raw.strip().lower().removeprefix("0o")
-        try:
-            return int(text, 8)
-        except ValueError:
-            raise ValueError(f"{raw!r} is not an octal file mode such as 660") from None
-    return raw
+def _octal(raw: str) -> str:
+    """A file mode in octal: 660, 0660 or 0o660."""
+    text = raw.strip().lower().removeprefix("0o")
+    if not text or any(c not in "01234567" for c in text) or int(text, 8) > 0o777:
+        raise ValueError(f"{raw!r} is not an octal file mode such as 660")
+    return text
 
 
 def _distinct(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -231,12 +228,10 @@ class ServerConfig(BaseSettings):
         allow_inf_nan=False,
         description="close a connection that has not completed the HTTP/2 handshake by then",
     )
-    unix_mode: Annotated[int, BeforeValidator(_octal)] = Field(
-        default=0o660,
-        ge=0,
-        le=0o777,
+    unix_mode: Annotated[str, AfterValidator(_octal)] = Field(
+        default="660",
         json_schema_extra={"metavar": "OCTAL"},
-        description="permissions of the Unix sockets, in octal (default 660)",
+        description="permissions of the Unix sockets, in octal",
     )
 
     @field_validator("listen", "unix")
@@ -258,6 +253,11 @@ class ServerConfig(BaseSettings):
     @property
     def max_send_bytes(self) -> int:
         return self.max_receive_bytes
+
+    @property
+    def unix_permissions(self) -> int:
+        """`unix_mode` as permission bits."""
+        return int(self.unix_mode, 8)
 
     @property
     def events_url(self) -> str | None:
