@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xb2\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12 \n\x1c\x45RROR_REASON_INVALID_HISTORY\x10\x01\x12 \n\x1c\x45RROR_REASON_INVALID_PROFILE\x10\x02\x12\x1f\n\x1b\x45RROR_REASON_INVALID_LIMITS\x10\x03\x12\"\n\x1e\x45RROR_REASON_REQUEST_TOO_LARGE\x10\x04\x12(\n$ERROR_REASON_CONTEXT_WINDOW_EXCEEDED\x10\x05\x12%\n!ERROR_REASON_INVALID_SUBSCRIPTION\x10\x06\x12\x1e\n\x1a\x45RROR_REASON_SHUTTING_DOWN\x10\x07\x12\x1e\n\x1a\x45RROR_REASON_INVALID_USAGE\x10\t\x12\'\n#ERROR_REASON_INVALID_PROVIDER_ERROR\x10\n\x12\x1b\n\x17\x45RROR_REASON_OVERLOADED\x10\x0b\"\x04\x08\x08\x10\x08*\x1f\x45RROR_REASON_EVENTS_UNAVAILABLEb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xf8\x03\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12 \n\x1c\x45RROR_REASON_INVALID_HISTORY\x10\x01\x12 \n\x1c\x45RROR_REASON_INVALID_PROFILE\x10\x02\x12\x1f\n\x1b\x45RROR_REASON_INVALID_LIMITS\x10\x03\x12\"\n\x1e\x45RROR_REASON_REQUEST_TOO_LARGE\x10\x04\x12(\n$ERROR_REASON_CONTEXT_WINDOW_EXCEEDED\x10\x05\x12%\n!ERROR_REASON_INVALID_SUBSCRIPTION\x10\x06\x12\x1e\n\x1a\x45RROR_REASON_SHUTTING_DOWN\x10\x07\x12\x1e\n\x1a\x45RROR_REASON_INVALID_USAGE\x10\t\x12\'\n#ERROR_REASON_INVALID_PROVIDER_ERROR\x10\n\x12\x1b\n\x17\x45RROR_REASON_OVERLOADED\x10\x0b\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\x0c\x12\"\n\x1e\x45RROR_REASON_PERMISSION_DENIED\x10\r\"\x04\x08\x08\x10\x08*\x1f\x45RROR_REASON_EVENTS_UNAVAILABLEb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,5 +32,5 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.errors_pb2', 
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_ERRORREASON']._serialized_start=46
-  _globals['_ERRORREASON']._serialized_end=480
+  _globals['_ERRORREASON']._serialized_end=550
 # @@protoc_insertion_point(module_scope)

@@ -53,6 +53,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     exceed the server's budget, or too many large requests run at once. Nothing was done; a
     google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
     """
+    ERROR_REASON_UNAUTHENTICATED: _ErrorReason.ValueType  # 12
+    """The call carries no bearer token, or one the server does not know (status UNAUTHENTICATED). Send
+    `authorization: Bearer <token>` metadata with a token from the server's token file.
+    """
+    ERROR_REASON_PERMISSION_DENIED: _ErrorReason.ValueType  # 13
+    """The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
+    one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -89,5 +97,13 @@ ERROR_REASON_OVERLOADED: ErrorReason.ValueType  # 11
 """The server is at a load limit (status RESOURCE_EXHAUSTED): the request bytes in flight would
 exceed the server's budget, or too many large requests run at once. Nothing was done; a
 google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
+"""
+ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 12
+"""The call carries no bearer token, or one the server does not know (status UNAUTHENTICATED). Send
+`authorization: Bearer <token>` metadata with a token from the server's token file.
+"""
+ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 13
+"""The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
+one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

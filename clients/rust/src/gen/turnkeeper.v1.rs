@@ -32,6 +32,12 @@ pub enum ErrorReason {
     /// exceed the server's budget, or too many large requests run at once. Nothing was done; a
     /// google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
     Overloaded = 11,
+    /// The call carries no bearer token, or one the server does not know (status UNAUTHENTICATED). Send
+    /// `authorization: Bearer <token>` metadata with a token from the server's token file.
+    Unauthenticated = 12,
+    /// The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
+    /// one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
+    PermissionDenied = 13,
 }
 impl ErrorReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -51,6 +57,8 @@ impl ErrorReason {
             Self::InvalidUsage => "ERROR_REASON_INVALID_USAGE",
             Self::InvalidProviderError => "ERROR_REASON_INVALID_PROVIDER_ERROR",
             Self::Overloaded => "ERROR_REASON_OVERLOADED",
+            Self::Unauthenticated => "ERROR_REASON_UNAUTHENTICATED",
+            Self::PermissionDenied => "ERROR_REASON_PERMISSION_DENIED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -67,6 +75,8 @@ impl ErrorReason {
             "ERROR_REASON_INVALID_USAGE" => Some(Self::InvalidUsage),
             "ERROR_REASON_INVALID_PROVIDER_ERROR" => Some(Self::InvalidProviderError),
             "ERROR_REASON_OVERLOADED" => Some(Self::Overloaded),
+            "ERROR_REASON_UNAUTHENTICATED" => Some(Self::Unauthenticated),
+            "ERROR_REASON_PERMISSION_DENIED" => Some(Self::PermissionDenied),
             _ => None,
         }
     }

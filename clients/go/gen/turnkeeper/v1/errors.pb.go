@@ -53,6 +53,12 @@ const (
 	// exceed the server's budget, or too many large requests run at once. Nothing was done; a
 	// google.rpc.RetryInfo says when to retry, and ErrorInfo metadata names the `limit` that was hit.
 	ErrorReason_ERROR_REASON_OVERLOADED ErrorReason = 11
+	// The call carries no bearer token, or one the server does not know (status UNAUTHENTICATED). Send
+	// `authorization: Bearer <token>` metadata with a token from the server's token file.
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 12
+	// The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
+	// one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
+	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 13
 )
 
 // Enum value maps for ErrorReason.
@@ -69,6 +75,8 @@ var (
 		9:  "ERROR_REASON_INVALID_USAGE",
 		10: "ERROR_REASON_INVALID_PROVIDER_ERROR",
 		11: "ERROR_REASON_OVERLOADED",
+		12: "ERROR_REASON_UNAUTHENTICATED",
+		13: "ERROR_REASON_PERMISSION_DENIED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -82,6 +90,8 @@ var (
 		"ERROR_REASON_INVALID_USAGE":           9,
 		"ERROR_REASON_INVALID_PROVIDER_ERROR":  10,
 		"ERROR_REASON_OVERLOADED":              11,
+		"ERROR_REASON_UNAUTHENTICATED":         12,
+		"ERROR_REASON_PERMISSION_DENIED":       13,
 	}
 )
 
@@ -116,7 +126,7 @@ var File_turnkeeper_v1_errors_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xb2\x03\n" +
+	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xf8\x03\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_HISTORY\x10\x01\x12 \n" +
@@ -129,7 +139,9 @@ const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\x1aERROR_REASON_INVALID_USAGE\x10\t\x12'\n" +
 	"#ERROR_REASON_INVALID_PROVIDER_ERROR\x10\n" +
 	"\x12\x1b\n" +
-	"\x17ERROR_REASON_OVERLOADED\x10\v\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
+	"\x17ERROR_REASON_OVERLOADED\x10\v\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\f\x12\"\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\r\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
 	"\x11com.turnkeeper.v1B\vErrorsProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (
