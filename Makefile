@@ -14,7 +14,7 @@ ADDRESS ?= 127.0.0.1:50051
 DASHBOARD := service/turnkeeper/server/dashboard
 DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
-.PHONY: help venv run generate generate-python check-generated dashboard-vendor check-vendored lint fmt test test-python test-clients system-deps bench clean
+.PHONY: help venv run generate generate-python generate-version check-generated dashboard-vendor check-vendored lint fmt test test-python test-clients system-deps bench clean
 
 help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults)"
@@ -23,7 +23,7 @@ help:
 	@echo "make lint      buf lint/format, ruff, mypy --strict"
 	@echo "make bench     run the benchmarks"
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml VERSION clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -e '.[dev]'
@@ -35,7 +35,7 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) -m turnkeeper.server --listen $(ADDRESS)
 
-generate: generate-python
+generate: generate-python generate-version
 	@for d in $(CLIENT_DIRS); do $(MAKE) -C $$d generate || exit 1; done
 
 generate-python: $(STAMP)
@@ -43,6 +43,10 @@ generate-python: $(STAMP)
 	  --python_out=service --mypy_out=service $(PROTOS)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(PY) -m grpc_tools.protoc -Iproto -I$(GRPC_PROTO_INCLUDE) \
 	  --grpc_python_out=service --mypy_grpc_out=service proto/turnkeeper/v1/history_service.proto
+
+# VERSION is the one version; this copies it into the manifests that cannot read it.
+generate-version: $(STAMP)
+	$(PY) scripts/stamp_version.py
 
 # Fails when committed generated code differs from what proto/ produces.
 check-generated: generate
@@ -69,14 +73,14 @@ lint: $(STAMP)
 	$(BIN)/buf format --diff --exit-code
 	@if git rev-parse --verify -q HEAD~1 >/dev/null; then \
 	  $(BIN)/buf breaking --against '.git#ref=HEAD~1'; fi
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
-	$(BIN)/mypy service
+	$(BIN)/ruff check service tests bench scripts
+	$(BIN)/ruff format --check service tests bench scripts
+	$(BIN)/mypy service scripts
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w
-	$(BIN)/ruff format service tests bench
-	$(BIN)/ruff check --fix service tests bench
+	$(BIN)/ruff format service tests bench scripts
+	$(BIN)/ruff check --fix service tests bench scripts
 
 # redis-server, nginx and chromium (Debian packages) for the Redis feed, the fleet test and the
 # dashboard's browser test.

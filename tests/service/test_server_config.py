@@ -256,3 +256,14 @@ def test_print_config_through_the_module() -> None:
     assert result.returncode == 0, result.stderr
     assert "ring_size = 7\n" in result.stdout
     assert 'log_level = "ERROR"\n' in result.stdout
+
+
+def test_version_is_the_repository_version_on_the_module_and_the_console_script() -> None:
+    version = (SERVICE_DIR.parent / "VERSION").read_text(encoding="utf-8").strip()
+    console_script = Path(sys.executable).with_name("turnkeeper-server")
+    for command in ([sys.executable, "-m", "turnkeeper.server"], [str(console_script)]):
+        result = subprocess.run(
+            [*command, "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == f"turnkeeper-server {version}"

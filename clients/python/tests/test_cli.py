@@ -70,6 +70,13 @@ def test_console_script_is_declared() -> None:
     assert "turnkeeper_client.cli:main" in {s.value for s in scripts}
 
 
+def test_version_is_the_repository_version(endpoints: Endpoints) -> None:
+    result = run(endpoints, "--version")
+    assert result.returncode == 0, result.stderr
+    version = (Path(__file__).resolve().parents[3] / "VERSION").read_text(encoding="utf-8")
+    assert result.stdout.strip() == f"turnkeeper {version.strip()}"
+
+
 @pytest.mark.parametrize("fmt", ["openai", "anthropic", "proto"])
 def test_estimate_each_format(
     fmt: str, files: dict[str, Path], endpoints: Endpoints, client: TurnkeeperClient

@@ -29,6 +29,8 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from turnkeeper.server.version import server_version
+
 MIB = 1024 * 1024
 ENV_PREFIX = "TURNKEEPER_"
 CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
@@ -290,6 +292,7 @@ def _parser() -> argparse.ArgumentParser:
         "wins over the defaults.",
         allow_abbrev=False,
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {server_version()}")
     parser.add_argument(
         "--config",
         metavar="PATH",

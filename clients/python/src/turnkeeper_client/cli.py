@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,6 +36,7 @@ from .errors import TurnkeeperError
 from .sync import TurnkeeperClient
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+DISTRIBUTION = "turnkeeper-client"
 
 _MODES = {
     "token-budget": trim_pb2.TRIM_MODE_TOKEN_BUDGET,
@@ -114,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="turnkeeper",
         description="Estimate, resolve and trim LLM histories with a turnkeeper server.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"turnkeeper {metadata.version(DISTRIBUTION)}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
