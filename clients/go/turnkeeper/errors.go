@@ -125,3 +125,22 @@ func ReasonOf(err error) turnkeeperv1.ErrorReason {
 	}
 	return turnkeeperv1.ErrorReason_ERROR_REASON_UNSPECIFIED
 }
+
+// ConversionError reports provider JSON, or a history, that a converter cannot carry. It is the
+// package's second error type beside *Error: a call fails with *Error, a conversion with
+// *ConversionError (use errors.As to tell them apart).
+type ConversionError struct {
+	// Path names the offending element from the converted value's root, such as
+	// "messages[3].content[1]"; empty when the whole value is at fault.
+	Path string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+// Error renders the path and the reason.
+func (e *ConversionError) Error() string {
+	if e.Path == "" {
+		return "turnkeeper: cannot convert: " + e.Reason
+	}
+	return fmt.Sprintf("turnkeeper: cannot convert %s: %s", e.Path, e.Reason)
+}

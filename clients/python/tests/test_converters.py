@@ -12,7 +12,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from turnkeeper.v1 import history_pb2
 
-from turnkeeper_client import ConversionError, from_anthropic, from_openai, to_anthropic, to_openai
+from turnkeeper_client import (
+    ClientError,
+    ConversionError,
+    TurnkeeperError,
+    from_anthropic,
+    from_openai,
+    to_anthropic,
+    to_openai,
+)
 from turnkeeper_client.convert import DEFAULT_BREADCRUMB, detect_format
 from turnkeeper_client.convert._common import guess_media_type, split_markers
 
@@ -570,3 +578,10 @@ def conversation_histories(draw: st.DrawFn) -> history_pb2.History:
 def test_conversation_round_trips(history: history_pb2.History) -> None:
     assert from_openai(to_openai(history), shape="conversation") == history
     assert from_anthropic(to_anthropic(history), shape="conversation") == history
+
+
+def test_conversion_error_belongs_to_the_client_error_family() -> None:
+    with pytest.raises(ClientError) as caught:
+        from_anthropic([{"role": "user", "content": [{"type": "document"}]}])
+    assert isinstance(caught.value, ConversionError) and isinstance(caught.value, ValueError)
+    assert issubclass(TurnkeeperError, ClientError)

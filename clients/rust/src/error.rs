@@ -27,8 +27,10 @@ pub enum Error {
         /// Why it was rejected.
         reason: String,
     },
-    /// The connection could not be established (only on eager connects).
-    #[error("cannot connect to turnkeeper at {target}")]
+    /// The connection could not be established (only on eager connects). Display names the
+    /// root cause, such as the OS error of a refused connection, which tonic nests several
+    /// `source()` levels down.
+    #[error("cannot connect to turnkeeper at {target}: {}", root_cause(source))]
     Connect {
         /// The target that was dialled.
         target: String,
@@ -39,6 +41,41 @@ pub enum Error {
     /// The call reached the server (or its deadline passed) and failed with a gRPC status.
     #[error(transparent)]
     Rpc(Box<RpcError>),
+    /// Provider JSON, or a history, that a converter cannot carry.
+    #[error(transparent)]
+    Conversion(#[from] ConversionError),
+}
+
+/// A value a converter cannot carry: `path` names the offending element from the converted
+/// value's root (such as `messages[3].content[1]`; empty when the whole value is at fault).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot convert {}{reason}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
+pub struct ConversionError {
+    /// Where the problem is.
+    pub path: String,
+    /// What is wrong there.
+    pub reason: String,
+}
+
+impl ConversionError {
+    /// A conversion failure at `path`.
+    pub fn new(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConversionError {
+            path: path.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The innermost error of a `source()` chain: the one that says what actually went wrong.
+fn root_cause<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> &'a (dyn std::error::Error + 'static) {
+    let mut current = error;
+    while let Some(next) = current.source() {
+        current = next;
+    }
+    current
 }
 
 impl Error {

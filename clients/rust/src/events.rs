@@ -1,6 +1,10 @@
 //! A resuming subscription to the `TrimEvents` feed.
 
+use std::fmt;
+use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
@@ -67,8 +71,81 @@ impl ReconnectPolicy {
 /// position, so a live tail has a cursor before its first event: a resubscription before any
 /// event still receives what was published while disconnected. (Only a Redis-backed feed whose
 /// stream holds no entry at all sends an empty cursor; the subscription then stays a live tail.)
-#[derive(Debug)]
+///
+/// It is a [`futures::Stream`](Stream) of `Result<FeedItem>`, so stream combinators apply; the
+/// inherent [`next`](Self::next) needs no extension trait in scope.
 pub struct TrimEventStream {
+    /// The subscription, while no poll holds it.
+    idle: Option<Subscription>,
+    /// The step in flight: it owns the subscription and gives it back with the item.
+    step: Option<Step>,
+    /// The resume cursor as of the last item returned.
+    cursor: Option<String>,
+}
+
+type Step = Pin<Box<dyn Future<Output = (Subscription, Option<Result<FeedItem>>)> + Send>>;
+
+impl TrimEventStream {
+    pub(crate) async fn open(
+        stub: HistoryServiceClient<Channel>,
+        request: TrimEventsRequest,
+        policy: ReconnectPolicy,
+    ) -> Result<Self> {
+        let subscription = Subscription::open(stub, request, policy).await?;
+        Ok(TrimEventStream {
+            cursor: subscription.cursor.clone(),
+            idle: Some(subscription),
+            step: None,
+        })
+    }
+
+    /// The cursor to resume after: the last event's or heartbeat's, or before any item the one
+    /// the subscription started from.
+    pub fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+
+    /// The next item of the feed, reconnecting as needed; `None` once the subscription ended
+    /// for good (a non-retryable error was returned, or reconnection attempts ran out).
+    pub async fn next(&mut self) -> Option<Result<FeedItem>> {
+        std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+}
+
+impl Stream for TrimEventStream {
+    type Item = Result<FeedItem>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.step.is_none() {
+            let Some(mut subscription) = this.idle.take() else {
+                return Poll::Ready(None);
+            };
+            this.step = Some(Box::pin(async move {
+                let item = subscription.next().await;
+                (subscription, item)
+            }));
+        }
+        let step = this.step.as_mut().expect("a step is in flight");
+        let (subscription, item) = std::task::ready!(step.as_mut().poll(cx));
+        this.step = None;
+        this.cursor = subscription.cursor.clone();
+        this.idle = Some(subscription);
+        Poll::Ready(item)
+    }
+}
+
+impl fmt::Debug for TrimEventStream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TrimEventStream")
+            .field("cursor", &self.cursor)
+            .field("polling", &self.step.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The reconnecting subscription behind a [`TrimEventStream`], driven one item at a time.
+struct Subscription {
     stub: HistoryServiceClient<Channel>,
     request: TrimEventsRequest,
     policy: ReconnectPolicy,
@@ -79,8 +156,8 @@ pub struct TrimEventStream {
     finished: bool,
 }
 
-impl TrimEventStream {
-    pub(crate) async fn open(
+impl Subscription {
+    async fn open(
         stub: HistoryServiceClient<Channel>,
         request: TrimEventsRequest,
         policy: ReconnectPolicy,
@@ -91,7 +168,7 @@ impl TrimEventStream {
             .unwrap_or(SERVER_DEFAULT_HEARTBEAT)
             .clamp(Duration::from_secs(1), Duration::from_secs(300));
         let cursor = Some(request.after_cursor.clone()).filter(|c| !c.is_empty());
-        let mut this = TrimEventStream {
+        let mut this = Subscription {
             stub,
             stall_timeout: policy.stall_timeout.unwrap_or(heartbeat * 3),
             request,
@@ -105,15 +182,7 @@ impl TrimEventStream {
         Ok(this)
     }
 
-    /// The cursor to resume after: the last event's or heartbeat's, or before any item the one
-    /// the subscription started from.
-    pub fn cursor(&self) -> Option<&str> {
-        self.cursor.as_deref()
-    }
-
-    /// The next item of the feed, reconnecting as needed; `None` once the subscription ended
-    /// for good (a non-retryable error was returned, or reconnection attempts ran out).
-    pub async fn next(&mut self) -> Option<Result<FeedItem>> {
+    async fn next(&mut self) -> Option<Result<FeedItem>> {
         while !self.finished {
             let Some(stream) = self.stream.as_mut() else {
                 if let Err(error) = self.reconnect().await {
@@ -147,14 +216,6 @@ impl TrimEventStream {
             tracing::debug!(cursor = ?self.cursor, %status, "TrimEvents disconnected; resuming");
         }
         None
-    }
-
-    /// Turns the subscription into a [`Stream`] for use with stream combinators.
-    pub fn into_stream(self) -> impl Stream<Item = Result<FeedItem>> + Send + 'static {
-        futures_util::stream::unfold(self, |mut this| async move {
-            let item = this.next().await?;
-            Some((item, this))
-        })
     }
 
     /// Records the resume position and filters the replay of an event already delivered.

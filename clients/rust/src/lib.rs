@@ -30,7 +30,7 @@ pub use client::{
     Client, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TIMEOUT,
     Target,
 };
-pub use error::{ERROR_DOMAIN, Error, Result, RpcError};
+pub use error::{ConversionError, ERROR_DOMAIN, Error, Result, RpcError};
 pub use events::{FeedItem, ReconnectPolicy, TrimEventStream};
 pub use tonic::Code;
 pub use tonic_types::{ErrorInfo, FieldViolation, PreconditionFailure};

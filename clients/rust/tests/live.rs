@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use futures_util::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 use turnkeeper_client::pb::{
@@ -418,6 +419,12 @@ async fn connect_failures_are_eager_or_deferred() {
         .await
         .expect_err("no socket there");
     assert!(matches!(eager, Error::Connect { .. }), "{eager:?}");
+    // Display carries the root cause, not only "cannot connect".
+    let shown = eager.to_string();
+    assert!(
+        shown.contains("No such file or directory (os error 2)"),
+        "{shown}"
+    );
 
     let lazy = ConnectOptions::new()
         .lazy(true)
@@ -431,4 +438,57 @@ async fn connect_failures_are_eager_or_deferred() {
         .await
         .expect_err("nothing listens");
     assert_eq!(error.code(), Some(Code::Unavailable));
+}
+
+#[tokio::test]
+async fn a_refused_connection_shows_the_os_error() {
+    // Bind then drop a listener: nothing listens on that port any more.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let error = Client::connect(&format!("127.0.0.1:{port}"))
+        .await
+        .expect_err("refused");
+    let shown = error.to_string();
+    assert!(
+        shown.starts_with(&format!(
+            "cannot connect to turnkeeper at http://127.0.0.1:{port}"
+        )) && shown.contains("Connection refused (os error 111)"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn the_event_stream_is_a_futures_stream() {
+    fn assert_stream<
+        S: futures_util::Stream<Item = turnkeeper_client::Result<FeedItem>> + Unpin + Send,
+    >(
+        _: &S,
+    ) {
+    }
+    let client = common::tcp_client().await;
+    let session = session_id("stream");
+    let mut events = client.trim_events(subscription(&session)).await.unwrap();
+    assert_stream(&events);
+    let published = trim(&client, &session, "turn-1").await;
+    // Stream combinators: the first event, skipping the heartbeats.
+    let first = tokio::time::timeout(
+        Duration::from_secs(15),
+        (&mut events)
+            .filter_map(|item| {
+                futures_util::future::ready(match item {
+                    Ok(FeedItem::Event(event)) => Some(event),
+                    _ => None,
+                })
+            })
+            .next(),
+    )
+    .await
+    .expect("an event within 15 s")
+    .expect("the stream goes on");
+    assert_eq!(first.trimmed.as_ref(), Some(&published));
+    assert_eq!(events.cursor(), Some(first.cursor.as_str()));
 }

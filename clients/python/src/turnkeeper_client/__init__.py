@@ -13,7 +13,13 @@ from .convert import (
     to_anthropic,
     to_openai,
 )
-from .errors import FieldViolation, PreconditionViolation, TurnkeeperError, decode_rpc_error
+from .errors import (
+    ClientError,
+    FieldViolation,
+    PreconditionViolation,
+    TurnkeeperError,
+    decode_rpc_error,
+)
 from .sync import TrimWatch, TurnkeeperClient
 
 __all__ = [
@@ -22,6 +28,7 @@ __all__ = [
     "AsyncTrimWatch",
     "AsyncTurnkeeperClient",
     "Backoff",
+    "ClientError",
     "ConversionError",
     "FieldViolation",
     "PreconditionViolation",

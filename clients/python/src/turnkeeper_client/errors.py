@@ -1,4 +1,8 @@
-"""Decoding of turnkeeper's rich gRPC errors into `TurnkeeperError`.
+"""The client's error family, and the decoding of turnkeeper's rich gRPC errors.
+
+`ClientError` is the base of everything this package raises on purpose: `TurnkeeperError` (a
+failed RPC, with its details decoded) and `ConversionError` (provider JSON or a history that a
+converter cannot carry).
 
 Every error status the server sends carries a `google.rpc.Status` in the `grpc-status-details-bin`
 trailer: one `google.rpc.ErrorInfo` (domain `turnkeeper.v1`), a `google.rpc.BadRequest` for bad
@@ -20,6 +24,14 @@ DOMAIN = "turnkeeper.v1"
 _DETAILS_KEY = "grpc-status-details-bin"
 
 
+class ClientError(Exception):
+    """Base of `TurnkeeperError` and `ConversionError`: `except ClientError` catches both."""
+
+
+class ConversionError(ClientError, ValueError):
+    """The input cannot be represented in the target format; the message says where and why."""
+
+
 @dataclass(frozen=True)
 class FieldViolation:
     """One problem with one request field; `field` is the path from the request root."""
@@ -38,7 +50,7 @@ class PreconditionViolation:
 
 
 @dataclass(eq=False)
-class TurnkeeperError(Exception):
+class TurnkeeperError(ClientError):
     """A failed turnkeeper RPC with its decoded details.
 
     `reason` is the full `turnkeeper.v1.ErrorReason` name (e.g. `ERROR_REASON_INVALID_HISTORY`),

@@ -12,6 +12,8 @@ from urllib.parse import urlsplit
 
 from turnkeeper.v1 import history_pb2
 
+from ..errors import ConversionError as ConversionError
+
 # The server's default breadcrumb text (docs/semantics.md, Trims).
 DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]"
 CARRIER_PREFIX = "[Tool results]"
@@ -19,10 +21,6 @@ _MARKER_OPEN = "[IMAGE:"
 
 Shape = Literal["chat", "conversation"]
 JSONObject = dict[str, Any]
-
-
-class ConversionError(ValueError):
-    """The input cannot be represented in the target format; the message says where and why."""
 
 
 @dataclass(frozen=True)
