@@ -11,13 +11,14 @@ GRPC_PROTO_INCLUDE = $(shell $(PY) -c 'import grpc_tools, os; print(os.path.join
 PROTOS := $(wildcard proto/turnkeeper/v1/*.proto)
 CLIENT_DIRS := $(patsubst %/Makefile,%,$(wildcard clients/*/Makefile))
 ADDRESS ?= 127.0.0.1:50051
+HTTP ?= 127.0.0.1:9464
 DASHBOARD := service/turnkeeper/server/dashboard
 DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
-.PHONY: help venv run generate generate-python generate-version check-generated dashboard-vendor check-vendored lint fmt test test-python test-clients system-deps bench clean
+.PHONY: help venv run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients system-deps bench clean
 
 help:
-	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults)"
+	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
 	@echo "make test      install everything the tests need and run them all"
 	@echo "make generate  regenerate committed code from proto/"
 	@echo "make lint      buf lint/format, ruff, mypy --strict"
@@ -33,7 +34,7 @@ $(STAMP): pyproject.toml VERSION clients/python/pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(PY) -m turnkeeper.server --listen $(ADDRESS)
+	$(PY) -m turnkeeper.server --listen $(ADDRESS) --http $(HTTP)
 
 generate: generate-python generate-version
 	@for d in $(CLIENT_DIRS); do $(MAKE) -C $$d generate || exit 1; done
@@ -62,6 +63,10 @@ dashboard-vendor:
 	cp $(DASHBOARD)/node_modules/chart.js/LICENSE.md $(DASHBOARD_VENDOR)/chart.js.LICENSE.md
 	cp $(DASHBOARD)/node_modules/@kurkle/color/LICENSE.md $(DASHBOARD_VENDOR)/kurkle-color.LICENSE.md
 
+# Refreshes the README's screenshot: a real sidecar, runtime-like traffic, headless chromium.
+dashboard-screenshot: $(STAMP) system-deps
+	$(PY) scripts/dashboard_screenshot.py docs/dashboard.png
+
 # Fails when the committed vendored assets differ from the pinned npm packages.
 check-vendored: dashboard-vendor
 	@if [ -n "$$(git status --porcelain -- $(DASHBOARD_VENDOR))" ]; then \
@@ -73,14 +78,14 @@ lint: $(STAMP)
 	$(BIN)/buf format --diff --exit-code
 	@if git rev-parse --verify -q HEAD~1 >/dev/null; then \
 	  $(BIN)/buf breaking --against '.git#ref=HEAD~1'; fi
-	$(BIN)/ruff check service tests bench scripts
-	$(BIN)/ruff format --check service tests bench scripts
+	$(BIN)/ruff check service tests bench examples scripts
+	$(BIN)/ruff format --check service tests bench examples scripts
 	$(BIN)/mypy service scripts
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w
-	$(BIN)/ruff format service tests bench scripts
-	$(BIN)/ruff check --fix service tests bench scripts
+	$(BIN)/ruff format service tests bench examples scripts
+	$(BIN)/ruff check --fix service tests bench examples scripts
 
 # redis-server, nginx and chromium (Debian packages) for the Redis feed, the fleet test and the
 # dashboard's browser test.

@@ -24,6 +24,7 @@ def _load(relative: str, name: str) -> types.ModuleType:
 
 live = _load("support/live.py", "turnkeeper_tests_live")
 procs = _load("fleet/procs.py", "turnkeeper_tests_procs")
+browsers = _load("support/browser.py", "turnkeeper_tests_browser")
 LiveServer = live.LiveServer
 start_server = live.start_server
 
@@ -65,3 +66,19 @@ def redis_server(tmp_path: Path) -> Iterator[object]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def http() -> str:
+    """A free loopback address for a sidecar's ops port (`--http`), stable across its restarts."""
+    return f"127.0.0.1:{procs.free_port()}"
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    """Headless Debian chromium under Playwright (support/browser.py), closed after the test."""
+    try:
+        with browsers.chromium() as context:
+            yield context
+    except browsers.ChromiumMissingError as error:
+        pytest.fail(str(error))

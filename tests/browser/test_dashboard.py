@@ -7,40 +7,21 @@ appear). A screenshot is kept in artifacts/ (gitignored) for each run.
 
 from __future__ import annotations
 
-import os
-import socket
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
-from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import BrowserContext, Page, expect
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 REPO = Path(__file__).resolve().parents[2]
+
+
 ARTIFACTS = REPO / "artifacts"
-CHROMIUM = os.environ.get("TURNKEEPER_CHROMIUM", "/usr/bin/chromium")
 APPEAR_MS = 2000  # rows, meters and charts must show within 2 s
 RESUME_MS = 8000  # a restart: the old process drains, the new one starts, the page reconnects
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def history(turns: int, size: int = 400) -> history_pb2.History:
@@ -90,27 +71,6 @@ def arrow(trimmed: trim_pb2.HistoryTrimmed) -> str:
     return f"{trimmed.tokens_before:,} → {trimmed.tokens_after:,}"
 
 
-@pytest.fixture
-def browser() -> Iterator[BrowserContext]:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run scripts/system-deps.sh (Debian package chromium)")
-    args = list(CHROMIUM_FLAGS)
-    if os.geteuid() == 0:
-        args.append("--no-sandbox")  # chromium refuses to run as root with its sandbox
-    with tempfile.TemporaryDirectory(prefix="tk-chromium-") as profile, sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            profile,
-            executable_path=CHROMIUM,
-            args=args,
-            headless=True,
-            viewport={"width": 1440, "height": 1000},
-        )
-        try:
-            yield context
-        finally:
-            context.close()
-
-
 def open_dashboard(context: BrowserContext, http: str) -> tuple[Page, list[str]]:
     page = context.new_page()
     errors: list[str] = []
@@ -148,12 +108,11 @@ def chart_data(page: Page, canvas: str) -> dict[str, float]:
 
 
 def test_trims_show_as_rows_meters_and_charts_and_a_restart_as_a_gap(
-    browser: BrowserContext, server_factory: Callable[..., Any]
+    browser: BrowserContext, server_factory: Callable[..., Any], http: str
 ) -> None:
     """Spec §7: a trim reaches the observer path used by dashboards. The page shows each trim in
     the timeline and its session, and the charts count them, within 2 s; after a sidecar restart
     it resumes by cursor and shows the gap."""
-    http = f"127.0.0.1:{free_port()}"
     server = server_factory("--http", http, unix=False)
     page, errors = open_dashboard(browser, http)
 
@@ -239,10 +198,9 @@ def test_trims_show_as_rows_meters_and_charts_and_a_restart_as_a_gap(
 
 
 def test_one_page_shows_the_whole_fleet(
-    browser: BrowserContext, server_factory: Callable[..., Any], redis_server: Any
+    browser: BrowserContext, server_factory: Callable[..., Any], redis_server: Any, http: str
 ) -> None:
     """With the Redis feed, the page on one replica shows the trims of every replica."""
-    http = f"127.0.0.1:{free_port()}"
     first = server_factory("--events", redis_server.url, unix=False)
     second = server_factory("--events", redis_server.url, "--http", http, unix=False)
     page, errors = open_dashboard(browser, http)

@@ -315,7 +315,7 @@
   function sessionCell(id, runtime) {
     return el("td", { className: "session-cell" },
       el("span", { className: "ident" }, id || "(no session id)"),
-      runtime ? el("span", { className: "sub" }, `runtime ${runtime}`) : null);
+      runtime ? el("span", { className: "sub" }, el("span", { className: "visually-hidden" }, "runtime "), runtime) : null);
   }
 
   function routeText(route) {
@@ -414,8 +414,8 @@
 
   function lastTrimCell(trim) {
     if (!trim) return el("td", {}, el("span", { className: "muted" }, "none"));
-    return el("td", {}, reasonBadge(trim), " ", `${plural(trim.droppedTurns, "turn")} at ${clock(trim.at)}`,
-      el("span", { className: "sub" }, `${fmt(trim.before)} → ${fmt(trim.after)} tokens`));
+    return el("td", {}, reasonBadge(trim), " ", plural(trim.droppedTurns, "turn"),
+      el("span", { className: "sub" }, `${fmt(trim.before)} → ${fmt(trim.after)} tokens · ${clock(trim.at)}`));
   }
 
   function renderSessions() {
@@ -426,7 +426,7 @@
     const rows = shown.slice(0, SESSIONS_SHOWN).map((record) =>
       el("tr", { dataset: { session: record.id } },
         sessionCell(record.id, record.runtime),
-        el("td", {}, routeText(record.route)),
+        el("td", { className: "route" }, routeText(record.route)),
         meterCell(record.meter),
         lastTrimCell(record.lastTrim)));
     $("sessions-body").replaceChildren(...rows);
