@@ -8,8 +8,9 @@ from typing import Any, Literal
 from ._common import CARRIER_PREFIX, DEFAULT_BREADCRUMB, ConversionError, Shape, chat_rows
 from .anthropic import from_anthropic, to_anthropic
 from .openai import from_openai, to_openai
+from .openai_responses import from_openai_responses, to_openai_responses
 
-Format = Literal["openai", "anthropic", "proto"]
+Format = Literal["openai", "openai_responses", "anthropic", "proto"]
 
 __all__ = [
     "CARRIER_PREFIX",
@@ -21,25 +22,32 @@ __all__ = [
     "detect_format",
     "from_anthropic",
     "from_openai",
+    "from_openai_responses",
     "to_anthropic",
     "to_openai",
+    "to_openai_responses",
 ]
 
 _PROTO_KEYS = frozenset({"history", "chat", "conversation"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "image", "thinking", "redacted_thinking"})
+_RESPONSES_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+_RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image"})
 
 
 def detect_format(data: object) -> Format:
     """Guesses the format of parsed JSON: the proto JSON mapping (a History, or a request with a
-    `history`), Anthropic Messages, or OpenAI Chat Completions (the default when both fit: a
-    plain user/assistant text exchange means the same in both)."""
+    `history`), Anthropic Messages, OpenAI Responses items (an `input` array, or items with a
+    Responses `type`), or OpenAI Chat Completions (the default when several fit: a plain
+    user/assistant text exchange means the same in all)."""
     messages: object = data
     if isinstance(data, Mapping):
         if _PROTO_KEYS & data.keys():
             return "proto"
         if "system" in data:
             return "anthropic"
+        if "input" in data and "messages" not in data:
+            return "openai_responses"
         messages = data.get("messages")
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         raise ConversionError(
@@ -49,6 +57,8 @@ def detect_format(data: object) -> Format:
     for message in messages:
         if not isinstance(message, Mapping):
             continue
+        if message.get("type") in _RESPONSES_ITEMS:
+            return "openai_responses"
         if message.get("role") in _OPENAI_ROLES or "tool_calls" in message:
             return "openai"
         content: Any = message.get("content")
@@ -57,6 +67,8 @@ def detect_format(data: object) -> Format:
                 kind = part.get("type") if isinstance(part, Mapping) else None
                 if kind in _ANTHROPIC_BLOCKS:
                     return "anthropic"
+                if kind in _RESPONSES_PARTS:
+                    return "openai_responses"
                 if kind == "image_url":
                     return "openai"
     return "openai"

@@ -1,15 +1,19 @@
-"""Pieces shared by the OpenAI and Anthropic converters."""
+"""Pieces every converter shares: rows being built, skeletons, cursors, markers, attachments.
+
+docs/converters.md is the mapping; the converter vectors in tests/conformance/converters pin it.
+"""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import mimetypes
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+import copy
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
+from google.protobuf import json_format
 from turnkeeper.v1 import history_pb2
 
 from ..errors import ConversionError as ConversionError
@@ -17,107 +21,14 @@ from ..errors import ConversionError as ConversionError
 # The server's default breadcrumb text (docs/semantics.md, Trims).
 DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]"
 CARRIER_PREFIX = "[Tool results]"
-_MARKER_OPEN = "[IMAGE:"
+MARKER_OPEN = "[IMAGE:"
 
 Shape = Literal["chat", "conversation"]
 JSONObject = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class ImageRef:
-    """An image marker found in user text that the provider format can send as an image."""
-
-    url: str
-
-
-def sendable_url(ref: str) -> bool:
-    """Refs a provider can fetch itself: http(s) and data URLs. Local paths stay marker text,
-    because only the runtime can load them."""
-    return ref.startswith(("http://", "https://", "data:"))
-
-
-def split_markers(content: str) -> list[str | ImageRef]:
-    """Splits user text into text runs and sendable `[IMAGE:<ref>]` markers, per the server's
-    scanning rule: a marker runs from `[IMAGE:` to the first `]`, its ref trimmed."""
-    parts: list[str | ImageRef] = []
-    text_start = 0
-    pos = 0
-    while True:
-        start = content.find(_MARKER_OPEN, pos)
-        if start < 0:
-            break
-        end = content.find("]", start + len(_MARKER_OPEN))
-        if end < 0:
-            break
-        ref = content[start + len(_MARKER_OPEN) : end].strip()
-        if sendable_url(ref):
-            if start > text_start:
-                parts.append(content[text_start:start])
-            parts.append(ImageRef(ref))
-            text_start = end + 1
-        pos = end + 1
-    if text_start < len(content):
-        parts.append(content[text_start:])
-    return parts
-
-
-def marker(url: str, where: str) -> str:
-    if "]" in url:
-        raise ConversionError(f"{where}: image URL contains ']' and cannot be an [IMAGE:] marker")
-    return f"{_MARKER_OPEN}{url}]"
-
-
-def is_carrier(content: str) -> bool:
-    return content.startswith(CARRIER_PREFIX)
-
-
-def marker_text_row(message: history_pb2.ChatMessage) -> bool:
-    """A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier."""
-    return message.breadcrumb or is_carrier(message.content)
-
-
-def data_url(media_type: str, data: bytes) -> str:
-    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def parse_base64_data_url(url: str) -> tuple[str, str] | None:
-    """(media_type, base64 payload) of a `data:<type>;base64,<payload>` URL, else None."""
-    if not url.startswith("data:"):
-        return None
-    header, sep, payload = url[len("data:") :].partition(",")
-    if not sep or not header.endswith(";base64"):
-        return None
-    return header[: -len(";base64")], payload
-
-
-def decode_base64(payload: str, where: str) -> bytes:
-    try:
-        return base64.b64decode(payload, validate=True)
-    except (binascii.Error, ValueError) as error:
-        raise ConversionError(f"{where}: invalid base64 image data") from error
-
-
-def guess_media_type(uri: str) -> str:
-    """Provider URL sources carry no media type; infer it from the path's extension."""
-    guessed, _ = mimetypes.guess_type(urlsplit(uri).path)
-    return guessed or ""
-
-
-def attachment_from_url(url: str, where: str) -> history_pb2.Attachment:
-    parsed = parse_base64_data_url(url)
-    if parsed is not None:
-        media_type, payload = parsed
-        return history_pb2.Attachment(media_type=media_type, data=decode_base64(payload, where))
-    return history_pb2.Attachment(media_type=guess_media_type(url), uri=url)
-
-
-def attachment_url(attachment: history_pb2.Attachment, where: str) -> str:
-    source = attachment.WhichOneof("source")
-    if source == "data":
-        return data_url(attachment.media_type, attachment.data)
-    if source == "uri":
-        return attachment.uri
-    raise ConversionError(f"{where}: attachment has neither data nor uri")
+# The two streams a skeleton slot takes priced text from. They are one field (`content`) on every
+# row except an assistant step of the conversation shape, which keeps reasoning apart.
+TEXT = "text"
+REASONING = "reasoning"
 
 
 def expect_str(value: object, where: str) -> str:
@@ -138,50 +49,141 @@ def expect_list(value: object, where: str) -> Sequence[Any]:
     return value
 
 
-def chat_rows(history: history_pb2.History) -> list[history_pb2.ChatMessage]:
-    """The provider rows a history stands for, in order (the conversation shape flattened:
-    `reasoning` and `tool_name` have no provider row field and are left out)."""
-    shape = history.WhichOneof("shape")
-    if shape == "chat":
-        return list(history.chat.messages)
-    if shape != "conversation":
-        raise ConversionError("history: neither chat nor conversation is set")
-    rows: list[history_pb2.ChatMessage] = []
-    for i, message in enumerate(history.conversation.messages):
-        kind = message.WhichOneof("message")
-        if kind == "chat":
-            rows.append(message.chat)
-        elif kind == "assistant_tool_calls":
-            step = message.assistant_tool_calls
-            rows.append(
-                history_pb2.ChatMessage(
-                    role=history_pb2.ROLE_ASSISTANT, content=step.text, tool_calls=step.tool_calls
-                )
-            )
-        elif kind == "tool_results":
-            rows.extend(
-                history_pb2.ChatMessage(
-                    role=history_pb2.ROLE_TOOL,
-                    tool_call_id=result.tool_call_id,
-                    content=result.content,
-                    attachments=result.attachments,
-                )
-                for result in message.tool_results.results
-            )
-        else:
-            raise ConversionError(f"history.conversation.messages[{i}]: no message set")
-    return rows
+def expect_length(value: object, where: str) -> int:
+    """A skeleton slot: the number of code points the slot takes from its stream."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ConversionError(f"{where}: passthrough slot is not a length")
+    if value < 0:
+        raise ConversionError(f"{where}: passthrough slot is negative")
+    return int(value)
+
+
+def canonical_json(value: object) -> str:
+    """Compact JSON with sorted keys: the one text every client writes for a JSON value."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def is_carrier(content: str) -> bool:
+    return content.startswith(CARRIER_PREFIX)
+
+
+def sendable_url(ref: str) -> bool:
+    """Refs a provider can fetch itself: http(s) and data URLs. Local paths stay marker text,
+    because only the runtime can load them."""
+    return ref.strip().startswith(("http://", "https://", "data:"))
+
+
+def marker(url: str, where: str) -> str:
+    if "]" in url:
+        raise ConversionError(f"{where}: image URL contains ']' and cannot be an [IMAGE:] marker")
+    return f"{MARKER_OPEN}{url}]"
+
+
+def split_markers(content: str) -> list[str | int]:
+    """User text as text runs (str) and the code-point lengths of sendable `[IMAGE:<ref>]` markers
+    (int), per the server's scanning rule: a marker runs from `[IMAGE:` to the first `]`."""
+    parts: list[str | int] = []
+    text_start = 0
+    pos = 0
+    while True:
+        start = content.find(MARKER_OPEN, pos)
+        if start < 0:
+            break
+        end = content.find("]", start + len(MARKER_OPEN))
+        if end < 0:
+            break
+        if sendable_url(content[start + len(MARKER_OPEN) : end]):
+            if start > text_start:
+                parts.append(content[text_start:start])
+            parts.append(end + 1 - start)
+            text_start = end + 1
+        pos = end + 1
+    if text_start < len(content):
+        parts.append(content[text_start:])
+    return parts
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def parse_data_url(url: str) -> tuple[str, str] | None:
+    """(media_type, base64 payload) of a `data:<type>;base64,<payload>` URL, else None."""
+    if not url.startswith("data:"):
+        return None
+    header, sep, payload = url[len("data:") :].partition(",")
+    if not sep or not header.endswith(";base64"):
+        return None
+    return header[: -len(";base64")], payload
+
+
+def decode_base64(payload: str, where: str) -> bytes:
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise ConversionError(f"{where}: invalid base64 image data") from error
+
+
+def attachment_from_url(url: str, where: str) -> history_pb2.Attachment:
+    """A data URL becomes inline bytes, any other URL a `uri` (no media type is guessed)."""
+    parsed = parse_data_url(url)
+    if parsed is not None:
+        media_type, payload = parsed
+        return history_pb2.Attachment(media_type=media_type, data=decode_base64(payload, where))
+    return history_pb2.Attachment(uri=url)
+
+
+def attachment_url(attachment: history_pb2.Attachment, where: str) -> str:
+    source = attachment.WhichOneof("source")
+    if source == "data":
+        return data_url(attachment.media_type, attachment.data)
+    if source == "uri":
+        return attachment.uri
+    raise ConversionError(f"{where}: attachment has neither data nor uri")
 
 
 @dataclass
 class Row:
-    """A provider row being imported, with the extras only the conversation shape can hold."""
+    """A provider row being imported: the message without its priced text, the priced text as
+    (stream, text) pieces in provider order, and the skeleton of the fragment it came from."""
 
     message: history_pb2.ChatMessage
-    reasoning: str = ""
+    skeleton: JSONObject
+    pieces: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, text: str, stream: str = TEXT) -> int:
+        """Adds priced text; returns its length, which the skeleton keeps in the text's place."""
+        self.pieces.append((stream, text))
+        return len(text)
+
+    def joined(self) -> str:
+        return "".join(text for _, text in self.pieces)
 
 
-def mark_breadcrumb(rows: Sequence[Row], breadcrumb_texts: Iterable[str]) -> None:
+DefaultSkeleton = Callable[["FlatRow", "FlatRow | None"], JSONObject]
+
+
+def finish(
+    rows: Sequence[Row],
+    fmt: str,
+    default_skeleton: DefaultSkeleton,
+    breadcrumb_texts: Iterable[str],
+    shape: Shape,
+) -> history_pb2.History:
+    """Fills content, marks the breadcrumb, drops skeletons that say nothing (equal to what the
+    converter makes of the row without one) and builds the history in the asked shape."""
+    for row in rows:
+        row.message.content = row.joined()
+    _mark_breadcrumb(rows, breadcrumb_texts)
+    previous: FlatRow | None = None
+    for row in rows:
+        if row.skeleton != default_skeleton(FlatRow(row.message, None, None), previous):
+            row.message.passthrough.update({fmt: row.skeleton})
+        previous = FlatRow(row.message, None, row.skeleton)
+    return _build_history(rows, shape)
+
+
+def _mark_breadcrumb(rows: Sequence[Row], breadcrumb_texts: Iterable[str]) -> None:
     """Provider formats have no breadcrumb flag: a user row right after the leading system rows
     whose text is a known breadcrumb text is the breadcrumb the server inserted."""
     texts = frozenset(breadcrumb_texts)
@@ -198,7 +200,7 @@ def mark_breadcrumb(rows: Sequence[Row], breadcrumb_texts: Iterable[str]) -> Non
         return
 
 
-def build_history(rows: Sequence[Row], shape: Shape) -> history_pb2.History:
+def _build_history(rows: Sequence[Row], shape: Shape) -> history_pb2.History:
     if shape == "chat":
         return history_pb2.History(
             chat=history_pb2.ChatHistory(messages=[row.message for row in rows])
@@ -211,15 +213,14 @@ def build_history(rows: Sequence[Row], shape: Shape) -> history_pb2.History:
         message = row.message
         if message.role == history_pb2.ROLE_ASSISTANT and message.tool_calls:
             names.update((call.id, call.name) for call in message.tool_calls)
-            out.append(
-                history_pb2.ConversationMessage(
-                    assistant_tool_calls=history_pb2.AssistantToolCalls(
-                        text=message.content,
-                        tool_calls=message.tool_calls,
-                        reasoning=row.reasoning,
-                    )
-                )
+            step = history_pb2.AssistantToolCalls(
+                text="".join(t for stream, t in row.pieces if stream == TEXT),
+                reasoning="".join(t for stream, t in row.pieces if stream == REASONING),
+                tool_calls=message.tool_calls,
             )
+            if message.HasField("passthrough"):
+                step.passthrough.CopyFrom(message.passthrough)
+            out.append(history_pb2.ConversationMessage(assistant_tool_calls=step))
         elif message.role == history_pb2.ROLE_TOOL:
             result = history_pb2.ToolResult(
                 tool_call_id=message.tool_call_id,
@@ -227,6 +228,8 @@ def build_history(rows: Sequence[Row], shape: Shape) -> history_pb2.History:
                 content=message.content,
                 attachments=message.attachments,
             )
+            if message.HasField("passthrough"):
+                result.passthrough.CopyFrom(message.passthrough)
             # Adjacent tool rows are one structured ToolResults step.
             if out and out[-1].WhichOneof("message") == "tool_results":
                 out[-1].tool_results.results.append(result)
@@ -241,14 +244,161 @@ def build_history(rows: Sequence[Row], shape: Shape) -> history_pb2.History:
     return history_pb2.History(conversation=history_pb2.ConversationHistory(messages=out))
 
 
-def check_exportable(message: history_pb2.ChatMessage, where: str) -> None:
-    """Rejects fields the provider formats have no place for on this row's role."""
-    if message.tool_call_id and message.role != history_pb2.ROLE_TOOL:
-        raise ConversionError(f"{where}: tool_call_id on a non-tool row has no provider field")
-    if message.tool_calls and message.role != history_pb2.ROLE_ASSISTANT:
-        raise ConversionError(f"{where}: tool_calls on a non-assistant row")
-    if message.attachments and not (
-        message.role == history_pb2.ROLE_TOOL
-        or (message.role == history_pb2.ROLE_USER and is_carrier(message.content))
-    ):
-        raise ConversionError(f"{where}: attachments on a row that is not a tool or carrier row")
+def struct_json(value: Any) -> Any:
+    """A Struct's JSON with integral numbers as ints again (Struct keeps every number a double)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: struct_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [struct_json(item) for item in value]
+    return value
+
+
+@dataclass(frozen=True)
+class FlatRow:
+    """One provider row of a history on its way out: the row, the reasoning of an assistant step
+    (None where the shape keeps reasoning in `content`) and this format's skeleton, if any."""
+
+    message: history_pb2.ChatMessage
+    reasoning: str | None
+    skeleton: JSONObject | None
+
+
+def flat_rows(history: history_pb2.History, fmt: str) -> list[FlatRow]:
+    """The provider rows a history stands for, in order, with their `fmt` skeletons."""
+    shape = history.WhichOneof("shape")
+    if shape == "chat":
+        return [FlatRow(m, None, _skeleton(m.passthrough, fmt)) for m in history.chat.messages]
+    if shape != "conversation":
+        raise ConversionError("history: neither chat nor conversation is set")
+    rows: list[FlatRow] = []
+    for i, message in enumerate(history.conversation.messages):
+        kind = message.WhichOneof("message")
+        if kind == "chat":
+            rows.append(FlatRow(message.chat, None, _skeleton(message.chat.passthrough, fmt)))
+        elif kind == "assistant_tool_calls":
+            step = message.assistant_tool_calls
+            row = history_pb2.ChatMessage(
+                role=history_pb2.ROLE_ASSISTANT, content=step.text, tool_calls=step.tool_calls
+            )
+            rows.append(FlatRow(row, step.reasoning, _skeleton(step.passthrough, fmt)))
+        elif kind == "tool_results":
+            for result in message.tool_results.results:
+                row = history_pb2.ChatMessage(
+                    role=history_pb2.ROLE_TOOL,
+                    tool_call_id=result.tool_call_id,
+                    content=result.content,
+                    attachments=result.attachments,
+                )
+                rows.append(FlatRow(row, None, _skeleton(result.passthrough, fmt)))
+        else:
+            raise ConversionError(f"history.conversation.messages[{i}]: no message set")
+    return rows
+
+
+def chat_rows(history: history_pb2.History) -> list[history_pb2.ChatMessage]:
+    """The provider rows a history stands for, in order (the conversation shape flattened)."""
+    return [row.message for row in flat_rows(history, "")]
+
+
+def _skeleton(passthrough: Any, fmt: str) -> JSONObject | None:
+    if not fmt or fmt not in passthrough.fields:
+        return None
+    value = struct_json(json_format.MessageToDict(passthrough)[fmt])
+    if not isinstance(value, dict):
+        raise ConversionError(f"passthrough.{fmt}: expected an object")
+    return value
+
+
+def skeleton_copy(skeleton: Mapping[str, Any]) -> JSONObject:
+    return copy.deepcopy(dict(skeleton))
+
+
+class Cursor:
+    """Reads a row's priced text back in the order the skeleton's slots name it."""
+
+    def __init__(self, text: str, where: str, field_name: str) -> None:
+        self._text = text
+        self._pos = 0
+        self._where = where
+        self._field = field_name
+
+    def take(self, length: object, where: str) -> str:
+        n = expect_length(length, where)
+        if self._pos + n > len(self._text):
+            raise ConversionError(
+                f"{where}: passthrough wants {n} characters of {self._field} but only "
+                f"{len(self._text) - self._pos} remain; the row changed since it was converted"
+            )
+        piece = self._text[self._pos : self._pos + n]
+        self._pos += n
+        return piece
+
+    def marker_url(self, where: str) -> str:
+        """The URL of the `[IMAGE:<url>]` marker at the current position."""
+        if not self._text.startswith(MARKER_OPEN, self._pos):
+            raise ConversionError(f"{where}: passthrough expects an [IMAGE:] marker here")
+        end = self._text.find("]", self._pos)
+        url = self._text[self._pos + len(MARKER_OPEN) : end]
+        self._pos = end + 1
+        return url
+
+    def done(self) -> None:
+        if self._pos != len(self._text):
+            raise ConversionError(
+                f"{self._where}: {len(self._text) - self._pos} characters of {self._field} have "
+                "no place in the passthrough or the target format"
+            )
+
+
+class Streams:
+    """The text and reasoning cursors of one row (one cursor where reasoning is in `content`)."""
+
+    def __init__(self, row: FlatRow, where: str) -> None:
+        self.text = Cursor(row.message.content, where, "content")
+        self.reasoning = (
+            self.text if row.reasoning is None else Cursor(row.reasoning, where, "reasoning")
+        )
+        self._attachments = list(row.message.attachments)
+        self._calls = list(row.message.tool_calls)
+        self._where = where
+        if row.message.tool_call_id and row.message.role != history_pb2.ROLE_TOOL:
+            raise ConversionError(f"{where}: tool_call_id on a non-tool row has no provider field")
+
+    def stream(self, name: str) -> Cursor:
+        return self.reasoning if name == REASONING else self.text
+
+    def attachment(self, where: str) -> history_pb2.Attachment:
+        if not self._attachments:
+            raise ConversionError(f"{where}: passthrough expects an attachment the row lacks")
+        return self._attachments.pop(0)
+
+    def call(self) -> history_pb2.ToolCall | None:
+        """The next tool call; None once the row has no more (the sweep may have removed some)."""
+        return self._calls.pop(0) if self._calls else None
+
+    def done(self) -> None:
+        self.text.done()
+        self.reasoning.done()
+        if self._attachments:
+            raise ConversionError(f"{self._where}: attachments have no place in the passthrough")
+        if self._calls:
+            raise ConversionError(f"{self._where}: tool calls have no place in the passthrough")
+
+
+def role_of(message: history_pb2.ChatMessage) -> int:
+    return message.role
+
+
+def user_images_are_attachments(message: history_pb2.ChatMessage) -> bool:
+    """Images of a tool row or a `[Tool results]` carrier are its attachments; those of any other
+    user row are `[IMAGE:]` markers in its text."""
+    return message.role == history_pb2.ROLE_TOOL or (
+        message.role == history_pb2.ROLE_USER and is_carrier(message.content)
+    )
+
+
+def marker_text_row(message: history_pb2.ChatMessage) -> bool:
+    """A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier."""
+    return message.breadcrumb or is_carrier(message.content)

@@ -1,6 +1,7 @@
-"""Anthropic Messages (`system` + `messages`) <-> turnkeeper.v1 History.
+"""Anthropic Messages (`system` + `messages`) <-> turnkeeper.v1 History (passthrough key
+`anthropic`).
 
-See the README's "Converters" section for the exact mapping and what cannot be carried.
+docs/converters.md is the mapping; the converter vectors pin it.
 """
 
 from __future__ import annotations
@@ -13,27 +14,32 @@ from turnkeeper.v1 import history_pb2
 
 from ._common import (
     DEFAULT_BREADCRUMB,
+    REASONING,
     ConversionError,
-    ImageRef,
+    FlatRow,
     JSONObject,
     Row,
     Shape,
+    Streams,
     attachment_url,
-    build_history,
-    chat_rows,
-    check_exportable,
+    canonical_json,
+    data_url,
     decode_base64,
     expect_list,
     expect_mapping,
     expect_str,
-    guess_media_type,
+    finish,
+    flat_rows,
     is_carrier,
-    mark_breadcrumb,
     marker,
     marker_text_row,
-    parse_base64_data_url,
+    parse_data_url,
+    skeleton_copy,
     split_markers,
+    user_images_are_attachments,
 )
+
+FORMAT = "anthropic"
 
 
 def from_anthropic(
@@ -42,27 +48,22 @@ def from_anthropic(
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
 ) -> history_pb2.History:
-    """Converts an Anthropic Messages request (`system` and `messages`; other keys are ignored),
-    or a bare `messages` array, to a History.
+    """Converts an Anthropic Messages request (`system` and `messages`; other keys are the
+    caller's and are not read), or a bare `messages` array, to a History.
 
     `breadcrumb_texts`: a user row right after the system rows with one of these texts is marked
     as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).
-    With `shape="conversation"`, `thinking` blocks become the `reasoning` of tool-calling steps.
     """
     rows: list[Row] = []
     if isinstance(request, Mapping):
         system = request.get("system")
         if isinstance(system, str):
-            rows.append(Row(history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content=system)))
+            row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM), {})
+            row.add(system)
+            rows.append(row)
         elif system is not None:
             for k, raw in enumerate(expect_list(system, "system")):
-                block = expect_mapping(raw, f"system[{k}]")
-                if block.get("type") != "text":
-                    raise ConversionError(f"system[{k}]: only text blocks are supported")
-                text = expect_str(block.get("text"), f"system[{k}].text")
-                rows.append(
-                    Row(history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content=text))
-                )
+                rows.append(_import_system_block(raw, f"system[{k}]"))
         messages = expect_list(request.get("messages"), "messages")
     else:
         messages = request
@@ -71,218 +72,362 @@ def from_anthropic(
         message = expect_mapping(raw, where)
         role = message.get("role")
         if role == "user":
-            rows.extend(_import_user(message.get("content"), f"{where}.content"))
+            rows.extend(_import_user(message, where))
         elif role == "assistant":
-            rows.append(_import_assistant(message.get("content"), f"{where}.content"))
+            rows.append(_import_assistant(message, where))
         else:
             raise ConversionError(f"{where}.role: unsupported role {role!r}")
-    mark_breadcrumb(rows, breadcrumb_texts)
-    return build_history(rows, shape)
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
 
 
-def _image_url(block: Mapping[str, Any], where: str) -> tuple[str, history_pb2.Attachment]:
-    """The image as a marker URL and as an attachment."""
-    source = expect_mapping(block.get("source"), f"{where}.source")
-    kind = source.get("type")
-    if kind == "base64":
-        media_type = expect_str(source.get("media_type"), f"{where}.source.media_type")
-        payload = expect_str(source.get("data"), f"{where}.source.data")
-        attachment = history_pb2.Attachment(
-            media_type=media_type, data=decode_base64(payload, f"{where}.source.data")
-        )
-        return f"data:{media_type};base64,{payload}", attachment
-    if kind == "url":
-        url = expect_str(source.get("url"), f"{where}.source.url")
-        return url, history_pb2.Attachment(media_type=guess_media_type(url), uri=url)
-    raise ConversionError(f"{where}.source.type: unsupported image source {kind!r}")
-
-
-def _import_user(content: object, where: str) -> list[Row]:
-    if isinstance(content, str):
-        return [Row(history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=content))]
-    rows: list[Row] = []
-    # Text and image blocks between tool results form one user row.
-    pending: list[tuple[str | ImageRef, history_pb2.Attachment | None]] = []
-
-    def flush() -> None:
-        if not pending:
-            return
-        plain = "".join(part for part, _ in pending if isinstance(part, str))
-        row = history_pb2.ChatMessage(role=history_pb2.ROLE_USER)
-        if is_carrier(plain):
-            row.content = plain
-            row.attachments.extend(a for _, a in pending if a is not None)
-        else:
-            row.content = "".join(
-                marker(part.url, where) if isinstance(part, ImageRef) else part
-                for part, _ in pending
-            )
-        rows.append(Row(row))
-        pending.clear()
-
-    for k, raw in enumerate(expect_list(content, where)):
-        block = expect_mapping(raw, f"{where}[{k}]")
-        kind = block.get("type")
-        if kind == "text":
-            pending.append((expect_str(block.get("text"), f"{where}[{k}].text"), None))
-        elif kind == "image":
-            url, attachment = _image_url(block, f"{where}[{k}]")
-            pending.append((ImageRef(url), attachment))
-        elif kind == "tool_result":
-            flush()
-            rows.append(Row(_import_tool_result(block, f"{where}[{k}]")))
-        else:
-            raise ConversionError(f"{where}[{k}]: unsupported user block type {kind!r}")
-    flush()
-    return rows
-
-
-def _import_tool_result(block: Mapping[str, Any], where: str) -> history_pb2.ChatMessage:
-    row = history_pb2.ChatMessage(
-        role=history_pb2.ROLE_TOOL,
-        tool_call_id=expect_str(block.get("tool_use_id"), f"{where}.tool_use_id"),
-    )
-    content = block.get("content")
-    if content is None or isinstance(content, str):
-        row.content = content or ""
-        return row
-    texts: list[str] = []
-    for k, raw in enumerate(expect_list(content, f"{where}.content")):
-        inner = expect_mapping(raw, f"{where}.content[{k}]")
-        kind = inner.get("type")
-        if kind == "text":
-            texts.append(expect_str(inner.get("text"), f"{where}.content[{k}].text"))
-        elif kind == "image":
-            row.attachments.append(_image_url(inner, f"{where}.content[{k}]")[1])
-        else:
-            raise ConversionError(f"{where}.content[{k}]: unsupported block type {kind!r}")
-    row.content = "".join(texts)
+def _import_system_block(raw: object, where: str) -> Row:
+    block = expect_mapping(raw, where)
+    if block.get("type") != "text":
+        raise ConversionError(f"{where}: only text blocks are supported")
+    row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM), skeleton_copy(block))
+    row.skeleton["text"] = row.add(expect_str(block.get("text"), f"{where}.text"))
     return row
 
 
-def _import_assistant(content: object, where: str) -> Row:
-    row = history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT)
+def _import_user(message: Mapping[str, Any], where: str) -> list[Row]:
+    """One row per `tool_result` block and one user row per run of other blocks, in order; rows
+    after the first have a skeleton without `role`: they continue the same message."""
+    content = message.get("content")
+    skeleton = skeleton_copy(message)
     if isinstance(content, str):
-        row.content = content
-        return Row(row)
-    texts: list[str] = []
-    reasoning: list[str] = []
-    for k, raw in enumerate(expect_list(content, where)):
-        block = expect_mapping(raw, f"{where}[{k}]")
+        row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_USER), skeleton)
+        skeleton["content"] = row.add(content)
+        return [row]
+    blocks = [
+        expect_mapping(b, f"{where}.content[{k}]")
+        for k, b in enumerate(expect_list(content, f"{where}.content"))
+    ]
+    runs: list[list[tuple[int, Mapping[str, Any]]]] = []
+    for k, block in enumerate(blocks):
+        if (
+            block.get("type") == "tool_result"
+            or not runs
+            or runs[-1][0][1].get("type") == ("tool_result")
+        ):
+            runs.append([(k, block)])
+        else:
+            runs[-1].append((k, block))
+    if not runs:
+        skeleton["content"] = []
+        return [Row(history_pb2.ChatMessage(role=history_pb2.ROLE_USER), skeleton)]
+    rows: list[Row] = []
+    for n, run in enumerate(runs):
+        head: JSONObject = skeleton if n == 0 else {}
+        if run[0][1].get("type") == "tool_result":
+            k, block = run[0]
+            row, block_skeleton = _import_tool_result(block, f"{where}.content[{k}]")
+        else:
+            row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_USER), head)
+            block_skeletons = _import_user_blocks(row, run, f"{where}.content")
+        row.skeleton = head
+        head["content"] = (
+            [block_skeleton] if row.message.role == history_pb2.ROLE_TOOL else block_skeletons
+        )
+        rows.append(row)
+    return rows
+
+
+def _import_user_blocks(
+    row: Row, run: Sequence[tuple[int, Mapping[str, Any]]], where: str
+) -> list[JSONObject]:
+    texts = "".join(b["text"] for _, b in run if b.get("type") == "text" and "text" in b)
+    images_attach = is_carrier(texts)
+    out: list[JSONObject] = []
+    for k, block in run:
+        here = f"{where}[{k}]"
         kind = block.get("type")
+        skeleton = skeleton_copy(block)
         if kind == "text":
-            texts.append(expect_str(block.get("text"), f"{where}[{k}].text"))
+            skeleton["text"] = row.add(expect_str(block.get("text"), f"{here}.text"))
+        elif kind == "image":
+            url = _import_image(block, skeleton, here)
+            if images_attach:
+                row.message.attachments.append(_attachment(url, here))
+            else:
+                row.add(marker(url, here))
+        else:
+            raise ConversionError(f"{here}: unsupported user block type {kind!r}")
+        out.append(skeleton)
+    return out
+
+
+def _import_image(block: Mapping[str, Any], skeleton: JSONObject, where: str) -> str:
+    """The image's URL (a data URL for base64 sources); the skeleton keeps the source's rest."""
+    source = skeleton_copy(expect_mapping(block.get("source"), f"{where}.source"))
+    kind = source.get("type")
+    if kind == "base64":
+        media_type = expect_str(source.get("media_type"), f"{where}.source.media_type")
+        data = expect_str(source.pop("data", None), f"{where}.source.data")
+        url = f"data:{media_type};base64,{data}"
+    elif kind == "url":
+        url = expect_str(source.pop("url", None), f"{where}.source.url")
+    else:
+        raise ConversionError(f"{where}.source.type: unsupported image source {kind!r}")
+    skeleton["source"] = source
+    return url
+
+
+def _attachment(url: str, where: str) -> history_pb2.Attachment:
+    parsed = parse_data_url(url)
+    if parsed is not None:
+        return history_pb2.Attachment(media_type=parsed[0], data=decode_base64(parsed[1], where))
+    return history_pb2.Attachment(uri=url)
+
+
+def _import_tool_result(block: Mapping[str, Any], where: str) -> tuple[Row, JSONObject]:
+    row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL), {})
+    row.message.tool_call_id = expect_str(block.get("tool_use_id"), f"{where}.tool_use_id")
+    skeleton = skeleton_copy(block)
+    del skeleton["tool_use_id"]
+    content = block.get("content")
+    if isinstance(content, str):
+        skeleton["content"] = row.add(content)
+    elif content is not None:
+        inner: list[JSONObject] = []
+        for k, raw in enumerate(expect_list(content, f"{where}.content")):
+            here = f"{where}.content[{k}]"
+            part = expect_mapping(raw, here)
+            part_skeleton = skeleton_copy(part)
+            kind = part.get("type")
+            if kind == "text":
+                part_skeleton["text"] = row.add(expect_str(part.get("text"), f"{here}.text"))
+            elif kind == "image":
+                row.message.attachments.append(
+                    _attachment(_import_image(part, part_skeleton, here), here)
+                )
+            else:
+                raise ConversionError(f"{here}: unsupported tool_result block type {kind!r}")
+            inner.append(part_skeleton)
+        skeleton["content"] = inner
+    return row, skeleton
+
+
+def _import_assistant(message: Mapping[str, Any], where: str) -> Row:
+    skeleton = skeleton_copy(message)
+    row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT), skeleton)
+    content = message.get("content")
+    if isinstance(content, str):
+        skeleton["content"] = row.add(content)
+        return row
+    blocks: list[JSONObject] = []
+    for k, raw in enumerate(expect_list(content, f"{where}.content")):
+        here = f"{where}.content[{k}]"
+        block = expect_mapping(raw, here)
+        kind = block.get("type")
+        out = skeleton_copy(block)
+        if kind == "text":
+            out["text"] = row.add(expect_str(block.get("text"), f"{here}.text"))
+        elif kind == "thinking":
+            out["thinking"] = row.add(expect_str(block.get("thinking"), here), REASONING)
+        elif kind == "redacted_thinking":
+            out["data"] = row.add(expect_str(block.get("data"), f"{here}.data"), REASONING)
         elif kind == "tool_use":
-            arguments = block.get("input", {})
-            row.tool_calls.append(
+            row.message.tool_calls.append(
                 history_pb2.ToolCall(
-                    id=expect_str(block.get("id"), f"{where}[{k}].id"),
-                    name=expect_str(block.get("name"), f"{where}[{k}].name"),
-                    # Compact JSON, so a round trip reproduces the text the contract priced.
-                    arguments=json.dumps(arguments, separators=(",", ":"), ensure_ascii=False),
+                    id=expect_str(out.pop("id", None), f"{here}.id"),
+                    name=expect_str(out.pop("name", None), f"{here}.name"),
+                    arguments=canonical_json(
+                        expect_mapping(out.pop("input", None), f"{here}.input")
+                    ),
                 )
             )
-        elif kind == "thinking":
-            reasoning.append(expect_str(block.get("thinking"), f"{where}[{k}].thinking"))
-        elif kind == "redacted_thinking":
-            continue  # Opaque to the model's reader; nothing the contract can price or carry.
         else:
-            raise ConversionError(f"{where}[{k}]: unsupported assistant block type {kind!r}")
-    row.content = "".join(texts)
-    return Row(row, reasoning="".join(reasoning))
+            raise ConversionError(f"{here}: unsupported assistant block type {kind!r}")
+        blocks.append(out)
+    skeleton["content"] = blocks
+    return row
+
+
+def _continues(row: FlatRow | None) -> bool:
+    """Whether a tool row without passthrough after `row` (whose skeleton is the one it was
+    exported with) joins its message: after a tool row or a row continuing a message."""
+    if row is None or row.skeleton is None:
+        return False
+    return "role" not in row.skeleton or row.message.role == history_pb2.ROLE_TOOL
+
+
+def _joinable(message: JSONObject) -> bool:
+    """A row continuing a message joins the last one when that is a user message of blocks."""
+    return message.get("role") == "user" and isinstance(message.get("content"), list)
+
+
+def _image_skeleton(url: str) -> JSONObject:
+    parsed = parse_data_url(url)
+    if parsed is not None:
+        return {"type": "image", "source": {"type": "base64", "media_type": parsed[0]}}
+    return {"type": "image", "source": {"type": "url"}}
+
+
+def _attachment_skeleton(attachment: history_pb2.Attachment) -> JSONObject:
+    if attachment.WhichOneof("source") == "data":
+        return {"type": "image", "source": {"type": "base64", "media_type": attachment.media_type}}
+    return {"type": "image", "source": {"type": "url"}}
+
+
+def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
+    """The skeleton of the fragment a row becomes when it carries none (docs/converters.md)."""
+    message = row.message
+    n = len(message.content)
+    if message.role == history_pb2.ROLE_SYSTEM:
+        return {}  # a lone leading system row is the `system` string; see to_anthropic
+    if message.role == history_pb2.ROLE_TOOL:
+        result: JSONObject = {"type": "tool_result", "content": n}
+        if message.attachments:
+            inner: list[JSONObject] = [{"type": "text", "text": n}] if n else []
+            inner.extend(_attachment_skeleton(a) for a in message.attachments)
+            result["content"] = inner
+        if _continues(previous):
+            return {"content": [result]}
+        return {"role": "user", "content": [result]}
+    if message.role == history_pb2.ROLE_USER:
+        if message.attachments and is_carrier(message.content):
+            blocks: list[JSONObject] = [{"type": "text", "text": n}]
+            blocks.extend(_attachment_skeleton(a) for a in message.attachments)
+            return {"role": "user", "content": blocks}
+        pieces = [] if marker_text_row(message) else split_markers(message.content)
+        if not any(isinstance(p, int) for p in pieces):
+            return {"role": "user", "content": n}
+        cursor = 0
+        user_blocks: list[JSONObject] = []
+        for piece in pieces:
+            if isinstance(piece, int):
+                ref = message.content[cursor + len("[IMAGE:") : cursor + piece - 1]
+                user_blocks.append(_image_skeleton(ref))
+                cursor += piece
+            else:
+                user_blocks.append({"type": "text", "text": len(piece)})
+                cursor += len(piece)
+        return {"role": "user", "content": user_blocks}
+    if message.role == history_pb2.ROLE_ASSISTANT:
+        if not message.tool_calls:
+            return {"role": "assistant", "content": n}
+        call_blocks: list[JSONObject] = [{"type": "text", "text": n}] if n else []
+        call_blocks.extend({"type": "tool_use"} for _ in message.tool_calls)
+        return {"role": "assistant", "content": call_blocks}
+    raise ConversionError(f"role {message.role} has no Anthropic role")
 
 
 def to_anthropic(history: history_pb2.History) -> JSONObject:
     """Converts a History (either shape) to `{"system": ..., "messages": [...]}`.
 
-    Leading system rows become `system` (a string for one row, text blocks for several);
-    adjacent tool rows become one user message of `tool_result` blocks.
+    Leading system rows become `system` (a string for one row without passthrough, else text
+    blocks); tool rows join into user messages of `tool_result` blocks.
     """
-    rows = chat_rows(history)
+    rows = flat_rows(history, FORMAT)
     lead = 0
-    while lead < len(rows) and rows[lead].role == history_pb2.ROLE_SYSTEM:
+    while lead < len(rows) and rows[lead].message.role == history_pb2.ROLE_SYSTEM:
         lead += 1
     out: JSONObject = {}
-    if lead == 1:
-        out["system"] = rows[0].content
-    elif lead > 1:
-        out["system"] = [{"type": "text", "text": row.content} for row in rows[:lead]]
+    if lead == 1 and rows[0].skeleton is None:
+        out["system"] = rows[0].message.content
+    elif lead:
+        blocks = []
+        for i in range(lead):
+            skeleton = rows[i].skeleton or {"type": "text", "text": len(rows[i].message.content)}
+            streams = Streams(rows[i], f"rows[{i}]")
+            block = skeleton_copy(skeleton)
+            block["text"] = streams.text.take(skeleton.get("text"), f"rows[{i}].text")
+            streams.done()
+            blocks.append(block)
+        out["system"] = blocks
     messages: list[JSONObject] = []
+    previous: FlatRow | None = None
     for i in range(lead, len(rows)):
         row = rows[i]
         where = f"rows[{i}]"
-        check_exportable(row, where)
-        if row.role == history_pb2.ROLE_SYSTEM:
+        if row.message.role == history_pb2.ROLE_SYSTEM:
             raise ConversionError(f"{where}: Anthropic Messages has no system row after messages")
-        if row.role == history_pb2.ROLE_TOOL:
-            block = _tool_result_block(row, where)
-            previous = messages[-1] if messages else None
-            if previous is not None and previous.get("_tools"):
-                previous["content"].append(block)
-            else:
-                messages.append({"role": "user", "content": [block], "_tools": True})
-        elif row.role == history_pb2.ROLE_USER:
-            messages.append({"role": "user", "content": _user_content(row, where)})
-        elif row.role == history_pb2.ROLE_ASSISTANT:
-            messages.append({"role": "assistant", "content": _assistant_content(row, where)})
+        skeleton = row.skeleton if row.skeleton is not None else default_skeleton(row, previous)
+        message = _export(row, skeleton, where)
+        if "role" in skeleton:
+            messages.append(message)
+        elif messages and _joinable(messages[-1]):
+            messages[-1]["content"].extend(message["content"])
         else:
-            raise ConversionError(f"{where}.role: role {row.role} has no Anthropic role")
-    for message in messages:
-        message.pop("_tools", None)
+            messages.append({"role": "user", **message})
+        previous = FlatRow(row.message, row.reasoning, skeleton)
     out["messages"] = messages
     return out
 
 
-def _image_block(url: str) -> JSONObject:
-    parsed = parse_base64_data_url(url)
-    if parsed is not None:
-        return {
-            "type": "image",
-            "source": {"type": "base64", "media_type": parsed[0], "data": parsed[1]},
-        }
-    return {"type": "image", "source": {"type": "url", "url": url}}
+def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:
+    message = row.message
+    expected = "assistant" if message.role == history_pb2.ROLE_ASSISTANT else "user"
+    if skeleton.get("role", "user") != expected:
+        raise ConversionError(f"{where}: passthrough role does not match the row")
+    streams = Streams(row, where)
+    out = skeleton_copy(skeleton)
+    content = skeleton.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            _export_block(message, streams, expect_mapping(b, f"{where}.content[{k}]"), where)
+            for k, b in enumerate(content)
+        ]
+        if message.role == history_pb2.ROLE_ASSISTANT:
+            # Tool-use blocks whose call the sweep removed are gone with it.
+            out["content"] = [b for b in out["content"] if b is not None]
+    else:
+        out["content"] = streams.text.take(content, f"{where}.content")
+    streams.done()
+    return out
 
 
-def _attachment_block(attachment: history_pb2.Attachment, where: str) -> JSONObject:
-    return _image_block(attachment_url(attachment, where))
-
-
-def _user_content(row: history_pb2.ChatMessage, where: str) -> str | list[JSONObject]:
-    if row.attachments:
-        blocks: list[JSONObject] = [{"type": "text", "text": row.content}]
-        blocks.extend(_attachment_block(a, where) for a in row.attachments)
-        return blocks
-    # Markers are images only in real user rows; in a breadcrumb or carrier they are text.
-    pieces = [] if marker_text_row(row) else split_markers(row.content)
-    if not any(isinstance(piece, ImageRef) for piece in pieces):
-        return row.content
-    return [
-        _image_block(piece.url) if isinstance(piece, ImageRef) else {"type": "text", "text": piece}
-        for piece in pieces
-    ]
-
-
-def _tool_result_block(row: history_pb2.ChatMessage, where: str) -> JSONObject:
-    content: str | list[JSONObject] = row.content
-    if row.attachments:
-        content = [{"type": "text", "text": row.content}] if row.content else []
-        content.extend(_attachment_block(a, where) for a in row.attachments)
-    return {"type": "tool_result", "tool_use_id": row.tool_call_id, "content": content}
-
-
-def _assistant_content(row: history_pb2.ChatMessage, where: str) -> str | list[JSONObject]:
-    if not row.tool_calls:
-        return row.content
-    blocks: list[JSONObject] = []
-    if row.content:
-        blocks.append({"type": "text", "text": row.content})
-    for j, call in enumerate(row.tool_calls):
+def _export_block(
+    message: history_pb2.ChatMessage, streams: Streams, block: Mapping[str, Any], where: str
+) -> Any:
+    out = skeleton_copy(block)
+    kind = block.get("type")
+    if kind == "text":
+        out["text"] = streams.text.take(block.get("text"), f"{where}.text")
+    elif kind == "thinking":
+        out["thinking"] = streams.reasoning.take(block.get("thinking"), f"{where}.thinking")
+    elif kind == "redacted_thinking":
+        out["data"] = streams.reasoning.take(block.get("data"), f"{where}.data")
+    elif kind == "tool_use":
+        call = streams.call()
+        if call is None:
+            return None
         try:
-            # Anthropic wants `input` as an object; an empty argument string means no arguments.
             arguments = json.loads(call.arguments) if call.arguments else {}
         except json.JSONDecodeError as error:
-            raise ConversionError(f"{where}.tool_calls[{j}].arguments: not JSON") from error
+            raise ConversionError(f"{where}: tool call {call.id} arguments are not JSON") from error
         if not isinstance(arguments, dict):
-            raise ConversionError(f"{where}.tool_calls[{j}].arguments: not a JSON object")
-        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments})
-    return blocks
+            raise ConversionError(f"{where}: tool call {call.id} arguments are not a JSON object")
+        out.update(id=call.id, name=call.name, input=arguments)
+    elif kind == "tool_result":
+        if message.role != history_pb2.ROLE_TOOL:
+            raise ConversionError(f"{where}: passthrough tool_result on a row that is not a tool")
+        out["tool_use_id"] = message.tool_call_id
+        inner = block.get("content")
+        if isinstance(inner, list):
+            out["content"] = [
+                _export_block(message, streams, expect_mapping(b, where), where) for b in inner
+            ]
+        elif inner is not None:
+            out["content"] = streams.text.take(inner, f"{where}.content")
+    elif kind == "image":
+        if user_images_are_attachments(message):
+            url = attachment_url(streams.attachment(where), where)
+        else:
+            url = streams.text.marker_url(where)
+        source = skeleton_copy(expect_mapping(block.get("source", {}), f"{where}.source"))
+        parsed = parse_data_url(url)
+        if source.get("type") == "base64":
+            if parsed is None:
+                raise ConversionError(f"{where}: a base64 image needs a data: URL, got {url[:40]}")
+            source.setdefault("media_type", parsed[0])
+            source["data"] = parsed[1]
+        else:
+            source["url"] = url
+        out["source"] = source
+    else:
+        raise ConversionError(f"{where}: passthrough block type {kind!r} is not Anthropic")
+    return out
+
+
+__all__ = ["data_url", "from_anthropic", "to_anthropic"]

@@ -1,6 +1,6 @@
-"""OpenAI Chat Completions `messages` <-> turnkeeper.v1 History.
+"""OpenAI Chat Completions `messages` <-> turnkeeper.v1 History (passthrough key `openai_chat`).
 
-See the README's "Converters" section for the exact mapping and what cannot be carried.
+docs/converters.md is the mapping; the converter vectors pin it.
 """
 
 from __future__ import annotations
@@ -13,32 +13,46 @@ from turnkeeper.v1 import history_pb2
 from ._common import (
     DEFAULT_BREADCRUMB,
     ConversionError,
-    ImageRef,
+    FlatRow,
     JSONObject,
     Row,
     Shape,
+    Streams,
     attachment_from_url,
     attachment_url,
-    build_history,
-    chat_rows,
-    check_exportable,
     expect_list,
     expect_mapping,
     expect_str,
+    finish,
+    flat_rows,
     is_carrier,
-    mark_breadcrumb,
     marker,
     marker_text_row,
+    skeleton_copy,
     split_markers,
+    user_images_are_attachments,
 )
 
+FORMAT = "openai_chat"
 _ROLES = {
     "system": history_pb2.ROLE_SYSTEM,
-    # The developer role is the newer name of the system role; turnkeeper treats both alike.
     "developer": history_pb2.ROLE_SYSTEM,
     "user": history_pb2.ROLE_USER,
     "assistant": history_pb2.ROLE_ASSISTANT,
     "tool": history_pb2.ROLE_TOOL,
+}
+_ROLE_NAMES = {
+    history_pb2.ROLE_SYSTEM: "system",
+    history_pb2.ROLE_USER: "user",
+    history_pb2.ROLE_ASSISTANT: "assistant",
+    history_pb2.ROLE_TOOL: "tool",
+}
+# Content part types each role may carry, and what they price as.
+_PART_TYPES = {
+    history_pb2.ROLE_SYSTEM: {"text"},
+    history_pb2.ROLE_USER: {"text", "image_url"},
+    history_pb2.ROLE_ASSISTANT: {"text", "refusal"},
+    history_pb2.ROLE_TOOL: {"text", "image_url"},
 }
 
 
@@ -56,8 +70,7 @@ def from_openai(
     if isinstance(messages, Mapping):
         messages = expect_list(messages.get("messages"), "messages")
     rows = [_import_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-    mark_breadcrumb(rows, breadcrumb_texts)
-    return build_history(rows, shape)
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
 
 
 def _import_message(raw: object, where: str) -> Row:
@@ -66,130 +79,180 @@ def _import_message(raw: object, where: str) -> Row:
     role = _ROLES.get(role_name)
     if role is None:
         raise ConversionError(f"{where}.role: unsupported role {role_name!r}")
-    out = history_pb2.ChatMessage(role=role)
+    if "function_call" in message:
+        raise ConversionError(f"{where}.function_call: the deprecated form; send tool_calls")
+    skeleton = skeleton_copy(message)
+    row = Row(history_pb2.ChatMessage(role=role), skeleton)
+    if role == history_pb2.ROLE_TOOL:
+        row.message.tool_call_id = expect_str(message.get("tool_call_id"), f"{where}.tool_call_id")
+        del skeleton["tool_call_id"]
     content = message.get("content")
-    if role == history_pb2.ROLE_USER:
-        text, images = _import_content(content, f"{where}.content", allow_images=True)
-        if is_carrier(_plain_text(text)):
-            out.content = _plain_text(text)
-            out.attachments.extend(attachment_from_url(url, f"{where}.content") for url in images)
-        else:
-            out.content = "".join(
-                marker(part.url, f"{where}.content") if isinstance(part, ImageRef) else part
-                for part in text
-            )
-    elif role == history_pb2.ROLE_TOOL:
-        out.tool_call_id = expect_str(message.get("tool_call_id"), f"{where}.tool_call_id")
-        text, images = _import_content(content, f"{where}.content", allow_images=True)
-        out.content = _plain_text(text)
-        out.attachments.extend(attachment_from_url(url, f"{where}.content") for url in images)
-    else:
-        text, _ = _import_content(content, f"{where}.content", allow_images=False)
-        out.content = _plain_text(text)
-    if role == history_pb2.ROLE_ASSISTANT:
-        calls = message.get("tool_calls")
-        if calls is not None:
-            for j, call in enumerate(expect_list(calls, f"{where}.tool_calls")):
-                out.tool_calls.append(_import_call(call, f"{where}.tool_calls[{j}]"))
-    return Row(out)
-
-
-def _plain_text(parts: list[str | ImageRef]) -> str:
-    return "".join(part for part in parts if isinstance(part, str))
-
-
-def _import_content(
-    content: object, where: str, *, allow_images: bool
-) -> tuple[list[str | ImageRef], list[str]]:
-    """The text runs and image refs in order, plus the image URLs alone."""
-    if content is None:
-        return [], []
     if isinstance(content, str):
-        return [content], []
-    parts: list[str | ImageRef] = []
-    images: list[str] = []
-    for k, raw in enumerate(expect_list(content, where)):
-        part = expect_mapping(raw, f"{where}[{k}]")
-        kind = part.get("type")
-        if kind == "text":
-            parts.append(expect_str(part.get("text"), f"{where}[{k}].text"))
-        elif kind == "refusal":
-            parts.append(expect_str(part.get("refusal"), f"{where}[{k}].refusal"))
-        elif kind == "image_url" and allow_images:
-            image = expect_mapping(part.get("image_url"), f"{where}[{k}].image_url")
-            url = expect_str(image.get("url"), f"{where}[{k}].image_url.url")
-            parts.append(ImageRef(url))
-            images.append(url)
-        else:
-            raise ConversionError(f"{where}[{k}]: unsupported content part type {kind!r}")
-    return parts, images
+        skeleton["content"] = row.add(content)
+    elif content is not None:
+        skeleton["content"] = _import_parts(row, content, f"{where}.content")
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and role == history_pb2.ROLE_ASSISTANT:
+        skeleton["refusal"] = row.add(refusal)
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if role != history_pb2.ROLE_ASSISTANT:
+            raise ConversionError(f"{where}.tool_calls: only assistant messages carry tool calls")
+        skeleton["tool_calls"] = [
+            _import_call(row, call, f"{where}.tool_calls[{j}]")
+            for j, call in enumerate(expect_list(calls, f"{where}.tool_calls"))
+        ]
+    return row
 
 
-def _import_call(raw: object, where: str) -> history_pb2.ToolCall:
-    call = expect_mapping(raw, where)
-    kind = call.get("type", "function")
-    if kind != "function":
-        raise ConversionError(f"{where}.type: unsupported tool call type {kind!r}")
-    function = expect_mapping(call.get("function"), f"{where}.function")
-    arguments = function.get("arguments", "")
-    return history_pb2.ToolCall(
-        id=expect_str(call.get("id"), f"{where}.id"),
-        name=expect_str(function.get("name"), f"{where}.function.name"),
-        arguments=expect_str(arguments, f"{where}.function.arguments"),
+def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
+    parts = [expect_mapping(p, f"{where}[{k}]") for k, p in enumerate(expect_list(content, where))]
+    role = row.message.role
+    texts = "".join(p["text"] for p in parts if p.get("type") == "text" and "text" in p)
+    images_attach = role == history_pb2.ROLE_TOOL or (
+        role == history_pb2.ROLE_USER and is_carrier(texts)
     )
+    out: list[JSONObject] = []
+    for k, part in enumerate(parts):
+        here = f"{where}[{k}]"
+        kind = part.get("type")
+        if kind not in _PART_TYPES[role]:
+            raise ConversionError(f"{here}: unsupported content part type {kind!r} here")
+        skeleton = skeleton_copy(part)
+        if kind == "text":
+            skeleton["text"] = row.add(expect_str(part.get("text"), f"{here}.text"))
+        elif kind == "refusal":
+            skeleton["refusal"] = row.add(expect_str(part.get("refusal"), f"{here}.refusal"))
+        else:
+            image = skeleton_copy(expect_mapping(part.get("image_url"), f"{here}.image_url"))
+            url = expect_str(image.pop("url", None), f"{here}.image_url.url")
+            skeleton["image_url"] = image
+            if images_attach:
+                row.message.attachments.append(attachment_from_url(url, here))
+            else:
+                row.add(marker(url, here))
+        out.append(skeleton)
+    return out
+
+
+def _import_call(row: Row, raw: object, where: str) -> JSONObject:
+    call = expect_mapping(raw, where)
+    if call.get("type", "function") != "function":
+        raise ConversionError(f"{where}.type: unsupported tool call type {call.get('type')!r}")
+    function = expect_mapping(call.get("function"), f"{where}.function")
+    row.message.tool_calls.append(
+        history_pb2.ToolCall(
+            id=expect_str(call.get("id"), f"{where}.id"),
+            name=expect_str(function.get("name"), f"{where}.function.name"),
+            arguments=expect_str(function.get("arguments", ""), f"{where}.function.arguments"),
+        )
+    )
+    skeleton = skeleton_copy(call)
+    del skeleton["id"]
+    rest = skeleton_copy(function)
+    rest.pop("name")
+    rest.pop("arguments", None)
+    skeleton["function"] = rest
+    return skeleton
+
+
+def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
+    """The skeleton of the message a row becomes when it carries none (docs/converters.md)."""
+    message = row.message
+    role = message.role
+    n = len(message.content)
+    if role not in _ROLE_NAMES:
+        raise ConversionError(f"role {role} has no Chat Completions role")
+    out: JSONObject = {"role": _ROLE_NAMES[role]}
+    if role == history_pb2.ROLE_ASSISTANT and message.tool_calls:
+        out["content"] = n if n else None
+        out["tool_calls"] = [{"type": "function", "function": {}} for _ in message.tool_calls]
+    elif message.attachments and user_images_are_attachments(message):
+        parts: list[JSONObject] = (
+            [{"type": "text", "text": n}] if n or role == history_pb2.ROLE_USER else []
+        )
+        parts.extend({"type": "image_url", "image_url": {}} for _ in message.attachments)
+        out["content"] = parts
+    elif role == history_pb2.ROLE_USER and not marker_text_row(message):
+        pieces = split_markers(message.content)
+        if any(isinstance(p, int) for p in pieces):
+            out["content"] = [
+                {"type": "image_url", "image_url": {}}
+                if isinstance(p, int)
+                else {"type": "text", "text": len(p)}
+                for p in pieces
+            ]
+        else:
+            out["content"] = n
+    else:
+        out["content"] = n
+    return out
 
 
 def to_openai(history: history_pb2.History) -> list[JSONObject]:
     """Converts a History (either shape) to Chat Completions `messages`."""
-    return [_export_row(row, f"messages[{i}]") for i, row in enumerate(chat_rows(history))]
+    out: list[JSONObject] = []
+    previous: FlatRow | None = None
+    for i, row in enumerate(flat_rows(history, FORMAT)):
+        skeleton = row.skeleton if row.skeleton is not None else default_skeleton(row, previous)
+        out.append(_export(row, skeleton, f"messages[{i}]"))
+        previous = row
+    return out
 
 
-def _image_part(url: str) -> JSONObject:
-    return {"type": "image_url", "image_url": {"url": url}}
+def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:
+    message = row.message
+    role_name = skeleton.get("role")
+    if _ROLES.get(role_name) != message.role:  # type: ignore[arg-type]
+        raise ConversionError(f"{where}: passthrough role {role_name!r} does not match the row")
+    streams = Streams(row, where)
+    out = skeleton_copy(skeleton)
+    if message.role == history_pb2.ROLE_TOOL:
+        out["tool_call_id"] = message.tool_call_id
+    content = skeleton.get("content")
+    if isinstance(content, list):
+        out["content"] = [
+            _export_part(message, streams, expect_mapping(p, f"{where}.content[{k}]"), where)
+            for k, p in enumerate(content)
+        ]
+    elif content is not None:
+        out["content"] = streams.text.take(content, f"{where}.content")
+    if "refusal" in skeleton and skeleton["refusal"] is not None:
+        out["refusal"] = streams.text.take(skeleton["refusal"], f"{where}.refusal")
+    if "tool_calls" in skeleton:
+        calls: list[JSONObject] = []
+        for j, raw in enumerate(expect_list(skeleton["tool_calls"], f"{where}.tool_calls")):
+            call = streams.call()
+            if call is None:
+                break
+            filled = skeleton_copy(expect_mapping(raw, f"{where}.tool_calls[{j}]"))
+            function = skeleton_copy(expect_mapping(filled.get("function", {}), where))
+            function["name"] = call.name
+            function["arguments"] = call.arguments
+            filled["id"] = call.id
+            filled["function"] = function
+            calls.append(filled)
+        out["tool_calls"] = calls
+    streams.done()
+    return out
 
 
-def _export_row(row: history_pb2.ChatMessage, where: str) -> JSONObject:
-    check_exportable(row, where)
-    if row.role == history_pb2.ROLE_SYSTEM:
-        return {"role": "system", "content": row.content}
-    if row.role == history_pb2.ROLE_USER:
-        if row.attachments:
-            parts: list[JSONObject] = [{"type": "text", "text": row.content}]
-            parts.extend(_image_part(attachment_url(a, where)) for a in row.attachments)
-            return {"role": "user", "content": parts}
-        # Markers are images only in real user rows; in a breadcrumb or carrier they are text.
-        pieces = [] if marker_text_row(row) else split_markers(row.content)
-        if not any(isinstance(piece, ImageRef) for piece in pieces):
-            return {"role": "user", "content": row.content}
-        return {
-            "role": "user",
-            "content": [
-                _image_part(piece.url)
-                if isinstance(piece, ImageRef)
-                else {"type": "text", "text": piece}
-                for piece in pieces
-            ],
-        }
-    if row.role == history_pb2.ROLE_ASSISTANT:
-        out: JSONObject = {"role": "assistant"}
-        if row.tool_calls:
-            # Chat Completions sends null content next to tool calls when there is no text.
-            out["content"] = row.content or None
-            out["tool_calls"] = [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments},
-                }
-                for call in row.tool_calls
-            ]
+def _export_part(
+    message: history_pb2.ChatMessage, streams: Streams, part: Mapping[str, Any], where: str
+) -> JSONObject:
+    out = skeleton_copy(part)
+    kind = part.get("type")
+    if kind == "text":
+        out["text"] = streams.text.take(part.get("text"), f"{where}.text")
+    elif kind == "refusal":
+        out["refusal"] = streams.text.take(part.get("refusal"), f"{where}.refusal")
+    elif kind == "image_url":
+        image = skeleton_copy(expect_mapping(part.get("image_url", {}), f"{where}.image_url"))
+        if user_images_are_attachments(message):
+            image["url"] = attachment_url(streams.attachment(where), where)
         else:
-            out["content"] = row.content
-        return out
-    if row.role == history_pb2.ROLE_TOOL:
-        content: str | list[JSONObject] = row.content
-        if row.attachments:
-            content = [{"type": "text", "text": row.content}] if row.content else []
-            content.extend(_image_part(attachment_url(a, where)) for a in row.attachments)
-        return {"role": "tool", "tool_call_id": row.tool_call_id, "content": content}
-    raise ConversionError(f"{where}.role: role {row.role} has no Chat Completions role")
+            image["url"] = streams.text.marker_url(where)
+        out["image_url"] = image
+    else:
+        raise ConversionError(f"{where}: passthrough part type {kind!r} is not Chat Completions")
+    return out

@@ -1,0 +1,261 @@
+"""OpenAI Responses input items (what the Agents SDK sessions store) <-> turnkeeper.v1 History
+(passthrough key `openai_responses`).
+
+docs/converters.md is the mapping; the converter vectors pin it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from turnkeeper.v1 import history_pb2
+
+from ._common import (
+    DEFAULT_BREADCRUMB,
+    REASONING,
+    ConversionError,
+    FlatRow,
+    JSONObject,
+    Row,
+    Shape,
+    Streams,
+    attachment_from_url,
+    attachment_url,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    finish,
+    flat_rows,
+    is_carrier,
+    marker,
+    marker_text_row,
+    skeleton_copy,
+    split_markers,
+    user_images_are_attachments,
+)
+
+FORMAT = "openai_responses"
+_ROLES = {
+    "system": history_pb2.ROLE_SYSTEM,
+    "developer": history_pb2.ROLE_SYSTEM,
+    "user": history_pb2.ROLE_USER,
+    "assistant": history_pb2.ROLE_ASSISTANT,
+}
+_ROLE_NAMES = {
+    history_pb2.ROLE_SYSTEM: "system",
+    history_pb2.ROLE_USER: "user",
+    history_pb2.ROLE_ASSISTANT: "assistant",
+}
+_TEXT_PARTS = {"input_text", "output_text"}
+
+
+def from_openai_responses(
+    items: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    *,
+    shape: Shape = "chat",
+    breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
+) -> history_pb2.History:
+    """Converts Responses input items (or a request object holding them as `input`) to a History:
+    one row per item. `breadcrumb_texts` as in `from_openai`."""
+    if isinstance(items, Mapping):
+        items = expect_list(items.get("input"), "input")
+    rows = [_import_item(item, f"input[{i}]") for i, item in enumerate(items)]
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+
+
+def _import_item(raw: object, where: str) -> Row:
+    item = expect_mapping(raw, where)
+    kind = item.get("type", "message")
+    skeleton = skeleton_copy(item)
+    if kind == "message":
+        role_name = item.get("role")
+        role = _ROLES.get(role_name)  # type: ignore[arg-type]
+        if role is None:
+            raise ConversionError(f"{where}.role: unsupported role {role_name!r}")
+        row = Row(history_pb2.ChatMessage(role=role), skeleton)
+        content = item.get("content")
+        if isinstance(content, str):
+            skeleton["content"] = row.add(content)
+        else:
+            skeleton["content"] = _import_parts(row, content, f"{where}.content")
+        return row
+    if kind == "function_call":
+        row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT), skeleton)
+        row.message.tool_calls.append(
+            history_pb2.ToolCall(
+                id=expect_str(skeleton.pop("call_id", None), f"{where}.call_id"),
+                name=expect_str(skeleton.pop("name", None), f"{where}.name"),
+                arguments=expect_str(skeleton.pop("arguments", None), f"{where}.arguments"),
+            )
+        )
+        return row
+    if kind == "function_call_output":
+        row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL), skeleton)
+        row.message.tool_call_id = expect_str(skeleton.pop("call_id", None), f"{where}.call_id")
+        output = item.get("output")
+        if isinstance(output, str):
+            skeleton["output"] = row.add(output)
+        else:
+            skeleton["output"] = _import_parts(row, output, f"{where}.output")
+        return row
+    if kind == "reasoning":
+        row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT), skeleton)
+        for key, part_type in (("summary", "summary_text"), ("content", "reasoning_text")):
+            if item.get(key) is None:
+                continue
+            parts = []
+            for k, raw_part in enumerate(expect_list(item[key], f"{where}.{key}")):
+                part = expect_mapping(raw_part, f"{where}.{key}[{k}]")
+                if part.get("type") != part_type:
+                    raise ConversionError(f"{where}.{key}[{k}]: expected a {part_type} part")
+                out = skeleton_copy(part)
+                out["text"] = row.add(
+                    expect_str(part.get("text"), f"{where}.{key}[{k}]"), REASONING
+                )
+                parts.append(out)
+            skeleton[key] = parts
+        encrypted = item.get("encrypted_content")
+        if isinstance(encrypted, str):
+            skeleton["encrypted_content"] = row.add(encrypted, REASONING)
+        return row
+    raise ConversionError(f"{where}.type: unsupported item type {kind!r}")
+
+
+def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
+    parts = [expect_mapping(p, f"{where}[{k}]") for k, p in enumerate(expect_list(content, where))]
+    role = row.message.role
+    texts = "".join(p["text"] for p in parts if p.get("type") in _TEXT_PARTS and "text" in p)
+    images_attach = role == history_pb2.ROLE_TOOL or (
+        role == history_pb2.ROLE_USER and is_carrier(texts)
+    )
+    out: list[JSONObject] = []
+    for k, part in enumerate(parts):
+        here = f"{where}[{k}]"
+        kind = part.get("type")
+        skeleton = skeleton_copy(part)
+        if kind in _TEXT_PARTS:
+            skeleton["text"] = row.add(expect_str(part.get("text"), f"{here}.text"))
+        elif kind == "refusal" and role == history_pb2.ROLE_ASSISTANT:
+            skeleton["refusal"] = row.add(expect_str(part.get("refusal"), f"{here}.refusal"))
+        elif kind == "input_image" and role in (history_pb2.ROLE_USER, history_pb2.ROLE_TOOL):
+            url = expect_str(skeleton.pop("image_url", None), f"{here}.image_url")
+            if images_attach:
+                row.message.attachments.append(attachment_from_url(url, here))
+            else:
+                row.add(marker(url, here))
+        else:
+            raise ConversionError(f"{here}: unsupported content part type {kind!r} here")
+        out.append(skeleton)
+    return out
+
+
+def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
+    """The skeleton of the item a row becomes when it carries none (docs/converters.md); an
+    assistant row with tool calls becomes several items (see `_default_items`)."""
+    items = _default_items(row)
+    return items[0] if len(items) == 1 else {"items": items}
+
+
+def _default_items(row: FlatRow) -> list[JSONObject]:
+    message = row.message
+    n = len(message.content)
+    if message.role == history_pb2.ROLE_TOOL:
+        output: Any = n
+        if message.attachments:
+            output = [{"type": "input_text", "text": n}] if n else []
+            output.extend({"type": "input_image", "detail": "auto"} for _ in message.attachments)
+        return [{"type": "function_call_output", "output": output}]
+    if message.role not in _ROLE_NAMES:
+        raise ConversionError(f"role {message.role} has no Responses role")
+    item: JSONObject = {"role": _ROLE_NAMES[message.role], "content": n}
+    if message.role == history_pb2.ROLE_USER:
+        if message.attachments and is_carrier(message.content):
+            parts: list[JSONObject] = [{"type": "input_text", "text": n}]
+            parts.extend({"type": "input_image", "detail": "auto"} for _ in message.attachments)
+            item["content"] = parts
+        elif not marker_text_row(message):
+            pieces = split_markers(message.content)
+            if any(isinstance(p, int) for p in pieces):
+                item["content"] = [
+                    {"type": "input_image", "detail": "auto"}
+                    if isinstance(p, int)
+                    else {"type": "input_text", "text": len(p)}
+                    for p in pieces
+                ]
+    if message.role == history_pb2.ROLE_ASSISTANT and message.tool_calls:
+        calls: list[JSONObject] = [{"type": "function_call"} for _ in message.tool_calls]
+        return [item, *calls] if n else calls
+    return [item]
+
+
+def to_openai_responses(history: history_pb2.History) -> list[JSONObject]:
+    """Converts a History (either shape) to Responses input items."""
+    out: list[JSONObject] = []
+    for i, row in enumerate(flat_rows(history, FORMAT)):
+        where = f"rows[{i}]"
+        items = [row.skeleton] if row.skeleton is not None else _default_items(row)
+        streams = Streams(row, where)
+        out.extend(_export(row, streams, item, where) for item in items)
+        streams.done()
+    return out
+
+
+def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) -> JSONObject:
+    message = row.message
+    out = skeleton_copy(skeleton)
+    kind = skeleton.get("type", "message")
+    if kind == "message":
+        if _ROLES.get(skeleton.get("role")) != message.role:  # type: ignore[arg-type]
+            raise ConversionError(f"{where}: passthrough role does not match the row")
+        content = skeleton.get("content")
+        if isinstance(content, list):
+            out["content"] = [_export_part(message, streams, p, where) for p in content]
+        else:
+            out["content"] = streams.text.take(content, f"{where}.content")
+    elif kind == "function_call":
+        call = streams.call()
+        if call is None or message.role != history_pb2.ROLE_ASSISTANT:
+            raise ConversionError(f"{where}: passthrough function_call without its tool call")
+        out.update(call_id=call.id, name=call.name, arguments=call.arguments)
+    elif kind == "function_call_output":
+        if message.role != history_pb2.ROLE_TOOL:
+            raise ConversionError(f"{where}: passthrough function_call_output on a non-tool row")
+        out["call_id"] = message.tool_call_id
+        output = skeleton.get("output")
+        if isinstance(output, list):
+            out["output"] = [_export_part(message, streams, p, where) for p in output]
+        else:
+            out["output"] = streams.text.take(output, f"{where}.output")
+    elif kind == "reasoning":
+        for key in ("summary", "content"):
+            if isinstance(skeleton.get(key), list):
+                out[key] = [
+                    {**part, "text": streams.reasoning.take(part.get("text"), where)}
+                    for part in skeleton[key]
+                ]
+        if skeleton.get("encrypted_content") is not None:
+            out["encrypted_content"] = streams.reasoning.take(skeleton["encrypted_content"], where)
+    else:
+        raise ConversionError(f"{where}: passthrough item type {kind!r} is not Responses")
+    return out
+
+
+def _export_part(
+    message: history_pb2.ChatMessage, streams: Streams, raw: object, where: str
+) -> JSONObject:
+    part = expect_mapping(raw, where)
+    out = skeleton_copy(part)
+    kind = part.get("type")
+    if kind in _TEXT_PARTS:
+        out["text"] = streams.text.take(part.get("text"), f"{where}.text")
+    elif kind == "refusal":
+        out["refusal"] = streams.text.take(part.get("refusal"), f"{where}.refusal")
+    elif kind == "input_image":
+        if user_images_are_attachments(message):
+            out["image_url"] = attachment_url(streams.attachment(where), where)
+        else:
+            out["image_url"] = streams.text.marker_url(where)
+    else:
+        raise ConversionError(f"{where}: passthrough part type {kind!r} is not Responses")
+    return out

@@ -1,0 +1,96 @@
+"""The shared converter vectors (tests/conformance/converters, docs/converters.md) through this
+client's converters and a live server.
+
+Each `both` vector: provider JSON -> the vector's history exactly; the history -> the provider
+JSON exactly; the server's estimate of the history is the vector's; and the round trip: convert,
+trim with no budget pressure, convert back, get the input exactly. `export` vectors check the
+history -> provider direction (and the estimate, and the trim round trip); `import-error`
+vectors must be refused with ConversionError.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
+
+from turnkeeper_client import ConversionError, TurnkeeperClient
+from turnkeeper_client.convert import (
+    from_anthropic,
+    from_openai,
+    from_openai_responses,
+    to_anthropic,
+    to_openai,
+    to_openai_responses,
+)
+
+from .conftest import REPO
+
+VECTOR_DIR = REPO / "tests" / "conformance" / "converters"
+VECTORS = sorted(VECTOR_DIR.glob("*.json"))
+FORMATS: dict[str, tuple[Callable[..., history_pb2.History], Callable[..., Any]]] = {
+    "openai_chat": (from_openai, to_openai),
+    "openai_responses": (from_openai_responses, to_openai_responses),
+    "anthropic": (from_anthropic, to_anthropic),
+}
+NO_PRESSURE = 1_000_000_000
+
+
+def load(path: Path) -> dict[str, Any]:
+    vector: dict[str, Any] = json.loads(path.read_text())
+    return vector
+
+
+def expected_history(vector: dict[str, Any]) -> history_pb2.History:
+    history = history_pb2.History()
+    json_format.ParseDict(vector["history"], history)  # unknown fields are an error
+    return history
+
+
+def trim_without_pressure(client: TurnkeeperClient, history: history_pb2.History) -> Any:
+    response = client.trim_history(
+        history_service_pb2.TrimHistoryRequest(
+            history=history,
+            mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+            caller_path=trim_pb2.CALLER_PATH_AGENT,
+            explicit_limits=history_service_pb2.ExplicitLimits(budget_tokens=NO_PRESSURE),
+        )
+    )
+    assert not response.outcome.trimmed
+    return response.history
+
+
+def test_suite_shape() -> None:
+    """At least one import-and-export vector per format and shape, names unique."""
+    vectors = [load(p) for p in VECTORS]
+    assert len({v["name"] for v in vectors}) == len(vectors)
+    covered = {(v["format"], v["shape"]) for v in vectors if v["direction"] == "both"}
+    for fmt in FORMATS:
+        assert {(fmt, "chat"), (fmt, "conversation")} <= covered, fmt
+    assert all(v["direction"] in ("both", "export", "import-error") for v in vectors)
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=[p.stem for p in VECTORS])
+def test_converter_vector(path: Path, client: TurnkeeperClient) -> None:
+    vector = load(path)
+    from_format, to_format = FORMATS[vector["format"]]
+    if vector["direction"] == "import-error":
+        with pytest.raises(ConversionError):
+            from_format(vector["provider"], shape=vector["shape"])
+        return
+    provider = vector["provider"]
+    history = expected_history(vector)
+    if vector["direction"] == "both":
+        got = from_format(provider, shape=vector["shape"])
+        assert json_format.MessageToDict(got) == json_format.MessageToDict(history)
+    assert to_format(history) == provider
+    estimate = client.estimate_tokens(history_service_pb2.EstimateTokensRequest(history=history))
+    assert estimate.total_tokens == vector["estimate"]["totalTokens"]
+    kept = trim_without_pressure(client, history)
+    assert kept == history
+    assert to_format(kept) == provider
