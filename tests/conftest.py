@@ -25,8 +25,15 @@ def _load(relative: str, name: str) -> types.ModuleType:
 live = _load("support/live.py", "turnkeeper_tests_live")
 procs = _load("fleet/procs.py", "turnkeeper_tests_procs")
 browsers = _load("support/browser.py", "turnkeeper_tests_browser")
+certs = _load("support/certs.py", "turnkeeper_tests_certs")
 LiveServer = live.LiveServer
 start_server = live.start_server
+
+
+@pytest.fixture
+def credentials(tmp_path: Path) -> object:
+    """A fresh CA, server and client certificates and a token file (support/certs.py)."""
+    return certs.write_credentials(tmp_path / "credentials")
 
 
 @pytest.fixture(scope="session")

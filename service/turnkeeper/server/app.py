@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import ipaddress
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
+from turnkeeper.server.auth import TokenAuthInterceptor, TokenFileError, load_tokens
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.events import create_feed
 from turnkeeper.server.feed import EventFeed, FeedStatus
@@ -27,6 +29,7 @@ from turnkeeper.server.interceptors import AccessLogInterceptor
 from turnkeeper.server.metrics import ENGINE, MeteredFeed, observe_feed_status
 from turnkeeper.server.ops import OpsContext, OpsRoutes, OpsServer, create_ops_app
 from turnkeeper.server.servicer import HistoryServicer
+from turnkeeper.server.tls import CertificateError, server_credentials
 from turnkeeper.v1 import history_service_pb2, history_service_pb2_grpc
 
 log = logging.getLogger("turnkeeper.server")
@@ -221,6 +224,55 @@ def _describe_events(url: str | None) -> str:
     return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
+def _security(
+    config: ServerConfig,
+) -> tuple[grpc.ServerCredentials | None, list[grpc.aio.ServerInterceptor]]:
+    """TLS credentials for the TCP listeners and the token interceptor, as configured."""
+    credentials = None
+    if config.tls_cert is not None and config.tls_key is not None:
+        try:
+            credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+        except CertificateError as error:
+            raise StartupError(str(error)) from None
+    interceptors: list[grpc.aio.ServerInterceptor] = []
+    if config.auth_tokens is not None:
+        try:
+            interceptors.append(TokenAuthInterceptor(load_tokens(config.auth_tokens)))
+        except TokenFileError as error:
+            raise StartupError(str(error)) from None
+    return credentials, interceptors
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: assume it resolves beyond this machine
+        return False
+
+
+def exposure_warnings(config: ServerConfig) -> list[str]:
+    """What an operator must hear about TCP listeners other machines can reach."""
+    exposed = [address for address in config.listen if not _is_loopback(address)]
+    if not exposed:
+        return []
+    where = ", ".join(exposed)
+    warnings = []
+    if config.tls_cert is None:
+        warnings.append(
+            f"listening on {where} without TLS: histories cross the network in plaintext "
+            "(set --tls-cert and --tls-key)"
+        )
+    if config.auth_tokens is None:
+        warnings.append(
+            f"listening on {where} without authentication: anyone who reaches the port can "
+            "call every RPC (set --auth-tokens)"
+        )
+    return warnings
+
+
 class Sidecar:
     """One running turnkeeper server; `start` then `stop`. Reused by tests in-process.
 
@@ -272,9 +324,15 @@ class Sidecar:
         self._feed = feed
         await feed.start()
 
+        credentials, interceptors = _security(config)
         server = grpc.aio.server(
-            # The access log is outermost, so refused calls are logged with their status.
-            interceptors=[AccessLogInterceptor(), AdmissionInterceptor(self.admission)],
+            # The access log is outermost, so refused calls are logged with their status;
+            # authentication comes before admission, so strangers use none of its budget.
+            interceptors=[
+                AccessLogInterceptor(),
+                *interceptors,
+                AdmissionInterceptor(self.admission),
+            ],
             options=_server_options(config),
         )
         self._server = server
@@ -282,12 +340,15 @@ class Sidecar:
             HistoryServicer(feed=feed, max_history_rows=config.max_history_rows), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
-        reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        if config.reflection:
+            reflection.enable_server_reflection(
+                (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            )
 
+        for warning in exposure_warnings(config):
+            log.warning("%s", warning)
         for address in config.listen:
-            port = self._bind(server, address)
+            port = self._bind(server, address, credentials)
             self.tcp_addresses.append(f"{address.rpartition(':')[0]}:{port}")
         for lock in self._locks:
             lock.remove_stale_socket()
@@ -342,9 +403,15 @@ class Sidecar:
         )
 
     @staticmethod
-    def _bind(server: grpc.aio.Server, address: str) -> int:
+    def _bind(
+        server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
+    ) -> int:
         try:
-            port = server.add_insecure_port(address)
+            port = (
+                server.add_secure_port(address, credentials)
+                if credentials is not None
+                else server.add_insecure_port(address)
+            )
         except RuntimeError as error:
             raise StartupError(f"cannot listen on {address}: {error}") from None
         if port == 0:

@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
 import tomli_w
-from pydantic import AfterValidator, BeforeValidator, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     CliSettingsSource,
@@ -235,6 +242,36 @@ class ServerConfig(BaseSettings):
         json_schema_extra={"metavar": "OCTAL"},
         description="permissions of the Unix sockets, in octal",
     )
+    tls_cert: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="PEM certificate (chain) for TLS on the TCP listeners; re-read when it changes",
+    )
+    tls_key: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="PEM private key of --tls-cert",
+    )
+    tls_client_ca: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="PEM CA bundle: require client certificates it signed (mTLS)",
+    )
+    auth_tokens: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="TOML token file: require a bearer token on every call but health; each "
+        "token acts as one runtime_id",
+    )
+    reflection: bool = Field(default=True, description="serve gRPC server reflection")
+
+    @model_validator(mode="after")
+    def _tls_files_go_together(self) -> ServerConfig:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("--tls-cert and --tls-key go together")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
+        return self
 
     @field_validator("listen", "unix")
     @classmethod
@@ -385,4 +422,4 @@ def _describe(error: ValidationError, layers: list[tuple[str, dict[str, Any]]]) 
             if name == "environment":
                 return f"environment variable {ENV_PREFIX}{field.upper()}: {message}"
             return f"{name}: {field}: {message}"
-    return f"{field}: {message}"
+    return f"{field}: {message}" if field else message

@@ -1,0 +1,258 @@
+"""Bearer-token authentication: each token acts as one runtime_id; health needs no token.
+
+The token file (TOML, `--auth-tokens`) lists every token, the runtime it may act as and whether
+it may subscribe to TrimEvents:
+
+    [[tokens]]
+    token = "a long random string"
+    runtime_id = "checkout-agent"   # "*" acts as any runtime (operators, tools)
+    trim_events = false             # default true
+
+A call without a known token is UNAUTHENTICATED. A call whose `CallerContext.runtime_id` names
+another runtime than its token's, or a TrimEvents subscription by a token without
+`trim_events`, is PERMISSION_DENIED. Both carry ErrorInfo (domain turnkeeper.v1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tomllib
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
+
+import grpc
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from turnkeeper.server.errors import RequestError
+from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+ANY_RUNTIME = "*"
+_EXEMPT_PREFIX = "/grpc.health.v1.Health/"
+_SERVICE = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"]
+TRIM_EVENTS_METHOD = f"/{_SERVICE.full_name}/TrimEvents"
+_MIN_TOKEN_CHARS = 16
+
+
+def _caller_fields() -> dict[str, int]:
+    """Method path -> field number of its request's CallerContext, for every method with one."""
+    fields = {}
+    for method in _SERVICE.methods:
+        for field in method.input_type.fields:
+            if field.message_type is trim_pb2.CallerContext.DESCRIPTOR:
+                fields[f"/{_SERVICE.full_name}/{method.name}"] = field.number
+    return fields
+
+
+CALLER_FIELDS = _caller_fields()
+
+
+class TokenGrant(BaseModel):
+    """One token of the token file and what it may do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    token: str = Field(min_length=_MIN_TOKEN_CHARS)
+    runtime_id: str = Field(min_length=1)
+    trim_events: bool = True
+
+
+class TokenFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: list[TokenGrant] = Field(min_length=1)
+
+    @field_validator("tokens")
+    @classmethod
+    def _distinct(cls, tokens: list[TokenGrant]) -> list[TokenGrant]:
+        if len({grant.token for grant in tokens}) != len(tokens):
+            raise ValueError("the same token is listed twice")
+        return tokens
+
+
+class TokenFileError(Exception):
+    """The token file cannot be read or is invalid; the message says where."""
+
+
+def _digest(token: str) -> bytes:
+    # Looked up by digest, so the comparison does not leak how much of a token matched.
+    return hashlib.sha256(token.encode()).digest()
+
+
+def load_tokens(path: str) -> dict[bytes, TokenGrant]:
+    try:
+        with open(path, "rb") as file:
+            parsed = TokenFile.model_validate(tomllib.load(file))
+    except OSError as error:
+        raise TokenFileError(f"token file {path}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise TokenFileError(f"token file {path}: {error}") from None
+    except ValidationError as error:
+        problem = error.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"])
+        raise TokenFileError(f"token file {path}: {where}: {problem['msg']}") from None
+    return {_digest(grant.token): grant for grant in parsed.tokens}
+
+
+def _bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
+    for key, value in metadata or ():
+        if key == "authorization" and isinstance(value, str):
+            scheme, _, token = value.partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def _caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
+    """The request's CallerContext from its raw bytes, skipping every other top-level field.
+
+    Occurrences are concatenated, which merges them exactly as protobuf parsing does.
+    """
+    parts = []
+    at = 0
+    while at < len(data):
+        key, at = _read_varint(data, at)
+        wire_type = key & 7
+        if wire_type == 0:
+            _, at = _read_varint(data, at)
+        elif wire_type == 1:
+            at += 8
+        elif wire_type == 5:
+            at += 4
+        elif wire_type == 2:
+            length, at = _read_varint(data, at)
+            if key >> 3 == number:
+                parts.append(data[at : at + length])
+            at += length
+        else:
+            raise ValueError(f"unexpected wire type {wire_type}")
+        if at > len(data):
+            raise ValueError("truncated field")
+    return trim_pb2.CallerContext.FromString(b"".join(parts))
+
+
+def _caller_of(request: Any, number: int) -> trim_pb2.CallerContext:
+    if isinstance(request, bytes):
+        return _caller_from_wire(request, number)
+    caller: trim_pb2.CallerContext = request.caller
+    return caller
+
+
+def _error(code: grpc.StatusCode, message: str) -> RequestError:
+    reason = (
+        errors_pb2.ERROR_REASON_UNAUTHENTICATED
+        if code == grpc.StatusCode.UNAUTHENTICATED
+        else errors_pb2.ERROR_REASON_PERMISSION_DENIED
+    )
+    return RequestError(code, reason, message)
+
+
+def _refusal(
+    handler: grpc.RpcMethodHandler[Req, Resp], error: RequestError
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler of the same shape that fails at once; the request is never deserialized."""
+
+    async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort_with_status(error.to_status())
+
+    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort_with_status(error.to_status())
+        yield  # pragma: no cover (abort raises)
+
+    serializer = handler.response_serializer
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(refuse, None, serializer)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(refuse_stream, None, serializer)
+    if handler.stream_unary is not None:
+        return grpc.stream_unary_rpc_method_handler(refuse, None, serializer)
+    return grpc.stream_stream_rpc_method_handler(refuse_stream, None, serializer)
+
+
+def _checking_caller(
+    handler: grpc.RpcMethodHandler[Req, Resp], number: int, runtime_id: str
+) -> grpc.RpcMethodHandler[Req, Resp]:
+    """The unary handler, refusing requests whose CallerContext names another runtime."""
+    if handler.unary_unary is None:
+        return handler
+    # The sidecar's handlers are coroutines (grpc.aio).
+    inner = cast(Callable[..., Awaitable[Resp]], handler.unary_unary)
+
+    async def checked(request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
+        try:
+            claimed = _caller_of(request, number).runtime_id
+        except ValueError:  # protobuf's DecodeError is a ValueError
+            claimed = None
+            message = "the request's CallerContext cannot be read"
+        else:
+            message = (
+                f"this token acts as runtime {runtime_id!r}, not {claimed!r} "
+                "(CallerContext.runtime_id)"
+            )
+        # An empty runtime_id claims no runtime, so nothing is published under another's.
+        if claimed is None or (claimed and claimed != runtime_id):
+            await context.abort_with_status(
+                _error(grpc.StatusCode.PERMISSION_DENIED, message).to_status()
+            )
+        return await inner(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        checked, handler.request_deserializer, handler.response_serializer
+    )
+
+
+class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
+    """Admits calls by bearer token and holds each token to its runtime and its rights."""
+
+    def __init__(self, grants: dict[bytes, TokenGrant]) -> None:
+        self._grants = grants
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
+        ],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(details)
+        method = details.method
+        if handler is None or method.startswith(_EXEMPT_PREFIX):
+            return handler
+        token = _bearer(details.invocation_metadata)
+        grant = self._grants.get(_digest(token)) if token is not None else None
+        if grant is None:
+            why = "no bearer token" if token is None else "an unknown bearer token"
+            return _refusal(
+                handler,
+                _error(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    f"the call carries {why}: send 'authorization: Bearer <token>' metadata",
+                ),
+            )
+        if method == TRIM_EVENTS_METHOD and not grant.trim_events:
+            return _refusal(
+                handler,
+                _error(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"the token for runtime {grant.runtime_id!r} may not subscribe to TrimEvents",
+                ),
+            )
+        number = CALLER_FIELDS.get(method)
+        if number is not None and grant.runtime_id != ANY_RUNTIME:
+            return _checking_caller(handler, number, grant.runtime_id)
+        return handler

@@ -1,0 +1,333 @@
+"""TLS, mTLS with certificate rotation, bearer tokens bound to a runtime, reflection switch."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from grpc_status import rpc_status
+from turnkeeper.server.app import Sidecar, StartupError, exposure_warnings
+from turnkeeper.server.auth import _caller_from_wire
+from turnkeeper.server.config import ServerConfig, parse_config
+from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+# support/certs.py's Credentials, from the `credentials` fixture in tests/conftest.py.
+Credentials = Any
+
+
+def tls_config(credentials: Credentials, **extra: Any) -> ServerConfig:
+    fields: dict[str, Any] = {
+        "listen": ("127.0.0.1:0",),
+        "tls_cert": str(credentials.server_cert),
+        "tls_key": str(credentials.server_key),
+        **extra,
+    }
+    return ServerConfig(**fields)
+
+
+async def started(config: ServerConfig) -> Sidecar:
+    sidecar = Sidecar(config)
+    await sidecar.start()
+    return sidecar
+
+
+@pytest.fixture
+async def running() -> AsyncIterator[list[Sidecar]]:
+    """Sidecars a test starts; all stopped afterwards."""
+    sidecars: list[Sidecar] = []
+    yield sidecars
+    for sidecar in sidecars:
+        await sidecar.stop(grace=0)
+
+
+def channel_credentials(ca: Path, client: Credentials | None = None) -> grpc.ChannelCredentials:
+    chain = key = None
+    if client is not None:
+        chain, key = client.client_cert.read_bytes(), client.client_key.read_bytes()
+    return grpc.ssl_channel_credentials(ca.read_bytes(), private_key=key, certificate_chain=chain)
+
+
+async def estimate(
+    target: str,
+    creds: grpc.ChannelCredentials | None,
+    token: str | None = None,
+) -> svc.EstimateTokensResponse:
+    metadata = (("authorization", f"Bearer {token}"),) if token else None
+    channel = grpc.aio.secure_channel(target, creds) if creds else grpc.aio.insecure_channel(target)
+    async with channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        return await stub.EstimateTokens(
+            svc.EstimateTokensRequest(history=history()), metadata=metadata, timeout=5
+        )
+
+
+def history() -> history_pb2.History:
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=f"q{i}") for i in (1, 2)]
+    return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+
+
+def error_reason(error: grpc.aio.AioRpcError) -> str:
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None, "no rich status"
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            assert info.domain == "turnkeeper.v1"
+            return str(info.reason)
+    raise AssertionError("no ErrorInfo")
+
+
+async def test_tls_serves_clients_that_trust_the_ca_and_refuses_plaintext(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(tls_config(credentials))
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    response = await estimate(target, channel_credentials(credentials.ca))
+    assert response.total_tokens > 0
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await estimate(target, None)
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_mtls_requires_a_client_certificate_signed_by_the_client_ca(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(tls_config(credentials, tls_client_ca=str(credentials.ca)))
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    assert (await estimate(target, channel_credentials(credentials.ca, credentials))).turns == 2
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await estimate(target, channel_credentials(credentials.ca))
+    assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_rotated_certificate_is_served_to_new_connections_without_a_restart(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(tls_config(credentials))
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    await estimate(target, channel_credentials(credentials.ca))
+    rotated_ca = credentials.rotate_server_pair()
+    assert (await estimate(target, channel_credentials(rotated_ca))).turns == 2
+    with pytest.raises(grpc.aio.AioRpcError):
+        await estimate(target, channel_credentials(credentials.ca))
+
+
+async def test_unix_sockets_stay_plaintext_next_to_a_tls_port(
+    credentials: Credentials, running: list[Sidecar], tmp_path: Path
+) -> None:
+    sock = Path("/tmp") / f"tk-sec-{tmp_path.name[-12:]}.sock"
+    sidecar = await started(tls_config(credentials, unix=(str(sock),)))
+    running.append(sidecar)
+    assert (await estimate(f"unix:{sock}", None)).turns == 2
+
+
+async def test_calls_without_a_known_token_are_unauthenticated_with_error_info(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(credentials.tokens))
+    )
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    for token in (None, "not-a-token-of-this-server"):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await estimate(target, None, token)
+        assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        assert error_reason(caught.value) == "ERROR_REASON_UNAUTHENTICATED"
+    assert (await estimate(target, None, credentials.token)).turns == 2
+
+
+async def test_health_needs_no_token(credentials: Credentials, running: list[Sidecar]) -> None:
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(credentials.tokens))
+    )
+    running.append(sidecar)
+    async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+        response = await health_pb2_grpc.HealthStub(channel).Check(
+            health_pb2.HealthCheckRequest(), timeout=5
+        )
+    assert response.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def trim_request(runtime_id: str) -> svc.TrimHistoryRequest:
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=f"q{i}") for i in range(4)]
+    return svc.TrimHistoryRequest(
+        history=history_pb2.History(chat=history_pb2.ChatHistory(messages=rows)),
+        mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+        explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+        caller=trim_pb2.CallerContext(runtime_id=runtime_id, session_id="s"),
+    )
+
+
+async def test_a_token_cannot_act_as_another_runtime(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    """A runtime cannot publish events under another runtime's id."""
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(credentials.tokens))
+    )
+    running.append(sidecar)
+
+    async def trim(token: str, runtime_id: str) -> svc.TrimHistoryResponse:
+        async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+            stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+            return await stub.TrimHistory(
+                trim_request(runtime_id),
+                metadata=(("authorization", f"Bearer {token}"),),
+                timeout=5,
+            )
+
+    assert (await trim(credentials.token, credentials.runtime_id)).outcome.trimmed
+    assert (await trim(credentials.token, "")).outcome.trimmed  # claims no runtime
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await trim(credentials.token, "someone-else")
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error_reason(caught.value) == "ERROR_REASON_PERMISSION_DENIED"
+    assert "someone-else" in (caught.value.details() or "")
+    # A "*" token acts as any runtime.
+    assert (await trim(credentials.operator_token, "someone-else")).outcome.trimmed
+
+
+async def test_operators_limit_which_tokens_may_subscribe_to_trim_events(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(credentials.tokens))
+    )
+    running.append(sidecar)
+    async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        denied = stub.TrimEvents(
+            svc.TrimEventsRequest(),
+            metadata=(("authorization", f"Bearer {credentials.events_denied_token}"),),
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await denied.read()
+        assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert error_reason(caught.value) == "ERROR_REASON_PERMISSION_DENIED"
+        allowed = stub.TrimEvents(
+            svc.TrimEventsRequest(),
+            metadata=(("authorization", f"Bearer {credentials.token}"),),
+        )
+        assert (await allowed.read()).WhichOneof("item") == "heartbeat"
+        allowed.cancel()
+
+
+async def list_services(target: str) -> list[str]:
+    async with grpc.aio.insecure_channel(target) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        calls = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+        )
+        async for response in calls:
+            return [s.name for s in response.list_services_response.service]
+    return []
+
+
+async def test_reflection_can_be_switched_off(running: list[Sidecar]) -> None:
+    on = await started(ServerConfig(listen=("127.0.0.1:0",)))
+    off = await started(ServerConfig(listen=("127.0.0.1:0",), reflection=False))
+    running += [on, off]
+    assert "turnkeeper.v1.HistoryService" in await list_services(on.tcp_addresses[0])
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await list_services(off.tcp_addresses[0])
+    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert parse_config(["--no-reflection"], {}).reflection is False
+    assert parse_config([], {"TURNKEEPER_REFLECTION": "false"}).reflection is False
+
+
+def test_a_non_loopback_bind_without_tls_or_auth_is_warned_about(
+    credentials: Credentials,
+) -> None:
+    exposed = ServerConfig(listen=("0.0.0.0:50051", "127.0.0.1:1"))
+    warnings = exposure_warnings(exposed)
+    assert len(warnings) == 2
+    assert "0.0.0.0:50051 without TLS" in warnings[0] and "127.0.0.1:1" not in warnings[0]
+    assert "without authentication" in warnings[1]
+    assert exposure_warnings(ServerConfig(listen=("127.0.0.1:1", "[::1]:2", "localhost:3"))) == []
+    secured = tls_config(credentials, listen=("[::]:50051",), auth_tokens=str(credentials.tokens))
+    assert exposure_warnings(secured) == []
+    assert len(exposure_warnings(ServerConfig(listen=("tk.example:1",)))) == 2
+
+
+async def test_the_warning_is_logged_at_startup(
+    running: list[Sidecar], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="turnkeeper.server"):
+        running.append(await started(ServerConfig(listen=("0.0.0.0:0",))))
+    assert any("without TLS" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "tokens: Field required"),
+        ('[[tokens]]\ntoken = "short"\nruntime_id = "r"\n', "at least 16 characters"),
+        ('[[tokens]]\ntoken = "0123456789abcdef"\n', "runtime_id: Field required"),
+        (
+            '[[tokens]]\ntoken = "0123456789abcdef"\nruntime_id = "a"\n' * 2,
+            "the same token is listed twice",
+        ),
+        ("[[tokens]\n", "token file"),
+    ],
+)
+async def test_a_bad_token_file_is_a_startup_error(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "tokens.toml"
+    path.write_text(text)
+    sidecar = Sidecar(ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path)))
+    with pytest.raises(StartupError, match=message):
+        await sidecar.start()
+
+
+async def test_a_key_that_does_not_match_the_certificate_is_a_startup_error(
+    credentials: Credentials,
+) -> None:
+    config = ServerConfig(
+        listen=("127.0.0.1:0",),
+        tls_cert=str(credentials.server_cert),
+        tls_key=str(credentials.client_key),
+    )
+    with pytest.raises(StartupError, match="cannot use --tls-cert"):
+        await Sidecar(config).start()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--tls-cert", "/c.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-key", "/k.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-client-ca", "/ca.pem"], "--tls-client-ca needs --tls-cert"),
+    ],
+)
+def test_tls_flags_that_do_not_go_together_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_config(argv, {})
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_caller_is_read_from_raw_request_bytes_as_protobuf_would() -> None:
+    request = trim_request("runtime-a")
+    number = svc.TrimHistoryRequest.DESCRIPTOR.fields_by_name["caller"].number
+    assert _caller_from_wire(request.SerializeToString(), number) == request.caller
+    # A repeated occurrence merges into the first, as protobuf parsing does.
+    later = svc.TrimHistoryRequest(caller=trim_pb2.CallerContext(runtime_id="runtime-b"))
+    data = request.SerializeToString() + later.SerializeToString()
+    assert _caller_from_wire(data, number).runtime_id == "runtime-b"
+    assert _caller_from_wire(data, number).session_id == "s"
+    assert svc.TrimHistoryRequest.FromString(data).caller == _caller_from_wire(data, number)
+    with pytest.raises(ValueError):
+        _caller_from_wire(b"\x0a\xff", number)
