@@ -188,8 +188,10 @@ async def test_heartbeat_and_close_end_blocked_readers(url: str, key: str) -> No
     loop = asyncio.get_running_loop()
     began = loop.time()
     await a.close()
+    final = await asyncio.wait_for(blocked, 3)  # issue 9: the stream ends with its resume cursor
+    assert final.HasField("heartbeat") and final.heartbeat.cursor == beat.heartbeat.cursor
     with pytest.raises(StopAsyncIteration):
-        await asyncio.wait_for(blocked, 3)
+        await asyncio.wait_for(anext(stream), 3)
     assert loop.time() - began < 3
 
 

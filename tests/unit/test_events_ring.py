@@ -246,8 +246,17 @@ async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
     for i in range(20_000):
         feed.publish(trimmed(i))
     assert loop.time() - began < 5.0  # no waiting: only work proportional to the events
-    items = await take(stalled, 11)
-    assert items[10].gap.missed_events == 20_000 - 10
+    # The queue holds 10; the rest reach this subscriber as gaps (the dispatcher yields to the
+    # loop every few hundred offers, so the reader may take a few more events in between).
+    delivered = missed = gaps = 0
+    while delivered + missed < 20_000:
+        item = (await take(stalled, 1))[0]
+        if item.HasField("gap"):
+            gaps += 1
+            missed += item.gap.missed_events
+        else:
+            delivered += 1
+    assert delivered + missed == 20_000 and gaps >= 1 and missed > 19_000
     await feed.close()
 
 
@@ -299,19 +308,24 @@ async def test_heartbeat_cursor_of_an_empty_ring_resumes_without_loss() -> None:
     await feed.close()
 
 
-async def test_close_ends_every_stream_promptly() -> None:
+async def test_close_delivers_what_was_published_then_ends_each_stream_with_its_cursor() -> None:
+    """Issue 9 graceful drain: every stream ends with a final heartbeat carrying its resume cursor,
+    after the events published before the close."""
     feed = RingFeed(ring_size=10, subscriber_queue_size=10)
     streams = [await started(feed, request()) for _ in range(3)]
 
-    async def drain(stream: AsyncIterator[Item]) -> int:
-        return len([item async for item in stream])
+    async def drain(stream: AsyncIterator[Item]) -> list[Item]:
+        return [item async for item in stream]
 
     tasks = [asyncio.ensure_future(drain(s)) for s in streams]
     await asyncio.sleep(0.05)
+    feed.publish(trimmed(1))
     await feed.close()
-    counts = await asyncio.wait_for(asyncio.gather(*tasks), 1.0)
-    assert counts == [0, 0, 0]
-    feed.publish(trimmed(1))  # publishing after close is a no-op, never an error
+    for items in await asyncio.wait_for(asyncio.gather(*tasks), 1.0):
+        assert turns(items[:1]) == [1]
+        assert items[1].HasField("heartbeat") and len(items) == 2
+        assert items[1].heartbeat.cursor == items[0].event.cursor
+    feed.publish(trimmed(2))  # publishing after close is a no-op, never an error
 
 
 async def test_publish_from_another_thread_wakes_the_subscriber() -> None:

@@ -7,7 +7,10 @@ running out of memory. Everything runs on the event loop, so plain counters need
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -45,7 +48,11 @@ class Admission:
         self.limits = limits
         self.inflight_bytes = 0
         self.heavy_calls = 0
+        self.calls = 0
         self.refused = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._last_activity = 0.0  # time.monotonic() of the last call start or end
 
     def acquire(self, request_bytes: int) -> bool:
         """Counts the call in, or raises RequestError(RESOURCE_EXHAUSTED) when it would pass a
@@ -67,11 +74,33 @@ class Admission:
             )
         self.inflight_bytes += request_bytes
         self.heavy_calls += heavy
+        self.calls += 1
+        self._idle.clear()
+        self._last_activity = time.monotonic()
         return heavy
 
     def release(self, request_bytes: int, heavy: bool) -> None:
         self.inflight_bytes -= request_bytes
         self.heavy_calls -= heavy
+        self.calls -= 1
+        self._last_activity = time.monotonic()
+        if not self.calls:
+            self._idle.set()
+
+    async def wait_quiet(self, quiet: float, limit: float) -> None:
+        """Waits until no call has started or ended for `quiet` seconds, or `limit` passed."""
+        end = time.monotonic() + limit
+        while (now := time.monotonic()) < end:
+            pause = self._last_activity + quiet - now
+            if pause <= 0:
+                return
+            await asyncio.sleep(min(pause, end - now))
+
+    async def wait_idle(self, limit: float) -> bool:
+        """Waits up to `limit` seconds for every admitted call to end; True if they did."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), limit)
+        return self._idle.is_set()
 
     def _refusal(self, limit: str, message: str) -> RequestError:
         self.refused += 1

@@ -39,6 +39,7 @@ SERVICE_NAME: str = history_service_pb2.DESCRIPTOR.services_by_name["HistoryServ
 # trims (which never depend on the feed) stay SERVING under "" and SERVICE_NAME.
 EVENTS_HEALTH_NAME = f"{SERVICE_NAME}/events"
 FEED_POLL_SECONDS = 1.0
+DRAIN_SETTLE_SECONDS = 0.1
 
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -455,14 +456,24 @@ class Sidecar:
         if self.config.ready_file:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.config.ready_file)
+        stopping: asyncio.Future[None] | None = None
         try:
+            if self._server is not None:
+                # Calls the clients sent before the signal must reach their handlers first:
+                # grpc cancels the calls it has received but not handed to us yet.
+                await self.admission.wait_quiet(DRAIN_SETTLE_SECONDS, grace / 2)
+                # No new calls from here; running ones continue for up to `grace`.
+                stopping = asyncio.ensure_future(self._server.stop(grace))
+                # The unary calls finish (and publish their events) before the feed closes.
+                await self.admission.wait_idle(grace)
             if self._feed is not None:
+                # Streams get what was published, then a heartbeat with their resume cursor.
                 await self._feed.close()
         finally:
             self._feed = None
-            if self._server is not None:
-                await self._server.stop(grace)
-                self._server = None
+            if stopping is not None:
+                await stopping
+            self._server = None
             # After the drain, so that probes see NOT_SERVING for all of it.
             if self._ops is not None:
                 await self._ops.stop()

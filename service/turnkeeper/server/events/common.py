@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import grpc
@@ -92,3 +93,24 @@ def heartbeat_item(cursor: str, dropped: int) -> history_service_pb2.TrimEventsR
     return history_service_pb2.TrimEventsResponse(
         heartbeat=events_pb2.Heartbeat(cursor=cursor, time=now_timestamp(), dropped_events=dropped)
     )
+
+
+# Responses shared by many subscribers, encoded once; keyed by identity and holding the object,
+# so an id is never reused while its entry lives. Bounded: an evicted one is simply re-encoded.
+_SHARED: OrderedDict[int, tuple[history_service_pb2.TrimEventsResponse, bytes]] = OrderedDict()
+_SHARED_LIMIT = 1024
+
+
+def share(item: history_service_pb2.TrimEventsResponse) -> None:
+    """Encodes a response that several subscribers will be sent (see `encode_item`)."""
+    _SHARED[id(item)] = (item, item.SerializeToString())
+    if len(_SHARED) > _SHARED_LIMIT:
+        _SHARED.popitem(last=False)
+
+
+def encode_item(item: history_service_pb2.TrimEventsResponse) -> bytes:
+    """TrimEvents' response serializer: a shared response costs a lookup, not an encoding."""
+    hit = _SHARED.get(id(item))
+    if hit is not None and hit[0] is item:
+        return hit[1]
+    return item.SerializeToString()

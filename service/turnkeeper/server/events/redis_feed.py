@@ -292,6 +292,22 @@ class RedisFeed:
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+        """The stream of `_follow`; when the feed closes it ends with a heartbeat carrying the
+        resume cursor (the last event sent, or the position the stream started at)."""
+        cursor, dropped = request.after_cursor, 0
+        async for item in self._follow(request):
+            kind = item.WhichOneof("item")
+            if kind == "event":
+                cursor = item.event.cursor
+            elif kind == "heartbeat":
+                cursor, dropped = item.heartbeat.cursor, item.heartbeat.dropped_events
+            yield item
+        if self._closed:
+            yield heartbeat_item(cursor, dropped)
+
+    async def _follow(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
         wanted = Filter.of(request)
         interval = heartbeat_interval(request)
         start: cursors.Cursor | None = None

@@ -1,4 +1,10 @@
-"""The embedded feed: an in-process ring buffer and per-subscriber bounded queues."""
+"""The embedded feed: an in-process ring buffer and per-subscriber bounded queues.
+
+`publish` only appends to the ring and an inbox (it runs on the request path); the feed's own
+dispatcher task fans each event out to the subscribers, sharing one response object (encoded once,
+see `common.share`) among them and yielding to the loop every few hundred subscribers, so a trim's
+latency does not grow with the number of subscribers.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +24,12 @@ from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 from . import cursor as cursors
 from .common import (
     Filter,
-    event_item,
     gap_item,
     heartbeat_interval,
     heartbeat_item,
     invalid_cursor,
     now_timestamp,
+    share,
     shutting_down,
 )
 
@@ -40,7 +46,11 @@ class _Drop:
     closed: bool = False
 
 
-_Item = events_pb2.TrimEvent | _Drop
+# A live event: one TrimEventsResponse shared by every subscriber it goes to.
+_Event = history_service_pb2.TrimEventsResponse
+_Item = _Event | _Drop
+# Offers the dispatcher makes between two yields to the event loop.
+_FANOUT_SLICE = 256
 
 
 @dataclass(eq=False)  # identity semantics: kept in a set
@@ -54,9 +64,11 @@ class _Subscriber:
     # The cursor of the newest event handed to this subscriber (queued or replayed): a drop's
     # after_cursor.
     last_cursor: str = ""
+    # Events up to this sequence number were replayed or precede the subscription.
+    start_seq: int = 0
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def offer(self, event: events_pb2.TrimEvent) -> None:
+    def offer(self, item: _Event) -> None:
         """Queues without waiting; a full queue drops the event for this subscriber only."""
         tail = self.items[-1] if self.items else None
         if self.queued_events >= self.capacity:
@@ -67,11 +79,11 @@ class _Subscriber:
                 self.items.append(_Drop(after_cursor=self.last_cursor, missed=1))
             return
         if isinstance(tail, _Drop) and not tail.closed:
-            tail.before_cursor = event.cursor
+            tail.before_cursor = item.event.cursor
             tail.closed = True
-        self.items.append(event)
+        self.items.append(item)
         self.queued_events += 1
-        self.last_cursor = event.cursor
+        self.last_cursor = item.event.cursor
         self.wake()
 
     def take(self) -> _Item | None:
@@ -103,20 +115,37 @@ class RingFeed:
         if ring_size < 1 or subscriber_queue_size < 1:
             raise ValueError("ring_size and subscriber_queue_size must be positive")
         self.epoch = secrets.token_hex(8)
-        self._ring: deque[tuple[int, events_pb2.TrimEvent]] = deque(maxlen=ring_size)
+        self._ring: deque[tuple[int, _Event]] = deque(maxlen=ring_size)
         self._queue_size = subscriber_queue_size
         self._seq = 0
         self._subscribers: set[_Subscriber] = set()
-        # publish() may run on a worker thread; everything below is guarded by this lock.
+        # Published, not yet fanned out; drained by the dispatcher task on the event loop.
+        self._inbox: deque[tuple[int, _Event]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._inbox_ready = asyncio.Event()
+        # publish() may run on a worker thread; the ring, the sequence, the inbox and the
+        # subscriber set are guarded by this lock. Subscriber queues are touched on the loop only.
         self._lock = threading.Lock()
         self._closed = False
 
     async def start(self) -> None:
-        return None
+        self._start_dispatcher()
+
+    def _start_dispatcher(self) -> None:
+        if self._dispatcher is None:
+            self._loop = asyncio.get_running_loop()
+            self._dispatcher = asyncio.create_task(self._dispatch(), name="turnkeeper-ring-fanout")
 
     async def close(self) -> None:
+        """Stops publishing, delivers what was published, then ends every stream with a final
+        heartbeat carrying its resume cursor."""
         with self._lock:
             self._closed = True
+        if self._dispatcher is not None:
+            self._inbox_ready.set()
+            await self._dispatcher
+        with self._lock:
             subscribers = list(self._subscribers)
         for sub in subscribers:
             sub.wake()
@@ -125,6 +154,7 @@ class RingFeed:
         return FeedStatus(healthy=True, detail="in-process ring buffer")
 
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        """O(1) whatever the number of subscribers: the dispatcher task does the fan-out."""
         try:
             with self._lock:
                 if self._closed:
@@ -136,12 +166,52 @@ class RingFeed:
                     time=now_timestamp(),
                     trimmed=trimmed,
                 )
-                self._ring.append((self._seq, event))
-                for sub in self._subscribers:
-                    if sub.filter.matches(event.trimmed):
-                        sub.offer(event)
+                entry = (self._seq, history_service_pb2.TrimEventsResponse(event=event))
+                self._ring.append(entry)
+                if not self._subscribers:
+                    return
+                self._inbox.append(entry)
+            self._wake_dispatcher()
         except Exception:  # publish runs on the request path and must never fail it
             log.exception("dropping a trim event")
+
+    def _wake_dispatcher(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return  # not started: the first subscription starts it and drains the inbox
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._inbox_ready.set()
+        else:  # publish() called from a worker thread
+            with contextlib.suppress(RuntimeError):  # the loop is closing
+                loop.call_soon_threadsafe(self._inbox_ready.set)
+
+    async def _dispatch(self) -> None:
+        """Fans each published event out to the matching subscribers, in publication order."""
+        offered = 0
+        while True:
+            await self._inbox_ready.wait()
+            self._inbox_ready.clear()
+            while True:
+                with self._lock:
+                    if not self._inbox:
+                        break
+                    seq, item = self._inbox.popleft()
+                    subscribers = list(self._subscribers)
+                share(item)
+                trimmed = item.event.trimmed
+                for sub in subscribers:
+                    if seq > sub.start_seq and sub.filter.matches(trimmed):
+                        sub.offer(item)
+                    offered += 1
+                    if offered >= _FANOUT_SLICE:
+                        offered = 0
+                        await asyncio.sleep(0)  # let calls waiting on the loop run
+            if self._closed:
+                return
 
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
@@ -154,6 +224,7 @@ class RingFeed:
             if start is None:
                 raise invalid_cursor("not a cursor issued by this feed")
 
+        self._start_dispatcher()
         sub = _Subscriber(wanted, self._queue_size, asyncio.get_running_loop())
         backlog: deque[history_service_pb2.TrimEventsResponse] = deque()
         # Snapshot the replay and register for live events under one lock hold, so every event
@@ -167,6 +238,7 @@ class RingFeed:
                 if replayed:
                     sub.last_cursor = replayed[-1]
             self._subscribers.add(sub)
+            sub.start_seq = self._seq
             # The stream's resume position: everything up to the head is replayed or skipped.
             sent_cursor = cursors.encode_ring(self.epoch, self._seq)
         try:
@@ -176,8 +248,6 @@ class RingFeed:
                 yield heartbeat_item(sent_cursor, 0)
             while True:
                 sub.wakeup.clear()
-                if self._closed:
-                    return
                 out: history_service_pb2.TrimEventsResponse | None = None
                 if backlog:
                     out = backlog.popleft()
@@ -190,8 +260,12 @@ class RingFeed:
                             item.before_cursor,
                             item.missed,
                         )
-                    elif item is not None:
-                        out = event_item(item)
+                    else:
+                        out = item
+                if out is None and self._closed:
+                    # Everything queued was delivered: tell the client where to resume.
+                    yield heartbeat_item(sent_cursor, sub.dropped)
+                    return
                 if out is None:
                     remaining = last_sent + interval - time.monotonic()
                     if remaining > 0:
@@ -216,19 +290,18 @@ class RingFeed:
         if isinstance(start, cursors.RingCursor) and start.epoch == self.epoch:
             if start.seq > self._seq:
                 raise invalid_cursor("the cursor is ahead of every event this feed published")
-            events = [e for seq, e in self._ring if seq > start.seq and wanted.matches(e.trimmed)]
-            items = [event_item(e) for e in events]
+            items = [
+                e for seq, e in self._ring if seq > start.seq and wanted.matches(e.event.trimmed)
+            ]
             if start.seq < first_seq - 1:
                 # Everything between the cursor and the oldest retained event was evicted; the
                 # count includes events this subscriber's filters would have skipped.
-                before = events[0].cursor if events else ""
+                before = items[0].event.cursor if items else ""
                 missed = first_seq - 1 - start.seq
                 gap = gap_item(events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, after, before, missed)
                 items.insert(0, gap)
             return items
         # A cursor from an earlier run (or another backend): what happened since is unknown.
-        events = [e for _, e in self._ring if wanted.matches(e.trimmed)]
-        before = events[0].cursor if events else ""
-        return [gap_item(events_pb2.GAP_CAUSE_RESTART, after, before, 0)] + [
-            event_item(e) for e in events
-        ]
+        items = [e for _, e in self._ring if wanted.matches(e.event.trimmed)]
+        before = items[0].event.cursor if items else ""
+        return [gap_item(events_pb2.GAP_CAUSE_RESTART, after, before, 0), *items]
