@@ -7,8 +7,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 STAMP := $(VENV)/.installed
-GRPC_PROTO_INCLUDE = $(shell $(PY) -c 'import grpc_tools, os; print(os.path.join(os.path.dirname(grpc_tools.__file__), "_proto"))')
-PROTOS := $(wildcard proto/turnkeeper/v1/*.proto)
 CLIENT_DIRS := $(patsubst %/Makefile,%,$(wildcard clients/*/Makefile))
 ADDRESS ?= 127.0.0.1:50051
 HTTP ?= 127.0.0.1:9464
@@ -27,8 +25,8 @@ help:
 $(STAMP): pyproject.toml VERSION clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(MAKE) -C clients/python install
+	# One resolve: the server needs turnkeeper-client (it carries the turnkeeper.v1 code).
+	$(BIN)/pip install --quiet -e '.[dev]' -e clients/python
 	touch $@
 
 venv: $(STAMP)
@@ -36,23 +34,24 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) -m turnkeeper.server --listen $(ADDRESS) --http $(HTTP)
 
-generate: generate-python generate-version
+# Every client regenerates its code; the Python one also writes the turnkeeper.v1 package the
+# server imports (clients/python/src/turnkeeper/v1: the turnkeeper-client distribution carries it).
+generate: generate-version
 	@for d in $(CLIENT_DIRS); do $(MAKE) -C $$d generate || exit 1; done
 
 generate-python: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(PY) -m grpc_tools.protoc -Iproto -I$(GRPC_PROTO_INCLUDE) \
-	  --python_out=service --mypy_out=service $(PROTOS)
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(PY) -m grpc_tools.protoc -Iproto -I$(GRPC_PROTO_INCLUDE) \
-	  --grpc_python_out=service --mypy_grpc_out=service proto/turnkeeper/v1/history_service.proto
+	$(MAKE) -C clients/python generate
 
-# VERSION is the one version; this copies it into the manifests that cannot read it.
+# VERSION is the one version; this copies it into the manifests that cannot read it. Packages built
+# from a client folder ship the LICENSE, so the Python and npm ones get a copy of it.
 generate-version: $(STAMP)
 	$(PY) scripts/stamp_version.py
+	@for d in clients/python clients/typescript; do cmp -s LICENSE $$d/LICENSE || cp LICENSE $$d/LICENSE; done
 
 # Fails when committed generated code differs from what proto/ produces.
 check-generated: generate
-	@if [ -n "$$(git status --porcelain -- service/turnkeeper/v1 clients)" ]; then \
-	  git status --porcelain -- service/turnkeeper/v1 clients; \
+	@if [ -n "$$(git status --porcelain -- clients)" ]; then \
+	  git status --porcelain -- clients; \
 	  echo "generated code drifted from proto/: run 'make generate' and commit"; exit 1; fi
 
 # The dashboard's charting library, copied from the npm package pinned in $(DASHBOARD)/package.json

@@ -18,6 +18,8 @@ SEMVER = re.compile(r"\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
 
 # (file, pattern whose group "v" is the version, how many matches the file must have)
 TARGETS: list[tuple[str, re.Pattern[str], int]] = [
+    # The server takes turnkeeper.v1 from the client distribution of the same release.
+    ("pyproject.toml", re.compile(r'(?m)^(  "turnkeeper-client==)(?P<v>[^"]*)(")'), 1),
     (
         "clients/python/pyproject.toml",
         re.compile(r'(?m)^(\[project\]\nname = "turnkeeper-client"\nversion = ")(?P<v>[^"]*)(")'),

@@ -1,1 +1,0 @@
-"""turnkeeper: conversation-history management for LLM agent runtimes."""
