@@ -94,3 +94,11 @@ export function codeName(code: Code): string {
   const name = Code[code] as string | undefined;
   return name === undefined ? `CODE_${code}` : name.replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
+
+/**
+ * Provider JSON or a history that a converter cannot carry (docs/converters.md); the message names
+ * the place and the reason, such as `messages[3].content[1]: unsupported content part type 'input_audio' here`.
+ */
+export class ConversionError extends Error {
+  override readonly name = "ConversionError";
+}
