@@ -116,16 +116,14 @@ def test_bad_request_gets_invalid_argument_with_rich_details_and_server_keeps_se
     with pytest.raises(grpc.RpcError) as caught:
         stub(channel).ResolveBudget(
             svc.ResolveBudgetRequest(
-                profiles=profile_pb2.Profiles(
-                    runtime=profile_pb2.RuntimeProfile(context_compact_ratio=float("nan"))
-                )
+                profiles=profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")])
             ),
             timeout=5,
         )
     info, fields = details(caught.value)
     assert (info.reason, fields) == (
         "ERROR_REASON_INVALID_PROFILE",
-        ["profiles.runtime.context_compact_ratio"],
+        ["profiles.providers[0].alias"],
     )
 
     assert stub(channel).EstimateTokens(

@@ -67,11 +67,12 @@ def test_section3_rule2_explicit_zero_disables_and_wins() -> None:
 
 
 def test_section3_rule3_ratio_outside_range_is_unset() -> None:
-    """§3.3: a ratio outside (0, 1] is treated as unset (NaN too, in the engine)."""
-    for ratio in (0.0, -0.5, 1.5, math.nan, math.inf):
+    """§3.3, §10.7: a ratio outside (0, 1], NaN and infinities included, is treated as unset
+    and reported as ignored."""
+    for ratio in (0.0, -0.5, 1.5, math.nan, math.inf, -math.inf):
         res = resolve(profiles(window=10_000, ratio=ratio))
         assert res.budget_tokens == 10_000
-        assert res.ratio_ignored == math.isfinite(ratio)
+        assert res.ratio_ignored
 
 
 def test_section3_rule3_max_caps_ratio_budget_downward() -> None:

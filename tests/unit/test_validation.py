@@ -255,16 +255,10 @@ def test_more_rows_than_max_history_rows_is_request_too_large() -> None:
 # --- Profiles (ERROR_REASON_INVALID_PROFILE) -------------------------------------------------
 
 
-@pytest.mark.parametrize("ratio", [math.nan, math.inf, -math.inf])
-def test_profile_context_compact_ratio_nan_or_infinite(ratio: float) -> None:
-    profiles = profile_pb2.Profiles(runtime=profile_pb2.RuntimeProfile(context_compact_ratio=ratio))
-    assert fields_of(resolve(profiles)) == ["profiles.runtime.context_compact_ratio"]
-    assert reason_of(resolve(profiles)) == "ERROR_REASON_INVALID_PROFILE"
-
-
-@pytest.mark.parametrize("ratio", [0.0, -1.0, 1.5, 1e-9, 1.0])
-def test_profile_finite_ratio_outside_range_is_not_an_error(ratio: float) -> None:
-    """Finite values outside (0, 1] are treated as unset (ratio_ignored), not rejected."""
+@pytest.mark.parametrize("ratio", [0.0, -1.0, 1.5, 1e-9, 1.0, math.nan, math.inf, -math.inf])
+def test_section10_7_ratio_outside_range_is_not_an_error(ratio: float) -> None:
+    """§10.7: values outside (0, 1], NaN and infinities included, are treated as unset
+    (ratio_ignored), not rejected."""
     profiles = profile_pb2.Profiles(runtime=profile_pb2.RuntimeProfile(context_compact_ratio=ratio))
     validation.check_resolve_budget(svc.ResolveBudgetRequest(profiles=profiles))
 
@@ -409,9 +403,7 @@ def test_trim_events_reason_unspecified_or_unknown() -> None:
 def test_all_violations_collected_in_one_error_reason_of_the_first() -> None:
     """Bad input is one INVALID_ARGUMENT listing every violation; the reason is the first's."""
     history = chat(row(99), row(TOOL, "r"), row(USER, tool_calls=[call()]))
-    profiles = profile_pb2.Profiles(
-        runtime=profile_pb2.RuntimeProfile(context_compact_ratio=math.nan)
-    )
+    profiles = profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")])
     error = error_of(trim(history=history, mode=0, caller_path=9, profiles=profiles))
     assert [v.field for v in error.violations] == [
         "history.chat.messages[0].role",
@@ -419,7 +411,7 @@ def test_all_violations_collected_in_one_error_reason_of_the_first() -> None:
         "history.chat.messages[2].tool_calls",
         "mode",
         "caller_path",
-        "profiles.runtime.context_compact_ratio",
+        "profiles.providers[0].alias",
     ]
     assert error.reason == errors_pb2.ERROR_REASON_INVALID_HISTORY
     assert all(v.description.endswith(".") and v.description[0].isupper() for v in error.violations)

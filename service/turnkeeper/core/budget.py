@@ -43,6 +43,17 @@ def select_route(profiles: profile_pb2.Profiles) -> resolution_pb2.Route:
     return resolution_pb2.Route(provider=provider, model=model, source=source)
 
 
+DEFAULT_TOOL_RESULT_CAP = 50_000
+"""The `max_tool_result_chars` of a runtime profile that leaves it unset (§10.6)."""
+
+
+def tool_result_cap(runtime: profile_pb2.RuntimeProfile) -> int:
+    """The cap on one tool result in characters: unset means 50,000, an explicit 0 disables."""
+    if runtime.HasField("max_tool_result_chars"):
+        return runtime.max_tool_result_chars
+    return DEFAULT_TOOL_RESULT_CAP
+
+
 def find_provider(profiles: profile_pb2.Profiles, alias: str) -> profile_pb2.ProviderProfile | None:
     if not alias:
         return None
@@ -94,7 +105,9 @@ def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
             else:
                 budget = step(resolution_pb2.BUDGET_RULE_LEGACY_DEFAULT, LEGACY_BUDGET)
         else:
-            derived = max(1, math.floor(safety * ratio))
+            # floor(operand x ratio) in doubles; ratio <= 1, so it never exceeds the operand,
+            # but rounding the operand to a double can (operands above 2^53): clamp to it.
+            derived = min(safety, max(1, math.floor(safety * ratio)))
             budget = step(resolution_pb2.BUDGET_RULE_CONTEXT_COMPACT_RATIO, derived)
             if max_tokens is not None and max_tokens < budget:
                 budget = step(resolution_pb2.BUDGET_RULE_MAX_CONTEXT_TOKENS, max_tokens)
@@ -116,5 +129,6 @@ def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
             if runtime.HasField("max_history_messages")
             else DEFAULT_TURN_LIMIT
         ),
-        ratio_ignored=ratio_set and ratio is None and math.isfinite(runtime.context_compact_ratio),
+        # NaN and infinities are out of range like any other value (§10.7).
+        ratio_ignored=ratio_set and ratio is None,
     )

@@ -10,10 +10,13 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2
 
-from turnkeeper.core.budget import resolve
+from turnkeeper.core.budget import resolve, tool_result_cap
+from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
+from turnkeeper.core.meter import context_meter, input_cost, route_prices
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
 from turnkeeper.core.preflight import check_capacity
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
+from turnkeeper.core.recovery import plan_recovery
 from turnkeeper.core.sweep import sweep
 from turnkeeper.core.toolcap import cap_tool_result
 from turnkeeper.core.trimming import (
@@ -21,7 +24,6 @@ from turnkeeper.core.trimming import (
     DEFAULT_ROW_LIMIT,
     DEFAULT_TURN_LIMIT,
     TrimPlan,
-    plan_overflow_recovery,
     plan_row_count,
     plan_token_budget,
     plan_turn_count,
@@ -77,16 +79,57 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
     )
 
 
-def _outcome(plan: TrimPlan) -> svc.TrimOutcome:
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """The token counts a trim reports, and where they come from (§10.3)."""
+
+    source: trim_pb2.CountSource.ValueType
+    tokens_before: int
+    tokens_after: int
+    target_tokens: int
+    calibration: trim_pb2.UsageCalibration | None = None
+
+    @classmethod
+    def estimated(cls, plan: TrimPlan) -> Counts:
+        return cls(
+            trim_pb2.COUNT_SOURCE_ESTIMATE,
+            plan.tokens_before,
+            plan.tokens_after,
+            plan.target_tokens,
+        )
+
+    @classmethod
+    def reported(cls, trim: CalibratedTrim, budget: int) -> Counts:
+        return cls(
+            trim_pb2.COUNT_SOURCE_PROVIDER_REPORTED,
+            trim.tokens_before,
+            trim.tokens_after,
+            budget,
+            trim.calibration,
+        )
+
+
+def _usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
+    return ReportedUsage(
+        reported=usage.reported_input_tokens,
+        estimated=usage.estimated_input_tokens,
+        tool_schema=usage.tool_schema_tokens,
+    )
+
+
+def _outcome(plan: TrimPlan, counts: Counts) -> svc.TrimOutcome:
     outcome = svc.TrimOutcome(
         trimmed=plan.trimmed,
         dropped_messages=plan.dropped_messages,
         dropped_turns=plan.dropped_turns,
         kept_turns=plan.kept_turns,
-        tokens_before=plan.tokens_before,
-        tokens_after=plan.tokens_after,
-        target_tokens=plan.target_tokens,
+        tokens_before=counts.tokens_before,
+        tokens_after=counts.tokens_after,
+        target_tokens=counts.target_tokens,
+        count_source=counts.source,
     )
+    if counts.calibration is not None:
+        outcome.calibration.CopyFrom(counts.calibration)
     if plan.trimmed:
         outcome.dropped_range.start = plan.drop.start
         outcome.dropped_range.end = plan.drop.stop
@@ -98,6 +141,7 @@ def _outcome(plan: TrimPlan) -> svc.TrimOutcome:
 def _history_trimmed(
     plan: TrimPlan,
     reason: trim_pb2.TrimReason.ValueType,
+    counts: Counts,
     *,
     overflow_recovery: bool,
     budget_tokens: int,
@@ -112,13 +156,16 @@ def _history_trimmed(
         dropped_messages=plan.dropped_messages,
         dropped_turns=plan.dropped_turns,
         kept_turns=plan.kept_turns,
-        tokens_before=plan.tokens_before,
-        tokens_after=plan.tokens_after,
-        target_tokens=plan.target_tokens,
+        tokens_before=counts.tokens_before,
+        tokens_after=counts.tokens_after,
+        target_tokens=counts.target_tokens,
         budget_tokens=budget_tokens,
         turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
         breadcrumb_inserted=plan.breadcrumb_at is not None,
+        count_source=counts.source,
     )
+    if counts.calibration is not None:
+        trimmed.calibration.CopyFrom(counts.calibration)
     if resolution is not None:
         trimmed.capacity.CopyFrom(resolution.capacity)
         trimmed.route.CopyFrom(resolution.route)
@@ -133,6 +180,7 @@ _MODE_REASONS = {
     trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY: "token_budget",
     trim_pb2.TRIM_MODE_TURN_COUNT: "turn_limit",
     trim_pb2.TRIM_MODE_ROW_COUNT: "row_limit",
+    trim_pb2.TRIM_MODE_REPORTED_USAGE: "token_budget",
 }
 
 
@@ -166,12 +214,26 @@ def _record_trim(
 def _capacity_exceeded(
     report: trim_pb2.CapacityReport, route: resolution_pb2.Route
 ) -> RequestError:
-    description = (
-        f"the prepared request needs {report.total_tokens} tokens but the model's capacity is "
-        f"{report.capacity.safety_tokens} (messages {report.message_tokens}, hooks "
-        f"{report.hook_tokens}, tool schemas {report.tool_schema_tokens}, reserved output "
-        f"{report.reserved_output_tokens})"
+    # An unknown capacity is never shown as a number: the safety fallback is not the model's
+    # capacity (§3 Route, §10.5).
+    capacity = report.capacity
+    limit = (
+        f"the model's context window is {capacity.model_context_window}"
+        if capacity.known
+        else "the model's context window is unknown and the request exceeds turnkeeper's "
+        "safety limit for an unknown window"
     )
+    description = (
+        f"the prepared request needs {report.total_tokens} tokens but {limit} (messages "
+        f"{report.message_tokens}, hooks {report.hook_tokens}, tool schemas "
+        f"{report.tool_schema_tokens}, reserved output {report.reserved_output_tokens})"
+    )
+    metadata = {
+        "total_tokens": str(report.total_tokens),
+        "capacity_known": str(capacity.known).lower(),
+    }
+    if capacity.known:
+        metadata["capacity_tokens"] = str(capacity.model_context_window)
     failure = error_details_pb2.PreconditionFailure(
         violations=[
             error_details_pb2.PreconditionFailure.Violation(
@@ -186,11 +248,7 @@ def _capacity_exceeded(
         errors_pb2.ERROR_REASON_CONTEXT_WINDOW_EXCEEDED,
         description,
         details=[failure, report],
-        metadata={
-            "total_tokens": str(report.total_tokens),
-            "capacity_tokens": str(report.capacity.safety_tokens),
-            "capacity_known": str(report.capacity.known).lower(),
-        },
+        metadata=metadata,
     )
 
 
@@ -255,29 +313,46 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
         mode = request.mode
         reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
+        # Validation guarantees a budget with explicit limits where one is needed.
+        budget = limits.budget_tokens or 0
+        recovery = None
         if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
-            # Validation guarantees a budget with explicit limits; profiles always resolve one.
-            budget = limits.budget_tokens or 0
             plan = plan_token_budget(working.rows, working.pricing, budget, crumb)
+            counts = Counts.estimated(plan)
         elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
-            plan = plan_overflow_recovery(working.rows, working.pricing, crumb)
+            route = limits.resolution.route if limits.resolution is not None else None
+            recovery = plan_recovery(
+                working.rows, working.pricing, crumb, budget_tokens=budget, route=route
+            )
+            plan = recovery.plan
+            counts = Counts.estimated(plan)
+        elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
+            usage = _usage(request.reported_usage)
+            calibrated = plan_reported_usage(working.rows, working.pricing, budget, usage, crumb)
+            plan = calibrated.plan
+            counts = Counts.reported(calibrated, budget)
         elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
             reason = trim_pb2.TRIM_REASON_TURN_LIMIT
             plan = plan_turn_count(working.rows, working.pricing, limits.turn_limit, crumb)
+            counts = Counts.estimated(plan)
         else:
             plan = plan_row_count(working.rows, working.pricing, limits.row_limit)
+            counts = Counts.estimated(plan)
         output = working.apply(plan, limits.breadcrumb_text)
         _record_trim(path, trim_pb2.TrimMode.Name(mode), _MODE_REASONS.get(mode, "unknown"), plan)
 
-        response = svc.TrimHistoryResponse(history=output.history, outcome=_outcome(plan))
+        response = svc.TrimHistoryResponse(history=output.history, outcome=_outcome(plan, counts))
         if limits.resolution is not None:
             response.resolution.CopyFrom(limits.resolution)
+        if recovery is not None:
+            response.recovery.CopyFrom(recovery.report)
         if emits and plan.trimmed:
             trimmed = _history_trimmed(
                 plan,
                 reason,
+                counts,
                 overflow_recovery=mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
-                budget_tokens=limits.budget_tokens or 0,
+                budget_tokens=budget,
                 turn_limit=limits.turn_limit,
                 resolution=limits.resolution,
                 caller=request.caller if request.HasField("caller") else None,
@@ -305,37 +380,41 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
             else working.pricing.total
         )
 
-        # The turn limit first, then the token budget (or the reactive recovery target).
-        plans: list[TrimPlan] = []
-        trims: list[trim_pb2.HistoryTrimmed] = []
-        for reason in (trim_pb2.TRIM_REASON_TURN_LIMIT, trim_pb2.TRIM_REASON_TOKEN_BUDGET):
-            if reason == trim_pb2.TRIM_REASON_TURN_LIMIT:
-                plan = plan_turn_count(
-                    working.rows, working.pricing, resolution.max_history_turns, crumb
-                )
-            elif request.overflow_recovery:
-                plan = plan_overflow_recovery(working.rows, working.pricing, crumb)
-            else:
-                plan = plan_token_budget(
-                    working.rows, working.pricing, resolution.budget_tokens, crumb
-                )
-            working = working.apply(plan, text)
-            plans.append(plan)
-            if plan.trimmed:
-                trims.append(
-                    _history_trimmed(
-                        plan,
-                        reason,
-                        overflow_recovery=(
-                            reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET
-                            and request.overflow_recovery
-                        ),
-                        budget_tokens=resolution.budget_tokens,
-                        turn_limit=resolution.max_history_turns,
-                        resolution=resolution,
-                        caller=caller,
-                    )
-                )
+        # The turn limit, then the token budget (calibrated by reported usage when given).
+        limited = plan_turn_count(
+            working.rows, working.pricing, resolution.max_history_turns, crumb
+        )
+        steps: list[tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]] = [
+            (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
+        ]
+        working = working.apply(limited, text)
+        budget = resolution.budget_tokens
+        if request.HasField("reported_usage"):
+            calibrated = plan_reported_usage(
+                working.rows, working.pricing, budget, _usage(request.reported_usage), crumb
+            )
+            baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
+        else:
+            baseline = plan_token_budget(working.rows, working.pricing, budget, crumb)
+            counts = Counts.estimated(baseline)
+        recovery = None
+        if request.overflow_recovery:
+            # 2/3 of what this call would have sent without recovery (§10.1), as one trim of the
+            # turn-limited history (core.recovery shows it drops what the two trims would).
+            recovery = plan_recovery(
+                working.rows,
+                working.pricing,
+                crumb,
+                baseline=baseline,
+                budget_tokens=budget,
+                route=resolution.route,
+            )
+            steps.append(
+                (recovery.plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(recovery.plan))
+            )
+        else:
+            steps.append((baseline, trim_pb2.TRIM_REASON_TOKEN_BUDGET, counts))
+        working = working.apply(steps[-1][0], text)
 
         report = check_capacity(
             working.pricing,
@@ -347,18 +426,43 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         if not report.fits:
             # Nothing is sent, so nothing is published: the runtime must change the request.
             raise _capacity_exceeded(report, resolution.route)
-        for plan, reason_label in zip(plans, ("turn_limit", "token_budget"), strict=True):
-            _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", reason_label, plan)
+        trims = [
+            _history_trimmed(
+                plan,
+                reason,
+                step_counts,
+                overflow_recovery=recovery is not None
+                and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+                budget_tokens=budget,
+                turn_limit=resolution.max_history_turns,
+                resolution=resolution,
+                caller=caller,
+            )
+            for plan, reason, step_counts in steps
+            if plan.trimmed
+        ]
+        for plan, reason, _ in steps:
+            label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
+            _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
         for trimmed in trims:
             self._feed.publish(trimmed)
-        return svc.PrepareModelCallResponse(
+        used = report.message_tokens + report.hook_tokens + report.tool_schema_tokens
+        meter = context_meter(used, resolution)
+        response = svc.PrepareModelCallResponse(
             history=working.history,
             resolution=resolution,
             orphans_removed=swept.removals,
             trims=trims,
             capacity_report=report,
             tokens_before=tokens_before,
+            context_meter=meter,
         )
+        if recovery is not None:
+            response.recovery.CopyFrom(recovery.report)
+        prices = route_prices(request.profiles, resolution.route)
+        if prices is not None:
+            response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
+        return response
 
     @unary_errors
     async def CheckCapacity(
@@ -390,11 +494,16 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         self, request: svc.CapToolResultsRequest, context: Context
     ) -> svc.CapToolResultsResponse:
         validation.check_cap_tool_results(request)
+        cap = (
+            tool_result_cap(request.profiles.runtime)
+            if request.HasField("profiles")
+            else request.max_tool_result_chars
+        )
         results = []
         for content in request.contents:
-            capped, cut = cap_tool_result(content, request.max_tool_result_chars)
+            capped, cut = cap_tool_result(content, cap)
             results.append(trim_pb2.CappedToolResult(content=capped, truncated_chars=cut))
-        return svc.CapToolResultsResponse(results=results)
+        return svc.CapToolResultsResponse(results=results, max_tool_result_chars=cap)
 
     @unary_errors
     async def ClassifyProviderError(

@@ -31,27 +31,24 @@ INVALID_LIMITS = errors_pb2.ERROR_REASON_INVALID_LIMITS
 REQUEST_TOO_LARGE = errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE
 INVALID_SUBSCRIPTION = errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
 INVALID_PROVIDER_ERROR = errors_pb2.ERROR_REASON_INVALID_PROVIDER_ERROR
+INVALID_USAGE = errors_pb2.ERROR_REASON_INVALID_USAGE
 
 _ROLES = frozenset(history_pb2.Role.values()) - {history_pb2.ROLE_UNSPECIFIED}
 _MODES = frozenset(trim_pb2.TrimMode.values()) - {trim_pb2.TRIM_MODE_UNSPECIFIED}
 _PATHS = frozenset(trim_pb2.CallerPath.values())  # UNSPECIFIED is accepted: it means AGENT
 _REASONS = frozenset(trim_pb2.TrimReason.values()) - {trim_pb2.TRIM_REASON_UNSPECIFIED}
+_AGENT_MODES = frozenset(
+    {
+        trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+        trim_pb2.TRIM_MODE_TURN_COUNT,
+        trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+        trim_pb2.TRIM_MODE_REPORTED_USAGE,
+    }
+)
 # docs/conventions.md: the modes each caller path serves.
 _MODES_BY_PATH: dict[int, frozenset[int]] = {
-    trim_pb2.CALLER_PATH_UNSPECIFIED: frozenset(
-        {
-            trim_pb2.TRIM_MODE_TOKEN_BUDGET,
-            trim_pb2.TRIM_MODE_TURN_COUNT,
-            trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
-        }
-    ),
-    trim_pb2.CALLER_PATH_AGENT: frozenset(
-        {
-            trim_pb2.TRIM_MODE_TOKEN_BUDGET,
-            trim_pb2.TRIM_MODE_TURN_COUNT,
-            trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
-        }
-    ),
+    trim_pb2.CALLER_PATH_UNSPECIFIED: _AGENT_MODES,
+    trim_pb2.CALLER_PATH_AGENT: _AGENT_MODES,
     trim_pb2.CALLER_PATH_LEGACY_LOOP: frozenset({trim_pb2.TRIM_MODE_TURN_COUNT}),
     trim_pb2.CALLER_PATH_CHANNEL_SENDER_CACHE: frozenset({trim_pb2.TRIM_MODE_ROW_COUNT}),
 }
@@ -274,16 +271,8 @@ def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations
     """Every violation of the profile rules; `path` names the Profiles field (e.g. "profiles")."""
     out = Violations()
     runtime = profiles.runtime
-    if runtime.HasField("context_compact_ratio") and not math.isfinite(
-        runtime.context_compact_ratio
-    ):
-        out.append(
-            _v(
-                INVALID_PROFILE,
-                f"{path}.runtime.context_compact_ratio",
-                "The context compact ratio must be a finite number.",
-            )
-        )
+    # A NaN or infinite ratio is not an error: like any value outside (0, 1] it is treated as
+    # unset and reported as ratio_ignored (§3.3, §10.7).
     hints: set[str] = set()
     for i, route in enumerate(runtime.classifier_routes):
         route_path = f"{path}.runtime.classifier_routes[{i}]"
@@ -333,6 +322,8 @@ def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations
                     "A context window must be positive; leave it unset when unknown.",
                 )
             )
+        if provider.HasField("prices"):
+            _price_violations(provider.prices, f"{provider_path}.prices", out)
     selection = profiles.selection
     if selection.HasField("session_switch") and not selection.session_switch.provider:
         out.append(
@@ -343,6 +334,31 @@ def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations
             )
         )
     return out
+
+
+def _price_violations(prices: profile_pb2.ModelPrices, path: str, out: list[Violation]) -> None:
+    checked = [("input_per_million_tokens", prices.input_per_million_tokens)]
+    if prices.HasField("cached_input_per_million_tokens"):
+        checked.append(("cached_input_per_million_tokens", prices.cached_input_per_million_tokens))
+    for name, value in checked:
+        if not (math.isfinite(value) and value >= 0):
+            out.append(
+                _v(INVALID_PROFILE, f"{path}.{name}", "A price must be finite and not negative.")
+            )
+
+
+def usage_violations(usage: trim_pb2.ReportedUsage, path: str) -> list[Violation]:
+    """The tool-schema tokens are part of the estimate, so they cannot exceed it (§10.3)."""
+    if usage.tool_schema_tokens > usage.estimated_input_tokens:
+        return [
+            _v(
+                INVALID_USAGE,
+                f"{path}.tool_schema_tokens",
+                "tool_schema_tokens is the part of estimated_input_tokens spent on tool schemas; "
+                "it cannot exceed it.",
+            )
+        ]
+    return []
 
 
 # --- one check per request type -------------------------------------------------------------
@@ -366,7 +382,8 @@ def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> Viola
             _v(
                 INVALID_LIMITS,
                 "mode",
-                "The trim mode must be TOKEN_BUDGET, TURN_COUNT, OVERFLOW_RECOVERY or ROW_COUNT.",
+                "The trim mode must be TOKEN_BUDGET, TURN_COUNT, OVERFLOW_RECOVERY, ROW_COUNT or "
+                "REPORTED_USAGE.",
             )
         )
     if path not in _PATHS:
@@ -387,7 +404,7 @@ def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> Viola
             )
         )
     if (
-        mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET
+        mode in (trim_pb2.TRIM_MODE_TOKEN_BUDGET, trim_pb2.TRIM_MODE_REPORTED_USAGE)
         and request.WhichOneof("limits") == "explicit_limits"
         and not request.explicit_limits.HasField("budget_tokens")
     ):
@@ -395,10 +412,28 @@ def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> Viola
             _v(
                 INVALID_LIMITS,
                 "explicit_limits.budget_tokens",
-                "A token-budget trim with explicit limits needs budget_tokens.",
+                "A token-budget or reported-usage trim with explicit limits needs budget_tokens.",
             )
         )
     return out
+
+
+def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> list[Violation]:
+    """reported_usage goes with TRIM_MODE_REPORTED_USAGE, and only with it."""
+    has_usage = request.HasField("reported_usage")
+    if request.mode == trim_pb2.TRIM_MODE_REPORTED_USAGE and not has_usage:
+        return [
+            _v(INVALID_USAGE, "reported_usage", "TRIM_MODE_REPORTED_USAGE needs reported_usage.")
+        ]
+    if has_usage and request.mode != trim_pb2.TRIM_MODE_REPORTED_USAGE:
+        return [
+            _v(
+                INVALID_USAGE,
+                "reported_usage",
+                "reported_usage is only used by TRIM_MODE_REPORTED_USAGE.",
+            )
+        ]
+    return usage_violations(request.reported_usage, "reported_usage") if has_usage else []
 
 
 def check_trim_history(
@@ -408,6 +443,7 @@ def check_trim_history(
     violations += _limits_violations(request)
     if request.WhichOneof("limits") == "profiles":
         violations += profiles_violations(request.profiles, "profiles")
+    violations += _trim_usage_violations(request)
     _raise_if_any(violations)
 
 
@@ -416,6 +452,8 @@ def check_prepare_model_call(
 ) -> None:
     violations = history_violations(request.history, "history", max_history_rows)
     violations += profiles_violations(request.profiles, "profiles")
+    if request.HasField("reported_usage"):
+        violations += usage_violations(request.reported_usage, "reported_usage")
     _raise_if_any(violations)
 
 
@@ -434,10 +472,19 @@ def check_sweep_orphans(
 
 
 def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -> None:
-    """docs/conventions.md sets no rule here: any text and any cap (0 disables) are valid.
-
-    It exists so that every RPC runs its check; the message size limit bounds the input.
-    """
+    """Any text and any explicit cap (0 disables) are valid; the cap comes from one place only."""
+    violations: list[Violation] = []
+    if request.HasField("profiles"):
+        if request.max_tool_result_chars:
+            violations.append(
+                _v(
+                    INVALID_LIMITS,
+                    "max_tool_result_chars",
+                    "Give the cap either explicitly or through profiles, not both.",
+                )
+            )
+        violations += profiles_violations(request.profiles, "profiles")
+    _raise_if_any(violations)
 
 
 def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:

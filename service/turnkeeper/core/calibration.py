@@ -1,0 +1,83 @@
+"""Calibration by provider-reported usage (spec §10.3), in exact integer arithmetic.
+
+Python integers are unbounded, so every product below is exact for any 64-bit inputs; only the
+reported result is saturated to the wire's uint64. The trim itself is the §9 token-budget trim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from turnkeeper.core.rows import Pricing, Row
+from turnkeeper.core.saturation import saturate
+from turnkeeper.core.trimming import TrimPlan, plan_token_budget
+from turnkeeper.v1 import trim_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class ReportedUsage:
+    """What the provider counted for the previous request, next to turnkeeper's estimate of it."""
+
+    reported: int
+    estimated: int
+    tool_schema: int
+    """The part of `estimated` spent on tool schemas."""
+
+
+def applies(budget: int, usage: ReportedUsage) -> bool:
+    """Step 1: no trim when the budget is 0, the reported count fits it, or the estimate is 0."""
+    return budget != 0 and usage.reported > budget and usage.estimated != 0
+
+
+def calibrated_target(budget: int, usage: ReportedUsage) -> int:
+    """Step 2: the budget in estimate units, max(1, floor(budget x estimated / reported))."""
+    return max(1, budget * usage.estimated // usage.reported)
+
+
+def history_target(target: int, usage: ReportedUsage) -> int:
+    """Step 3: what the history may use once the tool schemas are reserved, never below 1."""
+    return max(1, target - usage.tool_schema)
+
+
+def reported_tokens_after(kept: int, usage: ReportedUsage) -> int:
+    """Step 5: (kept + tool_schema) x reported / estimated, rounded half away from zero.
+
+    Every operand is non-negative, so half away from zero is "round a remainder of half up".
+    """
+    quotient, remainder = divmod((kept + usage.tool_schema) * usage.reported, usage.estimated)
+    return saturate(quotient + (1 if 2 * remainder >= usage.estimated else 0))
+
+
+@dataclass(frozen=True, slots=True)
+class CalibratedTrim:
+    """A §10.3 trim: the plan over the estimate, and its counts in provider-reported units."""
+
+    plan: TrimPlan
+    tokens_before: int
+    tokens_after: int
+    calibration: trim_pb2.UsageCalibration | None
+    """The estimate-space steps 2-4; None when step 1 decided there is nothing to trim."""
+
+
+def plan_reported_usage(
+    rows: Sequence[Row],
+    pricing: Pricing,
+    budget: int,
+    usage: ReportedUsage,
+    breadcrumb_cost: int | None,
+) -> CalibratedTrim:
+    if not applies(budget, usage):
+        unchanged = plan_token_budget(rows, pricing, 0, breadcrumb_cost)  # §9: budget 0 keeps all
+        return CalibratedTrim(unchanged, usage.reported, usage.reported, None)
+    target = calibrated_target(budget, usage)
+    scaled = history_target(target, usage)
+    plan = plan_token_budget(rows, pricing, scaled, breadcrumb_cost)
+    calibration = trim_pb2.UsageCalibration(
+        calibrated_target_tokens=target,
+        history_target_tokens=scaled,
+        kept_estimate_tokens=plan.tokens_after,
+    )
+    return CalibratedTrim(
+        plan, usage.reported, reported_tokens_after(plan.tokens_after, usage), calibration
+    )

@@ -1,0 +1,60 @@
+"""The context meter and the input cost of a prepared request, on its resolved route (spec §10.5).
+
+Numbers only: the caller passes the prepared request's input tokens and the resolution.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from turnkeeper.core.budget import find_provider
+from turnkeeper.core.saturation import saturate
+from turnkeeper.v1 import profile_pb2, resolution_pb2, trim_pb2
+
+PER_MILLION = 1_000_000
+
+
+def context_meter(used_tokens: int, resolution: resolution_pb2.Resolution) -> trim_pb2.ContextMeter:
+    """Capacity and fraction only when the route's window is known: never the 32,000 fallback."""
+    meter = trim_pb2.ContextMeter(
+        used_tokens=saturate(used_tokens), budget_tokens=resolution.budget_tokens
+    )
+    capacity = resolution.capacity
+    if capacity.known:
+        window = capacity.model_context_window
+        meter.capacity_tokens = window
+        # int / int is correctly rounded; the window is positive (validation).
+        meter.capacity_fraction = used_tokens / window
+    return meter
+
+
+def route_prices(
+    profiles: profile_pb2.Profiles, route: resolution_pb2.Route
+) -> profile_pb2.ModelPrices | None:
+    """The prices declared for the route's model: the same rule as its context window (§3 Route)."""
+    profile = find_provider(profiles, route.provider)
+    if profile is None or not profile.HasField("prices"):
+        return None
+    if profile.model and profile.model != route.model:
+        return None
+    return profile.prices
+
+
+def input_cost(
+    used_tokens: int, cached_tokens: int, prices: profile_pb2.ModelPrices
+) -> trim_pb2.InputCostEstimate:
+    """(uncached x input price + cached x cached price) / 1,000,000, at most the largest double."""
+    cached = min(cached_tokens, used_tokens)
+    uncached = used_tokens - cached
+    cached_price = (
+        prices.cached_input_per_million_tokens
+        if prices.HasField("cached_input_per_million_tokens")
+        else prices.input_per_million_tokens
+    )
+    cost = (uncached * prices.input_per_million_tokens + cached * cached_price) / PER_MILLION
+    return trim_pb2.InputCostEstimate(
+        cost=min(cost, sys.float_info.max),
+        currency=prices.currency,
+        uncached_input_tokens=saturate(uncached),
+        cached_input_tokens=saturate(cached),
+    )

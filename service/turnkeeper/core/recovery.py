@@ -1,0 +1,69 @@
+"""Overflow recovery that never grows the request (spec §5, §9 Reactive recovery, §10.1).
+
+Recovery takes two thirds of a *baseline*: the history given (TrimHistory), or the history the
+same PrepareModelCall would have prepared without recovery, which is what the provider rejected.
+
+PrepareModelCall runs it as one token-budget trim of the turn-limited history to the recovery
+target rather than as a second trim of the baseline. Both choose the same cut: estimates of
+`P + crumb + B[bj:]` strictly fall as j grows (every row costs at least 4), the baseline is the
+smallest fitting j0 for the budget trim, and the recovery target is below the baseline's
+estimate, so no j <= j0 fits it; for j > j0 both ask the same question of the same rows
+(the crumb is reserved either way); and when nothing fits both keep only the newest turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from turnkeeper.core.rows import Pricing, Row
+from turnkeeper.core.trimming import TrimPlan, layout, plan_token_budget, recovery_target
+from turnkeeper.v1 import resolution_pb2, trim_pb2
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    plan: TrimPlan
+    """The trim from the history given to the recovered history."""
+    report: trim_pb2.RecoveryReport
+
+
+def plan_recovery(
+    rows: Sequence[Row],
+    pricing: Pricing,
+    breadcrumb_cost: int | None,
+    *,
+    baseline: TrimPlan | None = None,
+    budget_tokens: int = 0,
+    route: resolution_pb2.Route | None = None,
+) -> Recovery:
+    """Recovery from `rows`; `baseline` is the trim of them the provider's rejected request had.
+
+    Without a baseline, the rows themselves are the baseline (TrimHistory). A recovery that
+    cannot trim says so, with the system floor and whether it alone reaches the budget.
+    """
+    baseline_tokens = pricing.total if baseline is None else baseline.tokens_after
+    baseline_turns = 0 if baseline is None else baseline.dropped_turns
+    target = recovery_target(baseline_tokens)
+    plan = plan_token_budget(rows, pricing, target, breadcrumb_cost)
+    trimmed = plan.dropped_turns > baseline_turns
+    floor = sum(pricing.tokens[: layout(rows).system_rows])
+    report = trim_pb2.RecoveryReport(
+        trimmed=trimmed,
+        blocker=(
+            trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED
+            if trimmed
+            else trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN
+        ),
+        baseline_tokens=baseline_tokens,
+        target_tokens=target,
+        tokens_after=plan.tokens_after,
+        target_reached=plan.tokens_after <= target,
+        kept_turns=plan.kept_turns,
+        system_floor_tokens=floor,
+        budget_tokens=budget_tokens,
+        system_floor_reaches_budget=0 < budget_tokens <= floor,
+    )
+    if route is not None:
+        report.route.CopyFrom(route)
+    return Recovery(plan, report)
