@@ -17,6 +17,9 @@ from .vectors_lib import Vector
 
 MIN_VECTORS = 60
 SPEC_SECTIONS = frozenset(range(1, 10))
+AMENDMENTS = frozenset(range(1, 8)) - {4}
+"""§10.1-§10.7, the second edition. §10.4 (ClassifyProviderError) joins once every client's
+conformance runner dispatches that RPC."""
 VECTORS: list[Vector] = vl.load_vectors()
 
 
@@ -34,7 +37,8 @@ def server_address(request: pytest.FixtureRequest) -> str:
 
 
 def test_suite_shape() -> None:
-    """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section covered."""
+    """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section
+    and every §10 rule covered."""
     assert len(VECTORS) >= MIN_VECTORS, f"only {len(VECTORS)} vectors"
     names = [v.name for v in VECTORS]
     assert len(set(names)) == len(names), sorted({n for n in names if names.count(n) > 1})
@@ -44,6 +48,8 @@ def test_suite_shape() -> None:
     assert not unnamed, f"vectors whose rule names no spec section (§N): {unnamed}"
     missing = SPEC_SECTIONS - vl.covered_sections(VECTORS)
     assert not missing, f"spec sections no vector covers: {sorted(missing)}"
+    amended = frozenset(n for v in VECTORS for n in v.amendments)
+    assert not AMENDMENTS - amended, f"§10 rules no vector covers: {sorted(AMENDMENTS - amended)}"
     assert {v.rpc for v in VECTORS} == set(vl.RPCS), "every unary RPC has at least one vector"
 
 

@@ -36,6 +36,8 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 VECTORS_DIR = Path(__file__).resolve().parent / "vectors"
 VECTOR_FILE = re.compile(r"^(\d{3})-([a-z0-9][a-z0-9-]*)\.json$")
 SECTION = re.compile(r"§\s*(\d+)")
+AMENDMENT = re.compile(r"§10\.(\d+)")
+"""A second-edition rule, such as §10.3."""
 
 _TOP_KEYS = frozenset({"name", "rule", "description", "rpc", "request", "expect"})
 _ERROR_KEYS = frozenset({"code", "reason", "fieldViolations", "capacityReport"})
@@ -98,6 +100,11 @@ class Vector:
     def sections(self) -> frozenset[int]:
         """The spec section numbers (§N) the rule names."""
         return frozenset(int(n) for n in SECTION.findall(self.rule))
+
+    @property
+    def amendments(self) -> frozenset[int]:
+        """The second-edition rules (§10.N) the rule names, as N."""
+        return frozenset(int(n) for n in AMENDMENT.findall(self.rule))
 
     def request_message(self) -> Message:
         message = self.spec.request_type()

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from turnkeeper.core.pricing import price_text
 from turnkeeper.core.rows import Pricing
+from turnkeeper.core.saturation import saturate
 from turnkeeper.v1 import resolution_pb2, trim_pb2
 
 
@@ -29,7 +30,8 @@ def check_capacity(
         hook_tokens=hook_tokens,
         tool_schema_tokens=schema_tokens,
         reserved_output_tokens=reserved_output_tokens,
-        total_tokens=total,
+        # The reported total saturates; the decision is taken on the exact sum.
+        total_tokens=saturate(total),
         capacity=capacity,
         fits=total <= capacity.safety_tokens,
     )
