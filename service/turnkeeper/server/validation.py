@@ -336,7 +336,7 @@ def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations
     return out
 
 
-def _price_violations(prices: profile_pb2.ModelPrices, path: str, out: list[Violation]) -> None:
+def _price_violations(prices: profile_pb2.ModelPrices, path: str, out: Violations) -> None:
     checked = [("input_per_million_tokens", prices.input_per_million_tokens)]
     if prices.HasField("cached_input_per_million_tokens"):
         checked.append(("cached_input_per_million_tokens", prices.cached_input_per_million_tokens))
@@ -347,18 +347,19 @@ def _price_violations(prices: profile_pb2.ModelPrices, path: str, out: list[Viol
             )
 
 
-def usage_violations(usage: trim_pb2.ReportedUsage, path: str) -> list[Violation]:
+def usage_violations(usage: trim_pb2.ReportedUsage, path: str) -> Violations:
     """The tool-schema tokens are part of the estimate, so they cannot exceed it (§10.3)."""
+    out = Violations()
     if usage.tool_schema_tokens > usage.estimated_input_tokens:
-        return [
+        out.append(
             _v(
                 INVALID_USAGE,
                 f"{path}.tool_schema_tokens",
                 "tool_schema_tokens is the part of estimated_input_tokens spent on tool schemas; "
                 "it cannot exceed it.",
             )
-        ]
-    return []
+        )
+    return out
 
 
 # --- one check per request type -------------------------------------------------------------
@@ -418,22 +419,25 @@ def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> Viola
     return out
 
 
-def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> list[Violation]:
+def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
     """reported_usage goes with TRIM_MODE_REPORTED_USAGE, and only with it."""
     has_usage = request.HasField("reported_usage")
-    if request.mode == trim_pb2.TRIM_MODE_REPORTED_USAGE and not has_usage:
-        return [
+    if has_usage and request.mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
+        return usage_violations(request.reported_usage, "reported_usage")
+    out = Violations()
+    if request.mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
+        out.append(
             _v(INVALID_USAGE, "reported_usage", "TRIM_MODE_REPORTED_USAGE needs reported_usage.")
-        ]
-    if has_usage and request.mode != trim_pb2.TRIM_MODE_REPORTED_USAGE:
-        return [
+        )
+    elif has_usage:
+        out.append(
             _v(
                 INVALID_USAGE,
                 "reported_usage",
                 "reported_usage is only used by TRIM_MODE_REPORTED_USAGE.",
             )
-        ]
-    return usage_violations(request.reported_usage, "reported_usage") if has_usage else []
+        )
+    return out
 
 
 def check_trim_history(
@@ -473,7 +477,7 @@ def check_sweep_orphans(
 
 def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -> None:
     """Any text and any explicit cap (0 disables) are valid; the cap comes from one place only."""
-    violations: list[Violation] = []
+    violations = Violations()
     if request.HasField("profiles"):
         if request.max_tool_result_chars:
             violations.append(
