@@ -14,8 +14,9 @@
   const SESSION_OPTIONS = 500; // suggestions offered by the session filter
   const MINUTES = 30; // width of the tokens-saved chart
   const TOP_SESSIONS = 10; // bars of the dropped-turns chart
-  const TABLE_EVERY_MS = 250;
-  const CHART_EVERY_MS = 500;
+  const TIMELINE_EVERY_MS = 200;
+  const TABLE_EVERY_MS = 500;
+  const CHART_EVERY_MS = 1000;
   const RETRY_MIN_MS = 1000;
   const RETRY_MAX_MS = 15000;
 
@@ -35,8 +36,11 @@
   const fmt = (value) => numberFormat.format(value);
   // uint64 fields arrive as JSON strings (protobuf JSON mapping) and are omitted when zero.
   const num = (value) => Number(value ?? 0);
-  const clock = (ms) => new Date(ms).toLocaleTimeString("en-GB", { hour12: false });
-  const minuteLabel = (ms) => new Date(ms).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", hour12: false });
+  // Formatters are built once: toLocaleTimeString() builds one per call, which dominates at load.
+  const clockFormat = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false });
+  const minuteFormat = new Intl.DateTimeFormat("en-GB", { hour: "2-digit", minute: "2-digit", hour12: false });
+  const clock = (ms) => clockFormat.format(ms);
+  const minuteLabel = (ms) => minuteFormat.format(ms);
   const $ = (id) => document.getElementById(id);
   const plural = (count, word) => `${fmt(count)} ${word}${count === 1 ? "" : "s"}`;
 
@@ -211,6 +215,8 @@
 
   let frameRequested = false;
   let laterTimer = 0;
+  let laterDue = 0;
+  let lastTimelineRender = 0;
   let lastTableRender = 0;
   let lastChartRender = 0;
 
@@ -225,8 +231,12 @@
     window.requestAnimationFrame(frame);
   }
 
+  // One timer, due at the earliest of the throttled renders that are waiting.
   function later(ms) {
-    if (laterTimer) return;
+    const due = performance.now() + ms;
+    if (laterTimer && laterDue <= due) return;
+    window.clearTimeout(laterTimer);
+    laterDue = due;
     laterTimer = window.setTimeout(() => {
       laterTimer = 0;
       schedule();
@@ -238,7 +248,14 @@
     if (paused) return;
     if (dirty.totals) renderTotals();
     if (dirty.options) renderOptions();
-    if (dirty.timeline || dirty.rebuild) renderTimeline(dirty.rebuild);
+    if (dirty.timeline || dirty.rebuild) {
+      if (dirty.rebuild || now - lastTimelineRender >= TIMELINE_EVERY_MS) {
+        renderTimeline(dirty.rebuild);
+        lastTimelineRender = now;
+      } else {
+        later(TIMELINE_EVERY_MS - (now - lastTimelineRender));
+      }
+    }
     if (dirty.sessions || dirty.rebuild) {
       if (dirty.rebuild || now - lastTableRender >= TABLE_EVERY_MS) {
         renderSessions();
@@ -440,9 +457,11 @@
   // ---- charts --------------------------------------------------------------------------------
 
   const charts = {};
+  const colors = {};
 
   function cssColor(name) {
-    return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    if (!(name in colors)) colors[name] = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+    return colors[name];
   }
 
   // Counts are whole numbers: no 0.5 ticks on count axes.
@@ -467,8 +486,14 @@
     });
   }
 
+  function sameList(a, b) {
+    return a.length === b.length && a.every((x, i) => x === b[i]);
+  }
+
+  // Chart.js measures every label on each update, so an unchanged chart is not updated.
   function setChart(chart, labels, values, colors) {
     if (!chart) return;
+    if (sameList(chart.data.labels, labels) && sameList(chart.data.datasets[0].data, values)) return;
     chart.data.labels = labels;
     chart.data.datasets[0].data = values;
     chart.data.datasets[0].backgroundColor = Array.isArray(colors) ? colors : values.map(() => colors);
