@@ -56,10 +56,13 @@ def turn_trim(session: str, runtime: str, limit: int) -> svc.TrimHistoryRequest:
     )
 
 
-def trim(address: str, request: svc.TrimHistoryRequest) -> trim_pb2.HistoryTrimmed:
+def trim(
+    address: str, request: svc.TrimHistoryRequest, token: str | None = None
+) -> trim_pb2.HistoryTrimmed:
+    metadata = [("authorization", f"Bearer {token}")] if token else None
     with grpc.insecure_channel(address) as channel:
         response = history_service_pb2_grpc.HistoryServiceStub(channel).TrimHistory(
-            request, timeout=5
+            request, timeout=5, metadata=metadata
         )
     assert response.HasField("history_trimmed"), (
         "the request must trim for this test to mean anything"
@@ -210,3 +213,40 @@ def test_one_page_shows_the_whole_fleet(
     expect(timeline_rows(page, "s-on-second")).to_contain_text(arrow(on_second), timeout=APPEAR_MS)
     expect(page.locator("#total-sessions")).to_have_text("2")
     assert not errors, errors
+
+
+def test_off_loopback_with_token_auth_the_page_asks_for_a_token_that_may_subscribe(
+    browser: BrowserContext, server_factory: Callable[..., Any], http: str, tmp_path: Path
+) -> None:
+    """The ops port bound beyond loopback follows --auth-tokens: no stream without a token that
+    may subscribe to TrimEvents; with one, the page is live."""
+    watcher, runtime = "w" * 32, "r" * 32
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\n'
+        f'[[tokens]]\ntoken = "{runtime}"\nruntime_id = "rt-1"\ntrim_events = false\n'
+    )
+    port = http.rpartition(":")[2]
+    # Bound on every interface so the page needs a login; the test still talks to loopback only.
+    server = server_factory("--http", f"0.0.0.0:{port}", "--auth-tokens", str(tokens), unix=False)
+    page = browser.new_page()
+    page.goto(f"http://{http}/")
+    expect(page.locator("#status")).to_have_text("Signed out", timeout=APPEAR_MS)
+    token_box = page.get_by_label("Token", exact=True)
+    expect(token_box).to_be_focused()
+    token_box.fill(runtime)
+    token_box.press("Enter")
+    expect(page.get_by_role("alert")).to_contain_text("may not subscribe to TrimEvents")
+    token_box.fill("x" * 32)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("alert")).to_contain_text("unknown token")
+    token_box.fill(watcher)
+    token_box.press("Enter")
+    expect(page.locator("#status")).to_have_text("Live", timeout=APPEAR_MS)
+    expect(page.locator("#login")).to_be_hidden()
+    done = trim(server.address, budget_trim("s-secure", "rt-1", budget=1500), token=runtime)
+    expect(timeline_rows(page, "s-secure")).to_contain_text(arrow(done), timeout=APPEAR_MS)
+    # The token is not kept by the page: only an HttpOnly session cookie.
+    cookies = browser.cookies()
+    assert [c["name"] for c in cookies] == ["turnkeeper_dashboard"]
+    assert cookies[0]["httpOnly"] and watcher not in cookies[0]["value"]

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from turnkeeper.server.auth import TokenGrant, load_tokens
+from turnkeeper.server.config import parse_config
 from turnkeeper.server.dashboard import STATIC_DIR, add_dashboard_routes
+from turnkeeper.server.dashboard.access import COOKIE, DashboardAccess
+from turnkeeper.server.dashboard.routes import dashboard_routes_for, needs_login
 from turnkeeper.server.dashboard.stream import to_message
 from turnkeeper.server.events import RingFeed
 from turnkeeper.server.events import cursor as cursors
@@ -240,3 +246,78 @@ async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
         async with client.get(f"/dashboard/static/{asset}") as response:
             assert response.status == 200, asset
             assert await response.read() == (STATIC_DIR / asset).read_bytes()
+
+
+TOKENS = {
+    "watcher": TokenGrant(token="w" * 24, runtime_id="*"),
+    "runtime": TokenGrant(token="r" * 24, runtime_id="rt-1", trim_events=False),
+}
+
+
+@pytest.fixture
+async def guarded(
+    feed: RingFeed, tmp_path: Path
+) -> AsyncIterator[TestClient[web.Request, web.Application]]:
+    token_file = tmp_path / "tokens.toml"
+    token_file.write_text(
+        "".join(
+            f'[[tokens]]\ntoken = "{g.token}"\nruntime_id = "{g.runtime_id}"\n'
+            f"trim_events = {str(g.trim_events).lower()}\n"
+            for g in TOKENS.values()
+        )
+    )
+    app = web.Application()
+    add_dashboard_routes(app, feed, DashboardAccess(load_tokens(str(token_file))))
+    async with TestClient(TestServer(app)) as test_client:
+        yield test_client
+
+
+async def test_without_token_auth_the_stream_needs_no_login(
+    client: TestClient[web.Request, web.Application],
+) -> None:
+    async with client.get("/dashboard/session") as response:
+        assert await response.json() == {"loginRequired": False, "signedIn": True}
+
+
+async def test_with_token_auth_the_stream_needs_a_session_opened_with_a_trim_events_token(
+    guarded: TestClient[web.Request, web.Application],
+) -> None:
+    async with guarded.get("/dashboard/session") as response:
+        assert await response.json() == {"loginRequired": True, "signedIn": False}
+    async with guarded.get("/dashboard/events") as response:
+        assert response.status == 401
+    bearer = {"Authorization": "Bearer " + "x" * 24}
+    async with guarded.post("/dashboard/session", headers=bearer) as response:
+        assert response.status == 401
+    bearer = {"Authorization": f"Bearer {TOKENS['runtime'].token}"}
+    async with guarded.post("/dashboard/session", headers=bearer) as response:
+        assert response.status == 403  # the same rule as gRPC TrimEvents: trim_events = false
+    async with guarded.get("/dashboard/events") as response:
+        assert response.status == 401
+    bearer = {"Authorization": f"Bearer {TOKENS['watcher'].token}"}
+    async with guarded.post("/dashboard/session", headers=bearer) as response:
+        assert response.status == 204
+        cookie = response.cookies[COOKIE]
+        assert cookie["httponly"] and cookie["samesite"] == "Strict"
+        assert TOKENS["watcher"].token not in cookie.value
+    async with guarded.get("/dashboard/session") as response:
+        assert await response.json() == {"loginRequired": True, "signedIn": True}
+    async with guarded.get("/dashboard/events") as response:
+        assert response.status == 200
+        (opening,) = await read_messages(response, 1)
+        assert opening.event == "heartbeat"
+
+
+def test_login_is_required_only_off_loopback_and_with_token_auth(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tokens = str(tmp_path / "tokens.toml")
+    assert not needs_login(parse_config(["--http", "127.0.0.1:0", "--auth-tokens", tokens]))
+    assert not needs_login(parse_config(["--http", "[::1]:0", "--auth-tokens", tokens]))
+    assert not needs_login(parse_config(["--http", "localhost:0", "--auth-tokens", tokens]))
+    assert needs_login(parse_config(["--http", "0.0.0.0:0", "--auth-tokens", tokens]))
+    exposed = parse_config(["--http", "0.0.0.0:0"])
+    assert not needs_login(exposed)
+    with caplog.at_level(logging.WARNING):
+        dashboard_routes_for(exposed)
+    assert "set --auth-tokens" in caplog.text

@@ -8,7 +8,7 @@ import sys
 
 from turnkeeper.server.app import StartupError, serve
 from turnkeeper.server.config import parse_config
-from turnkeeper.server.dashboard import dashboard_routes
+from turnkeeper.server.dashboard import dashboard_routes_for
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         # The ops port (--http) serves the live dashboard at / next to /metrics and the probes.
-        asyncio.run(serve(config, ops_routes=(dashboard_routes,)))
+        asyncio.run(serve(config, ops_routes=(dashboard_routes_for(config),)))
     except StartupError as error:
         logging.getLogger("turnkeeper.server").error("cannot start: %s", error)
         return 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import ipaddress
 import json
 import logging
 import os
@@ -22,7 +21,7 @@ from grpc_reflection.v1alpha import reflection
 
 from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
 from turnkeeper.server.auth import TokenAuthInterceptor, TokenFileError, load_tokens
-from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.config import ServerConfig, is_loopback
 from turnkeeper.server.events import create_feed
 from turnkeeper.server.feed import EventFeed, FeedStatus
 from turnkeeper.server.interceptors import AccessLogInterceptor
@@ -244,19 +243,9 @@ def _security(
     return credentials, interceptors
 
 
-def _is_loopback(address: str) -> bool:
-    host = address.rpartition(":")[0].strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a host name: assume it resolves beyond this machine
-        return False
-
-
 def exposure_warnings(config: ServerConfig) -> list[str]:
     """What an operator must hear about TCP listeners other machines can reach."""
-    exposed = [address for address in config.listen if not _is_loopback(address)]
+    exposed = [address for address in config.listen if not is_loopback(address)]
     if not exposed:
         return []
     where = ", ".join(exposed)

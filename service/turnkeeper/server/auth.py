@@ -96,6 +96,11 @@ def load_tokens(path: str) -> dict[bytes, TokenGrant]:
     return {_digest(grant.token): grant for grant in parsed.tokens}
 
 
+def grant_for(grants: dict[bytes, TokenGrant], token: str) -> TokenGrant | None:
+    """The grant of `token` in a loaded token file, or None for an unknown token."""
+    return grants.get(_digest(token))
+
+
 def _bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
     for key, value in metadata or ():
         if key == "authorization" and isinstance(value, str):

@@ -10,6 +10,7 @@ from.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import sys
 import tomllib
@@ -120,6 +121,17 @@ UnixPathList = Annotated[tuple[UnixPath, ...], NoDecode, BeforeValidator(_comma_
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)
 ]
+
+
+def is_loopback(address: str) -> bool:
+    """Whether HOST:PORT binds only this machine's loopback interface."""
+    host = address.rpartition(":")[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: assume it resolves beyond this machine
+        return False
 
 
 class ServerConfig(BaseSettings):

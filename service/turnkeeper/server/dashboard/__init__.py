@@ -6,6 +6,6 @@ The page (static/) needs no build step; its charting library is vendored from np
 
 from __future__ import annotations
 
-from .routes import STATIC_DIR, add_dashboard_routes, dashboard_routes
+from .routes import STATIC_DIR, add_dashboard_routes, dashboard_routes_for
 
-__all__ = ["STATIC_DIR", "add_dashboard_routes", "dashboard_routes"]
+__all__ = ["STATIC_DIR", "add_dashboard_routes", "dashboard_routes_for"]

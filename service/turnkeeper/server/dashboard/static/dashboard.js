@@ -185,6 +185,47 @@
     });
   }
 
+  // Where the ops port is not loopback and --auth-tokens is set, the stream needs a browser
+  // session first (a cookie, since EventSource cannot send an Authorization header).
+  async function connectWhenAllowed() {
+    let session;
+    try {
+      const response = await fetch(new URL("dashboard/session", document.baseURI), { cache: "no-store" });
+      session = await response.json();
+    } catch (error) {
+      setConnection("reconnecting");
+      window.setTimeout(connectWhenAllowed, retryMs);
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+      return;
+    }
+    if (session.loginRequired && !session.signedIn) {
+      setConnection("signed-out");
+      $("login").hidden = false;
+      $("login-token").focus();
+      return;
+    }
+    $("login").hidden = true;
+    connect();
+  }
+
+  async function signIn(event) {
+    event.preventDefault();
+    const input = $("login-token");
+    const response = await fetch(new URL("dashboard/session", document.baseURI), {
+      method: "POST",
+      headers: { Authorization: `Bearer ${input.value.trim()}` },
+    });
+    input.value = "";
+    if (response.ok) {
+      $("login-error").textContent = "";
+      connectWhenAllowed();
+    } else {
+      const body = await response.json().catch(() => ({}));
+      $("login-error").textContent = `Not signed in: ${body.error || response.statusText}.`;
+      input.focus();
+    }
+  }
+
   function connect() {
     const url = new URL("dashboard/events", document.baseURI);
     // The browser resends the last id itself on its own reconnects (Last-Event-ID); this covers
@@ -199,7 +240,7 @@
       if (source.readyState === EventSource.CLOSED) {
         source.close();
         setConnection("reconnecting");
-        window.setTimeout(connect, retryMs);
+        window.setTimeout(connectWhenAllowed, retryMs); // the session may have expired
         retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
       } else {
         setConnection("reconnecting");
@@ -278,7 +319,8 @@
   function renderStatus() {
     const pill = $("status");
     const state = paused ? "paused" : connection;
-    const labels = { live: "Live", connecting: "Connecting…", reconnecting: "Reconnecting…", paused: "Paused" };
+    const labels = { live: "Live", connecting: "Connecting…", reconnecting: "Reconnecting…", paused: "Paused",
+      "signed-out": "Signed out" };
     if (pill.dataset.state !== state) {
       pill.dataset.state = state;
       pill.className = `pill pill-${state}`;
@@ -600,7 +642,8 @@
       if (!paused) changed("charts"); // the minute axis moves even when nothing happens
       renderStatus();
     }, 1000);
-    connect();
+    $("login-form").addEventListener("submit", signIn);
+    connectWhenAllowed();
     schedule();
   }
 
