@@ -366,9 +366,6 @@ class Streams:
         if row.message.tool_call_id and row.message.role != history_pb2.ROLE_TOOL:
             raise ConversionError(f"{where}: tool_call_id on a non-tool row has no provider field")
 
-    def stream(self, name: str) -> Cursor:
-        return self.reasoning if name == REASONING else self.text
-
     def attachment(self, where: str) -> history_pb2.Attachment:
         if not self._attachments:
             raise ConversionError(f"{where}: passthrough expects an attachment the row lacks")
@@ -385,10 +382,6 @@ class Streams:
             raise ConversionError(f"{self._where}: attachments have no place in the passthrough")
         if self._calls:
             raise ConversionError(f"{self._where}: tool calls have no place in the passthrough")
-
-
-def role_of(message: history_pb2.ChatMessage) -> int:
-    return message.role
 
 
 def user_images_are_attachments(message: history_pb2.ChatMessage) -> bool:
