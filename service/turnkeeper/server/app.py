@@ -196,9 +196,10 @@ def _server_options(config: ServerConfig) -> list[tuple[str, int]]:
         ),
         ("grpc.http2.max_ping_strikes", 2),
         ("grpc.keepalive_permit_without_calls", 1),
-        # The server pings idle peers so that a vanished one is noticed and its streams end.
-        ("grpc.keepalive_time_ms", 60_000),
-        ("grpc.keepalive_timeout_ms", 20_000),
+        # The server pings quiet peers so that a vanished one (host down, network cut) is
+        # noticed and its streams end.
+        ("grpc.keepalive_time_ms", int(config.keepalive_seconds * 1000)),
+        ("grpc.keepalive_timeout_ms", int(config.keepalive_timeout_seconds * 1000)),
         # A connection that never completes the HTTP/2 handshake is closed after this.
         ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout_seconds * 1000)),
     ]

@@ -243,6 +243,19 @@ class ServerConfig(BaseSettings):
         allow_inf_nan=False,
         description="keepalive pings closer than this are strikes; two end the connection",
     )
+    keepalive_seconds: float = Field(
+        default=60.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="ping a connection after this long without traffic from the peer",
+    )
+    keepalive_timeout_seconds: float = Field(
+        default=20.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="close a connection whose peer has not answered a ping by then (a client "
+        "that vanished or stopped reading)",
+    )
     handshake_timeout_seconds: float = Field(
         default=10.0,
         gt=0,
