@@ -58,7 +58,9 @@ def test_frozen_then_vanished_subscribers_are_logged_once_at_info(
         deadline = time.monotonic() + 20
         while server.log_text().count("TrimEvents status=") < 3:
             assert time.monotonic() < deadline, [
-                line for line in server.log_text().splitlines() if "TrimHistory" not in line and "trimmed" not in line
+                line
+                for line in server.log_text().splitlines()
+                if "TrimHistory" not in line and "trimmed" not in line
             ][-20:]
             time.sleep(0.1)
         dropped_after = time.monotonic() - started
