@@ -226,6 +226,9 @@ class ScriptedFeed:
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
         pass
 
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
+        pass
+
     async def subscribe(
         self, request: svc.TrimEventsRequest
     ) -> AsyncIterator[svc.TrimEventsResponse]:

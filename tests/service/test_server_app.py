@@ -18,7 +18,7 @@ from turnkeeper.server import app
 from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.feed import FeedStatus
-from turnkeeper.v1 import history_service_pb2, trim_pb2
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -33,6 +33,9 @@ class ControlledFeed:
         self.closed = False
 
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        pass
+
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
         pass
 
     async def subscribe(

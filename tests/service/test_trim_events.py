@@ -431,3 +431,42 @@ async def test_prepare_model_call_publishes_each_trim_and_nothing_when_preflight
     assert [i.event.trimmed for i in items] == list(prepared.trims)
     assert all(i.event.trimmed.caller.turn_id == "prepared" for i in items)
     await watch.close()
+
+
+def meter_profiles(known: bool) -> profile_pb2.Profiles:
+    provider = profile_pb2.ProviderProfile(alias="main", model="m-1")
+    if known:
+        provider.context_window = 128_000
+    return profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(max_context_tokens=6_000, default_provider="main"),
+        providers=[provider],
+    )
+
+
+async def test_section10_5_prepared_calls_publish_their_meter_to_opted_in_subscribers(
+    stub: Stub,
+) -> None:
+    """spec §10.5: a subscriber that opts in gets, per successful PrepareModelCall, the session,
+    the resolved route and the meter the caller got; the capacity only when known."""
+    s = session()
+    watch, _ = await Watch.open(stub, session_ids=[s], include_meter_updates=True)
+    known = await stub.PrepareModelCall(
+        svc.PrepareModelCallRequest(
+            history=history(2, size=50), profiles=meter_profiles(True), caller=caller(s)
+        )
+    )
+    unknown = await stub.PrepareModelCall(
+        svc.PrepareModelCallRequest(
+            history=history(2, size=50), profiles=meter_profiles(False), caller=caller(s)
+        )
+    )
+    first, second = await watch.take(2)
+    assert first.meter_update.meter == known.context_meter
+    assert first.meter_update.route == known.resolution.route
+    assert first.meter_update.caller == caller(s)
+    assert first.meter_update.meter.capacity_tokens == 128_000
+    assert first.meter_update.cursor
+    assert second.meter_update.meter == unknown.context_meter
+    assert not second.meter_update.meter.HasField("capacity_tokens")
+    assert not second.meter_update.meter.HasField("capacity_fraction")
+    await watch.close()

@@ -256,3 +256,45 @@ async def test_start_and_subscribe_while_redis_is_down(tmp_path: Path) -> None:
         await a.close()
     finally:
         server.stop()
+
+
+def meter(session: str, used: int, runtime: str = "") -> events_pb2.MeterUpdate:
+    return events_pb2.MeterUpdate(
+        caller=trim_pb2.CallerContext(session_id=session, runtime_id=runtime),
+        meter=trim_pb2.ContextMeter(used_tokens=used, budget_tokens=9000),
+    )
+
+
+async def test_meter_updates_reach_opted_in_subscribers_on_every_replica_and_count_as_no_event(
+    url: str, key: str
+) -> None:
+    """spec §10.5: a meter update per prepared call for subscribers that opt in; the session
+    filter applies, the reason filter does not; `n` counts trims only, so no false gap."""
+    a, b = await feed(url, key), await feed(url, key)
+    opted = await live(b, request(include_meter_updates=True))
+    by_reason = await live(
+        b,
+        request(include_meter_updates=True, reasons=[trim_pb2.TRIM_REASON_TURN_LIMIT]),
+    )
+    plain = await live(b, request())
+    a.publish(trimmed(1))
+    a.publish_meter(meter("s1", 700))
+    a.publish_meter(meter("s2", 800))
+    a.publish(trimmed(2))
+    got = await take(opted, 4)
+    assert [i.WhichOneof("item") for i in got] == ["event", "meter_update", "meter_update", "event"]
+    assert [i.meter_update.meter.used_tokens for i in got[1:3]] == [700, 800]
+    one, two = (cursors.decode(i.event.cursor) for i in (got[0], got[3]))
+    assert isinstance(one, cursors.RedisCursor) and isinstance(two, cursors.RedisCursor)
+    assert two.n == one.n + 1
+    # Resuming after a meter update's cursor continues with the next trim, without a gap.
+    resumed = b.subscribe(request(after_cursor=got[2].meter_update.cursor))
+    (beat, after) = await take(resumed, 2)
+    assert beat.HasField("heartbeat") and turns([after]) == [2]
+    assert [i.WhichOneof("item") for i in await take(by_reason, 2)] == [
+        "meter_update",
+        "meter_update",
+    ]
+    assert turns(await take(plain, 2)) == [1, 2]
+    for f in (a, b):
+        await f.close()

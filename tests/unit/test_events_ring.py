@@ -370,3 +370,62 @@ async def test_subscribing_after_close_is_unavailable_shutting_down() -> None:
         await anext(feed.subscribe(request()))
     assert caught.value.code == grpc.StatusCode.UNAVAILABLE
     assert caught.value.reason == errors_pb2.ERROR_REASON_SHUTTING_DOWN
+
+
+def meter(session: str, used: int, runtime: str = "r1") -> events_pb2.MeterUpdate:
+    return events_pb2.MeterUpdate(
+        caller=trim_pb2.CallerContext(session_id=session, runtime_id=runtime),
+        meter=trim_pb2.ContextMeter(used_tokens=used, budget_tokens=9000),
+    )
+
+
+async def test_meter_updates_go_live_to_opted_in_subscribers_only() -> None:
+    """spec §10.5: an opt-in meter update per prepared call. Session and runtime filters apply,
+    the reason filter does not; the cursor is the position of the trims before it."""
+    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    opted = await started(feed, request(include_meter_updates=True))
+    s2_only = await started(
+        feed,
+        request(
+            include_meter_updates=True,
+            session_ids=["s2"],
+            reasons=[trim_pb2.TRIM_REASON_TURN_LIMIT],
+        ),
+    )
+    plain = await started(feed, request())
+    feed.publish(trimmed(1))
+    feed.publish_meter(meter("s1", 700))
+    feed.publish_meter(meter("s2", 800))
+    feed.publish(trimmed(2))
+    got = await take(opted, 4)
+    assert [i.WhichOneof("item") for i in got] == ["event", "meter_update", "meter_update", "event"]
+    assert [i.meter_update.meter.used_tokens for i in got[1:3]] == [700, 800]
+    assert got[1].meter_update.cursor == got[0].event.cursor
+    assert got[1].meter_update.HasField("time")
+    (only,) = await take(s2_only, 1)
+    assert only.meter_update.caller.session_id == "s2"
+    assert turns(await take(plain, 2)) == [1, 2]
+    await feed.close()
+
+
+async def test_meter_updates_are_not_replayed_and_never_make_a_gap() -> None:
+    """A meter update is not a trim: resuming after one continues with the next trim, a full
+    queue skips it without a gap or a drop count, and the ring does not keep it."""
+    feed = RingFeed(ring_size=10, subscriber_queue_size=1)
+    stream = await started(feed, request(include_meter_updates=True))
+    feed.publish_meter(meter("s1", 1))
+    feed.publish_meter(meter("s1", 2))  # the queue holds one item: skipped
+    await asyncio.sleep(0.05)
+    (first,) = await take(stream, 1)
+    assert first.meter_update.meter.used_tokens == 1
+    feed.publish(trimmed(1))
+    (event,) = await take(stream, 1)
+    assert turns([event]) == [1]
+    resumed = feed.subscribe(
+        request(after_cursor=first.meter_update.cursor, include_meter_updates=True)
+    )
+    assert turns(await take(resumed, 1)) == [1]  # the trim after it, and no meter replayed
+    beat = feed.subscribe(request(after_cursor=event.event.cursor))
+    (heartbeat,) = await take(beat, 1)
+    assert heartbeat.heartbeat.dropped_events == 0
+    await feed.close()

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from turnkeeper.v1 import history_service_pb2, trim_pb2
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 
 @dataclass(frozen=True)
@@ -18,12 +18,23 @@ class FeedStatus:
 
 
 class EventFeed(Protocol):
-    """Publishes HistoryTrimmed payloads and serves TrimEvents subscriptions.
+    """Publishes HistoryTrimmed payloads (and meter updates) and serves TrimEvents subscriptions.
 
-    `publish` is called on the request path: it must never block, await a subscriber or raise.
+    `publish` and `publish_meter` are called on the request path: they must never block, await a
+    subscriber or raise.
     """
 
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None: ...
+
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
+        """Offers a prepared call's context meter to the subscribers that opted in (spec §10.5).
+
+        Like `publish`, it never blocks or raises. A meter update is not a trim: it is delivered
+        live only, never retained for replay, never counted in heartbeats or gaps, and skipped for
+        a subscriber whose queue is full (the session's next meter update supersedes it). Its
+        cursor is the feed position of the trims before it.
+        """
+        ...
 
     def subscribe(
         self, request: history_service_pb2.TrimEventsRequest

@@ -34,6 +34,7 @@ from turnkeeper.server.errors import RequestError, stream_errors, unary_errors
 from turnkeeper.server.feed import EventFeed
 from turnkeeper.v1 import (
     errors_pb2,
+    events_pb2,
     history_service_pb2_grpc,
     profile_pb2,
     resolution_pb2,
@@ -462,6 +463,10 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
         prices = route_prices(request.profiles, resolution.route)
         if prices is not None:
             response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
+        # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
+        self._feed.publish_meter(
+            events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
+        )
         return response
 
     @unary_errors

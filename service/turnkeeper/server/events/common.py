@@ -35,6 +35,7 @@ class Filter:
     session_ids: frozenset[str]
     runtime_ids: frozenset[str]
     reasons: frozenset[int]
+    meter_updates: bool = False
 
     @classmethod
     def of(cls, request: history_service_pb2.TrimEventsRequest) -> Filter:
@@ -42,14 +43,22 @@ class Filter:
             frozenset(request.session_ids),
             frozenset(request.runtime_ids),
             frozenset(int(r) for r in request.reasons),
+            request.include_meter_updates,
         )
 
-    def matches(self, trimmed: trim_pb2.HistoryTrimmed) -> bool:
-        if self.session_ids and trimmed.caller.session_id not in self.session_ids:
+    def _caller_matches(self, caller: trim_pb2.CallerContext) -> bool:
+        if self.session_ids and caller.session_id not in self.session_ids:
             return False
-        if self.runtime_ids and trimmed.caller.runtime_id not in self.runtime_ids:
+        return not self.runtime_ids or caller.runtime_id in self.runtime_ids
+
+    def matches(self, trimmed: trim_pb2.HistoryTrimmed) -> bool:
+        if not self._caller_matches(trimmed.caller):
             return False
         return not self.reasons or int(trimmed.reason) in self.reasons
+
+    def matches_meter(self, update: events_pb2.MeterUpdate) -> bool:
+        """Opted-in subscribers whose session and runtime filters match; reasons do not apply."""
+        return self.meter_updates and self._caller_matches(update.caller)
 
 
 def invalid_cursor(description: str) -> RequestError:
@@ -114,3 +123,14 @@ def encode_item(item: history_service_pb2.TrimEventsResponse) -> bytes:
     if hit is not None and hit[0] is item:
         return hit[1]
     return item.SerializeToString()
+
+
+def meter_item(
+    update: events_pb2.MeterUpdate, cursor: str
+) -> history_service_pb2.TrimEventsResponse:
+    """A meter update stamped with its feed position (the caller's message is not changed)."""
+    item = history_service_pb2.TrimEventsResponse(meter_update=update)
+    item.meter_update.cursor = cursor
+    if not item.meter_update.HasField("time"):
+        item.meter_update.time.CopyFrom(now_timestamp())
+    return item

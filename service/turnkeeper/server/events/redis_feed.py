@@ -1,6 +1,7 @@
 """The fleet feed: every replica publishes to one Redis Stream and serves TrimEvents from it.
 
-Stream entries carry four fields: `k` (b"e" an event, b"g" a gap marker), `n`, `e` and `p`.
+Stream entries carry four fields: `k` (b"e" an event, b"g" a gap marker, b"m" a meter update),
+`n`, `e` and `p`.
 - `n` numbers events globally (a Redis counter incremented in the same script as the XADD), so the
   numbers are contiguous across replicas: a reader that sees `n` jump knows how many events it
   missed (trimmed by MAXLEN before it read them); a gap marker carries the current count.
@@ -38,6 +39,7 @@ from .common import (
     heartbeat_interval,
     heartbeat_item,
     invalid_cursor,
+    meter_item,
     now_timestamp,
     shutting_down,
 )
@@ -126,7 +128,10 @@ class RedisFeed:
         )
         self._publish_script = self._writer.register_script(_PUBLISH)
         self._epoch_script = self._reader.register_script(_EPOCH)
-        self._outbox: deque[bytes] = deque(maxlen=outbox_size or max(ring_size, 10_000))
+        # (kind, payload): b"e" events and b"m" meter updates, in publication order.
+        self._outbox: deque[tuple[bytes, bytes]] = deque(
+            maxlen=outbox_size or max(ring_size, 10_000)
+        )
         self._wake = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -177,15 +182,32 @@ class RedisFeed:
             payload = events_pb2.TrimEvent(
                 time=now_timestamp(), trimmed=trimmed
             ).SerializeToString()
-            if len(self._outbox) == self._outbox.maxlen:
-                # Keep the newest; the evicted oldest is announced by a gap marker placed before
-                # everything still queued, so the order of the stream stays truthful.
-                self._unpublished_pending += 1
-                self.unpublished_total += 1
-            self._outbox.append(payload)
-            self._notify()
+            self._queue(b"e", payload)
         except Exception:  # publish runs on the request path and must never fail it
             log.exception("dropping a trim event")
+
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
+        try:
+            if self._closed:
+                return
+            stamped = events_pb2.MeterUpdate()
+            stamped.CopyFrom(update)
+            stamped.ClearField("cursor")
+            if not stamped.HasField("time"):
+                stamped.time.CopyFrom(now_timestamp())
+            self._queue(b"m", stamped.SerializeToString())
+        except Exception:  # publish_meter runs on the request path and must never fail it
+            log.exception("dropping a meter update")
+
+    def _queue(self, kind: bytes, payload: bytes) -> None:
+        if len(self._outbox) == self._outbox.maxlen and self._outbox[0][0] == b"e":
+            # Keep the newest; the evicted oldest event is announced by a gap marker placed
+            # before everything still queued, so the order of the stream stays truthful. (An
+            # evicted meter update is superseded by the session's next one: no gap.)
+            self._unpublished_pending += 1
+            self.unpublished_total += 1
+        self._outbox.append((kind, payload))
+        self._notify()
 
     def _notify(self) -> None:
         loop = self._loop
@@ -244,16 +266,17 @@ class RedisFeed:
         if announced:
             gap = events_pb2.Gap(cause=events_pb2.GAP_CAUSE_PUBLISH_FAILED, missed_events=announced)
             args += [b"g", gap.SerializeToString()]
-        for payload in batch:
-            args += [b"e", payload]
+        for kind, payload in batch:
+            args += [kind, payload]
         try:
             await self._publish_script(keys=self._keys, args=args)
         except _Failure as error:
             # Whether the script ran is unknown; counting the batch as lost (announced by a gap
             # marker later) is safer than publishing it twice.
             self._set_down(error)
-            self._unpublished_pending += len(batch)
-            self.unpublished_total += len(batch)
+            lost = sum(1 for kind, _ in batch if kind == b"e")
+            self._unpublished_pending += lost
+            self.unpublished_total += lost
             return
         self._unpublished_pending -= announced
 
@@ -401,6 +424,13 @@ class RedisFeed:
                     marker = events_pb2.Gap.FromString(fields[b"p"])
                     yield gap_item(marker.cause, sent_cursor, "", marker.missed_events)
                     last_sent = time.monotonic()
+                    continue
+                if fields[b"k"] == b"m":
+                    # `n` of a meter update is the count of events before it: not an event.
+                    update = events_pb2.MeterUpdate.FromString(fields[b"p"])
+                    if wanted.matches_meter(update):
+                        yield meter_item(update, cursors.encode_redis(epoch, entry_id, n))
+                        last_sent = time.monotonic()
                     continue
                 cursor = cursors.encode_redis(epoch, entry_id, n)
                 if last_n is not None and n > last_n + 1:

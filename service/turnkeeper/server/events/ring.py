@@ -28,6 +28,7 @@ from .common import (
     heartbeat_interval,
     heartbeat_item,
     invalid_cursor,
+    meter_item,
     now_timestamp,
     share,
     shutting_down,
@@ -84,6 +85,15 @@ class _Subscriber:
         self.items.append(item)
         self.queued_events += 1
         self.last_cursor = item.event.cursor
+        self.wake()
+
+    def offer_meter(self, item: _Event) -> None:
+        """Queues a meter update when there is room; never a drop, never a gap (feed.py)."""
+        tail = self.items[-1] if self.items else None
+        if self.queued_events >= self.capacity or (isinstance(tail, _Drop) and not tail.closed):
+            return
+        self.items.append(item)
+        self.queued_events += 1
         self.wake()
 
     def take(self) -> _Item | None:
@@ -175,6 +185,18 @@ class RingFeed:
         except Exception:  # publish runs on the request path and must never fail it
             log.exception("dropping a trim event")
 
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
+        """Live only: meter updates are not retained in the ring (see feed.EventFeed)."""
+        try:
+            with self._lock:
+                if self._closed or not self._subscribers:
+                    return
+                cursor = cursors.encode_ring(self.epoch, self._seq)
+                self._inbox.append((self._seq, meter_item(update, cursor)))
+            self._wake_dispatcher()
+        except Exception:  # publish_meter runs on the request path and must never fail it
+            log.exception("dropping a meter update")
+
     def _wake_dispatcher(self) -> None:
         loop = self._loop
         if loop is None:
@@ -190,7 +212,8 @@ class RingFeed:
                 loop.call_soon_threadsafe(self._inbox_ready.set)
 
     async def _dispatch(self) -> None:
-        """Fans each published event out to the matching subscribers, in publication order."""
+        """Fans each published event (and meter update) out to the matching subscribers, in
+        publication order."""
         offered = 0
         while True:
             await self._inbox_ready.wait()
@@ -202,9 +225,13 @@ class RingFeed:
                     seq, item = self._inbox.popleft()
                     subscribers = list(self._subscribers)
                 share(item)
-                trimmed = item.event.trimmed
+                meter = item.meter_update if item.HasField("meter_update") else None
                 for sub in subscribers:
-                    if seq > sub.start_seq and sub.filter.matches(trimmed):
+                    if meter is not None:
+                        # Cut at the trims before it, so a subscriber registered since gets it.
+                        if seq >= sub.start_seq and sub.filter.matches_meter(meter):
+                            sub.offer_meter(item)
+                    elif seq > sub.start_seq and sub.filter.matches(item.event.trimmed):
                         sub.offer(item)
                     offered += 1
                     if offered >= _FANOUT_SLICE:
