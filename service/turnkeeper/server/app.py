@@ -19,6 +19,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
 from turnkeeper.server.auth import TokenAuthInterceptor, TokenFileError, load_tokens
 from turnkeeper.server.config import ServerConfig, is_loopback
@@ -328,7 +329,14 @@ class Sidecar:
         )
         self._server = server
         history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
-            HistoryServicer(feed=feed, max_history_rows=config.max_history_rows), server
+            HistoryServicer(
+                feed=feed,
+                max_history_rows=config.max_history_rows,
+                overflow=OverflowClassifier.of(
+                    config.overflow_phrase, config.provider_overflow_phrases
+                ),
+            ),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if config.reflection:

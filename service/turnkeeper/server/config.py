@@ -85,6 +85,30 @@ def _comma_list(raw: object) -> object:
     return raw
 
 
+def _phrase_list(raw: object) -> object:
+    """Comma-separated, as every list option (the flag parser joins repeated flags with commas).
+
+    An empty part is kept, so that the phrase validator refuses it instead of it vanishing.
+    """
+    if isinstance(raw, str):
+        return tuple(raw.split(",")) if raw.strip() else ()
+    return raw
+
+
+def _phrase(raw: str) -> str:
+    phrase = raw.strip().lower()
+    if not phrase:
+        raise ValueError("an overflow phrase must not be empty (it would match every error)")
+    return phrase
+
+
+def _provider_phrase(raw: str) -> str:
+    alias, sep, phrase = raw.partition("=")
+    if not sep or not alias.strip():
+        raise ValueError(f"{raw!r} is not ALIAS=PHRASE")
+    return f"{alias.strip()}={_phrase(phrase)}"
+
+
 def _upper(raw: object) -> object:
     return raw.strip().upper() if isinstance(raw, str) else raw
 
@@ -118,6 +142,14 @@ AbsolutePath = Annotated[str, AfterValidator(_absolute_path)]
 # NoDecode: an environment value is split on commas instead of being parsed as JSON.
 AddressList = Annotated[tuple[TcpAddress, ...], NoDecode, BeforeValidator(_comma_list)]
 UnixPathList = Annotated[tuple[UnixPath, ...], NoDecode, BeforeValidator(_comma_list)]
+PhraseList = Annotated[
+    tuple[Annotated[str, AfterValidator(_phrase)], ...], NoDecode, BeforeValidator(_phrase_list)
+]
+ProviderPhraseList = Annotated[
+    tuple[Annotated[str, AfterValidator(_provider_phrase)], ...],
+    NoDecode,
+    BeforeValidator(_phrase_list),
+]
 LogLevel = Annotated[
     Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"], BeforeValidator(_upper)
 ]
@@ -289,6 +321,19 @@ class ServerConfig(BaseSettings):
         "token acts as one runtime_id",
     )
     reflection: bool = Field(default=True, description="serve gRPC server reflection")
+    overflow_phrase: PhraseList = Field(
+        default=(),
+        json_schema_extra={"metavar": "PHRASE"},
+        description="extra phrase that marks a provider error as a context-window overflow "
+        "(ClassifyProviderError, spec §10.4), matched lower-cased; repeatable, no commas "
+        "(environment: comma-separated)",
+    )
+    provider_overflow_phrase: ProviderPhraseList = Field(
+        default=(),
+        json_schema_extra={"metavar": "ALIAS=PHRASE"},
+        description="extra overflow phrase for one provider alias only; repeatable, no commas "
+        "(environment: comma-separated)",
+    )
 
     @model_validator(mode="after")
     def _tls_files_go_together(self) -> ServerConfig:
@@ -313,6 +358,15 @@ class ServerConfig(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings,)
+
+    @property
+    def provider_overflow_phrases(self) -> dict[str, tuple[str, ...]]:
+        """`provider_overflow_phrase` grouped by alias, in configuration order."""
+        grouped: dict[str, list[str]] = {}
+        for entry in self.provider_overflow_phrase:
+            alias, _, phrase = entry.partition("=")
+            grouped.setdefault(alias, []).append(phrase)
+        return {alias: tuple(phrases) for alias, phrases in grouped.items()}
 
     @property
     def max_send_bytes(self) -> int:
