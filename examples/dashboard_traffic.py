@@ -43,7 +43,7 @@ class Session:
     def __init__(self, index: int, rng: random.Random) -> None:
         self.id = f"session-{index:04d}"
         self.runtime = RUNTIMES[index % len(RUNTIMES)]
-        self.cheap = index % 3 == 0
+        self.cheap = index % 8 == 0
         self.turn_words = rng.choice((200, 800, 1500, 2500))
         self.rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="You help.")]
         self.turns = 0

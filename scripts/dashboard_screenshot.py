@@ -36,7 +36,7 @@ def main(out: Path) -> None:
     http = f"127.0.0.1:{procs.free_port()}"
     server = live.start_server("--http", http, unix=False)
     try:
-        with browser.chromium(width=1440, height=1000) as context:
+        with browser.chromium(width=1440, height=1400) as context:
             page = context.new_page()
             page.goto(f"http://{http}/")
             page.wait_for_selector("#status[data-state=live]", timeout=5000)

@@ -13,7 +13,7 @@ from typing import Any
 
 import grpc
 from playwright.sync_api import BrowserContext, Page, expect
-from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
+from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +68,27 @@ def trim(
         "the request must trim for this test to mean anything"
     )
     return response.history_trimmed
+
+
+def prepare(
+    address: str, session: str, runtime: str, window: int | None
+) -> svc.PrepareModelCallResponse:
+    """A prepared call on the `main` route: capacity `window`, or unknown when None."""
+    provider = profile_pb2.ProviderProfile(alias="main", model="big-model")
+    if window is not None:
+        provider.context_window = window
+    request = svc.PrepareModelCallRequest(
+        history=history(2, size=100),
+        profiles=profile_pb2.Profiles(
+            runtime=profile_pb2.RuntimeProfile(max_context_tokens=4_000, default_provider="main"),
+            providers=[provider],
+        ),
+        caller=caller(session, runtime),
+    )
+    with grpc.insecure_channel(address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        response: svc.PrepareModelCallResponse = stub.PrepareModelCall(request, timeout=5)
+    return response
 
 
 def arrow(trimmed: trim_pb2.HistoryTrimmed) -> str:
@@ -139,6 +160,30 @@ def test_trims_show_as_rows_meters_and_charts_and_a_restart_as_a_gap(
     expect(page.locator("#total-trims")).to_have_text("3")
     saved = sum(t.tokens_before - t.tokens_after for t in (alpha, beta, alpha2))
     expect(page.locator("#total-saved")).to_have_text(f"{saved:,}")
+
+    # Meters (spec §10.5): per prepared call, the used tokens against budget and capacity, and
+    # "capacity unknown" where the route's window is not configured.
+    known = prepare(server.address, "s-alpha", "rt-1", window=16_000).context_meter
+    unknown = prepare(server.address, "s-epsilon", "rt-2", window=None).context_meter
+    alpha_meter = session_row(page, "s-alpha").locator("td[data-used]")
+    expect(alpha_meter).to_have_attribute("data-used", str(known.used_tokens), timeout=APPEAR_MS)
+    expect(alpha_meter).to_have_attribute("data-capacity", "16000")
+    expect(alpha_meter).to_contain_text(
+        f"{known.used_tokens:,} tokens · budget {known.budget_tokens:,}"
+    )
+    expect(alpha_meter).to_contain_text(f"{known.capacity_fraction:.1%} of 16,000 capacity")
+    expect(alpha_meter.get_by_role("meter")).to_have_attribute(
+        "aria-valuenow", str(known.used_tokens)
+    )
+    expect(session_row(page, "s-alpha")).to_contain_text("main / big-model")
+    epsilon = session_row(page, "s-epsilon")
+    expect(epsilon.locator("td[data-used]")).to_have_attribute(
+        "data-used", str(unknown.used_tokens), timeout=APPEAR_MS
+    )
+    expect(epsilon).to_contain_text("capacity unknown")
+    expect(epsilon.locator("td[data-used]")).to_have_attribute("data-capacity", "unknown")
+    expect(epsilon).not_to_contain_text("32,000")  # never the fallback as a capacity
+    expect(page.locator("#total-sessions")).to_have_text("3")
 
     # Charts: the numbers Chart.js draws, and the text alternatives next to them.
     expect(page.locator("#chart-reasons-summary")).to_have_text(

@@ -18,6 +18,8 @@ from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.redis_feed import RedisFeed
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
+from .feed_items import meter
+
 Item = history_service_pb2.TrimEventsResponse
 
 
@@ -256,13 +258,6 @@ async def test_start_and_subscribe_while_redis_is_down(tmp_path: Path) -> None:
         await a.close()
     finally:
         server.stop()
-
-
-def meter(session: str, used: int, runtime: str = "") -> events_pb2.MeterUpdate:
-    return events_pb2.MeterUpdate(
-        caller=trim_pb2.CallerContext(session_id=session, runtime_id=runtime),
-        meter=trim_pb2.ContextMeter(used_tokens=used, budget_tokens=9000),
-    )
 
 
 async def test_meter_updates_reach_opted_in_subscribers_on_every_replica_and_count_as_no_event(

@@ -14,6 +14,8 @@ from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
+from .feed_items import meter
+
 Item = history_service_pb2.TrimEventsResponse
 
 
@@ -370,13 +372,6 @@ async def test_subscribing_after_close_is_unavailable_shutting_down() -> None:
         await anext(feed.subscribe(request()))
     assert caught.value.code == grpc.StatusCode.UNAVAILABLE
     assert caught.value.reason == errors_pb2.ERROR_REASON_SHUTTING_DOWN
-
-
-def meter(session: str, used: int, runtime: str = "r1") -> events_pb2.MeterUpdate:
-    return events_pb2.MeterUpdate(
-        caller=trim_pb2.CallerContext(session_id=session, runtime_id=runtime),
-        meter=trim_pb2.ContextMeter(used_tokens=used, budget_tokens=9000),
-    )
 
 
 async def test_meter_updates_go_live_to_opted_in_subscribers_only() -> None:

@@ -32,7 +32,7 @@
   };
 
   const numberFormat = new Intl.NumberFormat("en-US");
-  const percentFormat = new Intl.NumberFormat("en-US", { style: "percent", maximumFractionDigits: 1 });
+  const percentFormat = new Intl.NumberFormat("en-US", { style: "percent", minimumFractionDigits: 1, maximumFractionDigits: 1 });
   const fmt = (value) => numberFormat.format(value);
   // uint64 fields arrive as JSON strings (protobuf JSON mapping) and are omitted when zero.
   const num = (value) => Number(value ?? 0);
