@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
+import sys
+import types
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
@@ -75,3 +79,17 @@ def percentile(samples: Sequence[float], q: float) -> float:
     if len(samples) == 1:
         return samples[0]
     return statistics.quantiles(samples, n=100, method="inclusive")[max(0, min(98, int(q) - 1))]
+
+
+def load_procs() -> types.ModuleType:
+    """tests/fleet/procs.py (redis-server and nginx helpers), loaded by path."""
+    name = "turnkeeper_tests_procs"
+    if name in sys.modules:
+        return sys.modules[name]
+    path = Path(__file__).resolve().parents[1] / "fleet" / "procs.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

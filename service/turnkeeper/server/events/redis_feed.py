@@ -50,9 +50,14 @@ STREAM_KEY = "turnkeeper:events"
 COUNTER_KEY = "turnkeeper:events:n"
 EPOCH_KEY = "turnkeeper:events:epoch"
 
-# KEYS: stream, counter, epoch. ARGV: maxlen, candidate epoch, then (kind, payload) pairs.
-# Atomic, so the entry order in the stream is the order of `n`.
+# KEYS: stream, counter, epoch, batch marker. ARGV: maxlen, candidate epoch, then (kind, payload)
+# pairs. Atomic, so the entry order in the stream is the order of `n`. Idempotent: the marker
+# (unique per batch, kept an hour) makes a retried batch that already ran a no-op, so a batch
+# whose reply was lost (Redis stalled past the socket timeout) is retried, never lost or doubled.
 _PUBLISH = """
+if not redis.call('SET', KEYS[4], '1', 'NX', 'EX', 3600) then
+  return redis.call('GET', KEYS[3])
+end
 redis.call('SET', KEYS[3], ARGV[2], 'NX')
 local epoch = redis.call('GET', KEYS[3])
 for i = 3, #ARGV, 2 do
@@ -141,6 +146,8 @@ class RedisFeed:
         self._error = "not started"
         self._unpublished_pending = 0  # not yet announced by a gap marker
         self.unpublished_total = 0
+        # The batch sent last whose outcome is unknown: (marker key, script args, events in it).
+        self._unsettled: tuple[str, list[Any], int] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -226,9 +233,16 @@ class RedisFeed:
     async def _run_publisher(self) -> None:
         backoff = _BACKOFF_MIN_S
         while True:
-            if self._closed and (not self._connected or not self._outbox):
+            idle = not self._outbox and self._unsettled is None
+            if self._closed and (not self._connected or idle):
+                queued = sum(1 for kind, _ in self._outbox if kind == b"e")
+                lost = queued + (self._unsettled[2] if self._unsettled else 0)
+                if lost:
+                    log.warning(
+                        "events: %d events not published: redis unavailable at shutdown", lost
+                    )
                 return
-            if not self._outbox and not self._unpublished_pending:
+            if not self._outbox and not self._unpublished_pending and self._unsettled is None:
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), _IDLE_PING_S)
@@ -260,25 +274,29 @@ class RedisFeed:
         self._error = str(error) or type(error).__name__
 
     async def _publish_batch(self) -> None:
-        batch = [self._outbox.popleft() for _ in range(min(_BATCH, len(self._outbox)))]
-        announced = self._unpublished_pending
-        args: list[Any] = [self._maxlen, _new_epoch()]
-        if announced:
-            gap = events_pb2.Gap(cause=events_pb2.GAP_CAUSE_PUBLISH_FAILED, missed_events=announced)
-            args += [b"g", gap.SerializeToString()]
-        for kind, payload in batch:
-            args += [kind, payload]
+        if self._unsettled is None:
+            batch = [self._outbox.popleft() for _ in range(min(_BATCH, len(self._outbox)))]
+            announced = self._unpublished_pending
+            args: list[Any] = [self._maxlen, _new_epoch()]
+            if announced:
+                gap = events_pb2.Gap(
+                    cause=events_pb2.GAP_CAUSE_PUBLISH_FAILED, missed_events=announced
+                )
+                args += [b"g", gap.SerializeToString()]
+            for kind, payload in batch:
+                args += [kind, payload]
+            self._unpublished_pending -= announced  # this batch's marker announces them
+            marker = f"{self._keys[0]}:batch:{secrets.token_hex(12)}"
+            self._unsettled = (marker, args, sum(1 for kind, _ in batch if kind == b"e"))
+        marker, args, _ = self._unsettled
         try:
-            await self._publish_script(keys=self._keys, args=args)
+            await self._publish_script(keys=[*self._keys, marker], args=args)
         except _Failure as error:
-            # Whether the script ran is unknown; counting the batch as lost (announced by a gap
-            # marker later) is safer than publishing it twice.
+            # Whether the script ran is unknown: the same batch is sent again once Redis answers,
+            # and its marker makes it run at most once. Nothing is counted as lost.
             self._set_down(error)
-            lost = sum(1 for kind, _ in batch if kind == b"e")
-            self._unpublished_pending += lost
-            self.unpublished_total += lost
             return
-        self._unpublished_pending -= announced
+        self._unsettled = None
 
     # -- subscribing ---------------------------------------------------------------------------
 
