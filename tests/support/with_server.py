@@ -1,27 +1,55 @@
 #!/usr/bin/env python3
 """Run a command against a live turnkeeper server.
 
-    with_server.py [SERVER FLAGS...] -- CMD ARGS...
+    with_server.py [--secure] [SERVER FLAGS...] -- CMD ARGS...
 
 Starts `python -m turnkeeper.server` on a free loopback port and a Unix socket in a temp dir,
 exports TURNKEEPER_ADDRESS=127.0.0.1:PORT, TURNKEEPER_UNIX=/path/to.sock and
 TURNKEEPER_CONFORMANCE_DIR=<repo>/tests/conformance/vectors, runs CMD, stops the server with
 SIGTERM and exits with CMD's exit code. Works from any clone: paths come from this file's location.
+
+--secure also issues certificates (support/certs.py, needs trustme) and starts two more servers
+that require a bearer token: one with TLS and one with mTLS. It exports
+TURNKEEPER_TLS_ADDRESS, TURNKEEPER_MTLS_ADDRESS (both 127.0.0.1:PORT), TURNKEEPER_TLS_CA,
+TURNKEEPER_TLS_CLIENT_CERT, TURNKEEPER_TLS_CLIENT_KEY (PEM files), TURNKEEPER_TOKEN (a token
+acting as TURNKEEPER_TOKEN_RUNTIME) and TURNKEEPER_TOKEN_NO_EVENTS (a token that may not
+subscribe to TrimEvents).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from live import CONFORMANCE_DIR, ServerStartError, start_server
+from live import CONFORMANCE_DIR, LiveServer, ServerStartError, start_server
 
-USAGE = "usage: with_server.py [SERVER FLAGS...] -- CMD [ARGS...]"
+USAGE = "usage: with_server.py [--secure] [SERVER FLAGS...] -- CMD [ARGS...]"
+
+
+def _start_secure(servers: list[LiveServer], env: dict[str, str], directory: Path) -> None:
+    """The TLS and mTLS servers of --secure, with their certificates and tokens in `env`."""
+    from certs import write_credentials
+
+    credentials = write_credentials(directory)
+    tls = ["--tls-cert", str(credentials.server_cert), "--tls-key", str(credentials.server_key)]
+    auth = ["--auth-tokens", str(credentials.tokens)]
+    servers.append(start_server(*tls, *auth, unix=False))
+    env["TURNKEEPER_TLS_ADDRESS"] = servers[-1].address
+    servers.append(start_server(*tls, *auth, "--tls-client-ca", str(credentials.ca), unix=False))
+    env["TURNKEEPER_MTLS_ADDRESS"] = servers[-1].address
+    env["TURNKEEPER_TLS_CA"] = str(credentials.ca)
+    env["TURNKEEPER_TLS_CLIENT_CERT"] = str(credentials.client_cert)
+    env["TURNKEEPER_TLS_CLIENT_KEY"] = str(credentials.client_key)
+    env["TURNKEEPER_TOKEN"] = credentials.token
+    env["TURNKEEPER_TOKEN_RUNTIME"] = credentials.runtime_id
+    env["TURNKEEPER_TOKEN_NO_EVENTS"] = credentials.events_denied_token
 
 
 def main(argv: list[str]) -> int:
@@ -33,12 +61,21 @@ def main(argv: list[str]) -> int:
     if not command:
         print(USAGE, file=sys.stderr)
         return 2
+    secure = "--secure" in server_flags
+    server_flags = [flag for flag in server_flags if flag != "--secure"]
+    env = dict(os.environ)
+    extra: list[LiveServer] = []
+    certificates = Path(tempfile.mkdtemp(prefix="tk-certs-"))
     try:
         server = start_server(*server_flags)
+        if secure:
+            _start_secure(extra, env, certificates)
     except ServerStartError as error:
         print(f"with_server: {error}", file=sys.stderr)
+        for started in extra:
+            started.stop()
+        shutil.rmtree(certificates, ignore_errors=True)
         return 1
-    env = dict(os.environ)
     env["TURNKEEPER_ADDRESS"] = server.address
     if server.unix_path:
         env["TURNKEEPER_UNIX"] = server.unix_path
@@ -67,6 +104,9 @@ def main(argv: list[str]) -> int:
             code = 128 - code
         return code
     finally:
+        for started in extra:
+            started.stop()
+        shutil.rmtree(certificates, ignore_errors=True)
         died_early = not server.alive()
         log = server.log_text()
         server_code = server.stop()

@@ -3,7 +3,7 @@
 The generated messages live in the root `turnkeeper` package (`turnkeeper.v1.*_pb2`).
 """
 
-from ._options import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, target
+from ._options import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, target, tls_credentials
 from ._watch import Backoff
 from .aio import AsyncTrimWatch, AsyncTurnkeeperClient
 from .convert import (
@@ -39,6 +39,7 @@ __all__ = [
     "from_anthropic",
     "from_openai",
     "target",
+    "tls_credentials",
     "to_anthropic",
     "to_openai",
 ]

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Sequence
+
+import grpc
 
 # The server accepts messages up to 64 MiB; a long history with inline images gets close to that.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
@@ -50,3 +53,36 @@ def channel_options(extra: Sequence[ChannelOption] = ()) -> list[ChannelOption]:
 
 def resolve_timeout(timeout: Timeout, default: float | None) -> float | None:
     return default if isinstance(timeout, _Default) else timeout
+
+
+def tls_credentials(
+    ca: str | os.PathLike[str] | None = None,
+    *,
+    client_cert: str | os.PathLike[str] | None = None,
+    client_key: str | os.PathLike[str] | None = None,
+) -> grpc.ChannelCredentials:
+    """TLS channel credentials from PEM files: trust `ca` (None: the system roots), and present
+    `client_cert` + `client_key` for a server that requires mTLS (--tls-client-ca)."""
+    if (client_cert is None) != (client_key is None):
+        raise ValueError("give client_cert and client_key together")
+
+    def read(path: str | os.PathLike[str] | None) -> bytes | None:
+        if path is None:
+            return None
+        with open(path, "rb") as file:
+            return file.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(ca),
+        private_key=read(client_key),
+        certificate_chain=read(client_cert),
+    )
+
+
+def with_token(metadata: Metadata, token: str | None) -> MetadataTuple:
+    """`metadata` plus the bearer token a server with --auth-tokens requires, if given."""
+    if token is None:
+        return tuple(metadata)
+    if not token.strip():
+        raise ValueError("token is empty")
+    return (*metadata, ("authorization", f"Bearer {token.strip()}"))

@@ -22,6 +22,7 @@ from ._options import (
     channel_options,
     resolve_timeout,
     target,
+    with_token,
 )
 from ._watch import Backoff, CursorState, DisconnectHook, build_request, is_retryable
 from .errors import TurnkeeperError, decode_rpc_error
@@ -63,8 +64,13 @@ class TurnkeeperClient:
         wait_for_ready: bool = False,
         options: Sequence[ChannelOption] = (),
         credentials: grpc.ChannelCredentials | None = None,
+        token: str | None = None,
     ) -> Self:
-        """Opens a channel to a TCP `host:port` address or a Unix socket path (exactly one)."""
+        """Opens a channel to a TCP `host:port` address or a Unix socket path (exactly one).
+
+        `credentials` (e.g. `tls_credentials(ca=..., client_cert=..., client_key=...)`) makes it
+        TLS or mTLS; `token` sends `authorization: Bearer <token>` with every call.
+        """
         where = target(address, unix_path)
         opts = channel_options(options)
         channel = (
@@ -72,7 +78,12 @@ class TurnkeeperClient:
             if credentials is not None
             else grpc.insecure_channel(where, options=opts)
         )
-        return cls(channel, timeout=timeout, metadata=metadata, wait_for_ready=wait_for_ready)
+        return cls(
+            channel,
+            timeout=timeout,
+            metadata=with_token(metadata, token),
+            wait_for_ready=wait_for_ready,
+        )
 
     @property
     def channel(self) -> grpc.Channel:

@@ -1,0 +1,101 @@
+"""TLS, mTLS and bearer tokens against real servers (`with_server.py --secure`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import pytest
+from turnkeeper.v1 import history_service_pb2 as svc
+
+from turnkeeper_client import (
+    AsyncTurnkeeperClient,
+    TurnkeeperClient,
+    TurnkeeperError,
+    tls_credentials,
+)
+
+from .helpers import three_turns
+
+
+@dataclass(frozen=True)
+class Secure:
+    tls: str
+    mtls: str
+    ca: str
+    client_cert: str
+    client_key: str
+    token: str
+    runtime: str
+    no_events_token: str
+
+
+@pytest.fixture(scope="module")
+def secure() -> Secure:
+    names = (
+        "TLS_ADDRESS", "MTLS_ADDRESS", "TLS_CA", "TLS_CLIENT_CERT", "TLS_CLIENT_KEY",
+        "TOKEN", "TOKEN_RUNTIME", "TOKEN_NO_EVENTS",
+    )  # fmt: skip
+    values = [os.environ.get(f"TURNKEEPER_{name}") for name in names]
+    if None in values:
+        if os.environ.get("TURNKEEPER_ADDRESS"):
+            pytest.fail("with_server.py ran without --secure: TURNKEEPER_TLS_* are missing")
+        pytest.skip("needs the secure servers of tests/support/with_server.py --secure")
+    return Secure(*(str(value) for value in values))
+
+
+def estimate() -> svc.EstimateTokensRequest:
+    return svc.EstimateTokensRequest(history=three_turns())
+
+
+def test_tls_with_a_token(secure: Secure) -> None:
+    with TurnkeeperClient.connect(
+        secure.tls, credentials=tls_credentials(ca=secure.ca), token=secure.token
+    ) as client:
+        assert client.estimate_tokens(estimate()).turns == 3
+
+
+def test_tls_without_a_token_is_unauthenticated(secure: Secure) -> None:
+    with (
+        TurnkeeperClient.connect(secure.tls, credentials=tls_credentials(ca=secure.ca)) as client,
+        pytest.raises(TurnkeeperError) as caught,
+    ):
+        client.estimate_tokens(estimate())
+    assert caught.value.code.name == "UNAUTHENTICATED"
+    assert caught.value.reason == "ERROR_REASON_UNAUTHENTICATED"
+
+
+def test_mtls_with_a_client_certificate_and_a_token(secure: Secure) -> None:
+    credentials = tls_credentials(
+        ca=secure.ca, client_cert=secure.client_cert, client_key=secure.client_key
+    )
+    with TurnkeeperClient.connect(
+        secure.mtls, credentials=credentials, token=secure.token
+    ) as client:
+        assert client.estimate_tokens(estimate()).turns == 3
+
+
+def test_mtls_without_a_client_certificate_fails(secure: Secure) -> None:
+    with (
+        TurnkeeperClient.connect(
+            secure.mtls, credentials=tls_credentials(ca=secure.ca), token=secure.token, timeout=5
+        ) as client,
+        pytest.raises(TurnkeeperError) as caught,
+    ):
+        client.estimate_tokens(estimate())
+    assert caught.value.code.name == "UNAVAILABLE"
+
+
+async def test_asyncio_client_with_mtls_and_a_token(secure: Secure) -> None:
+    credentials = tls_credentials(
+        ca=secure.ca, client_cert=secure.client_cert, client_key=secure.client_key
+    )
+    async with AsyncTurnkeeperClient.connect(
+        secure.mtls, credentials=credentials, token=secure.token
+    ) as client:
+        assert (await client.estimate_tokens(estimate())).turns == 3
+
+
+def test_tls_credentials_need_cert_and_key_together(secure: Secure) -> None:
+    with pytest.raises(ValueError, match="together"):
+        tls_credentials(ca=secure.ca, client_cert=secure.client_cert)
