@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
+use tonic::metadata::AsciiMetadataValue;
+#[cfg(feature = "tls")]
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Request, Response, Status};
 
@@ -69,7 +72,7 @@ impl FromStr for Target {
         }
         if target.starts_with("https://") {
             return Err(invalid(
-                "TLS is not supported: the sidecar serves plaintext on a local address",
+                "give host:port and ConnectOptions::tls(...) for a TLS connection",
             ));
         }
         let uri = if target.starts_with("http://") {
@@ -94,7 +97,84 @@ impl fmt::Display for Target {
     }
 }
 
-/// How to connect: deadlines, message-size limit and whether to dial eagerly.
+/// TLS settings for a sidecar started with `--tls-cert` (and, for mTLS, `--tls-client-ca`).
+///
+/// ```no_run
+/// # async fn demo() -> turnkeeper_client::Result<()> {
+/// let ca = std::fs::read("ca.pem").unwrap();
+/// let tls = turnkeeper_client::TlsOptions::new().ca_pem(ca);
+/// let client = turnkeeper_client::ConnectOptions::new()
+///     .tls(tls)
+///     .token("a-token-from-the-token-file")?
+///     .connect("10.0.0.7:50051")
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "tls")]
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    ca_pem: Option<Vec<u8>>,
+    identity: Option<(Vec<u8>, Vec<u8>)>,
+    domain_name: Option<String>,
+}
+
+#[cfg(feature = "tls")]
+impl TlsOptions {
+    /// Presents no client certificate and trusts no CA until [`ca_pem`](Self::ca_pem) (or a tonic
+    /// root-store feature such as `tls-native-roots`, enabled by the application).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Trusts this PEM CA bundle instead of the system roots.
+    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Presents this PEM certificate and private key (mTLS).
+    pub fn identity_pem(mut self, cert: impl Into<Vec<u8>>, key: impl Into<Vec<u8>>) -> Self {
+        self.identity = Some((cert.into(), key.into()));
+        self
+    }
+
+    /// The name to verify the server certificate against; the target's host by default.
+    pub fn domain_name(mut self, name: impl Into<String>) -> Self {
+        self.domain_name = Some(name.into());
+        self
+    }
+
+    fn config(&self) -> ClientTlsConfig {
+        let mut config = ClientTlsConfig::new();
+        config = match &self.ca_pem {
+            Some(pem) => config.ca_certificate(Certificate::from_pem(pem)),
+            None => config.with_enabled_roots(),
+        };
+        if let Some((cert, key)) = &self.identity {
+            config = config.identity(Identity::from_pem(cert, key));
+        }
+        if let Some(name) = &self.domain_name {
+            config = config.domain_name(name.clone());
+        }
+        config
+    }
+}
+
+/// The bearer token sent with every call, when the sidecar requires one (`--auth-tokens`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Credentials(Option<AsciiMetadataValue>);
+
+impl Credentials {
+    pub(crate) fn apply<T>(&self, request: &mut Request<T>) {
+        if let Some(value) = &self.0 {
+            request
+                .metadata_mut()
+                .insert("authorization", value.clone());
+        }
+    }
+}
+
+/// How to connect: deadlines, message-size limit, TLS, token and whether to dial eagerly.
 ///
 /// ```no_run
 /// # async fn demo() -> turnkeeper_client::Result<()> {
@@ -111,6 +191,9 @@ pub struct ConnectOptions {
     connect_timeout: Duration,
     max_message_size: usize,
     lazy: bool,
+    #[cfg(feature = "tls")]
+    tls: Option<TlsOptions>,
+    credentials: Credentials,
 }
 
 impl Default for ConnectOptions {
@@ -120,6 +203,9 @@ impl Default for ConnectOptions {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             lazy: false,
+            #[cfg(feature = "tls")]
+            tls: None,
+            credentials: Credentials::default(),
         }
     }
 }
@@ -154,6 +240,25 @@ impl ConnectOptions {
         self
     }
 
+    /// Connects over TLS (TCP targets only; a Unix socket stays plaintext).
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// Sends `authorization: Bearer <token>` with every call, TrimEvents included.
+    pub fn token(mut self, token: impl AsRef<str>) -> Result<Self> {
+        let value = format!("Bearer {}", token.as_ref().trim())
+            .parse::<AsciiMetadataValue>()
+            .map_err(|_| Error::InvalidTarget {
+                target: "token".to_owned(),
+                reason: "a token must be printable ASCII".to_owned(),
+            })?;
+        self.credentials = Credentials(Some(value));
+        Ok(self)
+    }
+
     /// Connects to a target string (see [`Target`]'s `FromStr` for the accepted forms).
     pub async fn connect(&self, target: &str) -> Result<Client> {
         self.connect_to(target.parse()?).await
@@ -172,8 +277,17 @@ impl ConnectOptions {
         };
         let channel = match &target {
             Target::Tcp(uri) => {
-                let endpoint = Endpoint::from_shared(uri.clone())
-                    .map_err(failed)?
+                #[cfg(feature = "tls")]
+                let endpoint = match &self.tls {
+                    // tonic speaks TLS only to https:// URIs.
+                    Some(tls) => Endpoint::from_shared(uri.replacen("http://", "https://", 1))
+                        .and_then(|endpoint| endpoint.tls_config(tls.config()))
+                        .map_err(failed)?,
+                    None => Endpoint::from_shared(uri.clone()).map_err(failed)?,
+                };
+                #[cfg(not(feature = "tls"))]
+                let endpoint = Endpoint::from_shared(uri.clone()).map_err(failed)?;
+                let endpoint = endpoint
                     .tcp_nodelay(true)
                     .connect_timeout(self.connect_timeout);
                 if self.lazy {
@@ -214,6 +328,7 @@ impl ConnectOptions {
 pub struct Client {
     inner: HistoryServiceClient<Channel>,
     timeout: Duration,
+    credentials: Credentials,
 }
 
 macro_rules! unary {
@@ -248,6 +363,7 @@ impl Client {
         Client {
             inner,
             timeout: options.timeout,
+            credentials: options.credentials.clone(),
         }
     }
 
@@ -257,6 +373,7 @@ impl Client {
         Client {
             inner: self.inner.clone(),
             timeout,
+            credentials: self.credentials.clone(),
         }
     }
 
@@ -277,6 +394,7 @@ impl Client {
         Fut: Future<Output = Result<Response<Resp>, Status>>,
     {
         let mut request = Request::new(message);
+        self.credentials.apply(&mut request);
         // grpc-timeout lets the server give up too; the local timer also covers a server that
         // never answers at all.
         request.set_timeout(self.timeout);
@@ -342,7 +460,13 @@ impl Client {
         request: TrimEventsRequest,
         policy: ReconnectPolicy,
     ) -> Result<TrimEventStream> {
-        TrimEventStream::open(self.inner.clone(), request, policy).await
+        TrimEventStream::open(
+            self.inner.clone(),
+            request,
+            policy,
+            self.credentials.clone(),
+        )
+        .await
     }
 }
 

@@ -11,6 +11,7 @@ use futures_core::Stream;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status, Streaming};
 
+use crate::client::Credentials;
 use crate::error::Result;
 use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::trim_events_response::Item;
@@ -90,8 +91,9 @@ impl TrimEventStream {
         stub: HistoryServiceClient<Channel>,
         request: TrimEventsRequest,
         policy: ReconnectPolicy,
+        credentials: Credentials,
     ) -> Result<Self> {
-        let subscription = Subscription::open(stub, request, policy).await?;
+        let subscription = Subscription::open(stub, request, policy, credentials).await?;
         Ok(TrimEventStream {
             cursor: subscription.cursor.clone(),
             idle: Some(subscription),
@@ -147,6 +149,7 @@ impl fmt::Debug for TrimEventStream {
 /// The reconnecting subscription behind a [`TrimEventStream`], driven one item at a time.
 struct Subscription {
     stub: HistoryServiceClient<Channel>,
+    credentials: Credentials,
     request: TrimEventsRequest,
     policy: ReconnectPolicy,
     stall_timeout: Duration,
@@ -161,6 +164,7 @@ impl Subscription {
         stub: HistoryServiceClient<Channel>,
         request: TrimEventsRequest,
         policy: ReconnectPolicy,
+        credentials: Credentials,
     ) -> Result<Self> {
         let heartbeat = request
             .heartbeat_interval
@@ -170,6 +174,7 @@ impl Subscription {
         let cursor = Some(request.after_cursor.clone()).filter(|c| !c.is_empty());
         let mut this = Subscription {
             stub,
+            credentials,
             stall_timeout: policy.stall_timeout.unwrap_or(heartbeat * 3),
             request,
             policy,
@@ -270,7 +275,9 @@ impl Subscription {
     async fn subscribe(&mut self) -> Result<Streaming<TrimEventsResponse>> {
         let mut request = self.request.clone();
         request.after_cursor = self.cursor.clone().unwrap_or_default();
-        let opening = self.stub.trim_events(Request::new(request));
+        let mut request = Request::new(request);
+        self.credentials.apply(&mut request);
+        let opening = self.stub.trim_events(request);
         match tokio::time::timeout(self.stall_timeout, opening).await {
             Ok(response) => Ok(response?.into_inner()),
             Err(_) => Err(Status::unavailable(format!(

@@ -26,6 +26,8 @@ mod error;
 mod events;
 mod history;
 
+#[cfg(feature = "tls")]
+pub use client::TlsOptions;
 pub use client::{
     Client, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TIMEOUT,
     Target,
