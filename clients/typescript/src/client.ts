@@ -44,6 +44,19 @@ export interface ClientOptions {
   readonly connectTimeoutMs?: number;
   /** Connect interceptors (auth headers, logging, metrics). */
   readonly interceptors?: Interceptor[];
+  /** TLS to a sidecar started with `--tls-cert` (TCP targets only); `cert` + `key` for mTLS. */
+  readonly tls?: TlsOptions;
+  /** Sent as `authorization: Bearer <token>` on every call, for a sidecar with `--auth-tokens`. */
+  readonly token?: string;
+}
+
+/** PEM contents (not paths) for a TLS connection; `ca` replaces Node's default roots. */
+export interface TlsOptions {
+  readonly ca?: string | Buffer;
+  readonly cert?: string | Buffer;
+  readonly key?: string | Buffer;
+  /** The name the server certificate must carry; the target's host by default. */
+  readonly serverName?: string;
 }
 
 /**
@@ -61,21 +74,29 @@ export class TurnkeeperClient {
   private closing = new AbortController();
 
   constructor(target: Target, options: ClientOptions = {}) {
-    const { baseUrl, socketPath } = parseTarget(target);
+    const { baseUrl, socketPath } = secured(parseTarget(target), options.tls);
     const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+    if ((options.tls?.cert === undefined) !== (options.tls?.key === undefined)) {
+      throw new TypeError("turnkeeper: give tls.cert and tls.key together");
+    }
     // Owning the session manager lets close() end the connection; for Unix sockets the HTTP/2
     // session runs over a socket we open ourselves, while the URL only supplies :authority.
     this.session = new Http2SessionManager(
       baseUrl,
       { connectTimeoutMs: options.connectTimeoutMs ?? 10_000 },
-      socketPath === undefined ? undefined : { createConnection: () => netConnect(socketPath) },
+      socketPath !== undefined
+        ? { createConnection: () => netConnect(socketPath) }
+        : options.tls === undefined
+          ? undefined
+          : { ca: options.tls.ca, cert: options.tls.cert, key: options.tls.key, servername: options.tls.serverName },
     );
+    const interceptors = [...(options.token === undefined ? [] : [bearer(options.token)]), ...(options.interceptors ?? [])];
     const transport = createGrpcTransport({
       baseUrl,
       sessionManager: this.session,
       readMaxBytes: maxBytes,
       writeMaxBytes: maxBytes,
-      interceptors: options.interceptors ?? [],
+      interceptors,
     });
     this.raw = createClient(HistoryService, transport);
     this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -177,6 +198,20 @@ function parseTarget(target: Target): { baseUrl: string; socketPath?: string } {
   if (target.startsWith("/")) return unixTarget(target);
   if (/^https?:\/\//.test(target)) return { baseUrl: target };
   return { baseUrl: `http://${target}` };
+}
+
+/** An https:// URL for a TCP target when TLS is asked for; a Unix socket stays plaintext. */
+function secured(parsed: { baseUrl: string; socketPath?: string }, tls: TlsOptions | undefined): { baseUrl: string; socketPath?: string } {
+  if (tls === undefined || parsed.socketPath !== undefined) return parsed;
+  return { baseUrl: parsed.baseUrl.replace(/^http:\/\//, "https://") };
+}
+
+function bearer(token: string): Interceptor {
+  const value = `Bearer ${token.trim()}`;
+  return (next) => (request) => {
+    request.header.set("authorization", value);
+    return next(request);
+  };
 }
 
 function unixTarget(path: string): { baseUrl: string; socketPath: string } {

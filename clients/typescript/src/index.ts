@@ -1,5 +1,5 @@
 export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS } from "./client.js";
-export type { ClientOptions, Target } from "./client.js";
+export type { ClientOptions, Target, TlsOptions } from "./client.js";
 export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
 export type { FieldViolation } from "./errors.js";
 export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
