@@ -19,9 +19,12 @@
 //! - Failures are an [`Error`]; an RPC failure decodes turnkeeper's `ErrorInfo` reason, the
 //!   `BadRequest` field violations and the `CapacityReport` ([`RpcError`]).
 //! - [`Client::trim_events`] returns a [`TrimEventStream`] that resumes after the last cursor.
+//! - [`convert`] turns OpenAI Chat Completions, OpenAI Responses and Anthropic Messages JSON
+//!   into histories and back, losslessly.
 //! - [`pb`] holds the generated contract types; [`FILE_DESCRIPTOR_SET`] describes them.
 
 mod client;
+pub mod convert;
 mod error;
 mod events;
 mod history;
