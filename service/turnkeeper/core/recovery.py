@@ -14,7 +14,7 @@ estimate, so no j <= j0 fits it; for j > j0 both ask the same question of the sa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnkeeper.core.rows import Pricing, Row
 from turnkeeper.core.trimming import TrimPlan, layout, plan_token_budget, recovery_target
@@ -40,21 +40,26 @@ def plan_recovery(
     """Recovery from `rows`; `baseline` is the trim of them the provider's rejected request had.
 
     Without a baseline, the rows themselves are the baseline (TrimHistory). A recovery that
-    cannot trim says so, with the system floor and whether it alone reaches the budget.
+    cannot make the request smaller returns the baseline (with the recovery target) and says
+    why, with the system floor and whether it alone reaches the budget.
     """
-    baseline_tokens = pricing.total if baseline is None else baseline.tokens_after
-    baseline_turns = 0 if baseline is None else baseline.dropped_turns
+    if baseline is None:
+        baseline = plan_token_budget(rows, pricing, 0, breadcrumb_cost)  # §9: 0 keeps all
+    baseline_tokens = baseline.tokens_after
     target = recovery_target(baseline_tokens)
     plan = plan_token_budget(rows, pricing, target, breadcrumb_cost)
-    trimmed = plan.dropped_turns > baseline_turns
+    blocker = trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED
+    if plan.dropped_turns <= baseline.dropped_turns:
+        blocker = trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN
+    elif plan.tokens_after >= baseline_tokens:
+        # Tiny turns: the breadcrumb costs more than what dropping them saves.
+        blocker = trim_pb2.RECOVERY_BLOCKER_NO_SAVING
+    if blocker != trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED:
+        plan = replace(baseline, target_tokens=target)
     floor = sum(pricing.tokens[: layout(rows).system_rows])
     report = trim_pb2.RecoveryReport(
-        trimmed=trimmed,
-        blocker=(
-            trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED
-            if trimmed
-            else trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN
-        ),
+        trimmed=blocker == trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED,
+        blocker=blocker,
         baseline_tokens=baseline_tokens,
         target_tokens=target,
         tokens_after=plan.tokens_after,

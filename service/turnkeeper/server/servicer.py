@@ -410,10 +410,12 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
                 budget_tokens=budget,
                 route=resolution.route,
             )
+        if recovery is not None and recovery.report.trimmed:
             steps.append(
                 (recovery.plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(recovery.plan))
             )
         else:
+            # No recovery asked, or none possible: the baseline is what is sent.
             steps.append((baseline, trim_pb2.TRIM_REASON_TOKEN_BUDGET, counts))
         working = working.apply(steps[-1][0], text)
 
@@ -433,6 +435,7 @@ class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
                 reason,
                 step_counts,
                 overflow_recovery=recovery is not None
+                and recovery.report.trimmed
                 and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
                 budget_tokens=budget,
                 turn_limit=resolution.max_history_turns,

@@ -443,7 +443,7 @@ impl ::prost::Name for HistoryTrimmed {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RecoveryReport {
-    /// True when the recovery dropped turns from the baseline history.
+    /// True when the recovery dropped turns from the baseline history, making it smaller.
     #[prost(bool, tag = "1")]
     pub trimmed: bool,
     /// Why nothing could be trimmed; unset when `trimmed` is true.
@@ -835,6 +835,9 @@ pub enum RecoveryBlocker {
     Unspecified = 0,
     /// Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1).
     SingleTurn = 1,
+    /// Dropping the older turns would save less than the breadcrumb it inserts costs, so the request would not
+    /// shrink; the baseline is returned as it is (spec §10.1: recovery never grows the request).
+    NoSaving = 2,
 }
 impl RecoveryBlocker {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -845,6 +848,7 @@ impl RecoveryBlocker {
         match self {
             Self::Unspecified => "RECOVERY_BLOCKER_UNSPECIFIED",
             Self::SingleTurn => "RECOVERY_BLOCKER_SINGLE_TURN",
+            Self::NoSaving => "RECOVERY_BLOCKER_NO_SAVING",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -852,6 +856,7 @@ impl RecoveryBlocker {
         match value {
             "RECOVERY_BLOCKER_UNSPECIFIED" => Some(Self::Unspecified),
             "RECOVERY_BLOCKER_SINGLE_TURN" => Some(Self::SingleTurn),
+            "RECOVERY_BLOCKER_NO_SAVING" => Some(Self::NoSaving),
             _ => None,
         }
     }

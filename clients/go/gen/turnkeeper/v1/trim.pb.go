@@ -261,6 +261,9 @@ const (
 	RecoveryBlocker_RECOVERY_BLOCKER_UNSPECIFIED RecoveryBlocker = 0
 	// Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1).
 	RecoveryBlocker_RECOVERY_BLOCKER_SINGLE_TURN RecoveryBlocker = 1
+	// Dropping the older turns would save less than the breadcrumb it inserts costs, so the request would not
+	// shrink; the baseline is returned as it is (spec §10.1: recovery never grows the request).
+	RecoveryBlocker_RECOVERY_BLOCKER_NO_SAVING RecoveryBlocker = 2
 )
 
 // Enum value maps for RecoveryBlocker.
@@ -268,10 +271,12 @@ var (
 	RecoveryBlocker_name = map[int32]string{
 		0: "RECOVERY_BLOCKER_UNSPECIFIED",
 		1: "RECOVERY_BLOCKER_SINGLE_TURN",
+		2: "RECOVERY_BLOCKER_NO_SAVING",
 	}
 	RecoveryBlocker_value = map[string]int32{
 		"RECOVERY_BLOCKER_UNSPECIFIED": 0,
 		"RECOVERY_BLOCKER_SINGLE_TURN": 1,
+		"RECOVERY_BLOCKER_NO_SAVING":   2,
 	}
 )
 
@@ -800,7 +805,7 @@ func (x *HistoryTrimmed) GetCalibration() *UsageCalibration {
 // It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
 type RecoveryReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// True when the recovery dropped turns from the baseline history.
+	// True when the recovery dropped turns from the baseline history, making it smaller.
 	Trimmed bool `protobuf:"varint,1,opt,name=trimmed,proto3" json:"trimmed,omitempty"`
 	// Why nothing could be trimmed; unset when `trimmed` is true.
 	Blocker RecoveryBlocker `protobuf:"varint,2,opt,name=blocker,proto3,enum=turnkeeper.v1.RecoveryBlocker" json:"blocker,omitempty"`
@@ -1551,10 +1556,11 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\x17CALLER_PATH_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11CALLER_PATH_AGENT\x10\x01\x12\x1b\n" +
 	"\x17CALLER_PATH_LEGACY_LOOP\x10\x02\x12$\n" +
-	" CALLER_PATH_CHANNEL_SENDER_CACHE\x10\x03*U\n" +
+	" CALLER_PATH_CHANNEL_SENDER_CACHE\x10\x03*u\n" +
 	"\x0fRecoveryBlocker\x12 \n" +
 	"\x1cRECOVERY_BLOCKER_UNSPECIFIED\x10\x00\x12 \n" +
-	"\x1cRECOVERY_BLOCKER_SINGLE_TURN\x10\x01*}\n" +
+	"\x1cRECOVERY_BLOCKER_SINGLE_TURN\x10\x01\x12\x1e\n" +
+	"\x1aRECOVERY_BLOCKER_NO_SAVING\x10\x02*}\n" +
 	"\n" +
 	"OrphanKind\x12\x1b\n" +
 	"\x17ORPHAN_KIND_UNSPECIFIED\x10\x00\x12(\n" +

@@ -156,6 +156,10 @@ class _RecoveryBlockerEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Recov
     """Not set: the recovery trimmed."""
     RECOVERY_BLOCKER_SINGLE_TURN: _RecoveryBlocker.ValueType  # 1
     """Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1)."""
+    RECOVERY_BLOCKER_NO_SAVING: _RecoveryBlocker.ValueType  # 2
+    """Dropping the older turns would save less than the breadcrumb it inserts costs, so the request would not
+    shrink; the baseline is returned as it is (spec §10.1: recovery never grows the request).
+    """
 
 class RecoveryBlocker(_RecoveryBlocker, metaclass=_RecoveryBlockerEnumTypeWrapper):
     """RecoveryBlocker says why an overflow recovery could not trim."""
@@ -164,6 +168,10 @@ RECOVERY_BLOCKER_UNSPECIFIED: RecoveryBlocker.ValueType  # 0
 """Not set: the recovery trimmed."""
 RECOVERY_BLOCKER_SINGLE_TURN: RecoveryBlocker.ValueType  # 1
 """Fewer than two complete turns remain, and the newest turn is always kept (spec §2, §10.1)."""
+RECOVERY_BLOCKER_NO_SAVING: RecoveryBlocker.ValueType  # 2
+"""Dropping the older turns would save less than the breadcrumb it inserts costs, so the request would not
+shrink; the baseline is returned as it is (spec §10.1: recovery never grows the request).
+"""
 Global___RecoveryBlocker: _TypeAlias = RecoveryBlocker  # noqa: Y015
 
 class _OrphanKind:
@@ -432,7 +440,7 @@ class RecoveryReport(_message.Message):
     SYSTEM_FLOOR_REACHES_BUDGET_FIELD_NUMBER: _builtins.int
     ROUTE_FIELD_NUMBER: _builtins.int
     trimmed: _builtins.bool
-    """True when the recovery dropped turns from the baseline history."""
+    """True when the recovery dropped turns from the baseline history, making it smaller."""
     blocker: Global___RecoveryBlocker.ValueType
     """Why nothing could be trimmed; unset when `trimmed` is true."""
     baseline_tokens: _builtins.int

@@ -1,0 +1,231 @@
+"""Second-edition rules through the servicer in-process (spec §10.1, §10.3, §3, §7).
+
+Hypothesis properties over random histories and profiles, plus what was only claimed before:
+the legacy loop's log line and the final-summary pre-flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from turnkeeper.core import calibration
+from turnkeeper.core.saturation import UINT64_MAX
+from turnkeeper.core.trimming import plan_token_budget
+from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.server.errors import RequestError
+from turnkeeper.server.feed import FeedStatus
+from turnkeeper.server.servicer import HistoryServicer
+from turnkeeper.v1 import events_pb2, profile_pb2, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+from .histories import assistant, chat, system, turn, user
+from .test_properties import histories
+
+TEXT = "[earlier turns omitted to fit the context window]"
+CRUMB = breadcrumb_cost(TEXT)
+U64 = st.integers(0, UINT64_MAX)
+
+
+class NullFeed:
+    """Records what the servicer publishes; serves nothing."""
+
+    def __init__(self) -> None:
+        self.published: list[trim_pb2.HistoryTrimmed] = []
+
+    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        self.published.append(trimmed)
+
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
+        pass
+
+    async def subscribe(self, request: svc.TrimEventsRequest) -> AsyncIterator[Any]:
+        return
+        yield
+
+    async def start(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def status(self) -> FeedStatus:
+        return FeedStatus(healthy=True)
+
+
+def servicer() -> HistoryServicer:
+    return HistoryServicer(feed=NullFeed(), max_history_rows=100_000)
+
+
+def call(name: str, request: Any) -> Any:
+    """The handler without its gRPC error wrapper, so a RequestError surfaces as such."""
+    handler = getattr(HistoryServicer, name).__wrapped__
+    return asyncio.run(handler(servicer(), request, None))
+
+
+profiles_strategy = st.builds(
+    lambda budget, window, turns: profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(
+            default_provider="p", max_context_tokens=budget, max_history_messages=turns
+        ),
+        providers=[profile_pb2.ProviderProfile(alias="p", context_window=window)],
+    ),
+    st.integers(0, 3000),
+    st.integers(10**6, 10**7),
+    st.integers(0, 9),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(histories(), profiles_strategy)
+def test_section10_1_recovery_is_at_most_two_thirds_of_the_call_without_it(
+    history: Any, profiles: profile_pb2.Profiles
+) -> None:
+    """§10.1: for any history and profiles, PrepareModelCall with recovery returns a history whose
+    estimate is <= floor(2/3) of the same call without recovery (unless only the newest turn is
+    left, which is always kept), or says it cannot trim; it never grows the request."""
+    plain = call(
+        "PrepareModelCall", svc.PrepareModelCallRequest(history=history, profiles=profiles)
+    )
+    recovered = call(
+        "PrepareModelCall",
+        svc.PrepareModelCallRequest(history=history, profiles=profiles, overflow_recovery=True),
+    )
+    before = plain.capacity_report.message_tokens
+    after = recovered.capacity_report.message_tokens
+    report = recovered.recovery
+    assert report.baseline_tokens == before
+    assert report.target_tokens == 2 * before // 3
+    assert report.tokens_after == after
+    if report.trimmed:
+        assert after < before
+        if report.kept_turns > 1:
+            assert after <= 2 * before // 3
+    elif report.blocker == trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN:
+        assert after == before and report.kept_turns <= 1
+    else:
+        # Dropping tiny turns would cost more (breadcrumb) than it saves: baseline returned.
+        assert report.blocker == trim_pb2.RECOVERY_BLOCKER_NO_SAVING
+        assert after == before and recovered.history == plain.history
+    assert after <= before  # recovery never grows the request
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.integers(0, 3000))
+def test_section10_1_one_trim_equals_budget_then_recovery(history: Any, budget: int) -> None:
+    """§10.1 as PrepareModelCall runs it: one token-budget trim of the input to
+    floor(2/3 x baseline) drops exactly what the budget trim followed by a recovery trim of its
+    output would (the proof is in core/recovery.py)."""
+    w = WorkingHistory.of(history)
+    baseline_plan = plan_token_budget(w.rows, w.pricing, budget, CRUMB)
+    baseline = w.apply(baseline_plan, TEXT)
+    target = 2 * baseline.pricing.total // 3
+    two_step = baseline.apply(
+        plan_token_budget(baseline.rows, baseline.pricing, target, CRUMB), TEXT
+    )
+    one_step = w.apply(plan_token_budget(w.rows, w.pricing, target, CRUMB), TEXT)
+    assert one_step.history == two_step.history
+    assert one_step.pricing.total == two_step.pricing.total
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(0, UINT64_MAX), U64, U64, st.data())
+def test_section10_3_exact_integer_arithmetic_for_64_bit_inputs(
+    budget: int, reported: int, estimated: int, data: st.DataObject
+) -> None:
+    """§10.3 steps 2, 3 and 5 agree with exact rational arithmetic for any 64-bit inputs, and the
+    reported count saturates at 2^64-1 (the wire is uint64)."""
+    tool_schema = data.draw(st.integers(0, estimated))
+    kept = data.draw(st.integers(0, UINT64_MAX))
+    usage = calibration.ReportedUsage(reported, estimated, tool_schema)
+    if not calibration.applies(budget, usage):
+        assert budget == 0 or reported <= budget or estimated == 0
+        return
+    target = calibration.calibrated_target(budget, usage)
+    assert target == max(1, int(Fraction(budget * estimated, reported)))
+    assert 1 <= target <= estimated
+    assert calibration.history_target(target, usage) == max(1, target - tool_schema)
+    exact = Fraction((kept + tool_schema) * reported, estimated)
+    rounded = int(exact) + (1 if exact - int(exact) >= Fraction(1, 2) else 0)
+    assert calibration.reported_tokens_after(kept, usage) == min(rounded, UINT64_MAX)
+
+
+def test_section7_legacy_loop_logs_its_count_trim(caplog: pytest.LogCaptureFixture) -> None:
+    """§7 exception: the legacy loop only logs count-based trimming: the log line names the path,
+    the mode and the counts; there is no breadcrumb and no event."""
+    rows = [system()]
+    for i in range(4):
+        rows.extend(turn(i))
+    request = svc.TrimHistoryRequest(
+        history=chat(*rows),
+        mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+        caller_path=trim_pb2.CALLER_PATH_LEGACY_LOOP,
+        explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+    )
+    feed = NullFeed()
+    handler = HistoryServicer.TrimHistory.__wrapped__
+    with caplog.at_level(logging.INFO, logger="turnkeeper.trim"):
+        response = asyncio.run(
+            handler(HistoryServicer(feed=feed, max_history_rows=100), request, None)
+        )
+    assert response.outcome.dropped_turns == 3 and not response.HasField("history_trimmed")
+    assert not any(m.breadcrumb for m in response.history.chat.messages)
+    assert feed.published == []
+    lines = [r.getMessage() for r in caplog.records if r.name == "turnkeeper.trim"]
+    assert lines == [
+        "trimmed path=CALLER_PATH_LEGACY_LOOP mode=TRIM_MODE_TURN_COUNT reason=turn_limit "
+        f"dropped_messages={response.outcome.dropped_messages} dropped_turns=3 kept_turns=1 "
+        f"tokens_before={response.outcome.tokens_before} "
+        f"tokens_after={response.outcome.tokens_after}"
+    ]
+
+
+def test_section3_final_summary_request_is_preflighted() -> None:
+    """§3: the final summary request made after the tool-iteration limit is checked against the
+    model's capacity like any other, also with proactive trimming disabled (budget 0): the
+    summary instruction (a hook text) and the reserved output are counted, and a request that
+    does not fit fails before it is sent."""
+    history = chat(system(), user("q" * 40), assistant("a" * 40))  # 5 + 14 + 14 = 33
+    profiles = profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(default_provider="p", max_context_tokens=0),
+        providers=[profile_pb2.ProviderProfile(alias="p", model="m", context_window=60)],
+    )
+    summary = "Summarize the work so far for the user."  # 39 B -> 10 + 4 = 14
+    fits = svc.CheckCapacityRequest(
+        history=history, profiles=profiles, hook_texts=[summary], reserved_output_tokens=13
+    )
+    report = call("CheckCapacity", fits).report
+    assert (report.message_tokens, report.hook_tokens, report.total_tokens) == (33, 14, 60)
+    over = svc.CheckCapacityRequest()
+    over.CopyFrom(fits)
+    over.reserved_output_tokens = 14
+    with pytest.raises(RequestError) as failed:
+        call("CheckCapacity", over)
+    assert (
+        failed.value.reason
+        == trim_pb2.CapacityReport.DESCRIPTOR.file.pool.FindEnumTypeByName(
+            "turnkeeper.v1.ErrorReason"
+        )
+        .values_by_name["ERROR_REASON_CONTEXT_WINDOW_EXCEEDED"]
+        .number
+    )
+    assert "context window is 60" in failed.value.message
+
+
+def test_section10_5_unknown_capacity_is_never_a_number_in_the_error() -> None:
+    """§10.5, §3 Route: an over-capacity error for an unknown window states no capacity number in
+    its text or metadata (the 32,000 fallback is not the model's capacity)."""
+    request = svc.CheckCapacityRequest(history=chat(user("q")), reserved_output_tokens=40_000)
+    with pytest.raises(RequestError) as failed:
+        call("CheckCapacity", request)
+    error = failed.value
+    assert "32000" not in error.message and "32,000" not in error.message
+    assert "unknown" in error.message
+    assert "capacity_tokens" not in error.metadata
+    assert error.metadata["capacity_known"] == "false"
