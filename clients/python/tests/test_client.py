@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 import grpc
 import pytest
 from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 from turnkeeper_client import (
+    DEFAULT_TIMEOUT,
     MAX_MESSAGE_BYTES,
     AsyncTurnkeeperClient,
     TurnkeeperClient,
@@ -204,3 +209,15 @@ def test_metadata_is_sent(endpoints: Endpoints) -> None:
     # Client-wide and per-call metadata are merged; the server accepts arbitrary headers.
     with TurnkeeperClient.connect(endpoints.address, metadata=[("x-runtime", "pytest")]) as tk:
         tk.resolve_budget(svc.ResolveBudgetRequest(), metadata=[("x-call", "1")])
+
+
+def test_defaults_are_the_ones_every_client_shares() -> None:
+    vectors = os.environ.get("TURNKEEPER_CONFORMANCE_DIR")
+    base = (
+        Path(vectors).parent
+        if vectors
+        else Path(__file__).resolve().parents[3] / "tests" / "conformance"
+    )
+    shared = json.loads((base / "client-defaults.json").read_text(encoding="utf-8"))
+    assert shared["unaryDeadlineSeconds"] == DEFAULT_TIMEOUT
+    assert shared["maxMessageBytes"] == MAX_MESSAGE_BYTES

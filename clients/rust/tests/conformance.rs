@@ -254,3 +254,22 @@ async fn conformance_vectors_over_tcp() {
 async fn conformance_vectors_over_unix_socket() {
     run_all(common::unix_client().await, "a Unix socket").await;
 }
+
+/// The defaults every client shares: tests/conformance/client-defaults.json (docs/conventions.md).
+#[test]
+fn defaults_are_the_ones_every_client_shares() {
+    let file = std::path::Path::new(&common::conformance_dir()).join("../client-defaults.json");
+    let shared: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).expect("client-defaults.json"))
+            .expect("JSON");
+    assert_eq!(
+        turnkeeper_client::DEFAULT_TIMEOUT.as_secs_f64(),
+        shared["unaryDeadlineSeconds"]
+            .as_f64()
+            .expect("unaryDeadlineSeconds")
+    );
+    assert_eq!(
+        turnkeeper_client::DEFAULT_MAX_MESSAGE_SIZE as u64,
+        shared["maxMessageBytes"].as_u64().expect("maxMessageBytes")
+    );
+}

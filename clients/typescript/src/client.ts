@@ -1,6 +1,7 @@
-import { connect as netConnect } from "node:net";
+import { isIP, connect as netConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
 import type { MessageInitShape } from "@bufbuild/protobuf";
-import { createClient, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { callError } from "./errors.js";
 import { TrimEventSubscription, type WatchOptions } from "./events.js";
@@ -26,7 +27,7 @@ import {
 /** The server's message-size limit (64 MiB), used for both directions by default. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** The default deadline of a unary call. Every RPC is pure computation, so this is generous. */
-export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_TIMEOUT_MS = 10_000;
 
 /** Where the sidecar listens. */
 export type Target =
@@ -36,7 +37,7 @@ export type Target =
   | { readonly unix: string };
 
 export interface ClientOptions {
-  /** Deadline of each unary call unless the call overrides it; <= 0 disables it. Default 30 s. */
+  /** Deadline of each unary call unless the call overrides it; <= 0 disables it. Default 10 s, as in every turnkeeper client. */
   readonly timeoutMs?: number;
   /** Largest message sent or accepted, in bytes. Default 64 MiB, as the server. */
   readonly maxMessageBytes?: number;
@@ -81,15 +82,10 @@ export class TurnkeeperClient {
     }
     // Owning the session manager lets close() end the connection; for Unix sockets the HTTP/2
     // session runs over a socket we open ourselves, while the URL only supplies :authority.
-    this.session = new Http2SessionManager(
-      baseUrl,
-      { connectTimeoutMs: options.connectTimeoutMs ?? 10_000 },
-      socketPath !== undefined
-        ? { createConnection: () => netConnect(socketPath) }
-        : options.tls === undefined
-          ? undefined
-          : { ca: options.tls.ca, cert: options.tls.cert, key: options.tls.key, servername: options.tls.serverName },
-    );
+    const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+    const tls = options.tls;
+    const open = socketPath === undefined ? () => tcpSocket(baseUrl, tls) : () => netConnect(socketPath);
+    this.session = new Http2SessionManager(baseUrl, {}, { createConnection: () => dial(open, connectTimeoutMs) });
     const interceptors = [...(options.token === undefined ? [] : [bearer(options.token)]), ...(options.interceptors ?? [])];
     const transport = createGrpcTransport({
       baseUrl,
@@ -212,6 +208,34 @@ function bearer(token: string): Interceptor {
     request.header.set("authorization", value);
     return next(request);
   };
+}
+
+/** A TCP socket to the host and port of the base URL; TLS (offering h2, with `tls`) for `https://`. */
+function tcpSocket(baseUrl: string, tls: TlsOptions | undefined): Socket {
+  const url = new URL(baseUrl);
+  // URL keeps an IPv6 host in brackets; net.connect wants it bare.
+  const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+  if (url.protocol === "https:") {
+    const port = url.port === "" ? 443 : Number(url.port);
+    const servername = tls?.serverName ?? (isIP(host) === 0 ? host : undefined);
+    return tlsConnect({ host, port, ALPNProtocols: ["h2"], ca: tls?.ca, cert: tls?.cert, key: tls?.key, servername });
+  }
+  return netConnect({ host, port: url.port === "" ? 80 : Number(url.port) });
+}
+
+/** Opens the HTTP/2 session's socket; one not connected within `timeoutMs` (> 0) is destroyed as UNAVAILABLE. */
+function dial(open: () => Socket, timeoutMs: number): Socket {
+  const socket = open();
+  if (timeoutMs > 0) {
+    const timer = setTimeout(
+      () => socket.destroy(new ConnectError(`connection not established within ${timeoutMs} ms`, Code.Unavailable)),
+      timeoutMs,
+    );
+    const stop = (): void => clearTimeout(timer);
+    socket.once("connect", stop);
+    socket.once("close", stop);
+  }
+  return socket;
 }
 
 function unixTarget(path: string): { baseUrl: string; socketPath: string } {

@@ -81,7 +81,9 @@ export class TurnkeeperError extends Error {
  */
 export function callError(reason: unknown, signal: AbortSignal | undefined): TurnkeeperError {
   const cause = ConnectError.from(reason);
-  if (cause.code === Code.Canceled && !cause.isWireError && !signal?.aborted) {
+  // A status the server sent carries its grpc-status trailer; one connect-node made up locally does not.
+  const fromServer = cause.metadata.has("grpc-status");
+  if (cause.code === Code.Canceled && !fromServer && !signal?.aborted) {
     return new TurnkeeperError(new ConnectError(cause.rawMessage, Code.Unavailable, cause.metadata, undefined, cause));
   }
   return TurnkeeperError.from(cause);

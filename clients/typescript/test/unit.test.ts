@@ -1,9 +1,12 @@
 // Pure helpers, no server needed.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { heartbeatMs } from "../src/events.js";
-import { backoffDelay, Code, codeName, TrimEventsRequestSchema } from "../src/index.js";
+import { backoffDelay, Code, codeName, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, TrimEventsRequestSchema } from "../src/index.js";
+import { conformanceDir } from "./support.js";
 
 test("codeName gives the canonical gRPC names", () => {
   assert.equal(codeName(Code.InvalidArgument), "INVALID_ARGUMENT");
@@ -34,4 +37,11 @@ test("the watchdog's heartbeat interval mirrors the server's defaults and clamps
   assert.equal(interval(0n, 200_000_000), 1000);
   assert.equal(interval(2n, 500_000_000), 2500);
   assert.equal(interval(3600n), 300_000);
+});
+
+test("the defaults are the ones every client shares (tests/conformance/client-defaults.json)", () => {
+  const file = join(conformanceDir(), "..", "client-defaults.json");
+  const shared = JSON.parse(readFileSync(file, "utf8")) as { unaryDeadlineSeconds: number; maxMessageBytes: number };
+  assert.equal(DEFAULT_TIMEOUT_MS, shared.unaryDeadlineSeconds * 1000);
+  assert.equal(DEFAULT_MAX_MESSAGE_BYTES, shared.maxMessageBytes);
 });

@@ -1,0 +1,75 @@
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
+import { TrimEventSubscription, type WatchOptions } from "./events.js";
+import { HistoryService, type CapToolResultsRequestSchema, type CapToolResultsResponse, type CheckCapacityRequestSchema, type CheckCapacityResponse, type EstimateTokensRequestSchema, type EstimateTokensResponse, type PrepareModelCallRequestSchema, type PrepareModelCallResponse, type ResolveBudgetRequestSchema, type ResolveBudgetResponse, type SweepOrphansRequestSchema, type SweepOrphansResponse, type TrimEventsRequestSchema, type TrimHistoryRequestSchema, type TrimHistoryResponse } from "./gen/turnkeeper/v1/history_service_pb.js";
+/** The server's message-size limit (64 MiB), used for both directions by default. */
+export declare const DEFAULT_MAX_MESSAGE_BYTES: number;
+/** The default deadline of a unary call. Every RPC is pure computation, so this is generous. */
+export declare const DEFAULT_TIMEOUT_MS = 10000;
+/** Where the sidecar listens. */
+export type Target = 
+/** `host:port`, `unix:/path`, `unix:///path`, an absolute socket path, or an `http://` URL. */
+string | {
+    readonly address: string;
+} | {
+    readonly unix: string;
+};
+export interface ClientOptions {
+    /** Deadline of each unary call unless the call overrides it; <= 0 disables it. Default 10 s, as in every turnkeeper client. */
+    readonly timeoutMs?: number;
+    /** Largest message sent or accepted, in bytes. Default 64 MiB, as the server. */
+    readonly maxMessageBytes?: number;
+    /** How long establishing the HTTP/2 connection may take. Default 10 s. */
+    readonly connectTimeoutMs?: number;
+    /** Connect interceptors (auth headers, logging, metrics). */
+    readonly interceptors?: Interceptor[];
+}
+/**
+ * A client of `turnkeeper.v1.HistoryService` over gRPC (HTTP/2), on TCP or a Unix socket.
+ *
+ * Requests accept either generated messages or plain init objects. Failed calls reject with a
+ * {@link TurnkeeperError} carrying the decoded ErrorInfo, BadRequest and CapacityReport details.
+ * One client holds one HTTP/2 connection; call {@link close} when done.
+ */
+export declare class TurnkeeperClient {
+    /** The underlying Connect client, for calls this wrapper does not cover. */
+    readonly raw: Client<typeof HistoryService>;
+    private readonly session;
+    private readonly timeoutMs;
+    private closing;
+    constructor(target: Target, options?: ClientOptions);
+    /** Prices a history with the pinned heuristic, total and per row. */
+    estimateTokens(request: MessageInitShape<typeof EstimateTokensRequestSchema>, options?: CallOptions): Promise<EstimateTokensResponse>;
+    /** Resolves the route, its capacity, the proactive token budget and the turn limit. */
+    resolveBudget(request: MessageInitShape<typeof ResolveBudgetRequestSchema>, options?: CallOptions): Promise<ResolveBudgetResponse>;
+    /** Applies one trimming operation; `historyTrimmed` is set when the trim dropped turns on the agent path. */
+    trimHistory(request: MessageInitShape<typeof TrimHistoryRequestSchema>, options?: CallOptions): Promise<TrimHistoryResponse>;
+    /**
+     * Prepares a history for one provider call. Rejects with FAILED_PRECONDITION and
+     * `capacityReport` set when the request does not fit the model's capacity.
+     */
+    prepareModelCall(request: MessageInitShape<typeof PrepareModelCallRequestSchema>, options?: CallOptions): Promise<PrepareModelCallResponse>;
+    /** Runs the capacity pre-flight alone; rejects like {@link prepareModelCall} when it does not fit. */
+    checkCapacity(request: MessageInitShape<typeof CheckCapacityRequestSchema>, options?: CallOptions): Promise<CheckCapacityResponse>;
+    /** Removes tool results without a call and tool calls without a result. */
+    sweepOrphans(request: MessageInitShape<typeof SweepOrphansRequestSchema>, options?: CallOptions): Promise<SweepOrphansResponse>;
+    /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
+    capToolResults(request: MessageInitShape<typeof CapToolResultsRequestSchema>, options?: CallOptions): Promise<CapToolResultsResponse>;
+    /**
+     * Subscribes to the trim feed. The subscription remembers the last cursor it saw and, when the
+     * stream breaks (UNAVAILABLE, a clean end, or silence past the heartbeat watchdog), reconnects
+     * with backoff and resumes after that cursor, so each event is delivered once.
+     *
+     * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
+     */
+    watchTrimEvents(request?: MessageInitShape<typeof TrimEventsRequestSchema>, options?: WatchOptions): TrimEventSubscription;
+    /**
+     * Closes the connection, ending open calls and subscriptions. The client stays usable: a later
+     * call opens a new connection.
+     */
+    close(): void;
+    [Symbol.dispose](): void;
+    private unary;
+}
+/** Opens a client; see {@link TurnkeeperClient}. */
+export declare function connect(target: Target, options?: ClientOptions): TurnkeeperClient;

@@ -1,0 +1,155 @@
+import { isIP, connect as netConnect } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { callError } from "./errors.js";
+import { TrimEventSubscription } from "./events.js";
+import { HistoryService, } from "./gen/turnkeeper/v1/history_service_pb.js";
+/** The server's message-size limit (64 MiB), used for both directions by default. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+/** The default deadline of a unary call. Every RPC is pure computation, so this is generous. */
+export const DEFAULT_TIMEOUT_MS = 10_000;
+/**
+ * A client of `turnkeeper.v1.HistoryService` over gRPC (HTTP/2), on TCP or a Unix socket.
+ *
+ * Requests accept either generated messages or plain init objects. Failed calls reject with a
+ * {@link TurnkeeperError} carrying the decoded ErrorInfo, BadRequest and CapacityReport details.
+ * One client holds one HTTP/2 connection; call {@link close} when done.
+ */
+export class TurnkeeperClient {
+    /** The underlying Connect client, for calls this wrapper does not cover. */
+    raw;
+    session;
+    timeoutMs;
+    closing = new AbortController();
+    constructor(target, options = {}) {
+        const { baseUrl, socketPath } = parseTarget(target);
+        const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+        // Owning the session manager lets close() end the connection; for Unix sockets the HTTP/2
+        // session runs over a socket we open ourselves, while the URL only supplies :authority.
+        const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
+        const open = socketPath === undefined ? () => tcpSocket(baseUrl) : () => netConnect(socketPath);
+        this.session = new Http2SessionManager(baseUrl, {}, { createConnection: () => dial(open, connectTimeoutMs) });
+        const transport = createGrpcTransport({
+            baseUrl,
+            sessionManager: this.session,
+            readMaxBytes: maxBytes,
+            writeMaxBytes: maxBytes,
+            interceptors: options.interceptors ?? [],
+        });
+        this.raw = createClient(HistoryService, transport);
+        this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    }
+    /** Prices a history with the pinned heuristic, total and per row. */
+    estimateTokens(request, options) {
+        return this.unary(options, (o) => this.raw.estimateTokens(request, o));
+    }
+    /** Resolves the route, its capacity, the proactive token budget and the turn limit. */
+    resolveBudget(request, options) {
+        return this.unary(options, (o) => this.raw.resolveBudget(request, o));
+    }
+    /** Applies one trimming operation; `historyTrimmed` is set when the trim dropped turns on the agent path. */
+    trimHistory(request, options) {
+        return this.unary(options, (o) => this.raw.trimHistory(request, o));
+    }
+    /**
+     * Prepares a history for one provider call. Rejects with FAILED_PRECONDITION and
+     * `capacityReport` set when the request does not fit the model's capacity.
+     */
+    prepareModelCall(request, options) {
+        return this.unary(options, (o) => this.raw.prepareModelCall(request, o));
+    }
+    /** Runs the capacity pre-flight alone; rejects like {@link prepareModelCall} when it does not fit. */
+    checkCapacity(request, options) {
+        return this.unary(options, (o) => this.raw.checkCapacity(request, o));
+    }
+    /** Removes tool results without a call and tool calls without a result. */
+    sweepOrphans(request, options) {
+        return this.unary(options, (o) => this.raw.sweepOrphans(request, o));
+    }
+    /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
+    capToolResults(request, options) {
+        return this.unary(options, (o) => this.raw.capToolResults(request, o));
+    }
+    /**
+     * Subscribes to the trim feed. The subscription remembers the last cursor it saw and, when the
+     * stream breaks (UNAVAILABLE, a clean end, or silence past the heartbeat watchdog), reconnects
+     * with backoff and resumes after that cursor, so each event is delivered once.
+     *
+     * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
+     */
+    watchTrimEvents(request = {}, options = {}) {
+        return new TrimEventSubscription({
+            raw: this.raw,
+            closed: this.closing.signal,
+            resetConnection: (reason) => this.session.abort(reason),
+        }, request, options);
+    }
+    /**
+     * Closes the connection, ending open calls and subscriptions. The client stays usable: a later
+     * call opens a new connection.
+     */
+    close() {
+        this.closing.abort();
+        this.closing = new AbortController();
+        this.session.abort();
+    }
+    [Symbol.dispose]() {
+        this.close();
+    }
+    async unary(options, call) {
+        try {
+            return await call({ ...options, timeoutMs: options?.timeoutMs ?? this.timeoutMs });
+        }
+        catch (e) {
+            throw callError(e, options?.signal);
+        }
+    }
+}
+/** Opens a client; see {@link TurnkeeperClient}. */
+export function connect(target, options) {
+    return new TurnkeeperClient(target, options);
+}
+function parseTarget(target) {
+    if (typeof target !== "string") {
+        return "unix" in target ? unixTarget(target.unix) : { baseUrl: `http://${target.address}` };
+    }
+    if (target.startsWith("unix:")) {
+        // gRPC name syntax: unix:relative/or/absolute and unix:///absolute.
+        return unixTarget(target.startsWith("unix://") ? target.slice("unix://".length) : target.slice("unix:".length));
+    }
+    if (target.startsWith("/"))
+        return unixTarget(target);
+    if (/^https?:\/\//.test(target))
+        return { baseUrl: target };
+    return { baseUrl: `http://${target}` };
+}
+/** A TCP socket to the host and port of the base URL; TLS (offering h2) for `https://`. */
+function tcpSocket(baseUrl) {
+    const url = new URL(baseUrl);
+    // URL keeps an IPv6 host in brackets; net.connect wants it bare.
+    const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
+    if (url.protocol === "https:") {
+        const port = url.port === "" ? 443 : Number(url.port);
+        return tlsConnect({ host, port, ALPNProtocols: ["h2"], ...(isIP(host) === 0 ? { servername: host } : {}) });
+    }
+    return netConnect({ host, port: url.port === "" ? 80 : Number(url.port) });
+}
+/** Opens the HTTP/2 session's socket; one not connected within `timeoutMs` (> 0) is destroyed as UNAVAILABLE. */
+function dial(open, timeoutMs) {
+    const socket = open();
+    if (timeoutMs > 0) {
+        const timer = setTimeout(() => socket.destroy(new ConnectError(`connection not established within ${timeoutMs} ms`, Code.Unavailable)), timeoutMs);
+        const stop = () => clearTimeout(timer);
+        socket.once("connect", stop);
+        socket.once("close", stop);
+    }
+    return socket;
+}
+function unixTarget(path) {
+    if (path === "")
+        throw new TypeError("turnkeeper: empty Unix socket path");
+    // :authority for a Unix socket is conventionally "localhost" (as grpc-go and grpc-core send).
+    return { baseUrl: "http://localhost", socketPath: path };
+}
+//# sourceMappingURL=client.js.map

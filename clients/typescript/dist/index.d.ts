@@ -1,0 +1,15 @@
+export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS } from "./client.js";
+export type { ClientOptions, Target } from "./client.js";
+export { TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
+export type { FieldViolation } from "./errors.js";
+export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
+export type { WatchOptions, BackoffOptions } from "./events.js";
+export { Code } from "@connectrpc/connect";
+export type { CallOptions } from "@connectrpc/connect";
+export * from "./gen/turnkeeper/v1/errors_pb.js";
+export * from "./gen/turnkeeper/v1/events_pb.js";
+export * from "./gen/turnkeeper/v1/history_pb.js";
+export * from "./gen/turnkeeper/v1/history_service_pb.js";
+export * from "./gen/turnkeeper/v1/profile_pb.js";
+export * from "./gen/turnkeeper/v1/resolution_pb.js";
+export * from "./gen/turnkeeper/v1/trim_pb.js";

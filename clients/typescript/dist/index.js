@@ -1,0 +1,13 @@
+export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS } from "./client.js";
+export { TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
+export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
+export { Code } from "@connectrpc/connect";
+// The turnkeeper.v1 contract: message types, their schemas (for create/fromJson/toJson) and enums.
+export * from "./gen/turnkeeper/v1/errors_pb.js";
+export * from "./gen/turnkeeper/v1/events_pb.js";
+export * from "./gen/turnkeeper/v1/history_pb.js";
+export * from "./gen/turnkeeper/v1/history_service_pb.js";
+export * from "./gen/turnkeeper/v1/profile_pb.js";
+export * from "./gen/turnkeeper/v1/resolution_pb.js";
+export * from "./gen/turnkeeper/v1/trim_pb.js";
+//# sourceMappingURL=index.js.map
