@@ -13,7 +13,7 @@ HTTP ?= 127.0.0.1:9464
 DASHBOARD := service/turnkeeper/server/dashboard
 DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
-.PHONY: help venv run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients system-deps bench clean
+.PHONY: help venv run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients test-install system-deps bench clean
 
 help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
@@ -97,7 +97,12 @@ test-python: $(STAMP) system-deps
 test-clients: $(STAMP)
 	@for d in $(CLIENT_DIRS); do echo "== $$d"; $(MAKE) -C $$d test || exit 1; done
 
-test: $(STAMP) lint check-generated check-vendored test-python test-clients
+# Each client installed as its README says, in a fresh project under /tmp, its README example
+# type-checked or built and run against a live server (after test-clients filled the caches).
+test-install: $(STAMP)
+	$(PY) tests/support/with_server.py -- $(PY) tests/install/check_install.py
+
+test: $(STAMP) lint check-generated check-vendored test-python test-clients test-install
 
 bench: $(STAMP)
 	$(PY) bench/bench_engine.py
