@@ -23,6 +23,18 @@ export interface ClientOptions {
     readonly connectTimeoutMs?: number;
     /** Connect interceptors (auth headers, logging, metrics). */
     readonly interceptors?: Interceptor[];
+    /** TLS to a sidecar started with `--tls-cert` (TCP targets only); `cert` + `key` for mTLS. */
+    readonly tls?: TlsOptions;
+    /** Sent as `authorization: Bearer <token>` on every call, for a sidecar with `--auth-tokens`. */
+    readonly token?: string;
+}
+/** PEM contents (not paths) for a TLS connection; `ca` replaces Node's default roots. */
+export interface TlsOptions {
+    readonly ca?: string | Buffer;
+    readonly cert?: string | Buffer;
+    readonly key?: string | Buffer;
+    /** The name the server certificate must carry; the target's host by default. */
+    readonly serverName?: string;
 }
 /**
  * A client of `turnkeeper.v1.HistoryService` over gRPC (HTTP/2), on TCP or a Unix socket.

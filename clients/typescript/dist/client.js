@@ -23,19 +23,24 @@ export class TurnkeeperClient {
     timeoutMs;
     closing = new AbortController();
     constructor(target, options = {}) {
-        const { baseUrl, socketPath } = parseTarget(target);
+        const { baseUrl, socketPath } = secured(parseTarget(target), options.tls);
         const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+        if ((options.tls?.cert === undefined) !== (options.tls?.key === undefined)) {
+            throw new TypeError("turnkeeper: give tls.cert and tls.key together");
+        }
         // Owning the session manager lets close() end the connection; for Unix sockets the HTTP/2
         // session runs over a socket we open ourselves, while the URL only supplies :authority.
         const connectTimeoutMs = options.connectTimeoutMs ?? 10_000;
-        const open = socketPath === undefined ? () => tcpSocket(baseUrl) : () => netConnect(socketPath);
+        const tls = options.tls;
+        const open = socketPath === undefined ? () => tcpSocket(baseUrl, tls) : () => netConnect(socketPath);
         this.session = new Http2SessionManager(baseUrl, {}, { createConnection: () => dial(open, connectTimeoutMs) });
+        const interceptors = [...(options.token === undefined ? [] : [bearer(options.token)]), ...(options.interceptors ?? [])];
         const transport = createGrpcTransport({
             baseUrl,
             sessionManager: this.session,
             readMaxBytes: maxBytes,
             writeMaxBytes: maxBytes,
-            interceptors: options.interceptors ?? [],
+            interceptors,
         });
         this.raw = createClient(HistoryService, transport);
         this.timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -124,14 +129,28 @@ function parseTarget(target) {
         return { baseUrl: target };
     return { baseUrl: `http://${target}` };
 }
-/** A TCP socket to the host and port of the base URL; TLS (offering h2) for `https://`. */
-function tcpSocket(baseUrl) {
+/** An https:// URL for a TCP target when TLS is asked for; a Unix socket stays plaintext. */
+function secured(parsed, tls) {
+    if (tls === undefined || parsed.socketPath !== undefined)
+        return parsed;
+    return { baseUrl: parsed.baseUrl.replace(/^http:\/\//, "https://") };
+}
+function bearer(token) {
+    const value = `Bearer ${token.trim()}`;
+    return (next) => (request) => {
+        request.header.set("authorization", value);
+        return next(request);
+    };
+}
+/** A TCP socket to the host and port of the base URL; TLS (offering h2, with `tls`) for `https://`. */
+function tcpSocket(baseUrl, tls) {
     const url = new URL(baseUrl);
     // URL keeps an IPv6 host in brackets; net.connect wants it bare.
     const host = url.hostname.replace(/^\[(.*)\]$/, "$1");
     if (url.protocol === "https:") {
         const port = url.port === "" ? 443 : Number(url.port);
-        return tlsConnect({ host, port, ALPNProtocols: ["h2"], ...(isIP(host) === 0 ? { servername: host } : {}) });
+        const servername = tls?.serverName ?? (isIP(host) === 0 ? host : undefined);
+        return tlsConnect({ host, port, ALPNProtocols: ["h2"], ca: tls?.ca, cert: tls?.cert, key: tls?.key, servername });
     }
     return netConnect({ host, port: url.port === "" ? 80 : Number(url.port) });
 }

@@ -49,3 +49,10 @@ export declare class TurnkeeperError extends Error {
 export declare function callError(reason: unknown, signal: AbortSignal | undefined): TurnkeeperError;
 /** The canonical gRPC status name of a code (`Code.InvalidArgument` -> `INVALID_ARGUMENT`). */
 export declare function codeName(code: Code): string;
+/**
+ * Provider JSON or a history that a converter cannot carry (docs/converters.md); the message names
+ * the place and the reason, such as `messages[3].content[1]: unsupported content part type 'input_audio' here`.
+ */
+export declare class ConversionError extends Error {
+    readonly name = "ConversionError";
+}

@@ -77,4 +77,11 @@ export function codeName(code) {
     const name = Code[code];
     return name === undefined ? `CODE_${code}` : name.replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
+/**
+ * Provider JSON or a history that a converter cannot carry (docs/converters.md); the message names
+ * the place and the reason, such as `messages[3].content[1]: unsupported content part type 'input_audio' here`.
+ */
+export class ConversionError extends Error {
+    name = "ConversionError";
+}
 //# sourceMappingURL=errors.js.map

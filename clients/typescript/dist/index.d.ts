@@ -1,9 +1,11 @@
 export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS } from "./client.js";
-export type { ClientOptions, Target } from "./client.js";
-export { TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
+export type { ClientOptions, Target, TlsOptions } from "./client.js";
+export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
 export type { FieldViolation } from "./errors.js";
 export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
 export type { WatchOptions, BackoffOptions } from "./events.js";
+export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAnthropic, fromOpenAI, fromOpenAIResponses, toAnthropic, toOpenAI, toOpenAIResponses, } from "./convert/index.js";
+export type { ConvertOptions, Shape } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 export type { CallOptions } from "@connectrpc/connect";
 export * from "./gen/turnkeeper/v1/errors_pb.js";

@@ -1,0 +1,364 @@
+// Anthropic Messages (`system` + `messages`) <-> turnkeeper.v1 History (passthrough key `anthropic`).
+// docs/converters.md is the mapping; the converter vectors pin it.
+import { create } from "@bufbuild/protobuf";
+import { ConversionError } from "../errors.js";
+import { AttachmentSchema, Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
+import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, splitMarkers, Streams, } from "./common.js";
+const FORMAT = "anthropic";
+/**
+ * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
+ * are not read), or a bare `messages` array, to a History.
+ */
+export function fromAnthropic(request, options) {
+    const rows = [];
+    let messages;
+    if (Array.isArray(request)) {
+        messages = request;
+    }
+    else {
+        const object = expectObject(request, "request");
+        const system = object.system;
+        if (typeof system === "string") {
+            const row = newRow(Role.SYSTEM);
+            row.add(system);
+            rows.push(row);
+        }
+        else if (system !== undefined && system !== null) {
+            expectArray(system, "system").forEach((raw, k) => rows.push(importSystemBlock(raw, `system[${k}]`)));
+        }
+        messages = expectArray(object.messages, "messages");
+    }
+    messages.forEach((raw, i) => {
+        const where = `messages[${i}]`;
+        const message = expectObject(raw, where);
+        if (message.role === "user")
+            rows.push(...importUser(message, where));
+        else if (message.role === "assistant")
+            rows.push(importAssistant(message, where));
+        else
+            throw new ConversionError(`${where}.role: unsupported role '${String(message.role)}'`);
+    });
+    return finish(rows, FORMAT, defaultSkeleton, options);
+}
+function importSystemBlock(raw, where) {
+    const block = expectObject(raw, where);
+    if (block.type !== "text")
+        throw new ConversionError(`${where}: only text blocks are supported`);
+    const row = newRow(Role.SYSTEM, copy(block));
+    row.skeleton.text = row.add(expectString(block.text, `${where}.text`));
+    return row;
+}
+/** One row per `tool_result` block and one user row per run of other blocks; later rows continue the message. */
+function importUser(message, where) {
+    const skeleton = copy(message);
+    const content = message.content;
+    if (typeof content === "string") {
+        const row = newRow(Role.USER, skeleton);
+        skeleton.content = row.add(content);
+        return [row];
+    }
+    const blocks = expectArray(content, `${where}.content`).map((b, k) => expectObject(b, `${where}.content[${k}]`));
+    const runs = [];
+    blocks.forEach((block, k) => {
+        const last = runs[runs.length - 1];
+        if (block.type === "tool_result" || last === undefined || last[0]?.[1].type === "tool_result")
+            runs.push([[k, block]]);
+        else
+            last.push([k, block]);
+    });
+    if (runs.length === 0) {
+        skeleton.content = [];
+        return [newRow(Role.USER, skeleton)];
+    }
+    return runs.map((run, n) => {
+        const head = n === 0 ? skeleton : {};
+        const first = run[0];
+        let row;
+        if (first[1].type === "tool_result") {
+            const [imported, block] = importToolResult(first[1], `${where}.content[${first[0]}]`);
+            row = imported;
+            head.content = [block];
+        }
+        else {
+            row = newRow(Role.USER, head);
+            head.content = importUserBlocks(row, run, `${where}.content`);
+        }
+        row.skeleton = head;
+        return row;
+    });
+}
+function importUserBlocks(row, run, where) {
+    const attach = isCarrier(partTexts(run.map(([, b]) => b), ["text"]));
+    return run.map(([k, block]) => {
+        const here = `${where}[${k}]`;
+        const skeleton = copy(block);
+        if (block.type === "text")
+            skeleton.text = row.add(expectString(block.text, `${here}.text`));
+        else if (block.type === "image") {
+            const url = importImage(block, skeleton, here);
+            if (attach)
+                row.message.attachments.push(attachment(url, here));
+            else
+                row.add(marker(url, here));
+        }
+        else
+            throw new ConversionError(`${here}: unsupported user block type '${String(block.type)}'`);
+        return skeleton;
+    });
+}
+/** The image's URL (a data URL for base64 sources); the skeleton keeps the rest of the source. */
+function importImage(block, skeleton, where) {
+    const source = copy(expectObject(block.source, `${where}.source`));
+    let url;
+    if (source.type === "base64") {
+        const mediaType = expectString(source.media_type, `${where}.source.media_type`);
+        url = `data:${mediaType};base64,${expectString(source.data, `${where}.source.data`)}`;
+        delete source.data;
+    }
+    else if (source.type === "url") {
+        url = expectString(source.url, `${where}.source.url`);
+        delete source.url;
+    }
+    else {
+        throw new ConversionError(`${where}.source.type: unsupported image source '${String(source.type)}'`);
+    }
+    skeleton.source = source;
+    return url;
+}
+function attachment(url, where) {
+    const parsed = parseDataUrl(url);
+    if (parsed !== undefined) {
+        return create(AttachmentSchema, { mediaType: parsed.mediaType, source: { case: "data", value: decodeBase64(parsed.payload, where) } });
+    }
+    return create(AttachmentSchema, { source: { case: "uri", value: url } });
+}
+function importToolResult(block, where) {
+    const row = newRow(Role.TOOL);
+    row.message.toolCallId = expectString(block.tool_use_id, `${where}.tool_use_id`);
+    const skeleton = copy(block);
+    delete skeleton.tool_use_id;
+    const content = block.content;
+    if (typeof content === "string")
+        skeleton.content = row.add(content);
+    else if (content !== undefined && content !== null) {
+        skeleton.content = expectArray(content, `${where}.content`).map((raw, k) => {
+            const here = `${where}.content[${k}]`;
+            const part = expectObject(raw, here);
+            const out = copy(part);
+            if (part.type === "text")
+                out.text = row.add(expectString(part.text, `${here}.text`));
+            else if (part.type === "image")
+                row.message.attachments.push(attachment(importImage(part, out, here), here));
+            else
+                throw new ConversionError(`${here}: unsupported tool_result block type '${String(part.type)}'`);
+            return out;
+        });
+    }
+    return [row, skeleton];
+}
+function importAssistant(message, where) {
+    const skeleton = copy(message);
+    const row = newRow(Role.ASSISTANT, skeleton);
+    const content = message.content;
+    if (typeof content === "string") {
+        skeleton.content = row.add(content);
+        return row;
+    }
+    skeleton.content = expectArray(content, `${where}.content`).map((raw, k) => {
+        const here = `${where}.content[${k}]`;
+        const block = expectObject(raw, here);
+        const out = copy(block);
+        if (block.type === "text")
+            out.text = row.add(expectString(block.text, `${here}.text`));
+        else if (block.type === "thinking")
+            out.thinking = row.add(expectString(block.thinking, here), "reasoning");
+        else if (block.type === "redacted_thinking")
+            out.data = row.add(expectString(block.data, `${here}.data`), "reasoning");
+        else if (block.type === "tool_use") {
+            row.message.toolCalls.push(create(ToolCallSchema, {
+                id: expectString(block.id, `${here}.id`),
+                name: expectString(block.name, `${here}.name`),
+                arguments: canonicalJson(expectObject(block.input, `${here}.input`)),
+            }));
+            delete out.id;
+            delete out.name;
+            delete out.input;
+        }
+        else
+            throw new ConversionError(`${here}: unsupported assistant block type '${String(block.type)}'`);
+        return out;
+    });
+    return row;
+}
+/** Whether a tool row without passthrough after `row` (as exported) joins its message. */
+function continues(row) {
+    if (row?.skeleton === undefined)
+        return false;
+    return !("role" in row.skeleton) || row.message.role === Role.TOOL;
+}
+function imageSkeletonForUrl(url) {
+    const parsed = parseDataUrl(url);
+    return parsed !== undefined ? { type: "image", source: { type: "base64", media_type: parsed.mediaType } } : { type: "image", source: { type: "url" } };
+}
+function attachmentSkeleton(a) {
+    return a.source.case === "data" ? { type: "image", source: { type: "base64", media_type: a.mediaType } } : { type: "image", source: { type: "url" } };
+}
+function defaultSkeleton(row, previous) {
+    const message = row.message;
+    const n = codePoints(message.content);
+    switch (message.role) {
+        case Role.SYSTEM:
+            return {}; // a lone leading system row is the `system` string; see toAnthropic
+        case Role.TOOL: {
+            const result = { type: "tool_result", content: n };
+            if (message.attachments.length > 0) {
+                result.content = [...(n > 0 ? [{ type: "text", text: n }] : []), ...message.attachments.map(attachmentSkeleton)];
+            }
+            return continues(previous) ? { content: [result] } : { role: "user", content: [result] };
+        }
+        case Role.USER: {
+            if (message.attachments.length > 0 && isCarrier(message.content)) {
+                return { role: "user", content: [{ type: "text", text: n }, ...message.attachments.map(attachmentSkeleton)] };
+            }
+            const pieces = markerTextRow(message) ? [] : splitMarkers(message.content);
+            if (!pieces.some((p) => p.marker !== undefined))
+                return { role: "user", content: n };
+            return {
+                role: "user",
+                content: pieces.map((p) => (p.marker !== undefined ? imageSkeletonForUrl(markerUrl(p.marker)) : { type: "text", text: codePoints(p.text ?? "") })),
+            };
+        }
+        case Role.ASSISTANT:
+            if (message.toolCalls.length === 0)
+                return { role: "assistant", content: n };
+            return { role: "assistant", content: [...(n > 0 ? [{ type: "text", text: n }] : []), ...message.toolCalls.map(() => ({ type: "tool_use" }))] };
+        default:
+            throw new ConversionError(`role ${message.role} has no Anthropic role`);
+    }
+}
+/** Whether a row continuing a message joins the last one (a user message of blocks). */
+function joinable(message) {
+    return message?.role === "user" && Array.isArray(message.content);
+}
+/** Converts a History (either shape) to `{system?, messages}`. */
+export function toAnthropic(history) {
+    const rows = flatRows(history, FORMAT);
+    let lead = 0;
+    while (lead < rows.length && rows[lead]?.message.role === Role.SYSTEM)
+        lead++;
+    const out = {};
+    const first = rows[0];
+    if (lead === 1 && first !== undefined && first.skeleton === undefined) {
+        out.system = first.message.content;
+    }
+    else if (lead > 0) {
+        out.system = rows.slice(0, lead).map((row, i) => {
+            const skeleton = row.skeleton ?? { type: "text", text: codePoints(row.message.content) };
+            const streams = new Streams(row, `rows[${i}]`);
+            const block = copy(skeleton);
+            block.text = streams.text.take(skeleton.text, `rows[${i}].text`);
+            streams.done();
+            return block;
+        });
+    }
+    const messages = [];
+    let previous;
+    for (let i = lead; i < rows.length; i++) {
+        const row = rows[i];
+        const where = `rows[${i}]`;
+        if (row.message.role === Role.SYSTEM)
+            throw new ConversionError(`${where}: Anthropic Messages has no system row after messages`);
+        const skeleton = row.skeleton ?? defaultSkeleton(row, previous);
+        const message = exportMessage(row, skeleton, where);
+        const last = messages[messages.length - 1];
+        if ("role" in skeleton)
+            messages.push(message);
+        else if (last !== undefined && joinable(last))
+            last.content.push(...message.content);
+        else
+            messages.push({ role: "user", ...message });
+        previous = { message: row.message, reasoning: row.reasoning, skeleton };
+    }
+    out.messages = messages;
+    return out;
+}
+function exportMessage(row, skeleton, where) {
+    const message = row.message;
+    const expected = message.role === Role.ASSISTANT ? "assistant" : "user";
+    if ((skeleton.role ?? "user") !== expected)
+        throw new ConversionError(`${where}: passthrough role does not match the row`);
+    const streams = new Streams(row, where);
+    const out = copy(skeleton);
+    const content = skeleton.content;
+    if (Array.isArray(content)) {
+        const blocks = content.map((b, k) => exportBlock(message, streams, expectObject(b, `${where}.content[${k}]`), where));
+        // Tool-use blocks whose call the sweep removed are gone with it.
+        out.content = blocks.filter((b) => b !== undefined);
+    }
+    else {
+        out.content = streams.text.take(content, `${where}.content`);
+    }
+    streams.done();
+    return out;
+}
+function exportBlock(message, streams, block, where) {
+    const out = copy(block);
+    switch (block.type) {
+        case "text":
+            out.text = streams.text.take(block.text, `${where}.text`);
+            return out;
+        case "thinking":
+            out.thinking = streams.reasoning.take(block.thinking, `${where}.thinking`);
+            return out;
+        case "redacted_thinking":
+            out.data = streams.reasoning.take(block.data, `${where}.data`);
+            return out;
+        case "tool_use": {
+            const call = streams.call();
+            if (call === undefined)
+                return undefined;
+            let input;
+            try {
+                input = call.arguments === "" ? {} : JSON.parse(call.arguments);
+            }
+            catch {
+                throw new ConversionError(`${where}: tool call ${call.id} arguments are not JSON`);
+            }
+            if (!isObject(input))
+                throw new ConversionError(`${where}: tool call ${call.id} arguments are not a JSON object`);
+            return { ...out, id: call.id, name: call.name, input };
+        }
+        case "tool_result": {
+            if (message.role !== Role.TOOL)
+                throw new ConversionError(`${where}: passthrough tool_result on a row that is not a tool`);
+            out.tool_use_id = message.toolCallId;
+            const inner = block.content;
+            if (Array.isArray(inner)) {
+                out.content = inner.map((b) => exportBlock(message, streams, expectObject(b, where), where));
+            }
+            else if (inner !== undefined && inner !== null) {
+                out.content = streams.text.take(inner, `${where}.content`);
+            }
+            return out;
+        }
+        case "image": {
+            const url = imagesAreAttachments(message) ? attachmentUrl(streams.attachment(where), where) : streams.text.markerUrl(where);
+            const source = copy(expectObject(block.source ?? {}, `${where}.source`));
+            if (source.type === "base64") {
+                const parsed = parseDataUrl(url);
+                if (parsed === undefined)
+                    throw new ConversionError(`${where}: a base64 image needs a data: URL, got ${url.slice(0, 40)}`);
+                source.media_type ??= parsed.mediaType;
+                source.data = parsed.payload;
+            }
+            else {
+                source.url = url;
+            }
+            out.source = source;
+            return out;
+        }
+        default:
+            throw new ConversionError(`${where}: passthrough block type '${String(block.type)}' is not Anthropic`);
+    }
+}
+//# sourceMappingURL=anthropic.js.map

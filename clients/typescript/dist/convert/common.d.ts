@@ -1,0 +1,96 @@
+import { type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { Role, type Attachment, type ChatMessage, type History, type ToolCall } from "../gen/turnkeeper/v1/history_pb.js";
+/** The server's default breadcrumb text (docs/semantics.md, Trims). */
+export declare const DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]";
+export declare const CARRIER_PREFIX = "[Tool results]";
+export type Shape = "chat" | "conversation";
+/** The stream a skeleton slot takes priced text from (one field except on conversation steps). */
+export type Stream = "text" | "reasoning";
+export interface ConvertOptions {
+    /** The history shape to build; `chat` by default. */
+    shape?: Shape;
+    /** User texts right after the leading system rows that mark the breadcrumb (default: the server's). */
+    breadcrumbTexts?: readonly string[];
+}
+export declare function isObject(value: unknown): value is JsonObject;
+export declare function expectString(value: unknown, where: string): string;
+export declare function expectObject(value: unknown, where: string): JsonObject;
+export declare function expectArray(value: unknown, where: string): JsonValue[];
+/** The length of a string in code points, the unit of every skeleton slot. */
+export declare function codePoints(text: string): number;
+export declare function copy<T extends JsonValue>(value: T): T;
+/** Deep equality of JSON values (object key order does not matter). */
+export declare function jsonEqual(a: unknown, b: unknown): boolean;
+/** Compact JSON with sorted keys: the one text every client writes for a JSON value. */
+export declare function canonicalJson(value: JsonValue): string;
+export declare function isCarrier(content: string): boolean;
+export declare function marker(url: string, where: string): string;
+/** User text as text runs (strings) and the marker texts of sendable `[IMAGE:<ref>]` markers. */
+export declare function splitMarkers(content: string): {
+    text?: string;
+    marker?: string;
+}[];
+/** The URL inside a marker text `[IMAGE:<url>]`. */
+export declare function markerUrl(markerText: string): string;
+export declare function parseDataUrl(url: string): {
+    mediaType: string;
+    payload: string;
+} | undefined;
+export declare function decodeBase64(payload: string, where: string): Uint8Array;
+export declare function encodeBase64(data: Uint8Array): string;
+/** A data URL becomes inline bytes, any other URL a `uri` (no media type is guessed). */
+export declare function attachmentFromUrl(url: string, where: string): Attachment;
+export declare function attachmentUrl(attachment: Attachment, where: string): string;
+/** A provider row being imported: the row, its priced text as pieces in provider order, its skeleton. */
+export declare class Row {
+    readonly message: ChatMessage;
+    skeleton: JsonObject;
+    readonly pieces: [Stream, string][];
+    constructor(message: ChatMessage, skeleton: JsonObject);
+    /** Adds priced text; returns its length, which the skeleton keeps in the text's place. */
+    add(text: string, stream?: Stream): number;
+    joined(stream?: Stream): string;
+}
+export declare function newRow(role: Role, skeleton?: JsonObject): Row;
+/** One provider row on its way out, with its reasoning (undefined where it is in `content`) and skeleton. */
+export interface FlatRow {
+    message: ChatMessage;
+    reasoning: string | undefined;
+    skeleton: JsonObject | undefined;
+}
+export type DefaultSkeleton = (row: FlatRow, previous: FlatRow | undefined) => JsonObject;
+/** Fills content, marks the breadcrumb, drops skeletons equal to the default and builds the history. */
+export declare function finish(rows: Row[], format: string, defaultSkeleton: DefaultSkeleton, options: ConvertOptions | undefined): History;
+/** The provider rows a history stands for, in order, with their `format` skeletons. */
+export declare function flatRows(history: History, format: string): FlatRow[];
+/** Reads a row's priced text back in the order the skeleton's slots name it. */
+export declare class Cursor {
+    private readonly text;
+    private readonly where;
+    private readonly field;
+    private pos;
+    constructor(text: string, where: string, field: string);
+    take(length: unknown, where: string): string;
+    /** The URL of the `[IMAGE:<url>]` marker at the current position. */
+    markerUrl(where: string): string;
+    done(): void;
+}
+/** The text and reasoning cursors of one row, its attachments and tool calls in order. */
+export declare class Streams {
+    private readonly where;
+    readonly text: Cursor;
+    readonly reasoning: Cursor;
+    private readonly attachments;
+    private readonly calls;
+    constructor(row: FlatRow, where: string);
+    attachment(where: string): Attachment;
+    /** The next tool call; undefined once the row has no more (the sweep may have removed some). */
+    call(): ToolCall | undefined;
+    done(): void;
+}
+/** Images of a tool row or a `[Tool results]` carrier are attachments; other user rows' are markers. */
+export declare function imagesAreAttachments(message: ChatMessage): boolean;
+/** A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier. */
+export declare function markerTextRow(message: ChatMessage): boolean;
+/** The concatenated `text` of the parts whose type is one of `types`. */
+export declare function partTexts(parts: JsonObject[], types: readonly string[]): string;

@@ -1,0 +1,378 @@
+// Pieces every converter shares: rows being built, skeletons, cursors, markers, attachments.
+// docs/converters.md is the mapping; the vectors in tests/conformance/converters pin it.
+import { create } from "@bufbuild/protobuf";
+import { ConversionError } from "../errors.js";
+import { AttachmentSchema, AssistantToolCallsSchema, ChatMessageSchema, ConversationMessageSchema, HistorySchema, Role, ToolResultSchema, } from "../gen/turnkeeper/v1/history_pb.js";
+/** The server's default breadcrumb text (docs/semantics.md, Trims). */
+export const DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]";
+export const CARRIER_PREFIX = "[Tool results]";
+const MARKER_OPEN = "[IMAGE:";
+export function isObject(value) {
+    return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+export function expectString(value, where) {
+    if (typeof value !== "string")
+        throw new ConversionError(`${where}: expected a string, got ${kindOf(value)}`);
+    return value;
+}
+export function expectObject(value, where) {
+    if (!isObject(value))
+        throw new ConversionError(`${where}: expected an object, got ${kindOf(value)}`);
+    return value;
+}
+export function expectArray(value, where) {
+    if (!Array.isArray(value))
+        throw new ConversionError(`${where}: expected an array, got ${kindOf(value)}`);
+    return value;
+}
+function kindOf(value) {
+    return value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
+}
+function expectLength(value, where) {
+    if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
+        throw new ConversionError(`${where}: passthrough slot is not a length`);
+    }
+    return value;
+}
+/** The length of a string in code points, the unit of every skeleton slot. */
+export function codePoints(text) {
+    let n = 0;
+    for (const _ of text)
+        n++;
+    return n;
+}
+export function copy(value) {
+    return structuredClone(value);
+}
+/** Deep equality of JSON values (object key order does not matter). */
+export function jsonEqual(a, b) {
+    if (a === b)
+        return true;
+    if (Array.isArray(a))
+        return Array.isArray(b) && a.length === b.length && a.every((x, i) => jsonEqual(x, b[i]));
+    if (isObject(a) && isObject(b)) {
+        const keys = Object.keys(a);
+        return keys.length === Object.keys(b).length && keys.every((k) => k in b && jsonEqual(a[k], b[k]));
+    }
+    return false;
+}
+function byCodePoint(a, b) {
+    const x = Array.from(a, (c) => c.codePointAt(0) ?? 0);
+    const y = Array.from(b, (c) => c.codePointAt(0) ?? 0);
+    for (let i = 0; i < Math.min(x.length, y.length); i++)
+        if (x[i] !== y[i])
+            return (x[i] ?? 0) - (y[i] ?? 0);
+    return x.length - y.length;
+}
+/** Compact JSON with sorted keys: the one text every client writes for a JSON value. */
+export function canonicalJson(value) {
+    if (Array.isArray(value))
+        return `[${value.map(canonicalJson).join(",")}]`;
+    if (isObject(value)) {
+        const keys = Object.keys(value).sort(byCodePoint);
+        return `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
+    }
+    return JSON.stringify(value);
+}
+export function isCarrier(content) {
+    return content.startsWith(CARRIER_PREFIX);
+}
+function sendableUrl(ref) {
+    const trimmed = ref.trim();
+    return trimmed.startsWith("http://") || trimmed.startsWith("https://") || trimmed.startsWith("data:");
+}
+export function marker(url, where) {
+    if (url.includes("]"))
+        throw new ConversionError(`${where}: image URL contains ']' and cannot be an [IMAGE:] marker`);
+    return `${MARKER_OPEN}${url}]`;
+}
+/** User text as text runs (strings) and the marker texts of sendable `[IMAGE:<ref>]` markers. */
+export function splitMarkers(content) {
+    const parts = [];
+    let textStart = 0;
+    let pos = 0;
+    for (;;) {
+        const start = content.indexOf(MARKER_OPEN, pos);
+        if (start < 0)
+            break;
+        const end = content.indexOf("]", start + MARKER_OPEN.length);
+        if (end < 0)
+            break;
+        if (sendableUrl(content.slice(start + MARKER_OPEN.length, end))) {
+            if (start > textStart)
+                parts.push({ text: content.slice(textStart, start) });
+            parts.push({ marker: content.slice(start, end + 1) });
+            textStart = end + 1;
+        }
+        pos = end + 1;
+    }
+    if (textStart < content.length)
+        parts.push({ text: content.slice(textStart) });
+    return parts;
+}
+/** The URL inside a marker text `[IMAGE:<url>]`. */
+export function markerUrl(markerText) {
+    return markerText.slice(MARKER_OPEN.length, -1);
+}
+export function parseDataUrl(url) {
+    if (!url.startsWith("data:"))
+        return undefined;
+    const comma = url.indexOf(",");
+    if (comma < 0)
+        return undefined;
+    const header = url.slice("data:".length, comma);
+    if (!header.endsWith(";base64"))
+        return undefined;
+    return { mediaType: header.slice(0, -";base64".length), payload: url.slice(comma + 1) };
+}
+export function decodeBase64(payload, where) {
+    if (payload.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(payload)) {
+        throw new ConversionError(`${where}: invalid base64 image data`);
+    }
+    return new Uint8Array(Buffer.from(payload, "base64"));
+}
+export function encodeBase64(data) {
+    return Buffer.from(data).toString("base64");
+}
+/** A data URL becomes inline bytes, any other URL a `uri` (no media type is guessed). */
+export function attachmentFromUrl(url, where) {
+    const parsed = parseDataUrl(url);
+    if (parsed !== undefined) {
+        return create(AttachmentSchema, {
+            mediaType: parsed.mediaType,
+            source: { case: "data", value: decodeBase64(parsed.payload, where) },
+        });
+    }
+    return create(AttachmentSchema, { source: { case: "uri", value: url } });
+}
+export function attachmentUrl(attachment, where) {
+    const source = attachment.source;
+    if (source.case === "data")
+        return `data:${attachment.mediaType};base64,${encodeBase64(source.value)}`;
+    if (source.case === "uri")
+        return source.value;
+    throw new ConversionError(`${where}: attachment has neither data nor uri`);
+}
+/** A provider row being imported: the row, its priced text as pieces in provider order, its skeleton. */
+export class Row {
+    message;
+    skeleton;
+    pieces = [];
+    constructor(message, skeleton) {
+        this.message = message;
+        this.skeleton = skeleton;
+    }
+    /** Adds priced text; returns its length, which the skeleton keeps in the text's place. */
+    add(text, stream = "text") {
+        this.pieces.push([stream, text]);
+        return codePoints(text);
+    }
+    joined(stream) {
+        return this.pieces
+            .filter(([s]) => stream === undefined || s === stream)
+            .map(([, t]) => t)
+            .join("");
+    }
+}
+export function newRow(role, skeleton = {}) {
+    return new Row(create(ChatMessageSchema, { role }), skeleton);
+}
+/** Fills content, marks the breadcrumb, drops skeletons equal to the default and builds the history. */
+export function finish(rows, format, defaultSkeleton, options) {
+    for (const row of rows)
+        row.message.content = row.joined();
+    markBreadcrumb(rows, options?.breadcrumbTexts ?? [DEFAULT_BREADCRUMB]);
+    let previous;
+    for (const row of rows) {
+        if (!jsonEqual(row.skeleton, defaultSkeleton({ message: row.message, reasoning: undefined, skeleton: undefined }, previous))) {
+            row.message.passthrough = { [format]: row.skeleton };
+        }
+        previous = { message: row.message, reasoning: undefined, skeleton: row.skeleton };
+    }
+    return buildHistory(rows, options?.shape ?? "chat");
+}
+function markBreadcrumb(rows, texts) {
+    for (const { message } of rows) {
+        if (message.role === Role.SYSTEM)
+            continue;
+        if (message.role === Role.USER && texts.includes(message.content) && message.attachments.length === 0) {
+            message.breadcrumb = true;
+        }
+        return;
+    }
+}
+function buildHistory(rows, shape) {
+    if (shape === "chat")
+        return create(HistorySchema, { shape: { case: "chat", value: { messages: rows.map((r) => r.message) } } });
+    const out = [];
+    const names = new Map();
+    for (const row of rows) {
+        const m = row.message;
+        if (m.role === Role.ASSISTANT && m.toolCalls.length > 0) {
+            for (const call of m.toolCalls)
+                names.set(call.id, call.name);
+            const step = create(AssistantToolCallsSchema, {
+                text: row.joined("text"),
+                reasoning: row.joined("reasoning"),
+                toolCalls: m.toolCalls,
+            });
+            if (m.passthrough !== undefined)
+                step.passthrough = m.passthrough;
+            out.push(create(ConversationMessageSchema, { message: { case: "assistantToolCalls", value: step } }));
+        }
+        else if (m.role === Role.TOOL) {
+            const result = create(ToolResultSchema, {
+                toolCallId: m.toolCallId,
+                toolName: names.get(m.toolCallId) ?? "",
+                content: m.content,
+                attachments: m.attachments,
+            });
+            if (m.passthrough !== undefined)
+                result.passthrough = m.passthrough;
+            const last = out[out.length - 1];
+            if (last?.message.case === "toolResults")
+                last.message.value.results.push(result);
+            else
+                out.push(create(ConversationMessageSchema, { message: { case: "toolResults", value: { results: [result] } } }));
+        }
+        else {
+            out.push(create(ConversationMessageSchema, { message: { case: "chat", value: m } }));
+        }
+    }
+    return create(HistorySchema, { shape: { case: "conversation", value: { messages: out } } });
+}
+function skeletonOf(passthrough, format) {
+    if (format === "" || passthrough === undefined || !(format in passthrough))
+        return undefined;
+    const value = passthrough[format];
+    if (!isObject(value))
+        throw new ConversionError(`passthrough.${format}: expected an object`);
+    return value;
+}
+/** The provider rows a history stands for, in order, with their `format` skeletons. */
+export function flatRows(history, format) {
+    const shape = history.shape;
+    if (shape.case === "chat") {
+        return shape.value.messages.map((m) => ({ message: m, reasoning: undefined, skeleton: skeletonOf(m.passthrough, format) }));
+    }
+    if (shape.case !== "conversation")
+        throw new ConversionError("history: neither chat nor conversation is set");
+    const rows = [];
+    shape.value.messages.forEach((message, i) => {
+        const kind = message.message;
+        if (kind.case === "chat") {
+            rows.push({ message: kind.value, reasoning: undefined, skeleton: skeletonOf(kind.value.passthrough, format) });
+        }
+        else if (kind.case === "assistantToolCalls") {
+            const step = kind.value;
+            const row = create(ChatMessageSchema, { role: Role.ASSISTANT, content: step.text, toolCalls: step.toolCalls });
+            rows.push({ message: row, reasoning: step.reasoning, skeleton: skeletonOf(step.passthrough, format) });
+        }
+        else if (kind.case === "toolResults") {
+            for (const result of kind.value.results) {
+                const row = create(ChatMessageSchema, {
+                    role: Role.TOOL,
+                    toolCallId: result.toolCallId,
+                    content: result.content,
+                    attachments: result.attachments,
+                });
+                rows.push({ message: row, reasoning: undefined, skeleton: skeletonOf(result.passthrough, format) });
+            }
+        }
+        else {
+            throw new ConversionError(`history.conversation.messages[${i}]: no message set`);
+        }
+    });
+    return rows;
+}
+/** Reads a row's priced text back in the order the skeleton's slots name it. */
+export class Cursor {
+    text;
+    where;
+    field;
+    pos = 0;
+    constructor(text, where, field) {
+        this.text = text;
+        this.where = where;
+        this.field = field;
+    }
+    take(length, where) {
+        let n = expectLength(length, where);
+        const start = this.pos;
+        while (n > 0 && this.pos < this.text.length) {
+            const cp = this.text.codePointAt(this.pos) ?? 0;
+            this.pos += cp > 0xffff ? 2 : 1;
+            n--;
+        }
+        if (n > 0) {
+            throw new ConversionError(`${where}: passthrough wants ${String(length)} characters of ${this.field} but only ${codePoints(this.text.slice(start))} remain; the row changed since it was converted`);
+        }
+        return this.text.slice(start, this.pos);
+    }
+    /** The URL of the `[IMAGE:<url>]` marker at the current position. */
+    markerUrl(where) {
+        if (!this.text.startsWith(MARKER_OPEN, this.pos))
+            throw new ConversionError(`${where}: passthrough expects an [IMAGE:] marker here`);
+        const end = this.text.indexOf("]", this.pos);
+        const url = this.text.slice(this.pos + MARKER_OPEN.length, end);
+        this.pos = end + 1;
+        return url;
+    }
+    done() {
+        if (this.pos !== this.text.length) {
+            throw new ConversionError(`${this.where}: ${codePoints(this.text.slice(this.pos))} characters of ${this.field} have no place in the passthrough or the target format`);
+        }
+    }
+}
+/** The text and reasoning cursors of one row, its attachments and tool calls in order. */
+export class Streams {
+    where;
+    text;
+    reasoning;
+    attachments;
+    calls;
+    constructor(row, where) {
+        this.where = where;
+        this.text = new Cursor(row.message.content, where, "content");
+        this.reasoning = row.reasoning === undefined ? this.text : new Cursor(row.reasoning, where, "reasoning");
+        this.attachments = [...row.message.attachments];
+        this.calls = [...row.message.toolCalls];
+        if (row.message.toolCallId !== "" && row.message.role !== Role.TOOL) {
+            throw new ConversionError(`${where}: tool_call_id on a non-tool row has no provider field`);
+        }
+    }
+    attachment(where) {
+        const next = this.attachments.shift();
+        if (next === undefined)
+            throw new ConversionError(`${where}: passthrough expects an attachment the row lacks`);
+        return next;
+    }
+    /** The next tool call; undefined once the row has no more (the sweep may have removed some). */
+    call() {
+        return this.calls.shift();
+    }
+    done() {
+        this.text.done();
+        this.reasoning.done();
+        if (this.attachments.length > 0)
+            throw new ConversionError(`${this.where}: attachments have no place in the passthrough`);
+        if (this.calls.length > 0)
+            throw new ConversionError(`${this.where}: tool calls have no place in the passthrough`);
+    }
+}
+/** Images of a tool row or a `[Tool results]` carrier are attachments; other user rows' are markers. */
+export function imagesAreAttachments(message) {
+    return message.role === Role.TOOL || (message.role === Role.USER && isCarrier(message.content));
+}
+/** A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier. */
+export function markerTextRow(message) {
+    return message.breadcrumb || isCarrier(message.content);
+}
+/** The concatenated `text` of the parts whose type is one of `types`. */
+export function partTexts(parts, types) {
+    return parts
+        .filter((p) => typeof p.type === "string" && types.includes(p.type) && typeof p.text === "string")
+        .map((p) => p.text)
+        .join("");
+}
+//# sourceMappingURL=common.js.map
