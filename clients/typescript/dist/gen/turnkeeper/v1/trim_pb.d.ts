@@ -243,7 +243,7 @@ export declare const HistoryTrimmedSchema: GenMessage<HistoryTrimmed>;
  */
 export type RecoveryReport = Message<"turnkeeper.v1.RecoveryReport"> & {
     /**
-     * True when the recovery dropped turns from the baseline history.
+     * True when the recovery dropped turns from the baseline history, making it smaller.
      *
      * @generated from field: bool trimmed = 1;
      */
@@ -730,7 +730,14 @@ export declare enum RecoveryBlocker {
      *
      * @generated from enum value: RECOVERY_BLOCKER_SINGLE_TURN = 1;
      */
-    SINGLE_TURN = 1
+    SINGLE_TURN = 1,
+    /**
+     * Dropping the older turns would save less than the breadcrumb it inserts costs, so the request would not
+     * shrink; the baseline is returned as it is (spec §10.1: recovery never grows the request).
+     *
+     * @generated from enum value: RECOVERY_BLOCKER_NO_SAVING = 2;
+     */
+    NO_SAVING = 2
 }
 /**
  * Describes the enum turnkeeper.v1.RecoveryBlocker.
