@@ -1,0 +1,325 @@
+"""LangChain `BaseMessage` lists <-> turnkeeper.v1 History (passthrough key `langchain`), and a
+drop-in `trim_messages` backed by the sidecar. Needs the `langchain` extra
+(`pip install 'turnkeeper-client[langchain]'`).
+
+A message's skeleton is its `model_dump()` without default-valued fields, with `type` kept and the
+priced values cut out as for the provider formats (docs/converters.md): text becomes its length,
+tool call ids, names and `args` (as sorted compact JSON), `tool_call_id` and image URLs or data are
+removed. `id`, `name`, `response_metadata`, `usage_metadata`, `additional_kwargs`, `artifact`,
+`status` and everything else ride along unpriced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
+
+from ._common import (
+    DEFAULT_BREADCRUMB,
+    REASONING,
+    ConversionError,
+    FlatRow,
+    JSONObject,
+    Row,
+    Shape,
+    Streams,
+    attachment_from_url,
+    attachment_url,
+    canonical_json,
+    expect_list,
+    expect_mapping,
+    expect_str,
+    finish,
+    flat_rows,
+    is_carrier,
+    marker,
+    marker_text_row,
+    parse_data_url,
+    skeleton_copy,
+    split_markers,
+    user_images_are_attachments,
+)
+
+try:
+    from langchain_core.messages import BaseMessage, messages_from_dict
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "turnkeeper_client.convert.langchain needs langchain-core: "
+        "pip install 'turnkeeper-client[langchain]'"
+    ) from error
+
+from ..aio import AsyncTurnkeeperClient
+from ..sync import TurnkeeperClient
+
+FORMAT = "langchain"
+_ROLES = {
+    "system": history_pb2.ROLE_SYSTEM,
+    "human": history_pb2.ROLE_USER,
+    "ai": history_pb2.ROLE_ASSISTANT,
+    "tool": history_pb2.ROLE_TOOL,
+}
+_TYPES = {role: kind for kind, role in _ROLES.items()}
+
+
+def from_langchain(
+    messages: Iterable[BaseMessage],
+    *,
+    shape: Shape = "chat",
+    breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
+) -> history_pb2.History:
+    """Converts LangChain messages (system, human, AI with tool calls, tool) to a History."""
+    rows = [_import(message, f"messages[{i}]") for i, message in enumerate(messages)]
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+
+
+def _import(message: BaseMessage, where: str) -> Row:
+    role = _ROLES.get(message.type)
+    if role is None:
+        raise ConversionError(f"{where}: unsupported message type {message.type!r}")
+    data: JSONObject = {"type": message.type, **message.model_dump(exclude_defaults=True)}
+    data.setdefault("content", message.content)
+    skeleton = skeleton_copy(data)
+    row = Row(history_pb2.ChatMessage(role=role), skeleton)
+    if role == history_pb2.ROLE_TOOL:
+        row.message.tool_call_id = expect_str(skeleton.pop("tool_call_id"), f"{where}.tool_call_id")
+    content = data["content"]
+    if isinstance(content, str):
+        skeleton["content"] = row.add(content)
+    else:
+        skeleton["content"] = _import_blocks(row, content, f"{where}.content")
+    if role == history_pb2.ROLE_ASSISTANT and data.get("tool_calls"):
+        calls = []
+        for j, call in enumerate(expect_list(data["tool_calls"], f"{where}.tool_calls")):
+            here = f"{where}.tool_calls[{j}]"
+            call_skeleton = skeleton_copy(expect_mapping(call, here))
+            args = call_skeleton.pop("args", {})
+            row.message.tool_calls.append(
+                history_pb2.ToolCall(
+                    id=expect_str(call_skeleton.pop("id", None), f"{here}.id"),
+                    name=expect_str(call_skeleton.pop("name", None), f"{here}.name"),
+                    arguments=canonical_json(args),
+                )
+            )
+            calls.append(call_skeleton)
+        skeleton["tool_calls"] = calls
+    return row
+
+
+def _import_blocks(row: Row, content: object, where: str) -> list[Any]:
+    blocks = expect_list(content, where)
+    texts = "".join(
+        b if isinstance(b, str) else b.get("text", "") if b.get("type") == "text" else ""
+        for b in blocks
+        if isinstance(b, str | dict)
+    )
+    attach = user_images_are_attachments(row.message) or (
+        row.message.role == history_pb2.ROLE_USER and is_carrier(texts)
+    )
+    out: list[Any] = []
+    for k, raw in enumerate(blocks):
+        here = f"{where}[{k}]"
+        if isinstance(raw, str):
+            out.append(row.add(raw))
+            continue
+        block = expect_mapping(raw, here)
+        skeleton = skeleton_copy(block)
+        kind = block.get("type")
+        if kind == "text":
+            skeleton["text"] = row.add(expect_str(block.get("text"), f"{here}.text"))
+        elif kind in ("thinking", "reasoning"):
+            text = expect_str(block.get(kind), f"{here}.{kind}")
+            skeleton[kind] = row.add(text, REASONING)
+        elif kind == "tool_use":
+            pass  # the provider's echo of a tool call; the call itself is priced in tool_calls
+        elif kind in ("image_url", "image") and row.message.role != history_pb2.ROLE_ASSISTANT:
+            url = _cut_image(block, skeleton, here)
+            if attach:
+                row.message.attachments.append(attachment_from_url(url, here))
+            else:
+                row.add(marker(url, here))
+        else:
+            raise ConversionError(f"{here}: unsupported content block type {kind!r} here")
+        out.append(skeleton)
+    return out
+
+
+def _cut_image(block: Mapping[str, Any], skeleton: JSONObject, where: str) -> str:
+    """The image's URL (a data URL for base64 data); the skeleton keeps the rest of the block."""
+    if block["type"] == "image_url":
+        image = block.get("image_url")
+        if isinstance(image, str):
+            del skeleton["image_url"]
+            return image
+        rest = skeleton_copy(expect_mapping(image, f"{where}.image_url"))
+        skeleton["image_url"] = rest
+        return expect_str(rest.pop("url", None), f"{where}.image_url.url")
+    for key in ("url", "base64", "data"):
+        if key in block:
+            value = expect_str(skeleton.pop(key), f"{where}.{key}")
+            if key == "url":
+                return value
+            mime_type = expect_str(block.get("mime_type"), f"{where}.mime_type")
+            return f"data:{mime_type};base64,{value}"
+    raise ConversionError(f"{where}: an image block needs url, base64 or data")
+
+
+def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
+    """The skeleton of the message a row becomes when it carries none."""
+    message = row.message
+    if message.role not in _TYPES:
+        raise ConversionError(f"role {message.role} has no LangChain message type")
+    n = len(message.content)
+    out: JSONObject = {"type": _TYPES[message.role], "content": n}
+    if message.attachments and user_images_are_attachments(message):
+        blocks: list[JSONObject] = [{"type": "text", "text": n}] if n else []
+        blocks.extend({"type": "image_url", "image_url": {}} for _ in message.attachments)
+        out["content"] = blocks
+    elif message.role == history_pb2.ROLE_USER and not marker_text_row(message):
+        pieces = split_markers(message.content)
+        if any(isinstance(p, int) for p in pieces):
+            out["content"] = [
+                {"type": "image_url", "image_url": {}}
+                if isinstance(p, int)
+                else {"type": "text", "text": len(p)}
+                for p in pieces
+            ]
+    if message.role == history_pb2.ROLE_ASSISTANT and message.tool_calls:
+        out["tool_calls"] = [{"type": "tool_call"} for _ in message.tool_calls]
+    return out
+
+
+def to_langchain(history: history_pb2.History) -> list[BaseMessage]:
+    """Converts a History (either shape) to LangChain messages."""
+    out: list[BaseMessage] = []
+    for i, row in enumerate(flat_rows(history, FORMAT)):
+        where = f"rows[{i}]"
+        skeleton = row.skeleton if row.skeleton is not None else default_skeleton(row, None)
+        out.append(_export(row, skeleton, where))
+    return out
+
+
+def _export(row: FlatRow, skeleton: JSONObject, where: str) -> BaseMessage:
+    message = row.message
+    if _ROLES.get(skeleton.get("type", "")) != message.role:
+        raise ConversionError(f"{where}: passthrough type does not match the row")
+    streams = Streams(row, where)
+    data = skeleton_copy(skeleton)
+    kind = data.pop("type")
+    if message.role == history_pb2.ROLE_TOOL:
+        data["tool_call_id"] = message.tool_call_id
+    content = skeleton.get("content")
+    if isinstance(content, list):
+        data["content"] = [_export_block(message, streams, b, where) for b in content]
+    else:
+        data["content"] = streams.text.take(content, f"{where}.content")
+    if "tool_calls" in skeleton:
+        calls = []
+        for raw in expect_list(skeleton["tool_calls"], f"{where}.tool_calls"):
+            call = streams.call()
+            if call is None:
+                break
+            try:
+                args = json.loads(call.arguments) if call.arguments else {}
+            except json.JSONDecodeError as error:
+                raise ConversionError(f"{where}: tool call {call.id} args are not JSON") from error
+            calls.append(
+                {**expect_mapping(raw, where), "id": call.id, "name": call.name, "args": args}
+            )
+        data["tool_calls"] = calls
+    streams.done()
+    try:
+        return messages_from_dict([{"type": kind, "data": data}])[0]
+    except (ValueError, TypeError) as error:
+        raise ConversionError(f"{where}: not a valid {kind} message: {error}") from error
+
+
+def _export_block(
+    message: history_pb2.ChatMessage, streams: Streams, block: object, where: str
+) -> Any:
+    if not isinstance(block, dict):
+        return streams.text.take(block, f"{where}.content")
+    out = skeleton_copy(block)
+    kind = block.get("type")
+    if kind == "text":
+        out["text"] = streams.text.take(block.get("text"), f"{where}.text")
+    elif kind in ("thinking", "reasoning"):
+        out[kind] = streams.reasoning.take(block.get(kind), f"{where}.{kind}")
+    elif kind in ("image_url", "image"):
+        if user_images_are_attachments(message):
+            url = attachment_url(streams.attachment(where), where)
+        else:
+            url = streams.text.marker_url(where)
+        _put_image(out, url, where)
+    elif kind != "tool_use":
+        raise ConversionError(f"{where}: passthrough block type {kind!r} is not LangChain")
+    return out
+
+
+def _put_image(out: JSONObject, url: str, where: str) -> None:
+    if out["type"] == "image_url":
+        if "image_url" in out:
+            out["image_url"] = {**out["image_url"], "url": url}
+        else:
+            out["image_url"] = url
+        return
+    parsed = parse_data_url(url)
+    wants_data = out.get("source_type") == "base64" or (
+        "source_type" not in out and parsed is not None
+    )
+    if not wants_data:
+        out["url"] = url
+        return
+    if parsed is None:
+        raise ConversionError(f"{where}: a base64 image needs a data: URL")
+    out["data" if "source_type" in out else "base64"] = parsed[1]
+    out.setdefault("mime_type", parsed[0])
+
+
+def _trim_request(
+    messages: Sequence[BaseMessage], max_tokens: int, breadcrumb_text: str | None
+) -> history_service_pb2.TrimHistoryRequest:
+    limits = history_service_pb2.ExplicitLimits(budget_tokens=max_tokens)
+    texts = [DEFAULT_BREADCRUMB]
+    if breadcrumb_text is not None:
+        limits.breadcrumb_text = breadcrumb_text
+        texts.append(breadcrumb_text)
+    return history_service_pb2.TrimHistoryRequest(
+        history=from_langchain(messages, breadcrumb_texts=texts),
+        mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+        caller_path=trim_pb2.CALLER_PATH_AGENT,
+        explicit_limits=limits,
+    )
+
+
+def trim_messages(
+    messages: Sequence[BaseMessage],
+    *,
+    max_tokens: int,
+    client: TurnkeeperClient,
+    breadcrumb_text: str | None = None,
+) -> list[BaseMessage]:
+    """A drop-in for `langchain_core.messages.trim_messages(..., strategy="last")` backed by the
+    sidecar: the newest whole turns that fit `max_tokens` by turnkeeper's estimate, the leading
+    system messages kept, a tool exchange never split, and a breadcrumb message saying earlier
+    turns were omitted when any were. Messages come back as they went in (ids and metadata kept).
+    """
+    response = client.trim_history(_trim_request(messages, max_tokens, breadcrumb_text))
+    return to_langchain(response.history)
+
+
+async def atrim_messages(
+    messages: Sequence[BaseMessage],
+    *,
+    max_tokens: int,
+    client: AsyncTurnkeeperClient,
+    breadcrumb_text: str | None = None,
+) -> list[BaseMessage]:
+    """`trim_messages` with the asyncio client."""
+    response = await client.trim_history(_trim_request(messages, max_tokens, breadcrumb_text))
+    return to_langchain(response.history)
+
+
+__all__ = ["atrim_messages", "from_langchain", "to_langchain", "trim_messages"]

@@ -1,0 +1,201 @@
+"""The LangChain adapter (the `langchain` extra): BaseMessage lists <-> rows and the sidecar-backed
+trim_messages, against a live server."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
+
+from turnkeeper_client import AsyncTurnkeeperClient, ConversionError, TurnkeeperClient
+from turnkeeper_client.convert import DEFAULT_BREADCRUMB
+from turnkeeper_client.convert.langchain import (
+    atrim_messages,
+    from_langchain,
+    to_langchain,
+    trim_messages,
+)
+
+PNG = "data:image/png;base64,iVBORw0KGgo="
+
+CONVERSATION: list[BaseMessage] = [
+    SystemMessage("You are terse.", id="sys-1"),
+    HumanMessage(
+        content=[
+            {"type": "text", "text": "What is in "},
+            {"type": "image_url", "image_url": {"url": "https://x.test/a.png", "detail": "high"}},
+            {
+                "type": "image",
+                "source_type": "base64",
+                "data": "iVBORw0KGgo=",
+                "mime_type": "image/png",
+            },
+        ],
+        id="h-1",
+        name="ann",
+    ),
+    AIMessage(
+        content=[
+            {"type": "thinking", "thinking": "Look closer.", "signature": "c2ln"},
+            {"type": "text", "text": "Zooming."},
+        ],
+        tool_calls=[{"id": "call_1", "name": "zoom", "args": {"factor": 2, "area": "top"}}],
+        id="run-1",
+        response_metadata={"model_name": "m", "stop_reason": "tool_use"},
+        usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+    ),
+    ToolMessage(
+        content=[
+            {"type": "text", "text": "zoomed"},
+            {"type": "image_url", "image_url": {"url": PNG}},
+        ],
+        tool_call_id="call_1",
+        status="error",
+        artifact={"raw": [1, 2]},
+        name="zoom",
+    ),
+    AIMessage("A cat.", id="run-2"),
+]
+
+
+def no_pressure(client: TurnkeeperClient, history: history_pb2.History) -> history_pb2.History:
+    response = client.trim_history(
+        history_service_pb2.TrimHistoryRequest(
+            history=history,
+            mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+            caller_path=trim_pb2.CALLER_PATH_AGENT,
+            explicit_limits=history_service_pb2.ExplicitLimits(budget_tokens=1_000_000_000),
+        )
+    )
+    assert not response.outcome.trimmed
+    return response.history
+
+
+@pytest.mark.parametrize("shape", ["chat", "conversation"])
+def test_round_trip_keeps_ids_metadata_tool_calls_and_images(
+    client: TurnkeeperClient, shape: Any
+) -> None:
+    history = from_langchain(CONVERSATION, shape=shape)
+    assert to_langchain(no_pressure(client, history)) == CONVERSATION
+
+
+def test_rows_price_what_the_model_reads(client: TurnkeeperClient) -> None:
+    """Text, thinking, the tool call and images are priced; ids and metadata are passthrough."""
+    rows = from_langchain(CONVERSATION).chat.messages
+    assert rows[1].content == "What is in [IMAGE:https://x.test/a.png][IMAGE:" + PNG + "]"
+    assert rows[2].content == "Look closer.Zooming."
+    assert rows[2].tool_calls[0] == history_pb2.ToolCall(
+        id="call_1", name="zoom", arguments='{"area":"top","factor":2}'
+    )
+    assert len(rows[3].attachments) == 1 and rows[3].content == "zoomed"
+    plain = from_langchain([m.model_copy(update={"id": None}) for m in CONVERSATION])
+    estimate = client.estimate_tokens(history_service_pb2.EstimateTokensRequest(history=plain))
+    carried = client.estimate_tokens(
+        history_service_pb2.EstimateTokensRequest(history=from_langchain(CONVERSATION))
+    )
+    assert carried.total_tokens == estimate.total_tokens
+
+
+def test_plain_rows_become_plain_messages() -> None:
+    history = history_pb2.History(
+        chat=history_pb2.ChatHistory(
+            messages=[
+                history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="hi"),
+                history_pb2.ChatMessage(
+                    role=history_pb2.ROLE_ASSISTANT,
+                    tool_calls=[history_pb2.ToolCall(id="c", name="f", arguments='{"a":1}')],
+                ),
+                history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL, tool_call_id="c", content="r"),
+            ]
+        )
+    )
+    assert to_langchain(history) == [
+        HumanMessage("hi"),
+        AIMessage("", tool_calls=[{"id": "c", "name": "f", "args": {"a": 1}}]),
+        ToolMessage("r", tool_call_id="c"),
+    ]
+
+
+def test_unsupported_blocks_are_refused() -> None:
+    with pytest.raises(ConversionError, match=r"messages\[0\]\.content\[0\]"):
+        from_langchain([HumanMessage(content=[{"type": "audio", "data": "AAAA"}])])
+
+
+def turns(n: int) -> list[BaseMessage]:
+    out: list[BaseMessage] = [SystemMessage("sys", id="s")]
+    for i in range(n):
+        out += [
+            HumanMessage(f"question {i} " + "x" * 40, id=f"h{i}"),
+            AIMessage(f"answer {i}", id=f"a{i}"),
+        ]
+    return out
+
+
+def test_trim_messages_keeps_newest_whole_turns_and_says_so(client: TurnkeeperClient) -> None:
+    messages = turns(4)
+    kept = trim_messages(messages, max_tokens=60, client=client)
+    assert kept[0] == messages[0]
+    assert kept[1] == HumanMessage(DEFAULT_BREADCRUMB)
+    assert kept[2:] == messages[-2:]
+    assert trim_messages(messages, max_tokens=10_000, client=client) == messages
+
+
+async def test_atrim_messages_with_a_custom_breadcrumb(aclient: AsyncTurnkeeperClient) -> None:
+    kept = await atrim_messages(turns(3), max_tokens=60, client=aclient, breadcrumb_text="[cut]")
+    assert kept[1] == HumanMessage("[cut]")
+    # Fed back, the breadcrumb is recognised as one and not counted as a turn.
+    again = await atrim_messages(kept, max_tokens=60, client=aclient, breadcrumb_text="[cut]")
+    assert again == kept
+
+
+TEXT = st.text(alphabet=st.sampled_from("ab é🦀[]:/\n[IMAGE:https://x/y.png]"), max_size=12)
+IDS = st.one_of(st.none(), st.text(alphabet="abc123", min_size=1, max_size=5))
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for _ in range(draw(st.integers(0, 5))):
+        kind = draw(st.sampled_from(["system", "human", "ai", "tool"]))
+        content: Any = draw(st.one_of(TEXT, st.lists(TEXT, max_size=2)))
+        if kind == "system":
+            out.append(SystemMessage(content=content, id=draw(IDS)))
+        elif kind == "human":
+            out.append(HumanMessage(content=content, id=draw(IDS), name=draw(IDS)))
+        elif kind == "tool":
+            status = draw(st.sampled_from(["success", "error"]))
+            out.append(ToolMessage(content=content, tool_call_id="t", status=status))
+        else:
+            calls: list[Any] = [
+                {
+                    "id": draw(IDS) or "c",
+                    "name": "f",
+                    "args": draw(st.dictionaries(TEXT, st.integers(), max_size=2)),
+                }
+                for _ in range(draw(st.integers(0, 2)))
+            ]
+            usage = {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3}
+            out.append(
+                AIMessage(content=content, tool_calls=calls, id=draw(IDS), usage_metadata=usage)
+            )
+    return out
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(messages(), st.sampled_from(["chat", "conversation"]))
+def test_round_trip_property(
+    client: TurnkeeperClient, original: list[BaseMessage], shape: Any
+) -> None:
+    assert to_langchain(no_pressure(client, from_langchain(original, shape=shape))) == original
