@@ -14,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 from turnkeeper.server.app import Sidecar, StartupError, exposure_warnings
-from turnkeeper.server.auth import _caller_from_wire
+from turnkeeper.server.caller import caller_from_wire
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -322,12 +322,12 @@ def test_tls_flags_that_do_not_go_together_exit_2(
 def test_the_caller_is_read_from_raw_request_bytes_as_protobuf_would() -> None:
     request = trim_request("runtime-a")
     number = svc.TrimHistoryRequest.DESCRIPTOR.fields_by_name["caller"].number
-    assert _caller_from_wire(request.SerializeToString(), number) == request.caller
+    assert caller_from_wire(request.SerializeToString(), number) == request.caller
     # A repeated occurrence merges into the first, as protobuf parsing does.
     later = svc.TrimHistoryRequest(caller=trim_pb2.CallerContext(runtime_id="runtime-b"))
     data = request.SerializeToString() + later.SerializeToString()
-    assert _caller_from_wire(data, number).runtime_id == "runtime-b"
-    assert _caller_from_wire(data, number).session_id == "s"
-    assert svc.TrimHistoryRequest.FromString(data).caller == _caller_from_wire(data, number)
+    assert caller_from_wire(data, number).runtime_id == "runtime-b"
+    assert caller_from_wire(data, number).session_id == "s"
+    assert svc.TrimHistoryRequest.FromString(data).caller == caller_from_wire(data, number)
     with pytest.raises(ValueError):
-        _caller_from_wire(b"\x0a\xff", number)
+        caller_from_wire(b"\x0a\xff", number)

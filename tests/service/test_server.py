@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -212,11 +213,13 @@ def test_sigterm_health_goes_not_serving_streams_end_and_exit_0_within_grace(
     assert "shutting down" in server.log_text()
 
 
-def test_logs_name_methods_and_sizes_but_never_message_text(
-    server_factory: Callable[..., Any],
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_logs_name_methods_sizes_and_ids_but_never_message_text(
+    server_factory: Callable[..., Any], log_format: str
 ) -> None:
-    server = server_factory("--log-level", "DEBUG")
+    server = server_factory("--log-level", "DEBUG", "--log-format", log_format)
     secret = "zq-secret-7f3a"  # a marker that appears in no other output
+    session = "session-4d1c"  # ids are logged: they name the call, they are not message text
     history = history_pb2.History(
         chat=history_pb2.ChatHistory(
             messages=[
@@ -250,7 +253,9 @@ def test_logs_name_methods_and_sizes_but_never_message_text(
                 explicit_limits=svc.ExplicitLimits(
                     max_history_messages=1, breadcrumb_text=f"{secret}-crumb"
                 ),
-                caller=trim_pb2.CallerContext(session_id=f"{secret}-session"),
+                caller=trim_pb2.CallerContext(
+                    session_id=session, runtime_id="runtime-9", agent_id="agent-2"
+                ),
             ),
             timeout=5,
         )
@@ -274,11 +279,33 @@ def test_logs_name_methods_and_sizes_but_never_message_text(
     assert "turnkeeper serving" in log and "stopped" in log
     assert secret not in log
     size = svc.EstimateTokensRequest(history=history).ByteSize()
-    assert (
-        "method=/turnkeeper.v1.HistoryService/EstimateTokens status=OK" in log
-        and f"request_bytes={size} " in log
-    ), log
-    assert "method=/turnkeeper.v1.HistoryService/SweepOrphans status=INVALID_ARGUMENT" in log
+    if log_format == "text":
+        assert (
+            "method=/turnkeeper.v1.HistoryService/EstimateTokens status=OK" in log
+            and f"request_bytes={size} " in log
+        ), log
+        assert "method=/turnkeeper.v1.HistoryService/SweepOrphans status=INVALID_ARGUMENT" in log
+        trim_lines = [line for line in log.splitlines() if "TrimHistory" in line]
+        assert f"session_id={session} runtime_id=runtime-9 agent_id=agent-2" in trim_lines[0]
+        return
+    records = [json.loads(line) for line in log.splitlines() if line.strip()]
+    access = {
+        r["method"].rpartition("/")[2]: r for r in records if r.get("logger") == "turnkeeper.access"
+    }
+    assert access["EstimateTokens"]["status"] == "OK"
+    assert access["EstimateTokens"]["request_bytes"] == size
+    assert access["EstimateTokens"]["duration_ms"] >= 0
+    assert access["SweepOrphans"]["status"] == "INVALID_ARGUMENT"
+    assert access["SweepOrphans"]["error_reason"] == "ERROR_REASON_INVALID_HISTORY"
+    trim = access["TrimHistory"]
+    assert (trim["session_id"], trim["runtime_id"], trim["agent_id"]) == (
+        session,
+        "runtime-9",
+        "agent-2",
+    )
+    # The trim line of the same call carries the same ids.
+    trimmed = next(r for r in records if r.get("logger") == "turnkeeper.trim")
+    assert (trimmed["session_id"], trimmed["level"]) == (session, "INFO")
 
 
 def test_unreachable_redis_feed_degrades_events_health_only(

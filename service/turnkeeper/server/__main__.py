@@ -9,15 +9,12 @@ import sys
 from turnkeeper.server.app import StartupError, serve
 from turnkeeper.server.config import parse_config
 from turnkeeper.server.dashboard import dashboard_routes_for
+from turnkeeper.server.logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
-    logging.basicConfig(
-        level=config.log_level,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(config.log_level, config.log_format)
     try:
         # The ops port (--http) serves the live dashboard at / next to /metrics and the probes.
         asyncio.run(serve(config, ops_routes=(dashboard_routes_for(config),)))

@@ -18,8 +18,10 @@ from urllib.parse import urlsplit
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.core.overflow import OverflowClassifier
+from turnkeeper.server import tracing
 from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
 from turnkeeper.server.auth import TokenAuthInterceptor, TokenFileError, load_tokens
 from turnkeeper.server.config import ServerConfig, is_loopback
@@ -271,8 +273,16 @@ class Sidecar:
     `ops_routes` add pages to the ops HTTP port (served when `config.http` is set).
     """
 
-    def __init__(self, config: ServerConfig, ops_routes: Sequence[OpsRoutes] = ()) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        ops_routes: Sequence[OpsRoutes] = (),
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
         self.config = config
+        # Given by tests and embedders; otherwise built from config.tracing at start.
+        self._tracer_provider = tracer_provider
+        self._own_provider: TracerProvider | None = None
         self.tcp_addresses: list[str] = []
         self.unix_paths: list[str] = []
         self.http_address: str | None = None
@@ -316,13 +326,23 @@ class Sidecar:
         self._feed = feed
         await feed.start()
 
-        credentials, interceptors = _security(config)
+        credentials, auth = _security(config)
+        if self._tracer_provider is None:
+            try:
+                self._tracer_provider = self._own_provider = tracing.tracer_provider(config.tracing)
+            except tracing.TracingUnavailableError as error:
+                raise StartupError(str(error)) from None
+        traced = (
+            [tracing.server_interceptor(self._tracer_provider)] if self._tracer_provider else []
+        )
         server = grpc.aio.server(
-            # The access log is outermost, so refused calls are logged with their status;
+            # The span opens first, so the access log and every line below carry its trace id;
+            # the access log is next, so refused calls are logged with their status;
             # authentication comes before admission, so strangers use none of its budget.
             interceptors=[
+                *traced,
                 AccessLogInterceptor(),
-                *interceptors,
+                *auth,
                 AdmissionInterceptor(self.admission),
             ],
             options=_server_options(config),
@@ -445,6 +465,15 @@ class Sidecar:
         await self._teardown(self.config.grace_seconds if grace is None else grace)
 
     async def _teardown(self, grace: float) -> None:
+        try:
+            await self._teardown_serving(grace)
+        finally:
+            if self._own_provider is not None:
+                # Exports the spans still batched (bounded by the exporter's own timeout).
+                self._own_provider.shutdown()
+                self._own_provider = None
+
+    async def _teardown_serving(self, grace: float) -> None:
         await self._health.enter_graceful_shutdown()
         if self._poller is not None:
             self._poller.cancel()

@@ -23,30 +23,19 @@ from typing import Any, TypeVar, cast
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from turnkeeper.server.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.errors import RequestError
-from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
+from turnkeeper.v1 import errors_pb2, history_service_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 ANY_RUNTIME = "*"
 _EXEMPT_PREFIX = "/grpc.health.v1.Health/"
-_SERVICE = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"]
-TRIM_EVENTS_METHOD = f"/{_SERVICE.full_name}/TrimEvents"
+TRIM_EVENTS_METHOD = (
+    f"/{history_service_pb2.DESCRIPTOR.services_by_name['HistoryService'].full_name}/TrimEvents"
+)
 _MIN_TOKEN_CHARS = 16
-
-
-def _caller_fields() -> dict[str, int]:
-    """Method path -> field number of its request's CallerContext, for every method with one."""
-    fields = {}
-    for method in _SERVICE.methods:
-        for field in method.input_type.fields:
-            if field.message_type is trim_pb2.CallerContext.DESCRIPTOR:
-                fields[f"/{_SERVICE.full_name}/{method.name}"] = field.number
-    return fields
-
-
-CALLER_FIELDS = _caller_fields()
 
 
 class TokenGrant(BaseModel):
@@ -110,54 +99,6 @@ def _bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
     return None
 
 
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
-def _caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
-    """The request's CallerContext from its raw bytes, skipping every other top-level field.
-
-    Occurrences are concatenated, which merges them exactly as protobuf parsing does.
-    """
-    parts = []
-    at = 0
-    while at < len(data):
-        key, at = _read_varint(data, at)
-        wire_type = key & 7
-        if wire_type == 0:
-            _, at = _read_varint(data, at)
-        elif wire_type == 1:
-            at += 8
-        elif wire_type == 5:
-            at += 4
-        elif wire_type == 2:
-            length, at = _read_varint(data, at)
-            if key >> 3 == number:
-                parts.append(data[at : at + length])
-            at += length
-        else:
-            raise ValueError(f"unexpected wire type {wire_type}")
-        if at > len(data):
-            raise ValueError("truncated field")
-    return trim_pb2.CallerContext.FromString(b"".join(parts))
-
-
-def _caller_of(request: Any, number: int) -> trim_pb2.CallerContext:
-    if isinstance(request, bytes):
-        return _caller_from_wire(request, number)
-    caller: trim_pb2.CallerContext = request.caller
-    return caller
-
-
 def _error(code: grpc.StatusCode, message: str) -> RequestError:
     reason = (
         errors_pb2.ERROR_REASON_UNAUTHENTICATED
@@ -200,7 +141,7 @@ def _checking_caller(
 
     async def checked(request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
         try:
-            claimed = _caller_of(request, number).runtime_id
+            claimed = caller_of(request, number).runtime_id
         except ValueError:  # protobuf's DecodeError is a ValueError
             claimed = None
             message = "the request's CallerContext cannot be read"

@@ -232,6 +232,14 @@ class ServerConfig(BaseSettings):
     log_level: LogLevel = Field(
         default="INFO", description="DEBUG, INFO, WARNING, ERROR or CRITICAL"
     )
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text lines, or one JSON object per line"
+    )
+    tracing: Literal["none", "otlp", "console"] = Field(
+        default="none",
+        description="OpenTelemetry spans per RPC: otlp (OTEL_EXPORTER_OTLP_* variables; needs "
+        "the otlp extra) or console",
+    )
     # Admission control and connection limits: README "Limits" gives each one's status.
     max_inflight_request_bytes: int = Field(
         default=256 * MIB,

@@ -16,7 +16,9 @@ from typing import Any, TypeVar, cast
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 
-from turnkeeper.server import metrics
+from turnkeeper.server import metrics, tracing
+from turnkeeper.server.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.logs import reset_call_ids, set_call_ids
 
 log = logging.getLogger("turnkeeper.access")
 
@@ -40,6 +42,7 @@ class _CallStats:
     method: str
     # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
     rpc_type: str = "unary"
+    caller_ids: dict[str, str] = field(default_factory=dict)
     started: float = field(default_factory=time.perf_counter)
     request_bytes: int = 0
     requests: int = 0
@@ -69,9 +72,20 @@ def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
     return None
 
 
-def _started(stats: _CallStats) -> None:
+def _started(stats: _CallStats, request: Any) -> None:
     service, method = metrics.split_method(stats.method)
     metrics.RPCS_STARTED.labels(service, method, stats.rpc_type).inc()
+    number = CALLER_FIELDS.get(stats.method)
+    if number is not None:
+        try:
+            caller = caller_of(request, number)
+        except ValueError:  # unreadable bytes: the handler reports them
+            return
+        stats.caller_ids = {
+            "session_id": caller.session_id,
+            "runtime_id": caller.runtime_id,
+            "agent_id": caller.agent_id,
+        }
 
 
 def _finish(
@@ -80,6 +94,15 @@ def _finish(
     status = _status_of(context, error)
     seconds = time.perf_counter() - stats.started
     reason = _error_reason(context) if status != "OK" else None
+    tracing.annotate(
+        {
+            "rpc.request.bytes": stats.request_bytes,
+            "rpc.messages.received": stats.requests,
+            "rpc.messages.sent": stats.responses,
+            "rpc.grpc.status": status,
+            **({"turnkeeper.error_reason": reason} if reason else {}),
+        }
+    )
     metrics.observe_rpc(
         stats.method,
         stats.rpc_type,
@@ -93,15 +116,25 @@ def _finish(
     level = logging.DEBUG if stats.method.startswith(_QUIET_PREFIXES) else logging.INFO
     if not log.isEnabledFor(level):
         return
+    duration_ms = round(seconds * 1000.0, 2)
     log.log(
         level,
         "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d requests=%d responses=%d",
         stats.method,
         status,
-        seconds * 1000.0,
+        duration_ms,
         stats.request_bytes,
         stats.requests,
         stats.responses,
+        extra={
+            "method": stats.method,
+            "status": status,
+            "duration_ms": duration_ms,
+            "request_bytes": stats.request_bytes,
+            "requests": stats.requests,
+            "responses": stats.responses,
+            **({"error_reason": reason} if reason else {}),
+        },
     )
 
 
@@ -167,7 +200,8 @@ def _unary_response(
     stats: _CallStats,
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        _started(stats)
+        _started(stats, request)
+        ids = set_call_ids(stats.caller_ids)
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
@@ -178,6 +212,7 @@ def _unary_response(
             raise
         finally:
             _finish(stats, context, error)
+            reset_call_ids(ids)
 
     return logged
 
@@ -190,7 +225,7 @@ def _stream_response(
         async def logged_gen(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            _started(stats)
+            _started(stats, request)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -206,7 +241,7 @@ def _stream_response(
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            _started(stats)
+            _started(stats, request)
             error: BaseException | None = None
             try:
                 await behavior(request, context)

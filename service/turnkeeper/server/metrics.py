@@ -149,9 +149,14 @@ def _version(distribution: str) -> str:
         return "unknown"
 
 
+def version() -> str:
+    """turnkeeper's installed version."""
+    return _version("turnkeeper")
+
+
 BUILD.info(
     {
-        "version": _version("turnkeeper"),
+        "version": version(),
         "python": platform.python_version(),
         "grpcio": _version("grpcio"),
         "protobuf": _version("protobuf"),

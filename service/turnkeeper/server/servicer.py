@@ -29,7 +29,7 @@ from turnkeeper.core.trimming import (
     plan_turn_count,
 )
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
-from turnkeeper.server import metrics, validation
+from turnkeeper.server import metrics, tracing, validation
 from turnkeeper.server.errors import RequestError, stream_errors, unary_errors
 from turnkeeper.server.feed import EventFeed
 from turnkeeper.v1 import (
@@ -197,6 +197,14 @@ def _record_trim(
             dropped_messages=plan.dropped_messages,
             tokens_before=plan.tokens_before,
             tokens_after=plan.tokens_after,
+        )
+        tracing.annotate(
+            {
+                f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
+                f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
+                f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
+                f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
+            }
         )
         log.info(
             "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "

@@ -1,0 +1,73 @@
+"""The CallerContext of a request (session, runtime, agent ids), from a message or raw bytes.
+
+Authentication holds a token to its runtime with it; logs and spans name the call with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnkeeper.v1 import history_service_pb2, trim_pb2
+
+SERVICE = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"]
+
+
+def _caller_fields() -> dict[str, int]:
+    """Method path -> field number of its request's CallerContext, for every method with one."""
+    fields = {}
+    for method in SERVICE.methods:
+        for field in method.input_type.fields:
+            if field.message_type is trim_pb2.CallerContext.DESCRIPTOR:
+                fields[f"/{SERVICE.full_name}/{method.name}"] = field.number
+    return fields
+
+
+CALLER_FIELDS = _caller_fields()
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
+def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
+    """The request's CallerContext from its raw bytes, skipping every other top-level field.
+
+    Occurrences are concatenated, which merges them exactly as protobuf parsing does.
+    """
+    parts = []
+    at = 0
+    while at < len(data):
+        key, at = _read_varint(data, at)
+        wire_type = key & 7
+        if wire_type == 0:
+            _, at = _read_varint(data, at)
+        elif wire_type == 1:
+            at += 8
+        elif wire_type == 5:
+            at += 4
+        elif wire_type == 2:
+            length, at = _read_varint(data, at)
+            if key >> 3 == number:
+                parts.append(data[at : at + length])
+            at += length
+        else:
+            raise ValueError(f"unexpected wire type {wire_type}")
+        if at > len(data):
+            raise ValueError("truncated field")
+    return trim_pb2.CallerContext.FromString(b"".join(parts))
+
+
+def caller_of(request: Any, number: int) -> trim_pb2.CallerContext:
+    if isinstance(request, bytes):
+        return caller_from_wire(request, number)
+    caller: trim_pb2.CallerContext = request.caller
+    return caller

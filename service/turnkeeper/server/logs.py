@@ -1,0 +1,84 @@
+"""Logging setup: text or JSON lines, each carrying the ids of the call it was written for.
+
+The access interceptor puts the call's CallerContext ids in a context variable; a filter copies
+them, and the OpenTelemetry trace and span ids, onto every record written in that call, so the
+trim lines carry them as well as the access line. JSON output comes from python-json-logger.
+Nothing here ever sees message text: records carry ids, counts and sizes only.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import sys
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Literal
+
+from opentelemetry import trace
+from pythonjsonlogger.json import JsonFormatter
+
+LogFormat = Literal["text", "json"]
+_TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_JSON_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# The record attributes a call's context adds (empty ones are left out).
+CALL_FIELDS = ("session_id", "runtime_id", "agent_id", "trace_id", "span_id")
+
+_call_ids: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "turnkeeper_call_ids", default=MappingProxyType({})
+)
+
+
+def set_call_ids(ids: Mapping[str, str]) -> contextvars.Token[Mapping[str, str]]:
+    """The ids of the call running in this context, for every record written within it."""
+    return _call_ids.set({k: v for k, v in ids.items() if v})
+
+
+def reset_call_ids(token: contextvars.Token[Mapping[str, str]]) -> None:
+    _call_ids.reset(token)
+
+
+class CallContextFilter(logging.Filter):
+    """Adds the current call's ids and trace context to each record (never replacing extras)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ids = dict(_call_ids.get())
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            ids["trace_id"] = format(span.trace_id, "032x")
+            ids["span_id"] = format(span.span_id, "016x")
+        for name, value in ids.items():
+            if not hasattr(record, name):
+                setattr(record, name, value)
+        return True
+
+
+class _TextFormatter(logging.Formatter):
+    """The classic line, then ` key=value` for each call id the record carries."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        extra = " ".join(
+            f"{name}={getattr(record, name)}" for name in CALL_FIELDS if getattr(record, name, "")
+        )
+        return f"{line} {extra}" if extra else line
+
+
+def configure_logging(level: str, log_format: LogFormat) -> None:
+    """Root logging to stderr in the chosen format; safe to call more than once."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(CallContextFilter())
+    if log_format == "json":
+        handler.setFormatter(
+            JsonFormatter(
+                _JSON_FORMAT,
+                rename_fields={"levelname": "level", "name": "logger", "asctime": "time"},
+            )
+        )
+    else:
+        handler.setFormatter(_TextFormatter(_TEXT_FORMAT))
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level)
