@@ -229,3 +229,90 @@ def test_section10_5_unknown_capacity_is_never_a_number_in_the_error() -> None:
     assert "unknown" in error.message
     assert "capacity_tokens" not in error.metadata
     assert error.metadata["capacity_known"] == "false"
+
+
+extreme = st.one_of(st.sampled_from([0, 1, 2**53 + 1, 2**63, UINT64_MAX - 1, UINT64_MAX]), U64)
+ratios = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1.0, 5e-324]))
+
+
+@st.composite
+def extreme_profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
+    runtime = profile_pb2.RuntimeProfile(default_provider="p")
+    if draw(st.booleans()):
+        runtime.max_context_tokens = draw(extreme)
+    if draw(st.booleans()):
+        runtime.context_compact_ratio = draw(ratios)
+    if draw(st.booleans()):
+        runtime.max_tool_result_chars = draw(extreme)
+    runtime.history_pruning.enabled = draw(st.booleans())
+    runtime.history_pruning.max_tokens = draw(extreme)
+    runtime.max_history_messages = draw(st.integers(0, 2**32 - 1))
+    provider = profile_pb2.ProviderProfile(alias="p")
+    if draw(st.booleans()):
+        provider.context_window = draw(st.integers(1, UINT64_MAX))
+    if draw(st.booleans()):
+        provider.prices.input_per_million_tokens = draw(st.floats(0, 1e308))
+    return profile_pb2.Profiles(runtime=runtime, providers=[provider])
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), extreme_profiles(), extreme, extreme, extreme, st.data())
+def test_every_64_bit_input_saturates_or_is_rejected(
+    history: Any,
+    profiles: profile_pb2.Profiles,
+    reserved: int,
+    cached: int,
+    reported: int,
+    data: st.DataObject,
+) -> None:
+    """Every arithmetic path saturates or rejects with a field violation, for every 64-bit input
+    (spec §3, §9, §10.3, §10.5): no call fails any other way."""
+    estimated = data.draw(extreme)
+    usage = trim_pb2.ReportedUsage(
+        reported_input_tokens=reported,
+        estimated_input_tokens=estimated,
+        tool_schema_tokens=data.draw(st.integers(0, estimated)),
+    )
+    requests = [
+        ("ResolveBudget", svc.ResolveBudgetRequest(profiles=profiles)),
+        (
+            "PrepareModelCall",
+            svc.PrepareModelCallRequest(
+                history=history,
+                profiles=profiles,
+                reserved_output_tokens=reserved,
+                cached_input_tokens=cached,
+                reported_usage=usage,
+                overflow_recovery=data.draw(st.booleans()),
+            ),
+        ),
+        (
+            "CheckCapacity",
+            svc.CheckCapacityRequest(
+                history=history, profiles=profiles, reserved_output_tokens=reserved
+            ),
+        ),
+        (
+            "TrimHistory",
+            svc.TrimHistoryRequest(
+                history=history,
+                mode=trim_pb2.TRIM_MODE_REPORTED_USAGE,
+                profiles=profiles,
+                reported_usage=usage,
+            ),
+        ),
+        (
+            "TrimHistory",
+            svc.TrimHistoryRequest(
+                history=history,
+                mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+                explicit_limits=svc.ExplicitLimits(budget_tokens=reserved),
+            ),
+        ),
+        ("CapToolResults", svc.CapToolResultsRequest(contents=["x" * 70], profiles=profiles)),
+    ]
+    for name, request in requests:
+        try:
+            call(name, request)
+        except RequestError as error:
+            assert error.violations or error.details, (name, error)
