@@ -60,12 +60,21 @@ def find_provider(profiles: profile_pb2.Profiles, alias: str) -> profile_pb2.Pro
     return next((p for p in profiles.providers if p.alias == alias), None)
 
 
-def known_window(profiles: profile_pb2.Profiles, route: resolution_pb2.Route) -> int | None:
-    """The configured window, only when the profile describes the selected model (§3 Route)."""
+def route_profile(
+    profiles: profile_pb2.Profiles, route: resolution_pb2.Route
+) -> profile_pb2.ProviderProfile | None:
+    """The provider profile, only when it describes the selected model (§3 Route): its metadata
+    (window, prices) is never borrowed for another model."""
     profile = find_provider(profiles, route.provider)
-    if profile is None or not profile.HasField("context_window"):
+    if profile is None or (profile.model and profile.model != route.model):
         return None
-    if profile.model and profile.model != route.model:
+    return profile
+
+
+def known_window(profiles: profile_pb2.Profiles, route: resolution_pb2.Route) -> int | None:
+    """The configured window of the selected model, when its profile declares one."""
+    profile = route_profile(profiles, route)
+    if profile is None or not profile.HasField("context_window"):
         return None
     return profile.context_window
 

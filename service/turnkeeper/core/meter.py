@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from turnkeeper.core.budget import find_provider
+from turnkeeper.core.budget import route_profile
 from turnkeeper.core.saturation import saturate
 from turnkeeper.v1 import profile_pb2, resolution_pb2, trim_pb2
 
@@ -32,12 +32,8 @@ def route_prices(
     profiles: profile_pb2.Profiles, route: resolution_pb2.Route
 ) -> profile_pb2.ModelPrices | None:
     """The prices declared for the route's model: the same rule as its context window (§3 Route)."""
-    profile = find_provider(profiles, route.provider)
-    if profile is None or not profile.HasField("prices"):
-        return None
-    if profile.model and profile.model != route.model:
-        return None
-    return profile.prices
+    profile = route_profile(profiles, route)
+    return profile.prices if profile is not None and profile.HasField("prices") else None
 
 
 def input_cost(
