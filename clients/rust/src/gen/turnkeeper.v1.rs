@@ -1880,7 +1880,8 @@ pub struct PrepareModelCallResponse {
     pub orphans_removed: ::prost::alloc::vec::Vec<OrphanRemoval>,
     /// Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
     /// With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
-    /// (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
+    /// (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would; when the
+    /// recovery cannot trim (see `recovery.blocker`) it is the plain budget trim of the history that is sent.
     #[prost(message, repeated, tag = "4")]
     pub trims: ::prost::alloc::vec::Vec<HistoryTrimmed>,
     /// The capacity pre-flight of the prepared request.

@@ -835,7 +835,8 @@ type PrepareModelCallResponse struct {
 	OrphansRemoved []*OrphanRemoval `protobuf:"bytes,3,rep,name=orphans_removed,json=orphansRemoved,proto3" json:"orphans_removed,omitempty"`
 	// Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
 	// With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
-	// (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
+	// (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would; when the
+	// recovery cannot trim (see `recovery.blocker`) it is the plain budget trim of the history that is sent.
 	Trims []*HistoryTrimmed `protobuf:"bytes,4,rep,name=trims,proto3" json:"trims,omitempty"`
 	// The capacity pre-flight of the prepared request.
 	CapacityReport *CapacityReport `protobuf:"bytes,5,opt,name=capacity_report,json=capacityReport,proto3" json:"capacity_report,omitempty"`

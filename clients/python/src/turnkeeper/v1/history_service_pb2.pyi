@@ -480,7 +480,8 @@ class PrepareModelCallResponse(_message.Message):
     def trims(self) -> _containers.RepeatedCompositeFieldContainer[_trim_pb2.HistoryTrimmed]:
         """Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
         With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
-        (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
+        (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would; when the
+        recovery cannot trim (see `recovery.blocker`) it is the plain budget trim of the history that is sent.
         """
 
     @_builtins.property

@@ -489,7 +489,8 @@ export type PrepareModelCallResponse = Message<"turnkeeper.v1.PrepareModelCallRe
   /**
    * Each trim that dropped turns, in the order applied (turn limit, then token budget); each was published on TrimEvents.
    * With overflow recovery the token-budget entry is one trim from the turn-limited history to the recovery target
-   * (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would.
+   * (`overflow_recovery` set), which drops exactly what the budget trim and then the recovery trim would; when the
+   * recovery cannot trim (see `recovery.blocker`) it is the plain budget trim of the history that is sent.
    *
    * @generated from field: repeated turnkeeper.v1.HistoryTrimmed trims = 4;
    */
