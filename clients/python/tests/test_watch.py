@@ -76,6 +76,101 @@ async def test_async_subscribe_then_resume(unix_aclient: AsyncTurnkeeperClient) 
         assert _kind(await anext(resumed)) == "heartbeat"
 
 
+def _events_until_idle(watch: TrimWatch, beats: int = 2) -> list[svc.TrimEventsResponse]:
+    """The events read before `beats` idle heartbeats in a row (a 10 s guard closes the watch)."""
+    guard = threading.Timer(10.0, watch.close)
+    guard.start()
+    events: list[svc.TrimEventsResponse] = []
+    idle = 0
+    try:
+        for item in watch:
+            if _kind(item) == "event":
+                events.append(item)
+                idle = 0
+            else:
+                idle += 1
+                if idle >= beats:
+                    break
+    finally:
+        guard.cancel()
+    return events
+
+
+def test_subscribe_trims_then_trim_at_once_never_misses_the_trim(client: TurnkeeperClient) -> None:
+    """docs/events.md: the server answers a subscription once it is registered; subscribe_trims
+    returns only after that answer, so a trim made right after it (no sleep) is delivered."""
+    for _ in range(5):
+        session = uuid.uuid4().hex
+        with client.subscribe_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
+            trimmed = client.trim_history(budget_trim(session))
+            first = next(watch)
+            assert _kind(first) == "heartbeat"  # the answer that proved the registration
+            assert first.heartbeat.cursor and watch.cursor
+            events = _events_until_idle(watch, beats=1)
+        assert [e.event.trimmed for e in events] == [trimmed.history_trimmed]
+
+
+async def test_async_subscribe_trims_then_trim_at_once_never_misses_the_trim(
+    aclient: AsyncTurnkeeperClient,
+) -> None:
+    """docs/events.md: the async subscribe_trims returns once the server registered the
+    subscription; a trim right after it (no sleep) is delivered."""
+    for _ in range(5):
+        session = uuid.uuid4().hex
+        watch = await aclient.subscribe_trims(session_ids=[session], heartbeat_interval=1.0)
+        async with watch:
+            trimmed = await aclient.trim_history(budget_trim(session))
+            assert _kind(await asyncio.wait_for(anext(watch), 5)) == "heartbeat"
+            item = await asyncio.wait_for(anext(watch), 5)
+            assert _kind(item) == "event"
+            assert item.event.trimmed == trimmed.history_trimmed
+
+
+def test_subscribe_trims_resuming_yields_the_owed_event_first(client: TurnkeeperClient) -> None:
+    """A resumed subscription is answered by its replay: the owed event is the first item."""
+    session = uuid.uuid4().hex
+    with client.subscribe_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
+        cursor = watch.cursor
+    owed = client.trim_history(budget_trim(session))
+    with client.subscribe_trims(
+        session_ids=[session], after_cursor=cursor, heartbeat_interval=1.0
+    ) as resumed:
+        first = next(resumed)
+        assert _kind(first) == "event"
+        assert first.event.trimmed == owed.history_trimmed
+
+
+def test_subscribe_trims_times_out_when_the_server_never_answers(endpoints: Endpoints) -> None:
+    with (
+        CuttableProxy(endpoints.address) as proxy,
+        TurnkeeperClient.connect(proxy.address) as via_proxy,
+    ):
+        proxy.cut()
+        began = time.monotonic()
+        with pytest.raises(TurnkeeperError) as caught:
+            via_proxy.subscribe_trims(backoff=FAST, timeout=0.5)
+        assert time.monotonic() - began < 5
+    assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_async_subscribe_trims_times_out_when_the_server_never_answers(
+    endpoints: Endpoints,
+) -> None:
+    with CuttableProxy(endpoints.address) as proxy:
+        proxy.cut()
+        async with AsyncTurnkeeperClient.connect(proxy.address) as via_proxy:
+            with pytest.raises(TurnkeeperError) as caught:
+                await via_proxy.subscribe_trims(backoff=FAST, timeout=0.5)
+    assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_subscribe_trims_raises_the_subscription_error(client: TurnkeeperClient) -> None:
+    with pytest.raises(TurnkeeperError) as caught:
+        client.subscribe_trims(after_cursor="not-a-cursor")
+    assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.fields == {"after_cursor"}
+
+
 def test_reconnects_and_resumes_after_the_connection_drops(
     endpoints: Endpoints, client: TurnkeeperClient
 ) -> None:

@@ -57,6 +57,20 @@ def build_request(
     return request
 
 
+def not_subscribed(timeout: float | None, *, expired: bool) -> TurnkeeperError:
+    """The error of a subscription closed before the server answered it: by its `timeout`
+    (DEADLINE_EXCEEDED) or by the caller (CANCELLED)."""
+    if not expired:
+        return TurnkeeperError(
+            code=grpc.StatusCode.CANCELLED,
+            message="the TrimEvents subscription was closed before the server answered it",
+        )
+    return TurnkeeperError(
+        code=grpc.StatusCode.DEADLINE_EXCEEDED,
+        message=f"the server did not answer the TrimEvents subscription within {timeout:g} s",
+    )
+
+
 def _duration(seconds: float) -> duration_pb2.Duration:
     whole = int(seconds)
     return duration_pb2.Duration(seconds=whole, nanos=round((seconds - whole) * 1e9))

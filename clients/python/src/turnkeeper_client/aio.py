@@ -26,7 +26,14 @@ from ._options import (
     target,
     with_token,
 )
-from ._watch import Backoff, CursorState, DisconnectHook, build_request, is_retryable
+from ._watch import (
+    Backoff,
+    CursorState,
+    DisconnectHook,
+    build_request,
+    is_retryable,
+    not_subscribed,
+)
 from .errors import TurnkeeperError, decode_rpc_error
 
 Req = TypeVar("Req")
@@ -224,6 +231,40 @@ class AsyncTurnkeeperClient:
             (*self._metadata, *(metadata or ())),
         )
 
+    async def subscribe_trims(
+        self,
+        *,
+        session_ids: Iterable[str] = (),
+        runtime_ids: Iterable[str] = (),
+        reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
+        after_cursor: str = "",
+        heartbeat_interval: float | None = None,
+        backoff: Backoff | None = None,
+        on_disconnect: DisconnectHook | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+    ) -> AsyncTrimWatch:
+        """Like `watch_trims`, but returns only once the server has registered the subscription.
+
+        The server answers a new subscription at once (a heartbeat, or the first replayed item
+        when resuming), so a trim made after this returns is always delivered. That first item
+        is yielded first. Raises `TurnkeeperError` (DEADLINE_EXCEEDED) when it does not arrive
+        within `timeout` (default: the client's deadline; `None` waits indefinitely), or the
+        subscription's own error when it gives up before (see `watch_trims`).
+        """
+        watch = self.watch_trims(
+            session_ids=session_ids,
+            runtime_ids=runtime_ids,
+            reasons=reasons,
+            after_cursor=after_cursor,
+            heartbeat_interval=heartbeat_interval,
+            backoff=backoff,
+            on_disconnect=on_disconnect,
+            metadata=metadata,
+        )
+        await watch.wait_subscribed(resolve_timeout(timeout, self._timeout))
+        return watch
+
 
 class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
     """A resumable TrimEvents subscription (async iterator).
@@ -250,6 +291,7 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         self._closed = asyncio.Event()
         self._call: grpc.aio.UnaryStreamCall[svc.TrimEventsRequest, svc.TrimEventsResponse] | None
         self._call = None
+        self._first: svc.TrimEventsResponse | None = None
         self._items = self._run()
 
     @property
@@ -261,7 +303,24 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         return self
 
     async def __anext__(self) -> svc.TrimEventsResponse:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
         return await self._items.__anext__()
+
+    async def wait_subscribed(self, timeout: float | None) -> None:
+        """Waits until the server has answered the subscription (its first item, kept for the
+        next `anext()`), so a trim made afterwards is delivered. On timeout the watch is closed
+        and `TurnkeeperError` (DEADLINE_EXCEEDED) raised."""
+        if self._first is not None:
+            return
+        try:
+            self._first = await asyncio.wait_for(anext(self._items), timeout)
+        except TimeoutError:
+            await self.aclose()
+            raise not_subscribed(timeout, expired=True) from None
+        except StopAsyncIteration:
+            raise not_subscribed(timeout, expired=False) from None
 
     async def aclose(self) -> None:
         """Ends the subscription and releases its stream."""

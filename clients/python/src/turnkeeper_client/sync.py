@@ -24,7 +24,14 @@ from ._options import (
     target,
     with_token,
 )
-from ._watch import Backoff, CursorState, DisconnectHook, build_request, is_retryable
+from ._watch import (
+    Backoff,
+    CursorState,
+    DisconnectHook,
+    build_request,
+    is_retryable,
+    not_subscribed,
+)
 from .errors import TurnkeeperError, decode_rpc_error
 
 Req = TypeVar("Req")
@@ -222,6 +229,40 @@ class TurnkeeperClient:
             (*self._metadata, *(metadata or ())),
         )
 
+    def subscribe_trims(
+        self,
+        *,
+        session_ids: Iterable[str] = (),
+        runtime_ids: Iterable[str] = (),
+        reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
+        after_cursor: str = "",
+        heartbeat_interval: float | None = None,
+        backoff: Backoff | None = None,
+        on_disconnect: DisconnectHook | None = None,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+    ) -> TrimWatch:
+        """Like `watch_trims`, but returns only once the server has registered the subscription.
+
+        The server answers a new subscription at once (a heartbeat, or the first replayed item
+        when resuming), so a trim made after this returns is always delivered. That first item
+        is yielded first. Raises `TurnkeeperError` (DEADLINE_EXCEEDED) when it does not arrive
+        within `timeout` (default: the client's deadline; `None` waits indefinitely), or the
+        subscription's own error when it gives up before (see `watch_trims`).
+        """
+        watch = self.watch_trims(
+            session_ids=session_ids,
+            runtime_ids=runtime_ids,
+            reasons=reasons,
+            after_cursor=after_cursor,
+            heartbeat_interval=heartbeat_interval,
+            backoff=backoff,
+            on_disconnect=on_disconnect,
+            metadata=metadata,
+        )
+        watch.wait_subscribed(resolve_timeout(timeout, self._timeout))
+        return watch
+
 
 class TrimWatch(Iterator[svc.TrimEventsResponse]):
     """A resumable TrimEvents subscription (blocking iterator).
@@ -247,6 +288,7 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._call: grpc.Call | None = None
+        self._first: svc.TrimEventsResponse | None = None
         self._items = self._run()
 
     @property
@@ -258,7 +300,35 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         return self
 
     def __next__(self) -> svc.TrimEventsResponse:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
         return next(self._items)
+
+    def wait_subscribed(self, timeout: float | None) -> None:
+        """Blocks until the server has answered the subscription (its first item, kept for the
+        next `next()`), so a trim made afterwards is delivered. On timeout the watch is closed
+        and `TurnkeeperError` (DEADLINE_EXCEEDED) raised."""
+        if self._first is not None:
+            return
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            self.close()
+
+        guard = threading.Timer(timeout, expire) if timeout is not None else None
+        if guard is not None:
+            guard.start()
+        try:
+            first = next(self._items, None)
+        finally:
+            if guard is not None:
+                guard.cancel()
+        if first is None or expired.is_set():
+            self.close()
+            raise not_subscribed(timeout, expired=expired.is_set())
+        self._first = first
 
     def close(self) -> None:
         """Ends the subscription; a blocked `next()` returns (StopIteration) promptly."""
