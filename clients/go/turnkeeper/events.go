@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -64,12 +65,16 @@ type Subscription struct {
 	streamCancel context.CancelFunc
 	failures     int
 
+	// first is the item that answered the subscription, held by WaitSubscribed for Recv.
+	first *turnkeeperv1.TrimEventsResponse
+
 	mu     sync.Mutex
 	cursor string
 }
 
 // TrimEvents subscribes to the trim feed with req's filters, resuming after req.AfterCursor
-// when it is set. The stream opens on the first Recv and lives until ctx ends or Close.
+// when it is set. The stream opens on the first Recv and lives until ctx ends or Close; use
+// SubscribeTrimEvents to know when the server has registered it.
 // The server confirms the subscription at once with a heartbeat carrying its resume position,
 // then sends one after every req.HeartbeatInterval without other items.
 func (c *Client) TrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsRequest) *Subscription {
@@ -81,9 +86,56 @@ func (c *Client) TrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsReq
 	return &Subscription{stub: c.stub, req: req, backoff: c.backoff, ctx: ctx, cancel: cancel, cursor: req.GetAfterCursor()}
 }
 
+// SubscribeTrimEvents is TrimEvents, returning only once the server has answered the
+// subscription (its first heartbeat, or the first replayed item when resuming): a trim made
+// after it returns is always delivered, so subscribe-then-trim needs no sleep. The answering
+// item is still the first Recv returns. The wait, reconnects included, is bounded by the
+// client's timeout (WithTimeout, when non-zero) and by ctx; on failure the subscription is
+// closed and the error (an *Error, DeadlineExceeded when the timeout ran out) returned.
+func (c *Client) SubscribeTrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsRequest) (*Subscription, error) {
+	sub := c.TrimEvents(ctx, req)
+	if err := sub.WaitSubscribed(c.timeout); err != nil {
+		return nil, err
+	}
+	return sub, nil
+}
+
+// WaitSubscribed blocks until the server has answered the subscription, keeping the answering
+// item for the next Recv; timeout 0 waits as long as the subscription's context lives. On
+// failure the subscription is closed and the error returned (DeadlineExceeded on timeout).
+// Like Recv it must not run concurrently with Recv.
+func (s *Subscription) WaitSubscribed(timeout time.Duration) error {
+	if s.first != nil {
+		return nil
+	}
+	var expired atomic.Bool
+	if timeout > 0 {
+		timer := time.AfterFunc(timeout, func() {
+			expired.Store(true)
+			s.Close()
+		})
+		defer timer.Stop()
+	}
+	item, err := s.Recv()
+	if expired.Load() {
+		s.Close()
+		return FromError(status.Errorf(codes.DeadlineExceeded, "turnkeeper: the server did not answer the TrimEvents subscription within %v", timeout))
+	}
+	if err != nil {
+		s.Close()
+		return err
+	}
+	s.first = item
+	return nil
+}
+
 // Recv returns the next feed item: an event, a heartbeat or a gap notice. Disconnects and
 // UNAVAILABLE are retried with backoff; any other failure is returned as an *Error.
 func (s *Subscription) Recv() (*turnkeeperv1.TrimEventsResponse, error) {
+	if first := s.first; first != nil {
+		s.first = nil
+		return first, nil
+	}
 	for {
 		if s.stream == nil {
 			if err := s.open(); err != nil {

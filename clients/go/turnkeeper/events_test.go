@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -283,4 +284,87 @@ func (p *proxy) restore() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.refusing = false
+}
+
+func subscribeLive(t *testing.T, client *turnkeeper.Client, session, after string) *turnkeeper.Subscription {
+	t.Helper()
+	sub, err := client.SubscribeTrimEvents(testContext(t), &turnkeeperv1.TrimEventsRequest{
+		SessionIds:        []string{session},
+		AfterCursor:       after,
+		HeartbeatInterval: durationpb.New(time.Second),
+	})
+	if err != nil {
+		t.Fatalf("SubscribeTrimEvents: %v", err)
+	}
+	t.Cleanup(sub.Close)
+	return sub
+}
+
+// TestSubscribeTrimEventsThenTrimAtOnce (docs/events.md): SubscribeTrimEvents returns once the
+// server has answered, i.e. registered, the subscription, so a trim made right after it, with
+// no sleep in between, is always delivered.
+func TestSubscribeTrimEventsThenTrimAtOnce(t *testing.T) {
+	client := tcpClient(t)
+	for range 5 {
+		session := uniqueID(t)
+		sub := subscribeLive(t, client, session, "")
+		want := trim(t, client, session)
+		// The answering heartbeat comes first, then the event, then only idle heartbeats.
+		registered(t, sub)
+		requireEvent(t, nextEvent(t, sub), want, sub)
+		awaitHeartbeat(t, sub)
+		sub.Close()
+	}
+}
+
+// TestSubscribeTrimEventsResumingStartsWithTheOwedEvent: a resumed subscription is answered by
+// its replay, which is then the first item.
+func TestSubscribeTrimEventsResumingStartsWithTheOwedEvent(t *testing.T) {
+	client := tcpClient(t)
+	session := uniqueID(t)
+	first := subscribeLive(t, client, session, "")
+	cursor := first.Cursor()
+	first.Close()
+	want := trim(t, client, session)
+	resumed := subscribeLive(t, client, session, cursor)
+	item, err := resumed.Recv()
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	if item.GetEvent() == nil {
+		t.Fatalf("want the owed event first, got %v", item)
+	}
+	requireEvent(t, item.GetEvent(), want, resumed)
+}
+
+// TestSubscribeTrimEventsTimesOut: a server that never answers fails the subscription with
+// DeadlineExceeded after the client's timeout, not a hang.
+func TestSubscribeTrimEventsTimesOut(t *testing.T) {
+	proxy := startProxy(t, liveEnv(t, "TURNKEEPER_ADDRESS"))
+	proxy.cut()
+	viaProxy := connect(t, proxy.addr(), turnkeeper.WithTimeout(500*time.Millisecond), turnkeeper.WithReconnectBackoff(turnkeeper.Backoff{
+		Initial: 50 * time.Millisecond, Max: 100 * time.Millisecond, Multiplier: 2,
+	}))
+	began := time.Now()
+	sub, err := viaProxy.SubscribeTrimEvents(testContext(t), &turnkeeperv1.TrimEventsRequest{})
+	if sub != nil || err == nil {
+		t.Fatal("SubscribeTrimEvents succeeded through a refusing proxy")
+	}
+	if code := turnkeeper.FromError(err).Code; code != codes.DeadlineExceeded {
+		t.Fatalf("code %v, want DeadlineExceeded: %v", code, err)
+	}
+	if elapsed := time.Since(began); elapsed > 5*time.Second {
+		t.Fatalf("gave up after %v", elapsed)
+	}
+}
+
+// TestSubscribeTrimEventsReturnsTheSubscriptionError: a request the server rejects fails the
+// call itself with the decoded error.
+func TestSubscribeTrimEventsReturnsTheSubscriptionError(t *testing.T) {
+	client := tcpClient(t)
+	_, err := client.SubscribeTrimEvents(testContext(t), &turnkeeperv1.TrimEventsRequest{AfterCursor: "not-a-cursor"})
+	e := turnkeeper.FromError(err)
+	if e == nil || e.Code != codes.InvalidArgument || len(e.Fields()) != 1 || e.Fields()[0] != "after_cursor" {
+		t.Fatalf("want INVALID_ARGUMENT on after_cursor, got %v", err)
+	}
 }
