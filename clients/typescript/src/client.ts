@@ -141,7 +141,9 @@ export class TurnkeeperClient {
    * stream breaks (UNAVAILABLE, a clean end, or silence past the heartbeat watchdog), reconnects
    * with backoff and resumes after that cursor, so each event is delivered once.
    *
-   * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
+   * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription. The stream
+   * opens when iteration starts; {@link subscribeTrimEvents} also waits until the server has
+   * registered it.
    */
   watchTrimEvents(request: MessageInitShape<typeof TrimEventsRequestSchema> = {}, options: WatchOptions = {}): TrimEventSubscription {
     return new TrimEventSubscription(
@@ -153,6 +155,23 @@ export class TurnkeeperClient {
       request,
       options,
     );
+  }
+
+  /**
+   * {@link watchTrimEvents}, resolving only once the server has answered the subscription (its first
+   * heartbeat, or the first replayed item when resuming): a trim made after it resolves is always
+   * delivered, so subscribe-then-trim needs no sleep. The answering item is still the first one
+   * iterated. The wait, reconnects included, is bounded by `timeoutMs` (default: the client's
+   * deadline; <= 0 waits as long as the subscription retries); on failure the subscription is closed
+   * and the promise rejects with a {@link TurnkeeperError} (DEADLINE_EXCEEDED on timeout).
+   */
+  async subscribeTrimEvents(
+    request: MessageInitShape<typeof TrimEventsRequestSchema> = {},
+    options: WatchOptions & { readonly timeoutMs?: number } = {},
+  ): Promise<TrimEventSubscription> {
+    const subscription = this.watchTrimEvents(request, options);
+    await subscription.waitSubscribed(options.timeoutMs ?? this.timeoutMs);
+    return subscription;
   }
 
   /**

@@ -77,6 +77,9 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
   private readonly closer = new AbortController();
   private readonly idleTimeoutMs: number;
   private started = false;
+  private source: AsyncGenerator<TrimEventsResponse, void, undefined> | undefined;
+  /** The item that answered the subscription, held by {@link waitSubscribed} for the iteration. */
+  private first: TrimEventsResponse | undefined;
 
   /** @internal Use {@link TurnkeeperClient.watchTrimEvents}. */
   constructor(
@@ -106,7 +109,54 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
   [Symbol.asyncIterator](): AsyncIterator<TrimEventsResponse> {
     if (this.started) throw new Error("turnkeeper: a TrimEventSubscription can be iterated only once");
     this.started = true;
-    return this.run();
+    return this.iterate();
+  }
+
+  /**
+   * Resolves once the server has answered the subscription (its first heartbeat, or the first
+   * replayed item when resuming), so a trim made afterwards is delivered; that item is still the
+   * first the iteration yields. Reconnects per the options while waiting. Rejects, closing the
+   * subscription, with DEADLINE_EXCEEDED when no answer came within `timeoutMs` (<= 0: no limit),
+   * with CANCELLED when it was closed first, or with the error the subscription gave up on.
+   */
+  async waitSubscribed(timeoutMs: number): Promise<void> {
+    if (this.first !== undefined) return;
+    let expired = false;
+    const timer =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            expired = true;
+            this.close();
+          }, timeoutMs)
+        : undefined;
+    let result: IteratorResult<TrimEventsResponse, void>;
+    try {
+      result = await this.items().next();
+    } catch (e) {
+      this.close();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (expired) {
+      throw TurnkeeperError.from(new ConnectError(`the server did not answer the TrimEvents subscription within ${timeoutMs} ms`, Code.DeadlineExceeded));
+    }
+    if (result.done === true) {
+      throw TurnkeeperError.from(new ConnectError("the TrimEvents subscription was closed before the server answered it", Code.Canceled));
+    }
+    this.first = result.value;
+  }
+
+  private items(): AsyncGenerator<TrimEventsResponse, void, undefined> {
+    this.source ??= this.run();
+    return this.source;
+  }
+
+  private async *iterate(): AsyncGenerator<TrimEventsResponse, void, undefined> {
+    const first = this.first;
+    this.first = undefined;
+    if (first !== undefined) yield first;
+    yield* this.items();
   }
 
   private async *run(): AsyncGenerator<TrimEventsResponse, void, undefined> {

@@ -220,6 +220,64 @@ describe("TrimEvents subscription", () => {
     }
   });
 
+  test("subscribeTrimEvents then an immediate trim (no sleep) always delivers the trim (docs/events.md)", async () => {
+    for (let round = 0; round < 5; round++) {
+      const sessionId = `ts-subscribe-${randomUUID()}`;
+      const subscription = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND });
+      try {
+        const trimmed = await causeTrim(client, sessionId, `round-${round}`);
+        const items = subscription[Symbol.asyncIterator]();
+        // The heartbeat that answered the subscription comes first, then the trim, then only idle heartbeats.
+        const cursor = await nextHeartbeat(items, 800);
+        assert.notEqual(cursor, "");
+        assertSameTrim(await nextEvent(items), trimmed);
+        assert.equal(await nextHeartbeat(items), subscription.cursor);
+      } finally {
+        subscription.close();
+      }
+    }
+  });
+
+  test("subscribeTrimEvents resuming from a cursor is answered by the owed event", async () => {
+    const sessionId = `ts-subscribe-resume-${randomUUID()}`;
+    const first = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND });
+    first.close();
+    const owed = await causeTrim(client, sessionId, "owed");
+    const resumed = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND }, { afterCursor: first.cursor });
+    try {
+      assertSameTrim(await nextEvent(resumed[Symbol.asyncIterator]()), owed);
+    } finally {
+      resumed.close();
+    }
+  });
+
+  test("subscribeTrimEvents rejects with DEADLINE_EXCEEDED when the server never answers", async () => {
+    const proxy = await FlakyProxy.start(serverAddress());
+    const viaProxy = connect(proxy.address);
+    try {
+      proxy.refuse(true);
+      const began = Date.now();
+      await assert.rejects(viaProxy.subscribeTrimEvents({}, { timeoutMs: 500, backoff: { initialMs: 20, maxMs: 100 } }), (e: unknown) => {
+        assert.ok(e instanceof TurnkeeperError, String(e));
+        assert.equal(e.codeName, "DEADLINE_EXCEEDED");
+        return true;
+      });
+      assert.ok(Date.now() - began < 5000);
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
+  });
+
+  test("subscribeTrimEvents rejects with the server's error for an unreadable cursor", async () => {
+    await assert.rejects(client.subscribeTrimEvents({}, { afterCursor: "not-a-cursor" }), (e: unknown) => {
+      assert.ok(e instanceof TurnkeeperError, String(e));
+      assert.equal(e.codeName, "INVALID_ARGUMENT");
+      assert.deepEqual(e.fieldViolations.map((v) => v.field), ["after_cursor"]);
+      return true;
+    });
+  });
+
   test("an unreadable cursor fails without retrying", async () => {
     let reconnects = 0;
     const subscription = client.watchTrimEvents({}, { afterCursor: "not-a-cursor", onReconnect: () => reconnects++ });
