@@ -65,7 +65,8 @@ type Subscription struct {
 	streamCancel context.CancelFunc
 	failures     int
 
-	// first is the item that answered the subscription, held by WaitSubscribed for Recv.
+	// first is the item that answered the subscription, held by WaitSubscribed for Recv. Its
+	// cursor counts once Recv hands it out, so a cursor persisted before cannot skip it.
 	first *turnkeeperv1.TrimEventsResponse
 
 	mu     sync.Mutex
@@ -116,7 +117,7 @@ func (s *Subscription) WaitSubscribed(timeout time.Duration) error {
 		})
 		defer timer.Stop()
 	}
-	item, err := s.Recv()
+	item, err := s.receive()
 	if expired.Load() {
 		s.Close()
 		return FromError(status.Errorf(codes.DeadlineExceeded, "turnkeeper: the server did not answer the TrimEvents subscription within %v", timeout))
@@ -132,10 +133,20 @@ func (s *Subscription) WaitSubscribed(timeout time.Duration) error {
 // Recv returns the next feed item: an event, a heartbeat or a gap notice. Disconnects and
 // UNAVAILABLE are retried with backoff; any other failure is returned as an *Error.
 func (s *Subscription) Recv() (*turnkeeperv1.TrimEventsResponse, error) {
-	if first := s.first; first != nil {
-		s.first = nil
-		return first, nil
+	item := s.first
+	s.first = nil
+	if item == nil {
+		var err error
+		if item, err = s.receive(); err != nil {
+			return nil, err
+		}
 	}
+	s.remember(item)
+	return item, nil
+}
+
+// receive reads the next item, reopening the stream as needed.
+func (s *Subscription) receive() (*turnkeeperv1.TrimEventsResponse, error) {
 	for {
 		if s.stream == nil {
 			if err := s.open(); err != nil {
@@ -148,7 +159,6 @@ func (s *Subscription) Recv() (*turnkeeperv1.TrimEventsResponse, error) {
 		item, err := s.stream.Recv()
 		if err == nil {
 			s.failures = 0
-			s.remember(item)
 			return item, nil
 		}
 		s.closeStream()

@@ -309,6 +309,10 @@ func TestSubscribeTrimEventsThenTrimAtOnce(t *testing.T) {
 		session := uniqueID(t)
 		sub := subscribeLive(t, client, session, "")
 		want := trim(t, client, session)
+		// The held answer's cursor counts only once Recv hands it out.
+		if sub.Cursor() != "" {
+			t.Fatalf("cursor %q before the first Recv of a live tail", sub.Cursor())
+		}
 		// The answering heartbeat comes first, then the event, then only idle heartbeats.
 		registered(t, sub)
 		requireEvent(t, nextEvent(t, sub), want, sub)
@@ -323,10 +327,13 @@ func TestSubscribeTrimEventsResumingStartsWithTheOwedEvent(t *testing.T) {
 	client := tcpClient(t)
 	session := uniqueID(t)
 	first := subscribeLive(t, client, session, "")
-	cursor := first.Cursor()
+	cursor := registered(t, first)
 	first.Close()
 	want := trim(t, client, session)
 	resumed := subscribeLive(t, client, session, cursor)
+	if resumed.Cursor() != cursor {
+		t.Fatalf("cursor %q before the held event was handed out, want %q", resumed.Cursor(), cursor)
+	}
 	item, err := resumed.Recv()
 	if err != nil {
 		t.Fatalf("Recv: %v", err)

@@ -103,9 +103,11 @@ def test_subscribe_trims_then_trim_at_once_never_misses_the_trim(client: Turnkee
         session = uuid.uuid4().hex
         with client.subscribe_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
             trimmed = client.trim_history(budget_trim(session))
+            # The held answer's cursor counts only once it is handed out.
+            assert watch.cursor == ""
             first = next(watch)
             assert _kind(first) == "heartbeat"  # the answer that proved the registration
-            assert first.heartbeat.cursor and watch.cursor
+            assert first.heartbeat.cursor and watch.cursor == first.heartbeat.cursor
             events = _events_until_idle(watch, beats=1)
         assert [e.event.trimmed for e in events] == [trimmed.history_trimmed]
 
@@ -130,14 +132,18 @@ def test_subscribe_trims_resuming_yields_the_owed_event_first(client: Turnkeeper
     """A resumed subscription is answered by its replay: the owed event is the first item."""
     session = uuid.uuid4().hex
     with client.subscribe_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
+        assert _kind(next(watch)) == "heartbeat"
         cursor = watch.cursor
     owed = client.trim_history(budget_trim(session))
     with client.subscribe_trims(
         session_ids=[session], after_cursor=cursor, heartbeat_interval=1.0
     ) as resumed:
+        # Persisting the cursor now must not skip the held event.
+        assert resumed.cursor == cursor
         first = next(resumed)
         assert _kind(first) == "event"
         assert first.event.trimmed == owed.history_trimmed
+        assert resumed.cursor == first.event.cursor
 
 
 def test_subscribe_trims_times_out_when_the_server_never_answers(endpoints: Endpoints) -> None:

@@ -447,8 +447,12 @@ impl Client {
 
     /// Subscribes to the `TrimEvents` feed with the default [`ReconnectPolicy`].
     ///
-    /// Returns once the server accepted the subscription. The stream remembers the last cursor
-    /// and, when the connection drops, resubscribes after it, so each event is seen once.
+    /// Returns only once the server has answered the subscription (its first heartbeat, or the
+    /// first replayed item when resuming; that item is still the first `next()` yields), so a
+    /// trim made after it returns is always delivered. Fails with the server's error, or
+    /// `UNAVAILABLE` when no answer came within the stall timeout (three heartbeat intervals by
+    /// default). The stream remembers the last cursor and, when the connection drops,
+    /// resubscribes after it, so each event is seen once.
     pub async fn trim_events(&self, request: TrimEventsRequest) -> Result<TrimEventStream> {
         self.trim_events_with(request, ReconnectPolicy::default())
             .await

@@ -155,6 +155,9 @@ struct Subscription {
     stall_timeout: Duration,
     cursor: Option<String>,
     stream: Option<Streaming<TrimEventsResponse>>,
+    /// The item that answered the current stream, held for the next `next()`; its cursor counts
+    /// only once it is handed out, so a cursor persisted before that cannot skip it.
+    answer: Option<FeedItem>,
     failures: u32,
     finished: bool,
 }
@@ -180,15 +183,21 @@ impl Subscription {
             policy,
             cursor,
             stream: None,
+            answer: None,
             failures: 0,
             finished: false,
         };
-        this.stream = Some(this.subscribe().await?);
+        this.subscribe().await?;
         Ok(this)
     }
 
     async fn next(&mut self) -> Option<Result<FeedItem>> {
         while !self.finished {
+            if let Some(answer) = self.answer.take()
+                && let Some(item) = self.observe(answer)
+            {
+                return Some(Ok(item));
+            }
             let Some(stream) = self.stream.as_mut() else {
                 if let Err(error) = self.reconnect().await {
                     self.finished = true;
@@ -251,10 +260,7 @@ impl Subscription {
             tokio::time::sleep(self.policy.delay(self.failures)).await;
             self.failures = self.failures.saturating_add(1);
             match self.subscribe().await {
-                Ok(stream) => {
-                    self.stream = Some(stream);
-                    return Ok(());
-                }
+                Ok(()) => return Ok(()),
                 Err(error) => {
                     let exhausted = self
                         .policy
@@ -270,18 +276,39 @@ impl Subscription {
         }
     }
 
-    /// Opens one stream. It is established when the server sends its response headers, with the
-    /// heartbeat that answers the subscription at once; the stall timeout bounds that wait too.
-    async fn subscribe(&mut self) -> Result<Streaming<TrimEventsResponse>> {
+    /// Opens one stream and waits for the server's answer: the heartbeat it sends once the
+    /// subscription is registered, or the first replayed item when resuming. Only then can no
+    /// later trim be missed, so [`Client::trim_events`](crate::Client::trim_events) returns after
+    /// it. The stall timeout bounds the wait.
+    async fn subscribe(&mut self) -> Result<()> {
         let mut request = self.request.clone();
         request.after_cursor = self.cursor.clone().unwrap_or_default();
         let mut request = Request::new(request);
         self.credentials.apply(&mut request);
-        let opening = self.stub.trim_events(request);
+        let opening = async {
+            let mut stream = self.stub.trim_events(request).await?.into_inner();
+            loop {
+                match stream.message().await? {
+                    Some(TrimEventsResponse { item: Some(item) }) => return Ok((stream, item)),
+                    // An empty oneof is a newer server's item kind: it still answers.
+                    Some(TrimEventsResponse { item: None }) => continue,
+                    None => {
+                        return Err(Status::unavailable(
+                            "the server ended the TrimEvents stream before answering",
+                        ));
+                    }
+                }
+            }
+        };
         match tokio::time::timeout(self.stall_timeout, opening).await {
-            Ok(response) => Ok(response?.into_inner()),
+            Ok(Ok((stream, item))) => {
+                self.answer = Some(item);
+                self.stream = Some(stream);
+                Ok(())
+            }
+            Ok(Err(status)) => Err(status.into()),
             Err(_) => Err(Status::unavailable(format!(
-                "TrimEvents not established within {:?}",
+                "TrimEvents not answered within {:?}",
                 self.stall_timeout
             ))
             .into()),

@@ -189,6 +189,104 @@ impl Drop for Proxy {
     }
 }
 
+/// docs/events.md: `trim_events` returns only once the server has answered, i.e. registered,
+/// the subscription, so a trim made right after it, with no sleep in between, is delivered.
+#[tokio::test]
+async fn subscribe_then_trim_at_once_never_misses_the_trim() {
+    let client = common::tcp_client().await;
+    for round in 0..5 {
+        let session = session_id("subscribe-then-trim");
+        let mut events = client
+            .trim_events(subscription(&session))
+            .await
+            .expect("subscribe");
+        let trimmed = trim(&client, &session, &format!("round-{round}")).await;
+        // The heartbeat that answered the subscription before trim_events returned comes first;
+        // its cursor counts only once it is handed out.
+        assert_eq!(events.cursor(), None);
+        match events.next().await {
+            Some(Ok(FeedItem::Heartbeat(beat))) => {
+                assert!(!beat.cursor.is_empty());
+                assert_eq!(events.cursor(), Some(beat.cursor.as_str()));
+            }
+            other => panic!("expected the heartbeat answering the subscription, got {other:?}"),
+        }
+        assert_eq!(
+            next_event(&mut events).await.trimmed.as_ref(),
+            Some(&trimmed)
+        );
+    }
+}
+
+/// A resumed subscription is answered by its replay: the owed event is the first item.
+#[tokio::test]
+async fn a_resumed_subscription_is_answered_by_the_owed_event() {
+    let client = common::tcp_client().await;
+    let session = session_id("answered-by-replay");
+    let mut live = client
+        .trim_events(subscription(&session))
+        .await
+        .expect("subscribe");
+    assert!(matches!(
+        live.next().await,
+        Some(Ok(FeedItem::Heartbeat(_)))
+    ));
+    let cursor = live.cursor().expect("the answer named a cursor").to_owned();
+    drop(live);
+    let owed = trim(&client, &session, "owed").await;
+    let mut resumed = client
+        .trim_events(TrimEventsRequest {
+            after_cursor: cursor.clone(),
+            ..subscription(&session)
+        })
+        .await
+        .expect("resubscribe");
+    // Held, not yet handed out: the cursor still names the resume point.
+    assert_eq!(resumed.cursor(), Some(cursor.as_str()));
+    match resumed.next().await {
+        Some(Ok(FeedItem::Event(event))) => {
+            assert_eq!(event.trimmed.as_ref(), Some(&owed));
+            assert_eq!(resumed.cursor(), Some(event.cursor.as_str()));
+        }
+        other => panic!("expected the owed event first, got {other:?}"),
+    }
+}
+
+/// A server that accepts the connection but never answers fails the subscription after the
+/// stall timeout instead of hanging.
+#[tokio::test]
+async fn a_subscription_nobody_answers_fails_after_the_stall_timeout() {
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = silent.local_addr().unwrap();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket); // never read, never written
+        }
+    });
+    let client = ConnectOptions::new()
+        .lazy(true)
+        .connect(&address.to_string())
+        .await
+        .expect("lazy connect");
+    let policy = ReconnectPolicy {
+        stall_timeout: Some(Duration::from_millis(500)),
+        ..Default::default()
+    };
+    let began = Instant::now();
+    let error = client
+        .trim_events_with(TrimEventsRequest::default(), policy)
+        .await
+        .expect_err("nobody answers");
+    assert_eq!(error.code(), Some(Code::Unavailable), "{error:?}");
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+    holder.abort();
+}
+
 #[tokio::test]
 async fn trim_events_reconnect_by_themselves_after_a_dropped_connection() {
     let direct = common::tcp_client().await;

@@ -78,7 +78,10 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
   private readonly idleTimeoutMs: number;
   private started = false;
   private source: AsyncGenerator<TrimEventsResponse, void, undefined> | undefined;
-  /** The item that answered the subscription, held by {@link waitSubscribed} for the iteration. */
+  /**
+   * The item that answered the subscription, held by {@link waitSubscribed} for the iteration. Its
+   * cursor counts once it is yielded, so a cursor persisted before cannot skip it.
+   */
   private first: TrimEventsResponse | undefined;
 
   /** @internal Use {@link TurnkeeperClient.watchTrimEvents}. */
@@ -152,11 +155,18 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
     return this.source;
   }
 
+  /** What the consumer sees: the held answer, then the stream; each item's cursor counts as it is yielded. */
   private async *iterate(): AsyncGenerator<TrimEventsResponse, void, undefined> {
     const first = this.first;
     this.first = undefined;
-    if (first !== undefined) yield first;
-    yield* this.items();
+    if (first !== undefined) {
+      this.remember(first);
+      yield first;
+    }
+    for await (const item of this.items()) {
+      this.remember(item);
+      yield item;
+    }
   }
 
   private async *run(): AsyncGenerator<TrimEventsResponse, void, undefined> {
@@ -185,7 +195,6 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
         );
         for await (const item of stream) {
           failures = 0;
-          this.remember(item);
           // A slow consumer is not a stalled stream: the watchdog pauses while the item is handled.
           clearTimeout(watchdog);
           yield item;

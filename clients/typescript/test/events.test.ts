@@ -226,6 +226,7 @@ describe("TrimEvents subscription", () => {
       const subscription = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND });
       try {
         const trimmed = await causeTrim(client, sessionId, `round-${round}`);
+        assert.equal(subscription.cursor, "", "the held answer's cursor counts only once it is yielded");
         const items = subscription[Symbol.asyncIterator]();
         // The heartbeat that answered the subscription comes first, then the trim, then only idle heartbeats.
         const cursor = await nextHeartbeat(items, 800);
@@ -241,11 +242,15 @@ describe("TrimEvents subscription", () => {
   test("subscribeTrimEvents resuming from a cursor is answered by the owed event", async () => {
     const sessionId = `ts-subscribe-resume-${randomUUID()}`;
     const first = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND });
+    const cursor = await nextHeartbeat(first[Symbol.asyncIterator]());
     first.close();
     const owed = await causeTrim(client, sessionId, "owed");
-    const resumed = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND }, { afterCursor: first.cursor });
+    const resumed = await client.subscribeTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND }, { afterCursor: cursor });
     try {
-      assertSameTrim(await nextEvent(resumed[Symbol.asyncIterator]()), owed);
+      assert.equal(resumed.cursor, cursor, "persisting the cursor now must not skip the held event");
+      const event = await nextEvent(resumed[Symbol.asyncIterator]());
+      assertSameTrim(event, owed);
+      assert.equal(resumed.cursor, event.cursor);
     } finally {
       resumed.close();
     }

@@ -291,13 +291,16 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         self._closed = asyncio.Event()
         self._call: grpc.aio.UnaryStreamCall[svc.TrimEventsRequest, svc.TrimEventsResponse] | None
         self._call = None
+        # The item that answered the subscription, held by wait_subscribed for the iteration,
+        # and the cursor from before it: the held item's cursor counts once it is handed out.
         self._first: svc.TrimEventsResponse | None = None
+        self._cursor_before_first = ""
         self._items = self._run()
 
     @property
     def cursor(self) -> str:
-        """The last cursor seen (event or heartbeat); pass it as `after_cursor` to resume."""
-        return self._state.cursor
+        """The last cursor yielded (event or heartbeat); pass it as `after_cursor` to resume."""
+        return self._cursor_before_first if self._first is not None else self._state.cursor
 
     def __aiter__(self) -> Self:
         return self
@@ -314,6 +317,7 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         and `TurnkeeperError` (DEADLINE_EXCEEDED) raised."""
         if self._first is not None:
             return
+        self._cursor_before_first = self._state.cursor
         try:
             self._first = await asyncio.wait_for(anext(self._items), timeout)
         except TimeoutError:

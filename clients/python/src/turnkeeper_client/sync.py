@@ -288,13 +288,16 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._call: grpc.Call | None = None
+        # The item that answered the subscription, held by wait_subscribed for the iteration,
+        # and the cursor from before it: the held item's cursor counts once it is handed out.
         self._first: svc.TrimEventsResponse | None = None
+        self._cursor_before_first = ""
         self._items = self._run()
 
     @property
     def cursor(self) -> str:
-        """The last cursor seen (event or heartbeat); pass it as `after_cursor` to resume."""
-        return self._state.cursor
+        """The last cursor yielded (event or heartbeat); pass it as `after_cursor` to resume."""
+        return self._cursor_before_first if self._first is not None else self._state.cursor
 
     def __iter__(self) -> Self:
         return self
@@ -317,6 +320,7 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
             expired.set()
             self.close()
 
+        self._cursor_before_first = self._state.cursor
         guard = threading.Timer(timeout, expire) if timeout is not None else None
         if guard is not None:
             guard.start()
