@@ -160,6 +160,13 @@ func (c *Client) SweepOrphans(ctx context.Context, req *turnkeeperv1.SweepOrphan
 	return unary(c, ctx, c.stub.SweepOrphans, req, opts)
 }
 
+// ClassifyProviderError says whether a provider's error is a context-window overflow (spec
+// §10.4) and which phrase matched: the decision that starts reactive recovery
+// (PrepareModelCallRequest.OverflowRecovery).
+func (c *Client) ClassifyProviderError(ctx context.Context, req *turnkeeperv1.ClassifyProviderErrorRequest, opts ...grpc.CallOption) (*turnkeeperv1.ClassifyProviderErrorResponse, error) {
+	return unary(c, ctx, c.stub.ClassifyProviderError, req, opts)
+}
+
 // CapToolResults applies the max_tool_result_chars cap to tool results being recorded.
 func (c *Client) CapToolResults(ctx context.Context, req *turnkeeperv1.CapToolResultsRequest, opts ...grpc.CallOption) (*turnkeeperv1.CapToolResultsResponse, error) {
 	return unary(c, ctx, c.stub.CapToolResults, req, opts)

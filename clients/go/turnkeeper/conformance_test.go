@@ -60,13 +60,14 @@ func unaryRPC[Req, Resp proto.Message](method func(*turnkeeper.Client, context.C
 }
 
 var unaryRPCs = map[string]rpc{
-	"EstimateTokens":   unaryRPC((*turnkeeper.Client).EstimateTokens),
-	"ResolveBudget":    unaryRPC((*turnkeeper.Client).ResolveBudget),
-	"TrimHistory":      unaryRPC((*turnkeeper.Client).TrimHistory),
-	"PrepareModelCall": unaryRPC((*turnkeeper.Client).PrepareModelCall),
-	"CheckCapacity":    unaryRPC((*turnkeeper.Client).CheckCapacity),
-	"SweepOrphans":     unaryRPC((*turnkeeper.Client).SweepOrphans),
-	"CapToolResults":   unaryRPC((*turnkeeper.Client).CapToolResults),
+	"EstimateTokens":        unaryRPC((*turnkeeper.Client).EstimateTokens),
+	"ResolveBudget":         unaryRPC((*turnkeeper.Client).ResolveBudget),
+	"TrimHistory":           unaryRPC((*turnkeeper.Client).TrimHistory),
+	"PrepareModelCall":      unaryRPC((*turnkeeper.Client).PrepareModelCall),
+	"CheckCapacity":         unaryRPC((*turnkeeper.Client).CheckCapacity),
+	"SweepOrphans":          unaryRPC((*turnkeeper.Client).SweepOrphans),
+	"CapToolResults":        unaryRPC((*turnkeeper.Client).CapToolResults),
+	"ClassifyProviderError": unaryRPC((*turnkeeper.Client).ClassifyProviderError),
 }
 
 // TestWrapperCoversEveryUnaryRPC fails when the contract gains a unary RPC the wrapper lacks.

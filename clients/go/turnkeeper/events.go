@@ -213,6 +213,9 @@ func (s *Subscription) closeStream() {
 func (s *Subscription) remember(item *turnkeeperv1.TrimEventsResponse) {
 	cursor := item.GetEvent().GetCursor()
 	if cursor == "" {
+		cursor = item.GetMeterUpdate().GetCursor()
+	}
+	if cursor == "" {
 		// A heartbeat names the stream's resume position; it is empty only while a Redis
 		// stream holds no entry at all, and then the current cursor stays.
 		cursor = item.GetHeartbeat().GetCursor()

@@ -19,9 +19,10 @@ use crate::events::{ReconnectPolicy, TrimEventStream};
 use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::{
     CapToolResultsRequest, CapToolResultsResponse, CheckCapacityRequest, CheckCapacityResponse,
-    EstimateTokensRequest, EstimateTokensResponse, PrepareModelCallRequest,
-    PrepareModelCallResponse, ResolveBudgetRequest, ResolveBudgetResponse, SweepOrphansRequest,
-    SweepOrphansResponse, TrimEventsRequest, TrimHistoryRequest, TrimHistoryResponse,
+    ClassifyProviderErrorRequest, ClassifyProviderErrorResponse, EstimateTokensRequest,
+    EstimateTokensResponse, PrepareModelCallRequest, PrepareModelCallResponse,
+    ResolveBudgetRequest, ResolveBudgetResponse, SweepOrphansRequest, SweepOrphansResponse,
+    TrimEventsRequest, TrimHistoryRequest, TrimHistoryResponse,
 };
 
 /// The server accepts messages up to 64 MiB; the client matches so large histories round-trip.
@@ -443,6 +444,11 @@ impl Client {
     unary! {
         /// Applies the `max_tool_result_chars` cap to tool results being recorded.
         cap_tool_results(CapToolResultsRequest) -> CapToolResultsResponse
+    }
+    unary! {
+        /// Says whether a provider error is a context-window overflow (spec §10.4) and which
+        /// phrase matched: the decision that starts reactive recovery (`overflow_recovery`).
+        classify_provider_error(ClassifyProviderErrorRequest) -> ClassifyProviderErrorResponse
     }
 
     /// Subscribes to the `TrimEvents` feed with the default [`ReconnectPolicy`].

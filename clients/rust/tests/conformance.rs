@@ -16,6 +16,8 @@ use serde_json::Value;
 use turnkeeper_client::pb::CapacityReport;
 use turnkeeper_client::{Client, Code, FILE_DESCRIPTOR_SET};
 
+const UNKNOWN_RPC: &str = "unknown rpc";
+
 struct Runner {
     client: Client,
     pool: DescriptorPool,
@@ -170,7 +172,11 @@ impl Runner {
             "CheckCapacity" => self.check(vector, |r| client.check_capacity(r)).await,
             "SweepOrphans" => self.check(vector, |r| client.sweep_orphans(r)).await,
             "CapToolResults" => self.check(vector, |r| client.cap_tool_results(r)).await,
-            other => Err(format!("unknown rpc {other:?}")),
+            "ClassifyProviderError" => {
+                self.check(vector, |r| client.classify_provider_error(r))
+                    .await
+            }
+            other => Err(format!("{UNKNOWN_RPC} {other:?}")),
         }
     }
 }
@@ -243,6 +249,34 @@ async fn run_all(client: Client, transport: &str) {
         files.len(),
         failures.join("\n")
     );
+}
+
+/// Fails when the contract gains a unary RPC the runner (and so possibly the client) lacks.
+#[tokio::test]
+async fn the_runner_covers_every_unary_rpc() {
+    let runner = Runner {
+        client: common::tcp_client().await,
+        pool: DescriptorPool::decode(FILE_DESCRIPTOR_SET)
+            .expect("the committed descriptor set decodes"),
+    };
+    let service = runner
+        .pool
+        .get_service_by_name("turnkeeper.v1.HistoryService")
+        .expect("HistoryService is in the descriptor set");
+    for method in service.methods() {
+        if method.is_server_streaming() || method.is_client_streaming() {
+            continue;
+        }
+        // An empty request and no expectation: only the dispatch matters here.
+        let probe = serde_json::json!({"rpc": method.name(), "request": {}, "expect": {}});
+        if let Err(problem) = runner.run(&probe).await {
+            assert!(
+                !problem.starts_with(UNKNOWN_RPC),
+                "no runner entry for {}",
+                method.name()
+            );
+        }
+    }
 }
 
 #[tokio::test]

@@ -11,6 +11,8 @@ import {
   type CapToolResultsResponse,
   type CheckCapacityRequestSchema,
   type CheckCapacityResponse,
+  type ClassifyProviderErrorRequestSchema,
+  type ClassifyProviderErrorResponse,
   type EstimateTokensRequestSchema,
   type EstimateTokensResponse,
   type PrepareModelCallRequestSchema,
@@ -129,6 +131,17 @@ export class TurnkeeperClient {
   /** Removes tool results without a call and tool calls without a result. */
   sweepOrphans(request: MessageInitShape<typeof SweepOrphansRequestSchema>, options?: CallOptions): Promise<SweepOrphansResponse> {
     return this.unary(options, (o) => this.raw.sweepOrphans(request, o));
+  }
+
+  /**
+   * Says whether a provider's error is a context-window overflow (spec §10.4) and which phrase
+   * matched: the decision that starts reactive recovery (`prepareModelCall` with `overflowRecovery`).
+   */
+  classifyProviderError(
+    request: MessageInitShape<typeof ClassifyProviderErrorRequestSchema>,
+    options?: CallOptions,
+  ): Promise<ClassifyProviderErrorResponse> {
+    return this.unary(options, (o) => this.raw.classifyProviderError(request, o));
   }
 
   /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */

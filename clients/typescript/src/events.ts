@@ -232,7 +232,7 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
 
   private remember(response: TrimEventsResponse): void {
     const item = response.item;
-    if (item.case === "event" && item.value.cursor !== "") this.lastCursor = item.value.cursor;
+    if ((item.case === "event" || item.case === "meterUpdate") && item.value.cursor !== "") this.lastCursor = item.value.cursor;
     // A heartbeat names the stream's resume position; it is empty only while a Redis stream holds
     // no entry at all: keep the current resume point then.
     if (item.case === "heartbeat" && item.value.cursor !== "") this.lastCursor = item.value.cursor;

@@ -11,6 +11,8 @@ import {
   CapToolResultsResponseSchema,
   CheckCapacityRequestSchema,
   CheckCapacityResponseSchema,
+  ClassifyProviderErrorRequestSchema,
+  ClassifyProviderErrorResponseSchema,
   ERROR_DOMAIN,
   EstimateTokensRequestSchema,
   EstimateTokensResponseSchema,
@@ -66,6 +68,9 @@ const rpcs: Record<string, Rpc> = {
   CheckCapacity: rpc(CheckCapacityRequestSchema, CheckCapacityResponseSchema, (c, r) => c.checkCapacity(r)),
   SweepOrphans: rpc(SweepOrphansRequestSchema, SweepOrphansResponseSchema, (c, r) => c.sweepOrphans(r)),
   CapToolResults: rpc(CapToolResultsRequestSchema, CapToolResultsResponseSchema, (c, r) => c.capToolResults(r)),
+  ClassifyProviderError: rpc(ClassifyProviderErrorRequestSchema, ClassifyProviderErrorResponseSchema, (c, r) =>
+    c.classifyProviderError(r),
+  ),
 };
 
 function loadVectors(dir: string): { file: string; vector: Vector }[] {

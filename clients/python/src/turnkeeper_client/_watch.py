@@ -48,9 +48,13 @@ def build_request(
     runtime_ids: Iterable[str],
     reasons: Iterable[trim_pb2.TrimReason.ValueType],
     heartbeat_interval: float | None,
+    include_meter_updates: bool,
 ) -> history_service_pb2.TrimEventsRequest:
     request = history_service_pb2.TrimEventsRequest(
-        session_ids=list(session_ids), runtime_ids=list(runtime_ids), reasons=list(reasons)
+        session_ids=list(session_ids),
+        runtime_ids=list(runtime_ids),
+        reasons=list(reasons),
+        include_meter_updates=include_meter_updates,
     )
     if heartbeat_interval is not None:
         request.heartbeat_interval.CopyFrom(_duration(heartbeat_interval))
@@ -79,8 +83,8 @@ def _duration(seconds: float) -> duration_pb2.Duration:
 class CursorState:
     """Remembers the last cursor seen so a new stream resumes right after it.
 
-    Event cursors and non-empty heartbeat cursors advance the position. A gap does not: its
-    `before_cursor` names the next event to be delivered, which must not be skipped.
+    Event and meter-update cursors and non-empty heartbeat cursors advance the position. A gap
+    does not: its `before_cursor` names the next event to be delivered, which must not be skipped.
     """
 
     def __init__(self, base: history_service_pb2.TrimEventsRequest, after_cursor: str) -> None:
@@ -97,8 +101,8 @@ class CursorState:
     def accept(self, item: history_service_pb2.TrimEventsResponse) -> bool:
         """Records the item's position; False for an event already delivered (a redelivery)."""
         kind = item.WhichOneof("item")
-        if kind == "event":
-            cursor = item.event.cursor
+        if kind in ("event", "meter_update"):
+            cursor = item.event.cursor if kind == "event" else item.meter_update.cursor
             if cursor in self._seen:
                 return False
             self._seen[cursor] = None

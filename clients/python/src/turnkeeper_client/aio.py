@@ -190,6 +190,17 @@ class AsyncTurnkeeperClient:
         """Removes tool results without a call and tool calls without a result."""
         return await self._call(self._stub.SweepOrphans, request, timeout, metadata)
 
+    async def classify_provider_error(
+        self,
+        request: svc.ClassifyProviderErrorRequest,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+    ) -> svc.ClassifyProviderErrorResponse:
+        """Says whether a provider error is a context-window overflow (spec §10.4) and which
+        phrase matched: the decision that starts reactive recovery (`overflow_recovery`)."""
+        return await self._call(self._stub.ClassifyProviderError, request, timeout, metadata)
+
     async def cap_tool_results(
         self,
         request: svc.CapToolResultsRequest,
@@ -208,20 +219,24 @@ class AsyncTurnkeeperClient:
         reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
         after_cursor: str = "",
         heartbeat_interval: float | None = None,
+        include_meter_updates: bool = False,
         backoff: Backoff | None = None,
         on_disconnect: DisconnectHook | None = None,
         metadata: Metadata | None = None,
     ) -> AsyncTrimWatch:
         """Subscribes to TrimEvents; the async iterator reconnects and resumes after disconnects.
 
-        Yields every `TrimEventsResponse` item (event, heartbeat, gap). `after_cursor` resumes an
-        earlier subscription (see `AsyncTrimWatch.cursor`); empty means a live tail from now.
+        Yields every `TrimEventsResponse` item (event, heartbeat, gap, and with
+        `include_meter_updates` a `meter_update` per successful PrepareModelCall, spec §10.5).
+        `after_cursor` resumes an earlier subscription (see `AsyncTrimWatch.cursor`); empty
+        means a live tail from now.
         """
         request = build_request(
             session_ids=session_ids,
             runtime_ids=runtime_ids,
             reasons=reasons,
             heartbeat_interval=heartbeat_interval,
+            include_meter_updates=include_meter_updates,
         )
         return AsyncTrimWatch(
             self._stub,
@@ -239,6 +254,7 @@ class AsyncTurnkeeperClient:
         reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
         after_cursor: str = "",
         heartbeat_interval: float | None = None,
+        include_meter_updates: bool = False,
         backoff: Backoff | None = None,
         on_disconnect: DisconnectHook | None = None,
         timeout: Timeout = DEFAULT,
@@ -258,6 +274,7 @@ class AsyncTurnkeeperClient:
             reasons=reasons,
             after_cursor=after_cursor,
             heartbeat_interval=heartbeat_interval,
+            include_meter_updates=include_meter_updates,
             backoff=backoff,
             on_disconnect=on_disconnect,
             metadata=metadata,

@@ -188,6 +188,17 @@ class TurnkeeperClient:
         """Removes tool results without a call and tool calls without a result."""
         return self._call(self._stub.SweepOrphans, request, timeout, metadata)
 
+    def classify_provider_error(
+        self,
+        request: svc.ClassifyProviderErrorRequest,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: Metadata | None = None,
+    ) -> svc.ClassifyProviderErrorResponse:
+        """Says whether a provider error is a context-window overflow (spec §10.4) and which
+        phrase matched: the decision that starts reactive recovery (`overflow_recovery`)."""
+        return self._call(self._stub.ClassifyProviderError, request, timeout, metadata)
+
     def cap_tool_results(
         self,
         request: svc.CapToolResultsRequest,
@@ -206,20 +217,24 @@ class TurnkeeperClient:
         reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
         after_cursor: str = "",
         heartbeat_interval: float | None = None,
+        include_meter_updates: bool = False,
         backoff: Backoff | None = None,
         on_disconnect: DisconnectHook | None = None,
         metadata: Metadata | None = None,
     ) -> TrimWatch:
         """Subscribes to TrimEvents; the iterator reconnects and resumes after disconnects.
 
-        Yields every `TrimEventsResponse` item (event, heartbeat, gap). `after_cursor` resumes an
-        earlier subscription (see `TrimWatch.cursor`); empty means a live tail from now.
+        Yields every `TrimEventsResponse` item (event, heartbeat, gap, and with
+        `include_meter_updates` a `meter_update` per successful PrepareModelCall, spec §10.5).
+        `after_cursor` resumes an earlier subscription (see `TrimWatch.cursor`); empty means a live
+        tail from now.
         """
         request = build_request(
             session_ids=session_ids,
             runtime_ids=runtime_ids,
             reasons=reasons,
             heartbeat_interval=heartbeat_interval,
+            include_meter_updates=include_meter_updates,
         )
         return TrimWatch(
             self._stub,
@@ -237,6 +252,7 @@ class TurnkeeperClient:
         reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
         after_cursor: str = "",
         heartbeat_interval: float | None = None,
+        include_meter_updates: bool = False,
         backoff: Backoff | None = None,
         on_disconnect: DisconnectHook | None = None,
         timeout: Timeout = DEFAULT,
@@ -256,6 +272,7 @@ class TurnkeeperClient:
             reasons=reasons,
             after_cursor=after_cursor,
             heartbeat_interval=heartbeat_interval,
+            include_meter_updates=include_meter_updates,
             backoff=backoff,
             on_disconnect=on_disconnect,
             metadata=metadata,
