@@ -189,6 +189,15 @@ impl Drop for Proxy {
     }
 }
 
+/// A parallel test keeps the server busy for seconds (100,000 rows to price), so an answer may
+/// take longer than the default stall timeout of three 1 s heartbeat intervals.
+fn patient() -> ReconnectPolicy {
+    ReconnectPolicy {
+        stall_timeout: Some(Duration::from_secs(15)),
+        ..Default::default()
+    }
+}
+
 /// docs/events.md: `trim_events` returns only once the server has answered, i.e. registered,
 /// the subscription, so a trim made right after it, with no sleep in between, is delivered.
 #[tokio::test]
@@ -197,7 +206,7 @@ async fn subscribe_then_trim_at_once_never_misses_the_trim() {
     for round in 0..5 {
         let session = session_id("subscribe-then-trim");
         let mut events = client
-            .trim_events(subscription(&session))
+            .trim_events_with(subscription(&session), patient())
             .await
             .expect("subscribe");
         let trimmed = trim(&client, &session, &format!("round-{round}")).await;
@@ -224,7 +233,7 @@ async fn a_resumed_subscription_is_answered_by_the_owed_event() {
     let client = common::tcp_client().await;
     let session = session_id("answered-by-replay");
     let mut live = client
-        .trim_events(subscription(&session))
+        .trim_events_with(subscription(&session), patient())
         .await
         .expect("subscribe");
     assert!(matches!(
@@ -235,10 +244,13 @@ async fn a_resumed_subscription_is_answered_by_the_owed_event() {
     drop(live);
     let owed = trim(&client, &session, "owed").await;
     let mut resumed = client
-        .trim_events(TrimEventsRequest {
-            after_cursor: cursor.clone(),
-            ..subscription(&session)
-        })
+        .trim_events_with(
+            TrimEventsRequest {
+                after_cursor: cursor.clone(),
+                ..subscription(&session)
+            },
+            patient(),
+        )
         .await
         .expect("resubscribe");
     // Held, not yet handed out: the cursor still names the resume point.
