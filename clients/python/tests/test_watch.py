@@ -96,12 +96,14 @@ def _events_until_idle(watch: TrimWatch, beats: int = 2) -> list[svc.TrimEventsR
     return events
 
 
-def test_subscribe_trims_then_trim_at_once_never_misses_the_trim(client: TurnkeeperClient) -> None:
-    """docs/events.md: the server answers a subscription once it is registered; subscribe_trims
+def test_wait_subscribed_then_trim_at_once_never_misses_the_trim(client: TurnkeeperClient) -> None:
+    """docs/events.md: the server answers a subscription once it is registered; wait_subscribed
     returns only after that answer, so a trim made right after it (no sleep) is delivered."""
     for _ in range(5):
         session = uuid.uuid4().hex
-        with client.subscribe_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
+        with client.watch_trims(
+            session_ids=[session], heartbeat_interval=1.0
+        ).wait_subscribed() as watch:
             trimmed = client.trim_history(budget_trim(session))
             # The held answer's cursor counts only once it is handed out.
             assert watch.cursor == ""
@@ -112,14 +114,16 @@ def test_subscribe_trims_then_trim_at_once_never_misses_the_trim(client: Turnkee
         assert [e.event.trimmed for e in events] == [trimmed.history_trimmed]
 
 
-async def test_async_subscribe_trims_then_trim_at_once_never_misses_the_trim(
+async def test_async_wait_subscribed_then_trim_at_once_never_misses_the_trim(
     aclient: AsyncTurnkeeperClient,
 ) -> None:
-    """docs/events.md: the async subscribe_trims returns once the server registered the
+    """docs/events.md: the async wait_subscribed returns once the server registered the
     subscription; a trim right after it (no sleep) is delivered."""
     for _ in range(5):
         session = uuid.uuid4().hex
-        watch = await aclient.subscribe_trims(session_ids=[session], heartbeat_interval=1.0)
+        watch = await aclient.watch_trims(
+            session_ids=[session], heartbeat_interval=1.0
+        ).wait_subscribed()
         async with watch:
             trimmed = await aclient.trim_history(budget_trim(session))
             assert _kind(await asyncio.wait_for(anext(watch), 5)) == "heartbeat"
@@ -128,16 +132,18 @@ async def test_async_subscribe_trims_then_trim_at_once_never_misses_the_trim(
             assert item.event.trimmed == trimmed.history_trimmed
 
 
-def test_subscribe_trims_resuming_yields_the_owed_event_first(client: TurnkeeperClient) -> None:
+def test_wait_subscribed_resuming_yields_the_owed_event_first(client: TurnkeeperClient) -> None:
     """A resumed subscription is answered by its replay: the owed event is the first item."""
     session = uuid.uuid4().hex
-    with client.subscribe_trims(session_ids=[session], heartbeat_interval=1.0) as watch:
+    with client.watch_trims(
+        session_ids=[session], heartbeat_interval=1.0
+    ).wait_subscribed() as watch:
         assert _kind(next(watch)) == "heartbeat"
         cursor = watch.cursor
     owed = client.trim_history(budget_trim(session))
-    with client.subscribe_trims(
+    with client.watch_trims(
         session_ids=[session], after_cursor=cursor, heartbeat_interval=1.0
-    ) as resumed:
+    ).wait_subscribed() as resumed:
         # Persisting the cursor now must not skip the held event.
         assert resumed.cursor == cursor
         first = next(resumed)
@@ -146,7 +152,7 @@ def test_subscribe_trims_resuming_yields_the_owed_event_first(client: Turnkeeper
         assert resumed.cursor == first.event.cursor
 
 
-def test_subscribe_trims_times_out_when_the_server_never_answers(endpoints: Endpoints) -> None:
+def test_wait_subscribed_times_out_when_the_server_never_answers(endpoints: Endpoints) -> None:
     with (
         CuttableProxy(endpoints.address) as proxy,
         TurnkeeperClient.connect(proxy.address) as via_proxy,
@@ -154,25 +160,25 @@ def test_subscribe_trims_times_out_when_the_server_never_answers(endpoints: Endp
         proxy.cut()
         began = time.monotonic()
         with pytest.raises(TurnkeeperError) as caught:
-            via_proxy.subscribe_trims(backoff=FAST, timeout=0.5)
+            via_proxy.watch_trims(backoff=FAST).wait_subscribed(timeout=0.5)
         assert time.monotonic() - began < 5
     assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-async def test_async_subscribe_trims_times_out_when_the_server_never_answers(
+async def test_async_wait_subscribed_times_out_when_the_server_never_answers(
     endpoints: Endpoints,
 ) -> None:
     with CuttableProxy(endpoints.address) as proxy:
         proxy.cut()
         async with AsyncTurnkeeperClient.connect(proxy.address) as via_proxy:
             with pytest.raises(TurnkeeperError) as caught:
-                await via_proxy.subscribe_trims(backoff=FAST, timeout=0.5)
+                await via_proxy.watch_trims(backoff=FAST).wait_subscribed(timeout=0.5)
     assert caught.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-def test_subscribe_trims_raises_the_subscription_error(client: TurnkeeperClient) -> None:
+def test_wait_subscribed_raises_the_subscription_error(client: TurnkeeperClient) -> None:
     with pytest.raises(TurnkeeperError) as caught:
-        client.subscribe_trims(after_cursor="not-a-cursor")
+        client.watch_trims(after_cursor="not-a-cursor").wait_subscribed()
     assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.fields == {"after_cursor"}
 

@@ -485,14 +485,7 @@ async fn unreadable_cursor_is_a_decoded_error_not_a_retry() {
         .expect_err("the cursor is unreadable");
     assert_eq!(error.code(), Some(Code::InvalidArgument));
     assert_eq!(error.reason(), Some(pb::ErrorReason::InvalidSubscription));
-    let fields: Vec<&str> = error
-        .rpc()
-        .unwrap()
-        .field_violations()
-        .iter()
-        .map(|v| v.field.as_str())
-        .collect();
-    assert_eq!(fields, ["after_cursor"]);
+    assert_eq!(common::violated_fields(&error), ["after_cursor"]);
 }
 
 #[tokio::test]

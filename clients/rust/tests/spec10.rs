@@ -43,12 +43,5 @@ async fn classify_provider_error_names_the_matched_phrase() {
         .expect_err("700 is no HTTP status");
     assert_eq!(error.code(), Some(Code::InvalidArgument));
     assert_eq!(error.reason(), Some(pb::ErrorReason::InvalidProviderError));
-    let fields: Vec<&str> = error
-        .rpc()
-        .unwrap()
-        .field_violations()
-        .iter()
-        .map(|v| v.field.as_str())
-        .collect();
-    assert_eq!(fields, ["http_status"]);
+    assert_eq!(common::violated_fields(&error), ["http_status"]);
 }

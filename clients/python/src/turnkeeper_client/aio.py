@@ -244,43 +244,8 @@ class AsyncTurnkeeperClient:
             backoff or Backoff(),
             on_disconnect,
             (*self._metadata, *(metadata or ())),
+            self._timeout,
         )
-
-    async def subscribe_trims(
-        self,
-        *,
-        session_ids: Iterable[str] = (),
-        runtime_ids: Iterable[str] = (),
-        reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
-        after_cursor: str = "",
-        heartbeat_interval: float | None = None,
-        include_meter_updates: bool = False,
-        backoff: Backoff | None = None,
-        on_disconnect: DisconnectHook | None = None,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> AsyncTrimWatch:
-        """Like `watch_trims`, but returns only once the server has registered the subscription.
-
-        The server answers a new subscription at once (a heartbeat, or the first replayed item
-        when resuming), so a trim made after this returns is always delivered. That first item
-        is yielded first. Raises `TurnkeeperError` (DEADLINE_EXCEEDED) when it does not arrive
-        within `timeout` (default: the client's deadline; `None` waits indefinitely), or the
-        subscription's own error when it gives up before (see `watch_trims`).
-        """
-        watch = self.watch_trims(
-            session_ids=session_ids,
-            runtime_ids=runtime_ids,
-            reasons=reasons,
-            after_cursor=after_cursor,
-            heartbeat_interval=heartbeat_interval,
-            include_meter_updates=include_meter_updates,
-            backoff=backoff,
-            on_disconnect=on_disconnect,
-            metadata=metadata,
-        )
-        await watch.wait_subscribed(resolve_timeout(timeout, self._timeout))
-        return watch
 
 
 class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
@@ -298,6 +263,7 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         backoff: Backoff,
         on_disconnect: DisconnectHook | None,
         metadata: MetadataTuple,
+        default_timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         # The stub was built on an aio channel; its TrimEvents returns a grpc.aio call.
         self._stub: svc_grpc.HistoryServiceAsyncStub = stub  # type: ignore[assignment]
@@ -305,6 +271,7 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         self._backoff = backoff
         self._on_disconnect = on_disconnect
         self._metadata = metadata
+        self._default_timeout = default_timeout
         self._closed = asyncio.Event()
         self._call: grpc.aio.UnaryStreamCall[svc.TrimEventsRequest, svc.TrimEventsResponse] | None
         self._call = None
@@ -328,20 +295,28 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
             return first
         return await self._items.__anext__()
 
-    async def wait_subscribed(self, timeout: float | None) -> None:
-        """Waits until the server has answered the subscription (its first item, kept for the
-        next `anext()`), so a trim made afterwards is delivered. On timeout the watch is closed
-        and `TurnkeeperError` (DEADLINE_EXCEEDED) raised."""
+    async def wait_subscribed(self, timeout: Timeout = DEFAULT) -> Self:
+        """Waits until the server has answered the subscription: its first heartbeat (or, when
+        resuming, its first replayed item), sent once the subscription is registered. A trim
+        made after this returns is therefore delivered; without it the stream opens only on the
+        first `anext()`. The answering item is kept for that `anext()`; its cursor counts once
+        it is handed out. Reconnects per the backoff while waiting. On timeout (default: the
+        client's deadline; `None` waits indefinitely) the watch is closed and `TurnkeeperError`
+        DEADLINE_EXCEEDED raised; a subscription that gives up first raises its own error.
+        Returns the watch: `watch = await aclient.watch_trims(...).wait_subscribed()`.
+        """
         if self._first is not None:
-            return
+            return self
+        limit = resolve_timeout(timeout, self._default_timeout)
         self._cursor_before_first = self._state.cursor
         try:
-            self._first = await asyncio.wait_for(anext(self._items), timeout)
+            self._first = await asyncio.wait_for(anext(self._items), limit)
         except TimeoutError:
             await self.aclose()
-            raise not_subscribed(timeout, expired=True) from None
+            raise not_subscribed(limit, expired=True) from None
         except StopAsyncIteration:
-            raise not_subscribed(timeout, expired=False) from None
+            raise not_subscribed(limit, expired=False) from None
+        return self
 
     async def aclose(self) -> None:
         """Ends the subscription and releases its stream."""

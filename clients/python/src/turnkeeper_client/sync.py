@@ -242,43 +242,8 @@ class TurnkeeperClient:
             backoff or Backoff(),
             on_disconnect,
             (*self._metadata, *(metadata or ())),
+            self._timeout,
         )
-
-    def subscribe_trims(
-        self,
-        *,
-        session_ids: Iterable[str] = (),
-        runtime_ids: Iterable[str] = (),
-        reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
-        after_cursor: str = "",
-        heartbeat_interval: float | None = None,
-        include_meter_updates: bool = False,
-        backoff: Backoff | None = None,
-        on_disconnect: DisconnectHook | None = None,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> TrimWatch:
-        """Like `watch_trims`, but returns only once the server has registered the subscription.
-
-        The server answers a new subscription at once (a heartbeat, or the first replayed item
-        when resuming), so a trim made after this returns is always delivered. That first item
-        is yielded first. Raises `TurnkeeperError` (DEADLINE_EXCEEDED) when it does not arrive
-        within `timeout` (default: the client's deadline; `None` waits indefinitely), or the
-        subscription's own error when it gives up before (see `watch_trims`).
-        """
-        watch = self.watch_trims(
-            session_ids=session_ids,
-            runtime_ids=runtime_ids,
-            reasons=reasons,
-            after_cursor=after_cursor,
-            heartbeat_interval=heartbeat_interval,
-            include_meter_updates=include_meter_updates,
-            backoff=backoff,
-            on_disconnect=on_disconnect,
-            metadata=metadata,
-        )
-        watch.wait_subscribed(resolve_timeout(timeout, self._timeout))
-        return watch
 
 
 class TrimWatch(Iterator[svc.TrimEventsResponse]):
@@ -296,12 +261,14 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         backoff: Backoff,
         on_disconnect: DisconnectHook | None,
         metadata: MetadataTuple,
+        default_timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self._stub = stub
         self._state = state
         self._backoff = backoff
         self._on_disconnect = on_disconnect
         self._metadata = metadata
+        self._default_timeout = default_timeout
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._call: grpc.Call | None = None
@@ -325,12 +292,19 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
             return first
         return next(self._items)
 
-    def wait_subscribed(self, timeout: float | None) -> None:
-        """Blocks until the server has answered the subscription (its first item, kept for the
-        next `next()`), so a trim made afterwards is delivered. On timeout the watch is closed
-        and `TurnkeeperError` (DEADLINE_EXCEEDED) raised."""
+    def wait_subscribed(self, timeout: Timeout = DEFAULT) -> Self:
+        """Blocks until the server has answered the subscription: its first heartbeat (or, when
+        resuming, its first replayed item), sent once the subscription is registered. A trim
+        made after this returns is therefore delivered; without it the stream opens only on the
+        first `next()`. The answering item is kept for that `next()`; its cursor counts once it
+        is handed out. Reconnects per the backoff while waiting. On timeout (default: the
+        client's deadline; `None` waits indefinitely) the watch is closed and `TurnkeeperError`
+        DEADLINE_EXCEEDED raised; a subscription that gives up first raises its own error.
+        Returns the watch: `with client.watch_trims(...).wait_subscribed() as watch:`.
+        """
         if self._first is not None:
-            return
+            return self
+        limit = resolve_timeout(timeout, self._default_timeout)
         expired = threading.Event()
 
         def expire() -> None:
@@ -338,7 +312,7 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
             self.close()
 
         self._cursor_before_first = self._state.cursor
-        guard = threading.Timer(timeout, expire) if timeout is not None else None
+        guard = threading.Timer(limit, expire) if limit is not None else None
         if guard is not None:
             guard.start()
         try:
@@ -348,8 +322,9 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
                 guard.cancel()
         if first is None or expired.is_set():
             self.close()
-            raise not_subscribed(timeout, expired=expired.is_set())
+            raise not_subscribed(limit, expired=expired.is_set())
         self._first = first
+        return self
 
     def close(self) -> None:
         """Ends the subscription; a blocked `next()` returns (StopIteration) promptly."""

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use turnkeeper_client::{Client, ConnectOptions};
+use turnkeeper_client::{Client, ConnectOptions, Error};
 
 fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
@@ -45,4 +45,14 @@ pub(crate) async fn unix_client() -> Client {
         .connect_unix(unix_path())
         .await
         .expect("connect over the Unix socket")
+}
+
+/// The fields an error's `BadRequest` names, in server order (empty for other errors).
+pub(crate) fn violated_fields(error: &Error) -> Vec<&str> {
+    error.rpc().map_or_else(Vec::new, |rpc| {
+        rpc.field_violations()
+            .iter()
+            .map(|v| v.field.as_str())
+            .collect()
+    })
 }
