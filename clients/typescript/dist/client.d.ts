@@ -1,7 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
 import { TrimEventSubscription, type WatchOptions } from "./events.js";
-import { HistoryService, type CapToolResultsRequestSchema, type CapToolResultsResponse, type CheckCapacityRequestSchema, type CheckCapacityResponse, type EstimateTokensRequestSchema, type EstimateTokensResponse, type PrepareModelCallRequestSchema, type PrepareModelCallResponse, type ResolveBudgetRequestSchema, type ResolveBudgetResponse, type SweepOrphansRequestSchema, type SweepOrphansResponse, type TrimEventsRequestSchema, type TrimHistoryRequestSchema, type TrimHistoryResponse } from "./gen/turnkeeper/v1/history_service_pb.js";
+import { HistoryService, type CapToolResultsRequestSchema, type CapToolResultsResponse, type CheckCapacityRequestSchema, type CheckCapacityResponse, type ClassifyProviderErrorRequestSchema, type ClassifyProviderErrorResponse, type EstimateTokensRequestSchema, type EstimateTokensResponse, type PrepareModelCallRequestSchema, type PrepareModelCallResponse, type ResolveBudgetRequestSchema, type ResolveBudgetResponse, type SweepOrphansRequestSchema, type SweepOrphansResponse, type TrimEventsRequestSchema, type TrimHistoryRequestSchema, type TrimHistoryResponse } from "./gen/turnkeeper/v1/history_service_pb.js";
 /** The server's message-size limit (64 MiB), used for both directions by default. */
 export declare const DEFAULT_MAX_MESSAGE_BYTES: number;
 /** The default deadline of a unary call. Every RPC is pure computation, so this is generous. */
@@ -65,6 +65,11 @@ export declare class TurnkeeperClient {
     checkCapacity(request: MessageInitShape<typeof CheckCapacityRequestSchema>, options?: CallOptions): Promise<CheckCapacityResponse>;
     /** Removes tool results without a call and tool calls without a result. */
     sweepOrphans(request: MessageInitShape<typeof SweepOrphansRequestSchema>, options?: CallOptions): Promise<SweepOrphansResponse>;
+    /**
+     * Says whether a provider's error is a context-window overflow (spec §10.4) and which phrase
+     * matched: the decision that starts reactive recovery (`prepareModelCall` with `overflowRecovery`).
+     */
+    classifyProviderError(request: MessageInitShape<typeof ClassifyProviderErrorRequestSchema>, options?: CallOptions): Promise<ClassifyProviderErrorResponse>;
     /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
     capToolResults(request: MessageInitShape<typeof CapToolResultsRequestSchema>, options?: CallOptions): Promise<CapToolResultsResponse>;
     /**
@@ -72,9 +77,22 @@ export declare class TurnkeeperClient {
      * stream breaks (UNAVAILABLE, a clean end, or silence past the heartbeat watchdog), reconnects
      * with backoff and resumes after that cursor, so each event is delivered once.
      *
-     * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
+     * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription. The stream
+     * opens when iteration starts; {@link subscribeTrimEvents} also waits until the server has
+     * registered it.
      */
     watchTrimEvents(request?: MessageInitShape<typeof TrimEventsRequestSchema>, options?: WatchOptions): TrimEventSubscription;
+    /**
+     * {@link watchTrimEvents}, resolving only once the server has answered the subscription (its first
+     * heartbeat, or the first replayed item when resuming): a trim made after it resolves is always
+     * delivered, so subscribe-then-trim needs no sleep. The answering item is still the first one
+     * iterated. The wait, reconnects included, is bounded by `timeoutMs` (default: the client's
+     * deadline; <= 0 waits as long as the subscription retries); on failure the subscription is closed
+     * and the promise rejects with a {@link TurnkeeperError} (DEADLINE_EXCEEDED on timeout).
+     */
+    subscribeTrimEvents(request?: MessageInitShape<typeof TrimEventsRequestSchema>, options?: WatchOptions & {
+        readonly timeoutMs?: number;
+    }): Promise<TrimEventSubscription>;
     /**
      * Closes the connection, ending open calls and subscriptions. The client stays usable: a later
      * call opens a new connection.

@@ -72,6 +72,13 @@ export class TurnkeeperClient {
     sweepOrphans(request, options) {
         return this.unary(options, (o) => this.raw.sweepOrphans(request, o));
     }
+    /**
+     * Says whether a provider's error is a context-window overflow (spec §10.4) and which phrase
+     * matched: the decision that starts reactive recovery (`prepareModelCall` with `overflowRecovery`).
+     */
+    classifyProviderError(request, options) {
+        return this.unary(options, (o) => this.raw.classifyProviderError(request, o));
+    }
     /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
     capToolResults(request, options) {
         return this.unary(options, (o) => this.raw.capToolResults(request, o));
@@ -81,7 +88,9 @@ export class TurnkeeperClient {
      * stream breaks (UNAVAILABLE, a clean end, or silence past the heartbeat watchdog), reconnects
      * with backoff and resumes after that cursor, so each event is delivered once.
      *
-     * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription.
+     * `request.afterCursor` (or `options.afterCursor`) resumes an earlier subscription. The stream
+     * opens when iteration starts; {@link subscribeTrimEvents} also waits until the server has
+     * registered it.
      */
     watchTrimEvents(request = {}, options = {}) {
         return new TrimEventSubscription({
@@ -89,6 +98,19 @@ export class TurnkeeperClient {
             closed: this.closing.signal,
             resetConnection: (reason) => this.session.abort(reason),
         }, request, options);
+    }
+    /**
+     * {@link watchTrimEvents}, resolving only once the server has answered the subscription (its first
+     * heartbeat, or the first replayed item when resuming): a trim made after it resolves is always
+     * delivered, so subscribe-then-trim needs no sleep. The answering item is still the first one
+     * iterated. The wait, reconnects included, is bounded by `timeoutMs` (default: the client's
+     * deadline; <= 0 waits as long as the subscription retries); on failure the subscription is closed
+     * and the promise rejects with a {@link TurnkeeperError} (DEADLINE_EXCEEDED on timeout).
+     */
+    async subscribeTrimEvents(request = {}, options = {}) {
+        const subscription = this.watchTrimEvents(request, options);
+        await subscription.waitSubscribed(options.timeoutMs ?? this.timeoutMs);
+        return subscription;
     }
     /**
      * Closes the connection, ending open calls and subscriptions. The client stays usable: a later

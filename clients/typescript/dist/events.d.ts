@@ -68,6 +68,12 @@ export declare class TrimEventSubscription implements AsyncIterable<TrimEventsRe
     private readonly closer;
     private readonly idleTimeoutMs;
     private started;
+    private source;
+    /**
+     * The item that answered the subscription, held by {@link waitSubscribed} for the iteration. Its
+     * cursor counts once it is yielded, so a cursor persisted before cannot skip it.
+     */
+    private first;
     /** @internal Use {@link TurnkeeperClient.watchTrimEvents}. */
     constructor(host: SubscriptionHost, request: MessageInitShape<typeof TrimEventsRequestSchema>, options: WatchOptions);
     /** The last cursor seen (event or heartbeat); pass it as `afterCursor` to resume in a later subscription. */
@@ -75,6 +81,17 @@ export declare class TrimEventSubscription implements AsyncIterable<TrimEventsRe
     /** Ends the subscription; a pending `next()` resolves as done. */
     close(): void;
     [Symbol.asyncIterator](): AsyncIterator<TrimEventsResponse>;
+    /**
+     * Resolves once the server has answered the subscription (its first heartbeat, or the first
+     * replayed item when resuming), so a trim made afterwards is delivered; that item is still the
+     * first the iteration yields. Reconnects per the options while waiting. Rejects, closing the
+     * subscription, with DEADLINE_EXCEEDED when no answer came within `timeoutMs` (<= 0: no limit),
+     * with CANCELLED when it was closed first, or with the error the subscription gave up on.
+     */
+    waitSubscribed(timeoutMs: number): Promise<void>;
+    private items;
+    /** What the consumer sees: the held answer, then the stream; each item's cursor counts as it is yielded. */
+    private iterate;
     private run;
     private remember;
 }

@@ -29,6 +29,12 @@ export class TrimEventSubscription {
     closer = new AbortController();
     idleTimeoutMs;
     started = false;
+    source;
+    /**
+     * The item that answered the subscription, held by {@link waitSubscribed} for the iteration. Its
+     * cursor counts once it is yielded, so a cursor persisted before cannot skip it.
+     */
+    first;
     /** @internal Use {@link TurnkeeperClient.watchTrimEvents}. */
     constructor(host, request, options) {
         this.host = host;
@@ -54,7 +60,60 @@ export class TrimEventSubscription {
         if (this.started)
             throw new Error("turnkeeper: a TrimEventSubscription can be iterated only once");
         this.started = true;
-        return this.run();
+        return this.iterate();
+    }
+    /**
+     * Resolves once the server has answered the subscription (its first heartbeat, or the first
+     * replayed item when resuming), so a trim made afterwards is delivered; that item is still the
+     * first the iteration yields. Reconnects per the options while waiting. Rejects, closing the
+     * subscription, with DEADLINE_EXCEEDED when no answer came within `timeoutMs` (<= 0: no limit),
+     * with CANCELLED when it was closed first, or with the error the subscription gave up on.
+     */
+    async waitSubscribed(timeoutMs) {
+        if (this.first !== undefined)
+            return;
+        let expired = false;
+        const timer = timeoutMs > 0
+            ? setTimeout(() => {
+                expired = true;
+                this.close();
+            }, timeoutMs)
+            : undefined;
+        let result;
+        try {
+            result = await this.items().next();
+        }
+        catch (e) {
+            this.close();
+            throw e;
+        }
+        finally {
+            clearTimeout(timer);
+        }
+        if (expired) {
+            throw TurnkeeperError.from(new ConnectError(`the server did not answer the TrimEvents subscription within ${timeoutMs} ms`, Code.DeadlineExceeded));
+        }
+        if (result.done === true) {
+            throw TurnkeeperError.from(new ConnectError("the TrimEvents subscription was closed before the server answered it", Code.Canceled));
+        }
+        this.first = result.value;
+    }
+    items() {
+        this.source ??= this.run();
+        return this.source;
+    }
+    /** What the consumer sees: the held answer, then the stream; each item's cursor counts as it is yielded. */
+    async *iterate() {
+        const first = this.first;
+        this.first = undefined;
+        if (first !== undefined) {
+            this.remember(first);
+            yield first;
+        }
+        for await (const item of this.items()) {
+            this.remember(item);
+            yield item;
+        }
     }
     async *run() {
         let failures = 0;
@@ -79,7 +138,6 @@ export class TrimEventSubscription {
                 const stream = this.host.raw.trimEvents({ ...this.request, afterCursor: this.lastCursor }, { signal: attempt.signal, ...(this.options.headers ? { headers: this.options.headers } : {}) });
                 for await (const item of stream) {
                     failures = 0;
-                    this.remember(item);
                     // A slow consumer is not a stalled stream: the watchdog pauses while the item is handled.
                     clearTimeout(watchdog);
                     yield item;
@@ -121,7 +179,7 @@ export class TrimEventSubscription {
     }
     remember(response) {
         const item = response.item;
-        if (item.case === "event" && item.value.cursor !== "")
+        if ((item.case === "event" || item.case === "meterUpdate") && item.value.cursor !== "")
             this.lastCursor = item.value.cursor;
         // A heartbeat names the stream's resume position; it is empty only while a Redis stream holds
         // no entry at all: keep the current resume point then.
