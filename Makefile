@@ -19,7 +19,7 @@ help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
 	@echo "make test      install everything the tests need and run them all"
 	@echo "make generate  regenerate committed code from proto/"
-	@echo "make lint      buf lint/format, ruff, mypy --strict"
+	@echo "make lint      buf lint/format, ruff, mypy --strict, hadolint, Kubernetes schemas"
 	@echo "make bench     run the benchmarks"
 
 $(STAMP): pyproject.toml VERSION clients/python/pyproject.toml
@@ -80,6 +80,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check service tests bench examples scripts
 	$(BIN)/ruff format --check service tests bench examples scripts
 	$(BIN)/mypy service scripts
+	$(BIN)/hadolint Dockerfile
+	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w

@@ -1,0 +1,141 @@
+"""The deployment files: the image's command and the systemd unit's command really serve.
+
+There is no Docker daemon or systemd here, so each test reads the command and environment from
+the file and runs exactly that command (the console script from this checkout in place of the
+image's or unit's path; files the image COPYs at their repository paths), moving only the
+addresses to free loopback ports and the socket to a temp directory, through TURNKEEPER_*
+variables. The Dockerfile is linted by hadolint and the manifests validated against the
+Kubernetes schemas in `make lint`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER = REPO / ".venv" / "bin" / "turnkeeper-server"
+
+
+def final_stage(dockerfile: Path) -> list[str]:
+    """The instructions of the last stage, continuation lines joined."""
+    joined = dockerfile.read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in joined.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("#")]
+    last = max(i for i, line in enumerate(lines) if line.upper().startswith("FROM "))
+    return lines[last:]
+
+
+def instruction(stage: list[str], name: str) -> list[str]:
+    return [line[len(name) :].strip() for line in stage if line.upper().startswith(name + " ")]
+
+
+def image_command() -> tuple[list[str], dict[str, str]]:
+    stage = final_stage(REPO / "Dockerfile")
+    (entrypoint,) = instruction(stage, "ENTRYPOINT")
+    (cmd,) = instruction(stage, "CMD")
+    argv = json.loads(entrypoint) + json.loads(cmd)
+    copies = {}
+    for copy in instruction(stage, "COPY"):
+        parts = copy.split()
+        if not parts[0].startswith("--from"):
+            copies[parts[1]] = str(REPO / parts[0])
+    env: dict[str, str] = {}
+    for line in instruction(stage, "ENV"):
+        for pair in shlex.split(line):
+            key, _, value = pair.partition("=")
+            env[key] = value
+    return [copies.get(arg, arg) for arg in argv], env
+
+
+def unit_command() -> tuple[list[str], dict[str, str]]:
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    for line in (REPO / "deploy" / "systemd" / "turnkeeper.service").read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key == "ExecStart":
+            argv = shlex.split(value)
+        elif key == "Environment":
+            name, _, setting = value.partition("=")
+            env[name] = setting
+    return argv, env
+
+
+def serve_like(argv: list[str], env: dict[str, str], workdir: Path) -> None:
+    """Runs the command, checks gRPC health, the probes and the metrics, stops it with SIGTERM."""
+    assert Path(argv[0]).name == "turnkeeper-server", argv
+    ready = workdir / "ready.json"
+    sock = Path("/tmp") / f"tk-deploy-{os.getpid()}-{workdir.name[-8:]}.sock"
+    moved = {
+        "TURNKEEPER_LISTEN": "127.0.0.1:0",
+        "TURNKEEPER_HTTP": "127.0.0.1:0",
+        "TURNKEEPER_READY_FILE": str(ready),
+    }
+    if "TURNKEEPER_UNIX" in env:
+        moved["TURNKEEPER_UNIX"] = str(sock)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    log_path = workdir / "server.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [str(SERVER), *argv[1:]],
+            env={**clean, **env, **moved},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert process.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        with grpc.insecure_channel(info["tcp"][0]) as channel:
+            status = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service="turnkeeper.v1.HistoryService"), timeout=5
+            )
+        assert status.status == health_pb2.HealthCheckResponse.SERVING
+        if "TURNKEEPER_UNIX" in env:
+            assert info["unix"] == [str(sock)]
+            assert oct(sock.stat().st_mode & 0o777) == "0o" + env.get("TURNKEEPER_UNIX_MODE", "660")
+        for path in ("/healthz", "/readyz", "/metrics"):
+            with urllib.request.urlopen(f"http://{info['http']}{path}", timeout=5) as response:
+                assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+    text = log_path.read_text()
+    assert code == 0, text
+    if env.get("TURNKEEPER_LOG_FORMAT") == "json":
+        assert all(json.loads(line)["level"] for line in text.splitlines() if line.strip()), text
+
+
+def test_the_image_runs_the_console_script_with_its_config_file(tmp_path: Path) -> None:
+    argv, env = image_command()
+    assert argv[:2] == ["turnkeeper-server", "--config"]
+    assert Path(argv[2]) == REPO / "deploy" / "turnkeeper.toml"
+    serve_like(argv, env, tmp_path)
+
+
+def test_the_image_runs_as_a_non_root_user() -> None:
+    (user,) = instruction(final_stage(REPO / "Dockerfile"), "USER")
+    assert user.split(":")[0] not in ("0", "root")
+
+
+def test_the_systemd_unit_runs_the_console_script_with_its_socket_permissions(
+    tmp_path: Path,
+) -> None:
+    argv, env = unit_command()
+    assert argv == ["/usr/local/bin/turnkeeper-server"]
+    assert env["TURNKEEPER_UNIX"].startswith("/run/turnkeeper/")
+    assert env["TURNKEEPER_UNIX_MODE"] == "660"
+    serve_like(argv, env, tmp_path)
