@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -99,3 +102,30 @@ async def test_asyncio_client_with_mtls_and_a_token(secure: Secure) -> None:
 def test_tls_credentials_need_cert_and_key_together(secure: Secure) -> None:
     with pytest.raises(ValueError, match="together"):
         tls_credentials(ca=secure.ca, client_cert=secure.client_cert)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "TURNKEEPER_TOKEN"}
+    return subprocess.run(
+        [sys.executable, "-m", "turnkeeper_client", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+
+
+def test_the_cli_connects_with_tls_mtls_and_a_token(secure: Secure, tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    history.write_text('{"messages": [{"role": "user", "content": "hello"}]}')
+    tls = ["--address", secure.tls, "--tls-ca", secure.ca, "--token", secure.token]
+    result = run_cli("estimate", str(history), *tls)
+    assert result.returncode == 0, result.stderr
+    mtls = ["--address", secure.mtls, "--tls-ca", secure.ca, "--token", secure.token]
+    client = ["--tls-cert", secure.client_cert, "--tls-key", secure.client_key]
+    result = run_cli("estimate", str(history), *mtls, *client)
+    assert result.returncode == 0, result.stderr
+    refused = run_cli("estimate", str(history), "--address", secure.tls, "--tls-ca", secure.ca)
+    assert refused.returncode != 0
+    assert "UNAUTHENTICATED" in refused.stderr

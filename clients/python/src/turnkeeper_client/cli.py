@@ -21,7 +21,7 @@ from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 from . import _render
-from ._options import DEFAULT_TIMEOUT
+from ._options import DEFAULT_TIMEOUT, tls_credentials
 from ._watch import Backoff
 from .convert import (
     DEFAULT_BREADCRUMB,
@@ -68,6 +68,19 @@ def _parser() -> argparse.ArgumentParser:
         help="server host:port (default: $TURNKEEPER_ADDRESS or %(default)s)",
     )
     group.add_argument("--unix", metavar="PATH", help="connect to this Unix socket instead")
+    group.add_argument(
+        "--tls-ca", metavar="PATH", help="connect with TLS, trusting this PEM CA bundle"
+    )
+    group.add_argument(
+        "--tls", action="store_true", help="connect with TLS, trusting the system roots"
+    )
+    group.add_argument("--tls-cert", metavar="PATH", help="client certificate (PEM) for mTLS")
+    group.add_argument("--tls-key", metavar="PATH", help="private key (PEM) of --tls-cert")
+    group.add_argument(
+        "--token",
+        default=os.environ.get("TURNKEEPER_TOKEN") or None,
+        help="bearer token for a server with --auth-tokens (default: $TURNKEEPER_TOKEN)",
+    )
     group.add_argument(
         "--timeout",
         type=float,
@@ -253,9 +266,19 @@ def _load_profiles(args: argparse.Namespace, path: str | None) -> profile_pb2.Pr
 def _connect(args: argparse.Namespace) -> TurnkeeperClient:
     try:
         if args.unix:
-            return TurnkeeperClient.connect(unix_path=args.unix, timeout=args.timeout)
-        return TurnkeeperClient.connect(args.address, timeout=args.timeout)
-    except ValueError as error:
+            return TurnkeeperClient.connect(
+                unix_path=args.unix, timeout=args.timeout, token=args.token
+            )
+        secure = args.tls or args.tls_ca or args.tls_cert or args.tls_key
+        credentials = (
+            tls_credentials(args.tls_ca, client_cert=args.tls_cert, client_key=args.tls_key)
+            if secure
+            else None
+        )
+        return TurnkeeperClient.connect(
+            args.address, timeout=args.timeout, credentials=credentials, token=args.token
+        )
+    except (ValueError, OSError) as error:
         raise UsageError(str(error)) from error
 
 
