@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from typing import IO, Any
 
 import pytest
 from google.protobuf import json_format
-from turnkeeper.v1 import history_pb2, trim_pb2
+from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 from turnkeeper_client import TurnkeeperClient, from_anthropic, from_openai, to_anthropic
@@ -317,3 +318,193 @@ def test_watch_resumes_after_a_disconnect(
         assert " event token budget: dropped 2 rows (1 turn)" in second
         assert proc.wait(15) == 0
     assert "reconnecting in" in err.rest()
+
+
+def anthropic_request(history: history_pb2.History) -> dict[str, Any]:
+    """An Anthropic Messages request as a runtime stores it: model, max_tokens and tools too."""
+    return {
+        "model": "claude-test",
+        "max_tokens": 512,
+        "tools": [{"name": "lookup", "input_schema": {"type": "object", "properties": {}}}],
+        **to_anthropic(history),
+    }
+
+
+def test_trim_emit_anthropic_keeps_model_max_tokens_and_tools(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    request = anthropic_request(three_turns())
+    path = tmp_path / "anthropic.json"
+    path.write_text(json.dumps(request))
+    result = run(endpoints, "trim", str(path), "--budget", "120", "--emit", "anthropic")
+    assert result.returncode == 0, result.stderr
+    emitted = json.loads(result.stdout)
+    assert {k: emitted[k] for k in ("model", "max_tokens", "tools")} == {
+        k: request[k] for k in ("model", "max_tokens", "tools")
+    }
+    assert emitted["system"] == request["system"]
+    assert len(emitted["messages"]) < len(request["messages"])  # trimmed, and still a request
+    openai = {"model": "gpt-test", "tools": [{"type": "function"}], "messages": "replaced"}
+    openai["messages"] = to_openai(three_turns())
+    (tmp_path / "openai.json").write_text(json.dumps(openai))
+    result = run(
+        endpoints, "trim", str(tmp_path / "openai.json"), "--budget", "120", "--emit", "openai"
+    )
+    emitted = json.loads(result.stdout)
+    assert (emitted["model"], emitted["tools"]) == ("gpt-test", openai["tools"])
+
+
+def test_prepare_matches_the_client_and_emits_the_request(
+    endpoints: Endpoints, files: dict[str, Path], client: TurnkeeperClient, tmp_path: Path
+) -> None:
+    request = anthropic_request(three_turns())
+    path = tmp_path / "anthropic.json"
+    path.write_text(json.dumps(request))
+    profiles = profile_pb2.Profiles()
+    json_format.Parse(files["profiles"].read_text(), profiles)
+    expected = client.prepare_model_call(
+        svc.PrepareModelCallRequest(
+            history=from_anthropic(request),
+            profiles=profiles,
+            hook_texts=["hook"],
+            reserved_output_tokens=20,
+            caller=trim_pb2.CallerContext(session_id="cli-prepare"),
+        )
+    )
+    args = ["prepare", str(path), "--profiles", str(files["profiles"]), "--hook-text", "hook"]
+    args += ["--reserved-output", "20", "--session", "cli-prepare"]
+    as_json = run(endpoints, *args, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json_format.Parse(as_json.stdout, svc.PrepareModelCallResponse()) == expected
+    text = run(endpoints, *args)
+    assert text.stdout.startswith(f"prepared: tokens {expected.tokens_before} -> ")
+    assert "capacity: fits: total" in text.stdout and "trim: token budget: dropped" in text.stdout
+    emitted = json.loads(run(endpoints, *args, "--emit", "anthropic").stdout)
+    assert (emitted["model"], emitted["max_tokens"]) == ("claude-test", 512)
+    assert emitted["tools"] == request["tools"]
+    assert from_anthropic(emitted) == expected.history
+
+
+def test_prepare_that_cannot_fit_fails_with_the_capacity_report(
+    endpoints: Endpoints, files: dict[str, Path]
+) -> None:
+    result = run(
+        endpoints,
+        "prepare",
+        str(files["openai"]),
+        "--profiles",
+        str(files["profiles"]),
+        "--reserved-output",
+        "100000",
+    )
+    assert result.returncode == 1
+    assert "FAILED_PRECONDITION (ERROR_REASON_CONTEXT_WINDOW_EXCEEDED)" in result.stderr
+    assert "capacity report: total" in result.stderr
+
+
+def test_check_exits_3_when_the_request_does_not_fit(
+    endpoints: Endpoints, files: dict[str, Path], tmp_path: Path
+) -> None:
+    schema = tmp_path / "tool.json"
+    schema.write_text('{"name": "lookup", "parameters": {"type": "object"}}')
+    fits = run(
+        endpoints,
+        "check",
+        str(files["openai"]),
+        "--profiles",
+        str(files["profiles"]),
+        "--tool-schema",
+        str(schema),
+    )
+    assert fits.returncode == 0, fits.stderr
+    assert fits.stdout.startswith("fits: total ")
+    response = json_format.Parse(
+        run(
+            endpoints,
+            "check",
+            str(files["openai"]),
+            "--profiles",
+            str(files["profiles"]),
+            "--tool-schema",
+            str(schema),
+            "--json",
+        ).stdout,
+        svc.CheckCapacityResponse(),
+    )
+    assert response.report.tool_schema_tokens > 0 and response.report.fits
+    too_big = run(
+        endpoints,
+        "check",
+        str(files["openai"]),
+        "--profiles",
+        str(files["profiles"]),
+        "--reserved-output",
+        "100000",
+    )
+    assert too_big.returncode == 3
+    assert too_big.stdout.startswith("does not fit: total ")
+
+
+def test_sweep_removes_orphans_and_reports_them(endpoints: Endpoints, tmp_path: Path) -> None:
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "ghost", "content": "a result without its call"},
+        {"role": "assistant", "content": "hello"},
+    ]
+    path = tmp_path / "orphans.json"
+    path.write_text(json.dumps(messages))
+    text = run(endpoints, "sweep", str(path))
+    assert text.returncode == 0, text.stderr
+    assert "swept 1 orphan:" in text.stdout and "'ghost'" in text.stdout
+    emitted = json.loads(run(endpoints, "sweep", str(path), "--emit", "openai").stdout)
+    assert [m["role"] for m in emitted] == ["user", "assistant"]
+    clean = tmp_path / "clean.json"
+    clean.write_text(json.dumps([messages[0], messages[2]]))
+    assert "no orphans" in run(endpoints, "sweep", str(clean)).stdout
+
+
+def test_cap_matches_the_client(
+    endpoints: Endpoints, client: TurnkeeperClient, tmp_path: Path
+) -> None:
+    long = tmp_path / "long.txt"
+    long.write_text("x" * 300 + "[IMAGE:https://example.com/a.png]" + "y" * 300)
+    short = tmp_path / "short.txt"
+    short.write_text("fine")
+    expected = client.cap_tool_results(
+        svc.CapToolResultsRequest(
+            contents=[long.read_text(), short.read_text()], max_tool_result_chars=100
+        )
+    )
+    as_json = run(endpoints, "cap", str(long), str(short), "--max-chars", "100", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json_format.Parse(as_json.stdout, svc.CapToolResultsResponse()) == expected
+    text = run(endpoints, "cap", str(long), str(short), "--max-chars", "100").stdout
+    assert f"{long}: {expected.results[0].truncated_chars} chars cut" in text
+    assert f"{short}: unchanged" in text
+    assert run(endpoints, "cap", str(long), "--max-chars", "0").returncode == 2
+
+
+def test_classify_provider_errors(endpoints: Endpoints) -> None:
+    overflow = run(
+        endpoints,
+        "classify",
+        "prompt is too long: 250000 tokens > 200000 maximum",
+        "--http-status",
+        "400",
+    )
+    assert overflow.returncode == 0, overflow.stderr
+    assert overflow.stdout.startswith("context-window overflow (matched ")
+    other = run(endpoints, "classify", "-", "--json", stdin="rate limit exceeded, retry later")
+    assert other.returncode == 0, other.stderr
+    response = json_format.Parse(other.stdout, svc.ClassifyProviderErrorResponse())
+    assert not response.overflow
+    assert "not a context-window overflow" in run(endpoints, "classify", "rate limited").stdout
+
+
+def test_watch_prints_its_resume_cursor_on_sigterm(spawn: Any) -> None:
+    proc, out, err = spawn("watch", "--heartbeat", "1", "--session", uuid.uuid4().hex)
+    beat = re.search(r" heartbeat cursor=(\S+) ", out.next())
+    assert beat is not None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(15) == 128 + signal.SIGTERM
+    assert f"resume with --after {beat.group(1)}" in err.rest()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -34,6 +35,7 @@ def _enum(enum_name: str, prefix: str, value: int) -> str:
         "Role": history_pb2.Role,
         "GapCause": events_pb2.GapCause,
         "OrphanKind": trim_pb2.OrphanKind,
+        "PhraseSource": svc.PhraseSource,
     }[enum_name]
     try:
         name = descriptor.Name(value)  # type: ignore[arg-type]
@@ -200,12 +202,92 @@ def trim(response: svc.TrimHistoryResponse) -> str:
             f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
             f"max turns {res.max_history_turns}, route {_route(res.route)}"
         )
-    lines.append("history:")
-    for i, label in enumerate(row_labels(response.history)):
+    lines.extend(_history_lines(response.history))
+    return "\n".join(lines)
+
+
+def _history_lines(history: history_pb2.History) -> list[str]:
+    lines = ["history:"]
+    for i, label in enumerate(row_labels(history)):
         first, *rest = label.split("\n")
         lines.append(f"{i:>4}  {first}")
         lines.extend(f"      {more}" for more in rest)
+    return lines
+
+
+def _breakdown(report: trim_pb2.CapacityReport) -> str:
+    return (
+        f"messages {report.message_tokens}, images {report.image_tokens}, hooks "
+        f"{report.hook_tokens}, tool schemas {report.tool_schema_tokens}, reserved output "
+        f"{report.reserved_output_tokens}"
+    )
+
+
+def capacity_report(report: trim_pb2.CapacityReport) -> str:
+    verdict = "fits" if report.fits else "does not fit"
+    sign = "<=" if report.fits else ">"
+    return (
+        f"{verdict}: total {report.total_tokens} {sign} capacity "
+        f"{_capacity(report.capacity)} ({_breakdown(report)})"
+    )
+
+
+def orphan(removal: trim_pb2.OrphanRemoval) -> str:
+    kind = _enum("OrphanKind", "ORPHAN_KIND_", removal.kind)
+    what = "row removed" if removal.row_removed else "call removed from the row"
+    return f"{kind} at row {removal.message_index} (tool_call_id {removal.tool_call_id!r}): {what}"
+
+
+def prepare(response: svc.PrepareModelCallResponse) -> str:
+    res = response.resolution
+    lines = [
+        f"prepared: tokens {response.tokens_before} -> {response.capacity_report.total_tokens} "
+        f"with hooks, tools and reserved output; {_plural(len(response.trims), 'trim')}, "
+        f"{_plural(len(response.orphans_removed), 'orphan')} removed",
+        f"limits: budget {res.budget_tokens} "
+        f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
+        f"max turns {res.max_history_turns}, route {_route(res.route)}",
+        "capacity: " + capacity_report(response.capacity_report),
+    ]
+    lines.extend("orphan: " + orphan(removal) for removal in response.orphans_removed)
+    lines.extend("trim: " + history_trimmed(trimmed) for trimmed in response.trims)
+    lines.extend(_history_lines(response.history))
     return "\n".join(lines)
+
+
+def check(response: svc.CheckCapacityResponse) -> str:
+    lines = [capacity_report(response.report)]
+    if response.HasField("resolution"):
+        lines.append(f"route: {_route(response.resolution.route)}")
+    return "\n".join(lines)
+
+
+def sweep(response: svc.SweepOrphansResponse) -> str:
+    if not response.removals:
+        lines = ["no orphans: every tool result has its call and every call its result"]
+    else:
+        lines = [f"swept {_plural(len(response.removals), 'orphan')}:"]
+        lines.extend("  " + orphan(removal) for removal in response.removals)
+    lines.extend(_history_lines(response.history))
+    return "\n".join(lines)
+
+
+def cap(sources: Sequence[str], response: svc.CapToolResultsResponse) -> str:
+    lines = [f"max_tool_result_chars {response.max_tool_result_chars}"]
+    for source, result in zip(sources, response.results, strict=True):
+        if result.truncated_chars:
+            lines.append(f"{source}: {result.truncated_chars} chars cut")
+        else:
+            lines.append(f"{source}: unchanged")
+        lines.append(result.content)
+    return "\n".join(lines)
+
+
+def classification(response: svc.ClassifyProviderErrorResponse) -> str:
+    if not response.overflow:
+        return "not a context-window overflow"
+    source = _enum("PhraseSource", "PHRASE_SOURCE_", response.phrase_source)
+    return f"context-window overflow (matched {response.matched_phrase!r}, {source} phrase)"
 
 
 def _time(item: events_pb2.TrimEvent | events_pb2.Heartbeat) -> str:
@@ -244,9 +326,7 @@ def error_text(error: TurnkeeperError) -> str:
     if report is not None:
         lines.append(
             f"  capacity report: total {report.total_tokens} > {report.capacity.safety_tokens} "
-            f"(messages {report.message_tokens}, images {report.image_tokens}, hooks "
-            f"{report.hook_tokens}, tool schemas {report.tool_schema_tokens}, reserved output "
-            f"{report.reserved_output_tokens})"
+            f"({_breakdown(report)})"
         )
     return "\n".join(lines)
 

@@ -1,7 +1,7 @@
-"""`turnkeeper`: estimate, resolve and trim histories on disk; watch trim events.
+"""`turnkeeper`: every RPC of the contract on histories on disk; watch trim events.
 
 Exit codes: 0 success, 1 the server returned an error, 2 bad usage or unreadable input,
-130 interrupted.
+3 `check`: the request does not fit, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
@@ -26,6 +29,7 @@ from ._watch import Backoff
 from .convert import (
     DEFAULT_BREADCRUMB,
     ConversionError,
+    Format,
     detect_format,
     from_anthropic,
     from_openai,
@@ -57,6 +61,30 @@ _REASONS = {
 
 class UsageError(Exception):
     """Bad flags or unreadable input: exit code 2."""
+
+
+class TerminatedError(Exception):
+    """SIGTERM arrived: end like Ctrl-C (the watch still prints its resume cursor)."""
+
+
+EXIT_DOES_NOT_FIT = 3
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """An input file: its history, the format it was read as, and the JSON itself."""
+
+    history: history_pb2.History
+    format: Format
+    data: Any
+
+    def proto_request(self) -> dict[str, Any] | None:
+        """The whole request, when the file is a proto JSON request (an object with `history`)."""
+        if self.format == "proto" and isinstance(self.data, dict) and "history" in self.data:
+            return self.data
+        return None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -126,9 +154,40 @@ def _parser() -> argparse.ArgumentParser:
         help="set selection.session_switch",
     )
 
+    caller = argparse.ArgumentParser(add_help=False)
+    group = caller.add_argument_group("caller (copied into events)")
+    group.add_argument("--session", help="caller session id")
+    group.add_argument("--runtime", help="caller runtime id")
+    group.add_argument("--agent", help="caller agent id")
+    group.add_argument("--turn", help="caller turn id")
+
+    extras = argparse.ArgumentParser(add_help=False)
+    group = extras.add_argument_group("what else the provider request carries (pre-flight)")
+    group.add_argument(
+        "--hook-text", action="append", default=[], metavar="TEXT", help="hook text, repeatable"
+    )
+    group.add_argument(
+        "--tool-schema",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a tool's JSON schema, as sent to the provider, repeatable",
+    )
+    group.add_argument(
+        "--reserved-output", type=int, metavar="TOKENS", help="output tokens reserved for the reply"
+    )
+
+    emit = argparse.ArgumentParser(add_help=False)
+    emit.add_argument(
+        "--emit",
+        choices=("openai", "anthropic", "proto"),
+        help="print only the resulting history, in this format (JSON); a request read in the "
+        "same format keeps its other fields (model, max_tokens, tools, ...)",
+    )
+
     parser = argparse.ArgumentParser(
         prog="turnkeeper",
-        description="Estimate, resolve and trim LLM histories with a turnkeeper server.",
+        description="Estimate, resolve, trim and prepare LLM histories with a turnkeeper server.",
     )
     parser.add_argument(
         "--version", action="version", version=f"turnkeeper {metadata.version(DISTRIBUTION)}"
@@ -152,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
 
     trim = commands.add_parser(
         "trim",
-        parents=[connection, source, profiles],
+        parents=[connection, source, profiles, caller, emit],
         help="trim a history",
         description="Apply one trim. Limits come from --profiles (default profiles when no "
         "limit flag is given) or from --budget/--max-turns/--max-rows.",
@@ -162,22 +221,71 @@ def _parser() -> argparse.ArgumentParser:
     trim.add_argument("--budget", type=int, metavar="TOKENS", help="explicit token budget")
     trim.add_argument("--max-turns", type=int, metavar="N", help="explicit turn limit (turn-count)")
     trim.add_argument("--max-rows", type=int, metavar="N", help="explicit row limit (row-count)")
-    trim.add_argument("--session", help="caller session id (copied into the event)")
-    trim.add_argument("--runtime", help="caller runtime id")
-    trim.add_argument("--agent", help="caller agent id")
-    trim.add_argument("--turn", help="caller turn id")
-    trim.add_argument(
-        "--emit",
-        choices=("openai", "anthropic", "proto"),
-        help="print only the trimmed history, in this format (JSON)",
+
+    prepare = commands.add_parser(
+        "prepare",
+        parents=[connection, source, profiles, caller, extras, emit],
+        help="prepare a history for one provider call (PrepareModelCall)",
+        description="Resolve, sweep orphans, apply the turn limit and the budget trim (or "
+        "overflow recovery), insert the breadcrumb and run the capacity pre-flight, in one call. "
+        "A request that cannot fit fails with the capacity report (exit 1).",
     )
+    prepare.add_argument(
+        "--overflow-recovery",
+        action="store_true",
+        help="the provider rejected the last call as too long: recover instead of trimming",
+    )
+
+    commands.add_parser(
+        "check",
+        parents=[connection, source, profiles, extras],
+        help="capacity pre-flight of a prepared request (CheckCapacity)",
+        description="Does the request fit the model's capacity? Exit 0 when it fits, 3 when not.",
+    )
+
+    commands.add_parser(
+        "sweep",
+        parents=[connection, source, emit],
+        help="remove orphaned tool calls and results (SweepOrphans)",
+        description="Remove tool results without a call and tool calls without a result, and "
+        "report each removal.",
+    )
+
+    cap = commands.add_parser(
+        "cap",
+        parents=[connection, profiles],
+        help="cap tool-result texts (CapToolResults)",
+        description="Cap each tool result to max_tool_result_chars (head 2/3 + tail, never "
+        "splitting an [IMAGE:...] marker). The limit comes from --max-chars or --profiles.",
+    )
+    cap.add_argument(
+        "results",
+        nargs="+",
+        metavar="FILE",
+        help="a tool result's text, one file each (- for stdin)",
+    )
+    cap.add_argument("--max-chars", type=int, metavar="N", help="max_tool_result_chars")
+
+    classify = commands.add_parser(
+        "classify",
+        parents=[connection],
+        help="is a provider error a context-window overflow? (ClassifyProviderError)",
+        description="Classify a provider's error message: exit 0 either way; the verdict, the "
+        "matched phrase and where it came from are printed.",
+    )
+    classify.add_argument(
+        "message", metavar="MESSAGE", help="the provider's error text (- for stdin)"
+    )
+    classify.add_argument("--http-status", type=int, metavar="CODE", help="the HTTP status")
+    classify.add_argument("--provider", default="", help="the provider alias")
 
     watch = commands.add_parser(
         "watch",
         parents=[connection],
         help="follow trim events (resumes after disconnects)",
         description="Print one line per event, heartbeat and gap (JSON lines with --json). "
-        "On a disconnect it reconnects and resumes from the last cursor.",
+        "On a disconnect it reconnects and resumes from the last cursor; on Ctrl-C or SIGTERM "
+        "it prints that cursor (to pass as --after) before it exits.",
     )
     watch.add_argument("--session", action="append", default=[], help="only this session")
     watch.add_argument("--runtime", action="append", default=[], help="only this runtime")
@@ -192,11 +300,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _read_json(path: str) -> Any:
+def _read_text(path: str) -> str:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        return sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as error:
         raise UsageError(f"cannot read {path}: {error.strerror}") from error
+
+
+def _read_json(path: str) -> Any:
+    text = _read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -218,30 +330,31 @@ def _breadcrumbs(args: argparse.Namespace) -> tuple[str, ...]:
     )
 
 
-def _load_input(args: argparse.Namespace) -> tuple[history_pb2.History, Any]:
-    """The history, and the raw JSON when it was a proto request (for trim to build on)."""
+def _load_input(args: argparse.Namespace) -> Loaded:
     data = _read_json(args.file)
-    fmt = args.format
     try:
-        if fmt == "auto":
-            fmt = detect_format(data)
+        fmt: Format = detect_format(data) if args.format == "auto" else args.format
         if fmt == "openai":
-            return from_openai(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args)), None
+            history = from_openai(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args))
+            return Loaded(history, fmt, data)
         if fmt == "anthropic":
-            return (
-                from_anthropic(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args)),
-                None,
-            )
+            history = from_anthropic(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args))
+            return Loaded(history, fmt, data)
     except ConversionError as error:
         raise UsageError(f"{args.file}: {error}") from error
     if not isinstance(data, dict):
         raise UsageError(f"{args.file}: proto JSON must be an object")
     history = history_pb2.History()
-    if "history" in data:
-        _parse(data["history"], history, args.file)
-        return history, data
-    _parse(data, history, args.file)
-    return history, None
+    _parse(data.get("history", data), history, args.file)
+    return Loaded(history, "proto", data)
+
+
+def _request_from(args: argparse.Namespace, loaded: Loaded, request: Message) -> None:
+    """Fills `request` from a proto JSON request file (flags then override), and its history."""
+    whole = loaded.proto_request()
+    if whole is not None:
+        _parse(whole, request, args.file)
+    request.history.CopyFrom(loaded.history)  # type: ignore[attr-defined]
 
 
 def _load_profiles(args: argparse.Namespace, path: str | None) -> profile_pb2.Profiles | None:
@@ -261,6 +374,30 @@ def _load_profiles(args: argparse.Namespace, path: str | None) -> profile_pb2.Pr
             profiles.selection.session_switch.provider = provider
             profiles.selection.session_switch.model = model
     return profiles
+
+
+def _set_caller(args: argparse.Namespace, caller: trim_pb2.CallerContext) -> None:
+    for field, value in (
+        ("session_id", args.session),
+        ("runtime_id", args.runtime),
+        ("agent_id", args.agent),
+        ("turn_id", args.turn),
+    ):
+        if value:
+            setattr(caller, field, value)
+
+
+def _set_extras(
+    args: argparse.Namespace,
+    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
+) -> None:
+    """Hook texts, tool schemas and reserved output, added to what a request file gave."""
+    if args.reserved_output is not None:
+        if args.reserved_output < 0:
+            raise UsageError("--reserved-output must not be negative")
+        request.reserved_output_tokens = args.reserved_output
+    request.hook_texts.extend(args.hook_text)
+    request.tool_schemas.extend(_read_text(path) for path in args.tool_schema)
 
 
 def _connect(args: argparse.Namespace) -> TurnkeeperClient:
@@ -286,8 +423,34 @@ def _print_message(args: argparse.Namespace, message: Message, text: str) -> Non
     print(_render.proto_json(message) if args.json else text)
 
 
+def _with_request_fields(fmt: Format, converted: Any, loaded: Loaded) -> Any:
+    """The converted history inside the input request's other fields (model, max_tokens, tools,
+    ...) when the input was a request object of the format emitted; else the history alone."""
+    if loaded.format != fmt or not isinstance(loaded.data, dict):
+        return converted
+    out = dict(loaded.data)
+    if fmt == "openai":
+        out["messages"] = converted
+        return out
+    out.pop("system", None)  # the converted history says whether there is one
+    out.update(converted)
+    return out
+
+
+def _emit(args: argparse.Namespace, history: history_pb2.History, loaded: Loaded) -> None:
+    if args.emit == "proto":
+        print(_render.proto_json(history))
+        return
+    try:
+        converted = to_openai(history) if args.emit == "openai" else to_anthropic(history)
+    except ConversionError as error:
+        raise UsageError(f"cannot emit {args.emit}: {error}") from error
+    output = _with_request_fields(args.emit, converted, loaded)
+    print(json.dumps(output, indent=2, ensure_ascii=False))
+
+
 def _cmd_estimate(args: argparse.Namespace) -> int:
-    history, _ = _load_input(args)
+    history = _load_input(args).history
     with _connect(args) as client:
         response = client.estimate_tokens(svc.EstimateTokensRequest(history=history))
     _print_message(args, response, _render.estimate(history, response))
@@ -305,12 +468,9 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _trim_request(args: argparse.Namespace) -> svc.TrimHistoryRequest:
-    history, raw_request = _load_input(args)
+def _trim_request(args: argparse.Namespace, loaded: Loaded) -> svc.TrimHistoryRequest:
     request = svc.TrimHistoryRequest()
-    if raw_request is not None:
-        _parse(raw_request, request, args.file)  # a whole TrimHistoryRequest; flags override
-    request.history.CopyFrom(history)
+    _request_from(args, loaded, request)
     if args.mode:
         request.mode = _MODES[args.mode]
     elif request.mode == trim_pb2.TRIM_MODE_UNSPECIFIED:
@@ -335,36 +495,115 @@ def _trim_request(args: argparse.Namespace) -> svc.TrimHistoryRequest:
         limits.breadcrumb_text = args.breadcrumb_text
     elif profiles is not None:
         request.profiles.CopyFrom(profiles)
-    caller = request.caller
-    for field, value in (
-        ("session_id", args.session),
-        ("runtime_id", args.runtime),
-        ("agent_id", args.agent),
-        ("turn_id", args.turn),
-    ):
-        if value:
-            setattr(caller, field, value)
+    _set_caller(args, request.caller)
     return request
 
 
 def _cmd_trim(args: argparse.Namespace) -> int:
-    request = _trim_request(args)
+    loaded = _load_input(args)
+    request = _trim_request(args, loaded)
     with _connect(args) as client:
         response = client.trim_history(request)
-    try:
-        if args.emit == "openai":
-            print(json.dumps(to_openai(response.history), indent=2, ensure_ascii=False))
-            return 0
-        if args.emit == "anthropic":
-            print(json.dumps(to_anthropic(response.history), indent=2, ensure_ascii=False))
-            return 0
-    except ConversionError as error:
-        raise UsageError(f"cannot emit {args.emit}: {error}") from error
-    if args.emit == "proto":
-        print(_render.proto_json(response.history))
+    if args.emit:
+        _emit(args, response.history, loaded)
     else:
         _print_message(args, response, _render.trim(response))
     return 0
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    loaded = _load_input(args)
+    request = svc.PrepareModelCallRequest()
+    _request_from(args, loaded, request)
+    profiles = _load_profiles(args, args.profiles)
+    if profiles is not None:
+        request.profiles.CopyFrom(profiles)
+    _set_caller(args, request.caller)
+    _set_extras(args, request)
+    if args.overflow_recovery:
+        request.overflow_recovery = True
+    with _connect(args) as client:
+        response = client.prepare_model_call(request)
+    if args.emit:
+        _emit(args, response.history, loaded)
+    else:
+        _print_message(args, response, _render.prepare(response))
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    loaded = _load_input(args)
+    request = svc.CheckCapacityRequest()
+    _request_from(args, loaded, request)
+    profiles = _load_profiles(args, args.profiles)
+    if profiles is not None:
+        request.profiles.CopyFrom(profiles)
+    _set_extras(args, request)
+    with _connect(args) as client:
+        try:
+            response = client.check_capacity(request)
+        except TurnkeeperError as error:
+            # The server answers "does not fit" with FAILED_PRECONDITION and the report.
+            if error.capacity_report is None:
+                raise
+            response = svc.CheckCapacityResponse(report=error.capacity_report)
+    _print_message(args, response, _render.check(response))
+    return 0 if response.report.fits else EXIT_DOES_NOT_FIT
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    loaded = _load_input(args)
+    with _connect(args) as client:
+        response = client.sweep_orphans(svc.SweepOrphansRequest(history=loaded.history))
+    if args.emit:
+        _emit(args, response.history, loaded)
+    else:
+        _print_message(args, response, _render.sweep(response))
+    return 0
+
+
+def _cmd_cap(args: argparse.Namespace) -> int:
+    if args.results.count("-") > 1:
+        raise UsageError("stdin (-) can hold one tool result only")
+    request = svc.CapToolResultsRequest(contents=[_read_text(path) for path in args.results])
+    profiles = _load_profiles(args, args.profiles)
+    if args.max_chars is not None:
+        if profiles is not None:
+            raise UsageError("give the limit either with --max-chars or with --profiles")
+        if args.max_chars < 1:
+            raise UsageError("--max-chars must be at least 1")
+        request.max_tool_result_chars = args.max_chars
+    elif profiles is not None:
+        request.profiles.CopyFrom(profiles)
+    with _connect(args) as client:
+        response = client.cap_tool_results(request)
+    _print_message(args, response, _render.cap(args.results, response))
+    return 0
+
+
+def _cmd_classify(args: argparse.Namespace) -> int:
+    message = _read_text("-") if args.message == "-" else args.message
+    request = svc.ClassifyProviderErrorRequest(message=message, provider=args.provider)
+    if args.http_status is not None:
+        request.http_status = args.http_status
+    with _connect(args) as client:
+        response = client.classify_provider_error(request)
+    _print_message(args, response, _render.classification(response))
+    return 0
+
+
+@contextmanager
+def _sigterm_as_exception() -> Iterator[None]:
+    """SIGTERM raises TerminatedError in the main thread, so cleanup runs as on Ctrl-C."""
+
+    def terminate(signum: int, frame: object) -> None:
+        raise TerminatedError
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -373,7 +612,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
         print(f"turnkeeper watch: {why}; reconnecting in {delay:.1f}s", file=sys.stderr)
 
     events = 0
-    with _connect(args) as client:
+    with _sigterm_as_exception(), _connect(args) as client:
         watch = client.watch_trims(
             session_ids=args.session,
             runtime_ids=args.runtime,
@@ -404,6 +643,11 @@ _COMMANDS = {
     "estimate": _cmd_estimate,
     "resolve": _cmd_resolve,
     "trim": _cmd_trim,
+    "prepare": _cmd_prepare,
+    "check": _cmd_check,
+    "sweep": _cmd_sweep,
+    "cap": _cmd_cap,
+    "classify": _cmd_classify,
     "watch": _cmd_watch,
 }
 
@@ -426,7 +670,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
+    except TerminatedError:
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # `turnkeeper watch | head`: the reader went away; nothing left to say.
         sys.stderr.close()
