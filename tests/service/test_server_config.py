@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from turnkeeper.server.config import ServerConfig, parse_config
+from turnkeeper.server.engines import default_engine_name
 
 SERVICE_DIR = Path(__file__).resolve().parents[2] / "service"
 
@@ -266,4 +267,34 @@ def test_version_is_the_repository_version_on_the_module_and_the_console_script(
             [*command, "--version"], capture_output=True, text=True, timeout=30, check=False
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == f"turnkeeper-server {version}"
+        assert (
+            result.stdout.strip()
+            == f"turnkeeper-server {version} (engine: {default_engine_name()})"
+        )
+
+
+def test_engine_options_and_their_environment_fallbacks() -> None:
+    """--engine python|native and --engine-workers, with TURNKEEPER_ENGINE* fallbacks (issue 8)."""
+    assert parse_config([], {}).engine is None  # native when built, else python
+    env = {"TURNKEEPER_ENGINE": "Python", "TURNKEEPER_ENGINE_WORKERS": "3"}
+    assert (parse_config([], env).engine, parse_config([], env).engine_workers) == ("python", 3)
+    flags = parse_config(["--engine", "native", "--engine-workers", "8"], env)
+    assert (flags.engine, flags.engine_workers) == ("native", 8)
+    assert parse_config([], {}).engine_workers >= 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--engine", "java"], {}, "--engine"),
+        (["--engine-workers", "0"], {}, "--engine-workers"),
+        ([], {"TURNKEEPER_ENGINE": "fast"}, "TURNKEEPER_ENGINE"),
+    ],
+)
+def test_bad_engine_values_exit_2(
+    argv: list[str], env: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        parse_config(argv, env)
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err

@@ -6,9 +6,8 @@ the legacy loop's log line and the final-summary pre-flight.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
@@ -19,11 +18,11 @@ from turnkeeper.core import calibration
 from turnkeeper.core.saturation import UINT64_MAX
 from turnkeeper.core.trimming import plan_token_budget
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.server import rpcs
+from turnkeeper.server.engines import PythonEngine
 from turnkeeper.server.errors import RequestError
-from turnkeeper.server.feed import FeedStatus
-from turnkeeper.server.servicer import HistoryServicer
-from turnkeeper.v1 import events_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import profile_pb2, trim_pb2
 
 from .histories import assistant, chat, system, turn, user
 from .test_properties import histories
@@ -33,40 +32,28 @@ CRUMB = breadcrumb_cost(TEXT)
 U64 = st.integers(0, UINT64_MAX)
 
 
-class NullFeed:
-    """Records what the servicer publishes; serves nothing."""
-
-    def __init__(self) -> None:
-        self.published: list[trim_pb2.HistoryTrimmed] = []
-
-    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
-        self.published.append(trimmed)
-
-    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
-        pass
-
-    async def subscribe(self, request: svc.TrimEventsRequest) -> AsyncIterator[Any]:
-        return
-        yield
-
-    async def start(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    def status(self) -> FeedStatus:
-        return FeedStatus(healthy=True)
+# Each RPC: its request type, the function both engines share, and its response type.
+RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = {
+    "PrepareModelCall": (
+        svc.PrepareModelCallRequest,
+        rpcs.prepare_model_call,
+        svc.PrepareModelCallResponse,
+    ),
+    "TrimHistory": (svc.TrimHistoryRequest, rpcs.trim_history, svc.TrimHistoryResponse),
+    "CheckCapacity": (svc.CheckCapacityRequest, rpcs.check_capacity_rpc, svc.CheckCapacityResponse),
+}
 
 
-def servicer() -> HistoryServicer:
-    return HistoryServicer(feed=NullFeed(), max_history_rows=100_000)
+def call_reply(name: str, request: Any, max_rows: int = 100_000) -> tuple[Any, rpcs.Reply]:
+    """The RPC in-process on the Python engine: the response and what it would publish."""
+    request_type, rpc, response_type = RPCS[name]
+    reply = rpc(*PythonEngine().read(request.SerializeToString(), request_type, max_rows))
+    return response_type.FromString(reply.body), reply
 
 
 def call(name: str, request: Any) -> Any:
-    """The handler without its gRPC error wrapper, so a RequestError surfaces as such."""
-    handler = getattr(HistoryServicer, name).__wrapped__
-    return asyncio.run(handler(servicer(), request, None))
+    """The response; a RequestError surfaces as such."""
+    return call_reply(name, request)[0]
 
 
 profiles_strategy = st.builds(
@@ -168,15 +155,11 @@ def test_section7_legacy_loop_logs_its_count_trim(caplog: pytest.LogCaptureFixtu
         caller_path=trim_pb2.CALLER_PATH_LEGACY_LOOP,
         explicit_limits=svc.ExplicitLimits(max_history_messages=1),
     )
-    feed = NullFeed()
-    handler = HistoryServicer.TrimHistory.__wrapped__
     with caplog.at_level(logging.INFO, logger="turnkeeper.trim"):
-        response = asyncio.run(
-            handler(HistoryServicer(feed=feed, max_history_rows=100), request, None)
-        )
+        response, reply = call_reply("TrimHistory", request, max_rows=100)
     assert response.outcome.dropped_turns == 3 and not response.HasField("history_trimmed")
     assert not any(m.breadcrumb for m in response.history.chat.messages)
-    assert feed.published == []
+    assert reply.events == ()
     lines = [r.getMessage() for r in caplog.records if r.name == "turnkeeper.trim"]
     assert lines == [
         "trimmed path=CALLER_PATH_LEGACY_LOOP mode=TRIM_MODE_TURN_COUNT reason=turn_limit "

@@ -6,12 +6,10 @@ reported result is saturated to the wire's uint64. The trim itself is the §9 to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from turnkeeper.core.rows import Pricing, Row
 from turnkeeper.core.saturation import saturate
-from turnkeeper.core.trimming import TrimPlan, plan_token_budget
+from turnkeeper.core.trimming import BudgetPlanner, TrimPlan
 from turnkeeper.v1 import trim_pb2
 
 
@@ -61,18 +59,17 @@ class CalibratedTrim:
 
 
 def plan_reported_usage(
-    rows: Sequence[Row],
-    pricing: Pricing,
+    history: BudgetPlanner,
     budget: int,
     usage: ReportedUsage,
     breadcrumb_cost: int | None,
 ) -> CalibratedTrim:
     if not applies(budget, usage):
-        unchanged = plan_token_budget(rows, pricing, 0, breadcrumb_cost)  # §9: budget 0 keeps all
+        unchanged = history.plan_token_budget(0, breadcrumb_cost)  # §9: budget 0 keeps all
         return CalibratedTrim(unchanged, usage.reported, usage.reported, None)
     target = calibrated_target(budget, usage)
     scaled = history_target(target, usage)
-    plan = plan_token_budget(rows, pricing, scaled, breadcrumb_cost)
+    plan = history.plan_token_budget(scaled, breadcrumb_cost)
     calibration = trim_pb2.UsageCalibration(
         calibrated_target_tokens=target,
         history_target_tokens=scaled,

@@ -13,11 +13,9 @@ estimate, so no j <= j0 fits it; for j > j0 both ask the same question of the sa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from turnkeeper.core.rows import Pricing, Row
-from turnkeeper.core.trimming import TrimPlan, layout, plan_token_budget, recovery_target
+from turnkeeper.core.trimming import BudgetPlanner, TrimPlan, recovery_target
 from turnkeeper.v1 import resolution_pb2, trim_pb2
 
 
@@ -29,8 +27,7 @@ class Recovery:
 
 
 def plan_recovery(
-    rows: Sequence[Row],
-    pricing: Pricing,
+    history: BudgetPlanner,
     breadcrumb_cost: int | None,
     *,
     baseline: TrimPlan | None = None,
@@ -44,10 +41,10 @@ def plan_recovery(
     why, with the system floor and whether it alone reaches the budget.
     """
     if baseline is None:
-        baseline = plan_token_budget(rows, pricing, 0, breadcrumb_cost)  # §9: 0 keeps all
+        baseline = history.plan_token_budget(0, breadcrumb_cost)  # §9: 0 keeps all
     baseline_tokens = baseline.tokens_after
     target = recovery_target(baseline_tokens)
-    plan = plan_token_budget(rows, pricing, target, breadcrumb_cost)
+    plan = history.plan_token_budget(target, breadcrumb_cost)
     blocker = trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED
     if plan.dropped_turns <= baseline.dropped_turns:
         blocker = trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN
@@ -56,7 +53,7 @@ def plan_recovery(
         blocker = trim_pb2.RECOVERY_BLOCKER_NO_SAVING
     if blocker != trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED:
         plan = replace(baseline, target_tokens=target)
-    floor = sum(pricing.tokens[: layout(rows).system_rows])
+    floor = history.system_floor_tokens
     report = trim_pb2.RecoveryReport(
         trimmed=blocker == trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED,
         blocker=blocker,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from turnkeeper.core.rows import Pricing, Row, RowKind
 
@@ -128,6 +128,21 @@ def plan_token_budget(
             chosen = j
             break
     return _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+
+
+class BudgetPlanner(Protocol):
+    """A priced history as the budget-driven trims (§10.1 recovery, §10.3 calibration) see it;
+    both engines' history views are one."""
+
+    @property
+    def total_tokens(self) -> int: ...
+
+    @property
+    def system_floor_tokens(self) -> int:
+        """The estimate of the leading system rows, which no trim drops."""
+        ...
+
+    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan: ...
 
 
 def recovery_target(total: int) -> int:

@@ -25,18 +25,18 @@ from turnkeeper.server import tracing
 from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
 from turnkeeper.server.auth import TokenAuthInterceptor, TokenFileError, load_tokens
 from turnkeeper.server.config import ServerConfig, is_loopback
+from turnkeeper.server.engines import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed
 from turnkeeper.server.feed import EventFeed, FeedStatus
 from turnkeeper.server.interceptors import AccessLogInterceptor
 from turnkeeper.server.metrics import ENGINE, MeteredFeed, observe_feed_status
 from turnkeeper.server.ops import OpsContext, OpsRoutes, OpsServer, create_ops_app
-from turnkeeper.server.servicer import HistoryServicer
+from turnkeeper.server.servicer import SERVICE_NAME, HistoryServicer
 from turnkeeper.server.tls import CertificateError, server_credentials
-from turnkeeper.v1 import history_service_pb2, history_service_pb2_grpc
+from turnkeeper.server.version import server_version
 
 log = logging.getLogger("turnkeeper.server")
 
-SERVICE_NAME: str = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
 # Health of the TrimEvents feed alone: NOT_SERVING while the backend is degraded, so that
 # trims (which never depend on the feed) stay SERVING under "" and SERVICE_NAME.
 EVENTS_HEALTH_NAME = f"{SERVICE_NAME}/events"
@@ -291,6 +291,7 @@ class Sidecar:
         self._locks: list[_UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
+        self._servicer: HistoryServicer | None = None
         self._health = HealthService()
         self._poller: asyncio.Task[None] | None = None
         self._stopping = False
@@ -348,16 +349,25 @@ class Sidecar:
             options=_server_options(config),
         )
         self._server = server
-        history_service_pb2_grpc.add_HistoryServiceServicer_to_server(
-            HistoryServicer(
-                feed=feed,
-                max_history_rows=config.max_history_rows,
-                overflow=OverflowClassifier.of(
-                    config.overflow_phrase, config.provider_overflow_phrases
-                ),
+        try:
+            engine = create_engine(config.engine)
+        except EngineUnavailableError as error:
+            raise StartupError(str(error)) from None
+        if config.engine is None and engine.name != NATIVE:
+            log.warning(
+                "the native engine is not built (no cargo at install time?): serving with the "
+                "Python engine"
+            )
+        self._servicer = HistoryServicer(
+            feed=feed,
+            max_history_rows=config.max_history_rows,
+            engine=engine,
+            workers=config.engine_workers,
+            overflow=OverflowClassifier.of(
+                config.overflow_phrase, config.provider_overflow_phrases
             ),
-            server,
         )
+        server.add_generic_rpc_handlers((self._servicer.generic_handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if config.reflection:
             reflection.enable_server_reflection(
@@ -382,7 +392,7 @@ class Sidecar:
             self.unix_paths.append(lock.path)
 
         await server.start()
-        ENGINE.info({"engine": "python"})
+        ENGINE.info({"engine": engine.name})
         if config.http is not None:
             self._ops = OpsServer(
                 create_ops_app(
@@ -410,12 +420,15 @@ class Sidecar:
                     f"cannot write ready file {config.ready_file}: {error.strerror}"
                 ) from None
         log.info(
-            "turnkeeper serving tcp=%s unix=%s http=%s events=%s max_receive_bytes=%d "
-            "max_history_rows=%d pid=%d",
+            "turnkeeper serving version=%s tcp=%s unix=%s http=%s events=%s engine=%s "
+            "engine_workers=%d max_receive_bytes=%d max_history_rows=%d pid=%d",
+            server_version(),
             ",".join(self.tcp_addresses) or "-",
             ",".join(self.unix_paths) or "-",
             self.http_address or "-",
             _describe_events(config.events_url),
+            self._servicer.engine.name,
+            config.engine_workers,
             config.max_receive_bytes,
             config.max_history_rows,
             os.getpid(),
@@ -501,6 +514,9 @@ class Sidecar:
             if stopping is not None:
                 await stopping
             self._server = None
+            if self._servicer is not None:
+                self._servicer.close()
+                self._servicer = None
             # After the drain, so that probes see NOT_SERVING for all of it.
             if self._ops is not None:
                 await self._ops.stop()

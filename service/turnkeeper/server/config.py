@@ -109,6 +109,10 @@ def _provider_phrase(raw: str) -> str:
     return f"{alias.strip()}={_phrase(phrase)}"
 
 
+def _lower(raw: object) -> object:
+    return raw.strip().lower() if isinstance(raw, str) else raw
+
+
 def _upper(raw: object) -> object:
     return raw.strip().upper() if isinstance(raw, str) else raw
 
@@ -302,6 +306,19 @@ class ServerConfig(BaseSettings):
         allow_inf_nan=False,
         description="close a connection that has not completed the HTTP/2 handshake by then",
     )
+    engine: Annotated[Literal["python", "native"], BeforeValidator(_lower)] | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "python|native"},
+        description="history engine: 'native' (Rust, over the request bytes) or 'python' (the "
+        "reference); unset picks native when it is built, else python",
+    )
+    engine_workers: int = Field(
+        default=max(2, os.cpu_count() or 1),
+        ge=1,
+        le=1024,
+        description="threads running engine work off the event loop (default: the CPUs, at "
+        "least 2)",
+    )
     unix_mode: Annotated[str, AfterValidator(_octal)] = Field(
         default="660",
         json_schema_extra={"metavar": "OCTAL"},
@@ -407,6 +424,14 @@ class _Environment(EnvSettingsSource):
         return parse_env_vars(self._environ, self.case_sensitive, self.env_ignore_empty)
 
 
+def version_text() -> str:
+    """The version and the engine a server started now would use."""
+    # Imported here: the engines import the generated code, which option parsing does not need.
+    from turnkeeper.server.engines import default_engine_name
+
+    return f"{PROG} {server_version()} (engine: {default_engine_name()})"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -416,12 +441,12 @@ def _parser() -> argparse.ArgumentParser:
         "wins over the defaults.",
         allow_abbrev=False,
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {server_version()}")
     parser.add_argument(
         "--config",
         metavar="PATH",
         help=f"TOML file of options, keys as the flags with '_' for '-' (env {CONFIG_ENV})",
     )
+    parser.add_argument("--version", action="version", version=version_text())
     parser.add_argument(
         "--print-config",
         action="store_true",

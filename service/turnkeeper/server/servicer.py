@@ -1,555 +1,144 @@
-"""The HistoryService servicer: validates, calls the engine, maps results to the contract."""
+"""The HistoryService handlers: raw request bytes in, engine work in a worker pool, bytes out.
+
+Every method is registered with no (de)serializer, so undecodable bytes reach our own decoder
+(INVALID_ARGUMENT, ERROR_REASON_MALFORMED_REQUEST) instead of failing inside gRPC. The engine work
+runs in a bounded thread pool, so the event loop stays free for health checks and small calls;
+the events a call produced are published on the loop once its work is done.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
 import logging
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import grpc
-from google.rpc import error_details_pb2
+from google.protobuf.message import Message
 
-from turnkeeper.core.budget import resolve, tool_result_cap
-from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
-from turnkeeper.core.meter import context_meter, input_cost, route_prices
-from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
-from turnkeeper.core.preflight import check_capacity
-from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
-from turnkeeper.core.recovery import plan_recovery
-from turnkeeper.core.sweep import sweep
-from turnkeeper.core.toolcap import cap_tool_result
-from turnkeeper.core.trimming import (
-    DEFAULT_BREADCRUMB_TEXT,
-    DEFAULT_ROW_LIMIT,
-    DEFAULT_TURN_LIMIT,
-    TrimPlan,
-    plan_row_count,
-    plan_token_budget,
-    plan_turn_count,
-)
-from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
-from turnkeeper.server import metrics, tracing, validation
-from turnkeeper.server.errors import RequestError, stream_errors, unary_errors
+from turnkeeper.core.overflow import OverflowClassifier
+from turnkeeper.server import rpcs, validation, wire
+from turnkeeper.server.engines import Engine, HistorySource
+from turnkeeper.server.errors import RequestError, stream_errors
 from turnkeeper.server.feed import EventFeed
-from turnkeeper.v1 import (
-    errors_pb2,
-    events_pb2,
-    history_service_pb2_grpc,
-    profile_pb2,
-    resolution_pb2,
-    trim_pb2,
-)
+from turnkeeper.v1 import errors_pb2, history_service_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
-log = logging.getLogger("turnkeeper.trim")
+log = logging.getLogger("turnkeeper.server")
+
+SERVICE_NAME: str = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
 
 Context = grpc.aio.ServicerContext[Any, Any]
+M = TypeVar("M", bound=Message)
+Work = Callable[[bytes], rpcs.Reply]
 
 
-@dataclass(frozen=True, slots=True)
-class TrimLimits:
-    """The limits one TrimHistory call works with, from explicit limits or resolved profiles."""
-
-    budget_tokens: int | None
-    turn_limit: int
-    row_limit: int
-    breadcrumb_text: str
-    resolution: resolution_pb2.Resolution | None
-
-
-def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
-    if request.WhichOneof("limits") == "explicit_limits":
-        explicit = request.explicit_limits
-        has_limit = explicit.HasField("max_history_messages")
-        return TrimLimits(
-            budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
-            turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
-            row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
-            breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
-            resolution=None,
-        )
-    resolution = resolve(request.profiles)
-    runtime = request.profiles.runtime
-    return TrimLimits(
-        budget_tokens=resolution.budget_tokens,
-        turn_limit=resolution.max_history_turns,
-        row_limit=runtime.max_history_messages,
-        breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
-        resolution=resolution,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Counts:
-    """The token counts a trim reports, and where they come from (§10.3)."""
-
-    source: trim_pb2.CountSource.ValueType
-    tokens_before: int
-    tokens_after: int
-    target_tokens: int
-    calibration: trim_pb2.UsageCalibration | None = None
-
-    @classmethod
-    def estimated(cls, plan: TrimPlan) -> Counts:
-        return cls(
-            trim_pb2.COUNT_SOURCE_ESTIMATE,
-            plan.tokens_before,
-            plan.tokens_after,
-            plan.target_tokens,
-        )
-
-    @classmethod
-    def reported(cls, trim: CalibratedTrim, budget: int) -> Counts:
-        return cls(
-            trim_pb2.COUNT_SOURCE_PROVIDER_REPORTED,
-            trim.tokens_before,
-            trim.tokens_after,
-            budget,
-            trim.calibration,
-        )
-
-
-def _usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
-    return ReportedUsage(
-        reported=usage.reported_input_tokens,
-        estimated=usage.estimated_input_tokens,
-        tool_schema=usage.tool_schema_tokens,
-    )
-
-
-def _outcome(plan: TrimPlan, counts: Counts) -> svc.TrimOutcome:
-    outcome = svc.TrimOutcome(
-        trimmed=plan.trimmed,
-        dropped_messages=plan.dropped_messages,
-        dropped_turns=plan.dropped_turns,
-        kept_turns=plan.kept_turns,
-        tokens_before=counts.tokens_before,
-        tokens_after=counts.tokens_after,
-        target_tokens=counts.target_tokens,
-        count_source=counts.source,
-    )
-    if counts.calibration is not None:
-        outcome.calibration.CopyFrom(counts.calibration)
-    if plan.trimmed:
-        outcome.dropped_range.start = plan.drop.start
-        outcome.dropped_range.end = plan.drop.stop
-    if plan.breadcrumb_at is not None:
-        outcome.breadcrumb_index = plan.breadcrumb_at
-    return outcome
-
-
-def _history_trimmed(
-    plan: TrimPlan,
-    reason: trim_pb2.TrimReason.ValueType,
-    counts: Counts,
-    *,
-    overflow_recovery: bool,
-    budget_tokens: int,
-    turn_limit: int,
-    resolution: resolution_pb2.Resolution | None,
-    caller: trim_pb2.CallerContext | None,
-) -> trim_pb2.HistoryTrimmed:
-    """The §7 payload: returned to the caller and published to every TrimEvents subscriber."""
-    trimmed = trim_pb2.HistoryTrimmed(
-        reason=reason,
-        overflow_recovery=overflow_recovery,
-        dropped_messages=plan.dropped_messages,
-        dropped_turns=plan.dropped_turns,
-        kept_turns=plan.kept_turns,
-        tokens_before=counts.tokens_before,
-        tokens_after=counts.tokens_after,
-        target_tokens=counts.target_tokens,
-        budget_tokens=budget_tokens,
-        turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
-        breadcrumb_inserted=plan.breadcrumb_at is not None,
-        count_source=counts.source,
-    )
-    if counts.calibration is not None:
-        trimmed.calibration.CopyFrom(counts.calibration)
-    if resolution is not None:
-        trimmed.capacity.CopyFrom(resolution.capacity)
-        trimmed.route.CopyFrom(resolution.route)
-    if caller is not None:
-        trimmed.caller.CopyFrom(caller)
-    return trimmed
-
-
-# Metric and log label of each TrimMode's reason; row caps have no TrimReason of their own.
-_MODE_REASONS = {
-    trim_pb2.TRIM_MODE_TOKEN_BUDGET: "token_budget",
-    trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY: "token_budget",
-    trim_pb2.TRIM_MODE_TURN_COUNT: "turn_limit",
-    trim_pb2.TRIM_MODE_ROW_COUNT: "row_limit",
-    trim_pb2.TRIM_MODE_REPORTED_USAGE: "token_budget",
-}
-
-
-def _record_trim(
-    path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
-) -> None:
-    """Logs and counts a trim that dropped history (sizes and counts only)."""
-    if plan.trimmed:
-        metrics.observe_trim(
-            path,
-            reason,
-            dropped_turns=plan.dropped_turns,
-            dropped_messages=plan.dropped_messages,
-            tokens_before=plan.tokens_before,
-            tokens_after=plan.tokens_after,
-        )
-        tracing.annotate(
-            {
-                f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
-                f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
-                f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
-                f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
-            }
-        )
-        log.info(
-            "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
-            "kept_turns=%d tokens_before=%d tokens_after=%d",
-            trim_pb2.CallerPath.Name(path),
-            mode,
-            reason,
-            plan.dropped_messages,
-            plan.dropped_turns,
-            plan.kept_turns,
-            plan.tokens_before,
-            plan.tokens_after,
-        )
-
-
-def _capacity_exceeded(
-    report: trim_pb2.CapacityReport, route: resolution_pb2.Route
-) -> RequestError:
-    # An unknown capacity is never shown as a number: the safety fallback is not the model's
-    # capacity (§3 Route, §10.5).
-    capacity = report.capacity
-    limit = (
-        f"the model's context window is {capacity.model_context_window}"
-        if capacity.known
-        else "the model's context window is unknown and the request exceeds turnkeeper's "
-        "safety limit for an unknown window"
-    )
-    description = (
-        f"the prepared request needs {report.total_tokens} tokens but {limit} (messages "
-        f"{report.message_tokens}, hooks {report.hook_tokens}, tool schemas "
-        f"{report.tool_schema_tokens}, reserved output {report.reserved_output_tokens})"
-    )
-    metadata = {
-        "total_tokens": str(report.total_tokens),
-        "capacity_known": str(capacity.known).lower(),
-    }
-    if capacity.known:
-        metadata["capacity_tokens"] = str(capacity.model_context_window)
-    failure = error_details_pb2.PreconditionFailure(
-        violations=[
-            error_details_pb2.PreconditionFailure.Violation(
-                type="CONTEXT_WINDOW",
-                subject=f"{route.provider}/{route.model}",
-                description=description,
-            )
-        ]
-    )
-    return RequestError(
-        grpc.StatusCode.FAILED_PRECONDITION,
-        errors_pb2.ERROR_REASON_CONTEXT_WINDOW_EXCEEDED,
-        description,
-        details=[failure, report],
-        metadata=metadata,
-    )
-
-
-class HistoryServicer(history_service_pb2_grpc.HistoryServiceServicer):
+class HistoryServicer:
     """Stateless: every call carries its history and profiles; only the event feed is shared."""
 
     def __init__(
         self,
         feed: EventFeed,
         max_history_rows: int,
+        engine: Engine,
+        workers: int,
         overflow: OverflowClassifier | None = None,
     ) -> None:
         self._feed = feed
-        self._max_rows = max_history_rows
         self._overflow = overflow or OverflowClassifier()
+        self._max_rows = max_history_rows
+        self._engine = engine
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="engine")
 
-    @unary_errors
-    async def EstimateTokens(
-        self, request: svc.EstimateTokensRequest, context: Context
-    ) -> svc.EstimateTokensResponse:
-        validation.check_estimate_tokens(request, self._max_rows)
-        working = WorkingHistory.of(request.history)
-        estimates = [
-            trim_pb2.MessageEstimate(
-                provider_rows=row.provider_rows,
-                text_bytes=row.text_bytes,
-                text_tokens=row.text_tokens,
-                framing_tokens=FRAMING_TOKENS * row.provider_rows,
-                images=images,
-                image_tokens=TOKENS_PER_IMAGE * images,
-                total_tokens=tokens,
-                turn_boundary=row.is_turn_boundary,
-            )
-            for row, tokens, images in zip(
-                working.rows, working.pricing.tokens, working.pricing.images, strict=True
-            )
-        ]
-        return svc.EstimateTokensResponse(
-            total_tokens=working.pricing.total,
-            messages=estimates,
-            turns=sum(1 for row in working.rows if row.is_turn_boundary),
-            image_tokens=working.pricing.image_tokens,
-        )
+    @property
+    def engine(self) -> Engine:
+        return self._engine
 
-    @unary_errors
-    async def ResolveBudget(
-        self, request: svc.ResolveBudgetRequest, context: Context
-    ) -> svc.ResolveBudgetResponse:
-        validation.check_resolve_budget(request)
-        return svc.ResolveBudgetResponse(resolution=resolve(request.profiles))
+    def close(self) -> None:
+        """Lets running engine work finish; called once the server has stopped."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
-    @unary_errors
-    async def TrimHistory(
-        self, request: svc.TrimHistoryRequest, context: Context
-    ) -> svc.TrimHistoryResponse:
-        validation.check_trim_history(request, self._max_rows)
-        path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-        limits = _limits(request)
-        working = WorkingHistory.of(request.history)
-        # Only the structured agent path shows trimming to the model and to subscribers (§7).
-        emits = path == trim_pb2.CALLER_PATH_AGENT
-        crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
-        mode = request.mode
-        reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
-        # Validation guarantees a budget with explicit limits where one is needed.
-        budget = limits.budget_tokens or 0
-        recovery = None
-        if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
-            plan = plan_token_budget(working.rows, working.pricing, budget, crumb)
-            counts = Counts.estimated(plan)
-        elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
-            route = limits.resolution.route if limits.resolution is not None else None
-            recovery = plan_recovery(
-                working.rows, working.pricing, crumb, budget_tokens=budget, route=route
-            )
-            plan = recovery.plan
-            counts = Counts.estimated(plan)
-        elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
-            usage = _usage(request.reported_usage)
-            calibrated = plan_reported_usage(working.rows, working.pricing, budget, usage, crumb)
-            plan = calibrated.plan
-            counts = Counts.reported(calibrated, budget)
-        elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
-            reason = trim_pb2.TRIM_REASON_TURN_LIMIT
-            plan = plan_turn_count(working.rows, working.pricing, limits.turn_limit, crumb)
-            counts = Counts.estimated(plan)
-        else:
-            plan = plan_row_count(working.rows, working.pricing, limits.row_limit)
-            counts = Counts.estimated(plan)
-        output = working.apply(plan, limits.breadcrumb_text)
-        _record_trim(path, trim_pb2.TrimMode.Name(mode), _MODE_REASONS.get(mode, "unknown"), plan)
+    def _with_history(
+        self, request_type: type[M], rpc: Callable[[M, HistorySource], rpcs.Reply]
+    ) -> Work:
+        engine, max_rows = self._engine, self._max_rows
 
-        response = svc.TrimHistoryResponse(history=output.history, outcome=_outcome(plan, counts))
-        if limits.resolution is not None:
-            response.resolution.CopyFrom(limits.resolution)
-        if recovery is not None:
-            response.recovery.CopyFrom(recovery.report)
-        if emits and plan.trimmed:
-            trimmed = _history_trimmed(
-                plan,
-                reason,
-                counts,
-                overflow_recovery=mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
-                budget_tokens=budget,
-                turn_limit=limits.turn_limit,
-                resolution=limits.resolution,
-                caller=request.caller if request.HasField("caller") else None,
-            )
-            response.history_trimmed.CopyFrom(trimmed)
-            self._feed.publish(trimmed)
-        return response
+        def work(raw: bytes) -> rpcs.Reply:
+            return rpc(*engine.read(raw, request_type, max_rows))
 
-    @unary_errors
-    async def PrepareModelCall(
-        self, request: svc.PrepareModelCallRequest, context: Context
-    ) -> svc.PrepareModelCallResponse:
-        validation.check_prepare_model_call(request, self._max_rows)
-        resolution = resolve(request.profiles)
-        runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
-        text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
-        crumb = breadcrumb_cost(text)
-        caller = request.caller if request.HasField("caller") else None
+        return work
 
-        swept = sweep(request.history)
-        working = WorkingHistory.of(swept.history)
-        tokens_before = (
-            WorkingHistory.of(request.history).pricing.total
-            if swept.removals
-            else working.pricing.total
-        )
+    @staticmethod
+    def _plain(request_type: type[M], rpc: Callable[[M], rpcs.Reply]) -> Work:
+        def work(raw: bytes) -> rpcs.Reply:
+            return rpc(wire.decode(raw, request_type))
 
-        # The turn limit, then the token budget (calibrated by reported usage when given).
-        limited = plan_turn_count(
-            working.rows, working.pricing, resolution.max_history_turns, crumb
-        )
-        steps: list[tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]] = [
-            (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
-        ]
-        working = working.apply(limited, text)
-        budget = resolution.budget_tokens
-        if request.HasField("reported_usage"):
-            calibrated = plan_reported_usage(
-                working.rows, working.pricing, budget, _usage(request.reported_usage), crumb
-            )
-            baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
-        else:
-            baseline = plan_token_budget(working.rows, working.pricing, budget, crumb)
-            counts = Counts.estimated(baseline)
-        recovery = None
-        if request.overflow_recovery:
-            # 2/3 of what this call would have sent without recovery (§10.1), as one trim of the
-            # turn-limited history (core.recovery shows it drops what the two trims would).
-            recovery = plan_recovery(
-                working.rows,
-                working.pricing,
-                crumb,
-                baseline=baseline,
-                budget_tokens=budget,
-                route=resolution.route,
-            )
-        if recovery is not None and recovery.report.trimmed:
-            steps.append(
-                (recovery.plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(recovery.plan))
-            )
-        else:
-            # No recovery asked, or none possible: the baseline is what is sent.
-            steps.append((baseline, trim_pb2.TRIM_REASON_TOKEN_BUDGET, counts))
-        working = working.apply(steps[-1][0], text)
+        return work
 
-        report = check_capacity(
-            working.pricing,
-            request.hook_texts,
-            request.tool_schemas,
-            request.reserved_output_tokens,
-            resolution.capacity,
-        )
-        if not report.fits:
-            # Nothing is sent, so nothing is published: the runtime must change the request.
-            raise _capacity_exceeded(report, resolution.route)
-        trims = [
-            _history_trimmed(
-                plan,
-                reason,
-                step_counts,
-                overflow_recovery=recovery is not None
-                and recovery.report.trimmed
-                and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
-                budget_tokens=budget,
-                turn_limit=resolution.max_history_turns,
-                resolution=resolution,
-                caller=caller,
-            )
-            for plan, reason, step_counts in steps
-            if plan.trimmed
-        ]
-        for plan, reason, _ in steps:
-            label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
-            _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
-        for trimmed in trims:
-            self._feed.publish(trimmed)
-        used = report.message_tokens + report.hook_tokens + report.tool_schema_tokens
-        meter = context_meter(used, resolution)
-        response = svc.PrepareModelCallResponse(
-            history=working.history,
-            resolution=resolution,
-            orphans_removed=swept.removals,
-            trims=trims,
-            capacity_report=report,
-            tokens_before=tokens_before,
-            context_meter=meter,
-        )
-        if recovery is not None:
-            response.recovery.CopyFrom(recovery.report)
-        prices = route_prices(request.profiles, resolution.route)
-        if prices is not None:
-            response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
-        # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
-        self._feed.publish_meter(
-            events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
-        )
-        return response
+    def _unary(self, name: str, work: Work) -> Callable[[bytes, Context], Any]:
+        method = f"/{SERVICE_NAME}/{name}"
 
-    @unary_errors
-    async def CheckCapacity(
-        self, request: svc.CheckCapacityRequest, context: Context
-    ) -> svc.CheckCapacityResponse:
-        validation.check_check_capacity(request, self._max_rows)
-        resolution = resolve(request.profiles)
-        report = check_capacity(
-            WorkingHistory.of(request.history).pricing,
-            request.hook_texts,
-            request.tool_schemas,
-            request.reserved_output_tokens,
-            resolution.capacity,
-        )
-        if not report.fits:
-            raise _capacity_exceeded(report, resolution.route)
-        return svc.CheckCapacityResponse(report=report, resolution=resolution)
+        async def handle(raw: bytes, context: Context) -> bytes:
+            loop = asyncio.get_running_loop()
+            try:
+                # The call's context (trace span, log call id) goes with its work to the pool.
+                context_copy = contextvars.copy_context()
+                reply = await loop.run_in_executor(self._pool, context_copy.run, work, raw)
+            except RequestError as error:
+                await context.abort_with_status(error.to_status())
+                raise AssertionError("abort_with_status returned") from error  # pragma: no cover
+            except Exception as error:
+                # A bug, never the caller's fault: INTERNAL with details, not UNKNOWN.
+                log.exception("internal error in %s", method)
+                internal = RequestError(
+                    grpc.StatusCode.INTERNAL,
+                    errors_pb2.ERROR_REASON_INTERNAL,
+                    f"internal error: {type(error).__name__}",
+                )
+                await context.abort_with_status(internal.to_status())
+                raise AssertionError("abort_with_status returned") from error  # pragma: no cover
+            for event in reply.events:
+                self._feed.publish(event)
+            if reply.meter is not None:
+                self._feed.publish_meter(reply.meter)
+            return reply.body
 
-    @unary_errors
-    async def SweepOrphans(
-        self, request: svc.SweepOrphansRequest, context: Context
-    ) -> svc.SweepOrphansResponse:
-        validation.check_sweep_orphans(request, self._max_rows)
-        swept = sweep(request.history)
-        return svc.SweepOrphansResponse(history=swept.history, removals=swept.removals)
-
-    @unary_errors
-    async def CapToolResults(
-        self, request: svc.CapToolResultsRequest, context: Context
-    ) -> svc.CapToolResultsResponse:
-        validation.check_cap_tool_results(request)
-        cap = (
-            tool_result_cap(request.profiles.runtime)
-            if request.HasField("profiles")
-            else request.max_tool_result_chars
-        )
-        results = []
-        for content in request.contents:
-            capped, cut = cap_tool_result(content, cap)
-            results.append(trim_pb2.CappedToolResult(content=capped, truncated_chars=cut))
-        return svc.CapToolResultsResponse(results=results, max_tool_result_chars=cap)
-
-    @unary_errors
-    async def ClassifyProviderError(
-        self, request: svc.ClassifyProviderErrorRequest, context: Context
-    ) -> svc.ClassifyProviderErrorResponse:
-        validation.check_classify_provider_error(request)
-        match = self._overflow.classify(request.message, request.provider)
-        status = request.http_status if request.HasField("http_status") else None
-        log.debug(
-            "classified provider error provider=%r http_status=%s overflow=%s phrase=%r",
-            request.provider,
-            status,
-            match is not None,
-            match.phrase if match else "",
-        )
-        if match is None:
-            return svc.ClassifyProviderErrorResponse(overflow=False)
-        source = (
-            svc.PHRASE_SOURCE_BUILT_IN
-            if match.origin is PhraseOrigin.BUILT_IN
-            else svc.PHRASE_SOURCE_OPERATOR
-        )
-        return svc.ClassifyProviderErrorResponse(
-            overflow=True, matched_phrase=match.phrase, phrase_source=source
-        )
+        return handle
 
     @stream_errors
-    async def TrimEvents(
-        self, request: svc.TrimEventsRequest, context: Context
+    async def _trim_events(
+        self, raw: bytes, context: Context
     ) -> AsyncIterator[svc.TrimEventsResponse]:
+        request = wire.decode(raw, svc.TrimEventsRequest)
         validation.check_trim_events(request)
         async for item in self._feed.subscribe(request):
             yield item
+
+    def generic_handler(self) -> grpc.GenericRpcHandler:
+        unary: dict[str, Work] = {
+            "EstimateTokens": self._with_history(svc.EstimateTokensRequest, rpcs.estimate_tokens),
+            "ResolveBudget": self._plain(svc.ResolveBudgetRequest, rpcs.resolve_budget),
+            "TrimHistory": self._with_history(svc.TrimHistoryRequest, rpcs.trim_history),
+            "PrepareModelCall": self._with_history(
+                svc.PrepareModelCallRequest, rpcs.prepare_model_call
+            ),
+            "CheckCapacity": self._with_history(svc.CheckCapacityRequest, rpcs.check_capacity_rpc),
+            "SweepOrphans": self._with_history(svc.SweepOrphansRequest, rpcs.sweep_orphans),
+            "CapToolResults": self._plain(svc.CapToolResultsRequest, rpcs.cap_tool_results),
+            "ClassifyProviderError": self._plain(
+                svc.ClassifyProviderErrorRequest,
+                functools.partial(rpcs.classify_provider_error, classifier=self._overflow),
+            ),
+        }
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            name: grpc.unary_unary_rpc_method_handler(self._unary(name, work))
+            for name, work in unary.items()
+        }
+        # Raw request bytes in; the event stream's responses are serialized by protobuf.
+        handlers["TrimEvents"] = grpc.unary_stream_rpc_method_handler(
+            self._trim_events, response_serializer=svc.TrimEventsResponse.SerializeToString
+        )
+        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)

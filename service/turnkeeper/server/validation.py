@@ -89,7 +89,7 @@ def _v(reason: Reason, field: str, description: str) -> Violation:
     return reason, FieldViolation(field=field, description=description)
 
 
-def _raise_if_any(violations: Violations) -> None:
+def raise_if_any(violations: Violations) -> None:
     if violations.total:
         raise invalid_argument(
             violations.kept[0][0], [v for _, v in violations.kept], violations.total
@@ -97,6 +97,62 @@ def _raise_if_any(violations: Violations) -> None:
 
 
 # --- history -------------------------------------------------------------------------------
+
+# The history rules (docs/conventions.md), by the name both engines report them under: the native
+# engine finds violations in the request bytes and names them; the reason and description are here.
+HISTORY_RULES: dict[str, tuple[Reason, str]] = {
+    "history_required": (
+        INVALID_HISTORY,
+        "A history is required, in the chat or the conversation shape.",
+    ),
+    "role": (
+        INVALID_HISTORY,
+        "The role must be ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL.",
+    ),
+    "tool_call_id": (INVALID_HISTORY, "A tool row needs the tool_call_id of the call it answers."),
+    "tool_calls": (INVALID_HISTORY, "Only assistant rows can carry tool calls."),
+    "call_id": (INVALID_HISTORY, "A tool call needs a non-empty id."),
+    "call_name": (INVALID_HISTORY, "A tool call needs a non-empty name."),
+    "attachments": (
+        INVALID_HISTORY,
+        "Attachments are allowed only on tool rows and on user rows whose content starts with "
+        "[Tool results].",
+    ),
+    "breadcrumb_role": (INVALID_HISTORY, "Only a user row can be the breadcrumb."),
+    "breadcrumb_place": (
+        INVALID_HISTORY,
+        "The breadcrumb must directly follow the leading system rows, and there can be only one.",
+    ),
+    "results_required": (INVALID_HISTORY, "A tool_results row needs at least one result."),
+    "result_id": (
+        INVALID_HISTORY,
+        "A tool result needs the tool_call_id of the call it answers.",
+    ),
+    "message_required": (
+        INVALID_HISTORY,
+        "A conversation row needs one of chat, assistant_tool_calls or tool_results.",
+    ),
+}
+
+
+def _rule(rule: str, field: str) -> Violation:
+    reason, description = HISTORY_RULES[rule]
+    return _v(reason, field, description)
+
+
+def _too_many_rows(path: str, count: int, max_rows: int) -> Violation:
+    return _v(
+        REQUEST_TOO_LARGE,
+        path,
+        f"The history has {count} rows; this server accepts at most {max_rows}.",
+    )
+
+
+def history_rule_violation(rule: str, path: str, count: int, max_rows: int) -> Violation:
+    """A violation the native engine found, named by its rule."""
+    if rule == "too_many_rows":
+        return _too_many_rows(path, count, max_rows)
+    return _rule(rule, path)
 
 
 def _tool_call_violations(
@@ -107,11 +163,9 @@ def _tool_call_violations(
             out.total += (not call.id) + (not call.name)
             continue
         if not call.id:
-            out.append(_v(INVALID_HISTORY, f"{path}[{j}].id", "A tool call needs a non-empty id."))
+            out.append(_rule("call_id", f"{path}[{j}].id"))
         if not call.name:
-            out.append(
-                _v(INVALID_HISTORY, f"{path}[{j}].name", "A tool call needs a non-empty name.")
-            )
+            out.append(_rule("call_name", f"{path}[{j}].name"))
 
 
 def _chat_row_violations(
@@ -120,55 +174,21 @@ def _chat_row_violations(
     """One chat row. `crumb_slot`: the row directly follows the leading run of system rows."""
     role = row.role
     if role not in _ROLES:
-        out.append(
-            _v(
-                INVALID_HISTORY,
-                f"{path}.role",
-                "The role must be ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL.",
-            )
-        )
+        out.append(_rule("role", f"{path}.role"))
     if role == history_pb2.ROLE_TOOL and not row.tool_call_id:
-        out.append(
-            _v(
-                INVALID_HISTORY,
-                f"{path}.tool_call_id",
-                "A tool row needs the tool_call_id of the call it answers.",
-            )
-        )
+        out.append(_rule("tool_call_id", f"{path}.tool_call_id"))
     if row.tool_calls:
         if role != history_pb2.ROLE_ASSISTANT:
-            out.append(
-                _v(
-                    INVALID_HISTORY,
-                    f"{path}.tool_calls",
-                    "Only assistant rows can carry tool calls.",
-                )
-            )
+            out.append(_rule("tool_calls", f"{path}.tool_calls"))
         else:
             _tool_call_violations(row.tool_calls, f"{path}.tool_calls", out)
     if row.attachments and classify_chat(row) not in (RowKind.TOOL, RowKind.CARRIER):
-        out.append(
-            _v(
-                INVALID_HISTORY,
-                f"{path}.attachments",
-                "Attachments are allowed only on tool rows and on user rows whose content "
-                "starts with [Tool results].",
-            )
-        )
+        out.append(_rule("attachments", f"{path}.attachments"))
     if row.breadcrumb:
         if role != history_pb2.ROLE_USER:
-            out.append(
-                _v(INVALID_HISTORY, f"{path}.breadcrumb", "Only a user row can be the breadcrumb.")
-            )
+            out.append(_rule("breadcrumb_role", f"{path}.breadcrumb"))
         elif not crumb_slot:
-            out.append(
-                _v(
-                    INVALID_HISTORY,
-                    f"{path}.breadcrumb",
-                    "The breadcrumb must directly follow the leading system rows, and there can "
-                    "be only one.",
-                )
-            )
+            out.append(_rule("breadcrumb_place", f"{path}.breadcrumb"))
 
 
 def _conversation_row_violations(
@@ -184,30 +204,12 @@ def _conversation_row_violations(
     elif kind == "tool_results":
         results = row.tool_results.results
         if not results:
-            out.append(
-                _v(
-                    INVALID_HISTORY,
-                    f"{path}.tool_results.results",
-                    "A tool_results row needs at least one result.",
-                )
-            )
+            out.append(_rule("results_required", f"{path}.tool_results.results"))
         for j, result in enumerate(results):
             if not result.tool_call_id:
-                out.append(
-                    _v(
-                        INVALID_HISTORY,
-                        f"{path}.tool_results.results[{j}].tool_call_id",
-                        "A tool result needs the tool_call_id of the call it answers.",
-                    )
-                )
+                out.append(_rule("result_id", f"{path}.tool_results.results[{j}].tool_call_id"))
     else:
-        out.append(
-            _v(
-                INVALID_HISTORY,
-                f"{path}.message",
-                "A conversation row needs one of chat, assistant_tool_calls or tool_results.",
-            )
-        )
+        out.append(_rule("message_required", f"{path}.message"))
 
 
 def _leading_run(flags: Iterable[bool]) -> int:
@@ -228,23 +230,11 @@ def history_violations(history: history_pb2.History, path: str, max_rows: int) -
     out = Violations()
     shape = history.WhichOneof("shape")
     if shape is None:
-        out.append(
-            _v(
-                INVALID_HISTORY,
-                path,
-                "A history is required, in the chat or the conversation shape.",
-            )
-        )
+        out.append(_rule("history_required", path))
         return out
     count = len(history.chat.messages if shape == "chat" else history.conversation.messages)
     if count > max_rows:
-        out.append(
-            _v(
-                REQUEST_TOO_LARGE,
-                path,
-                f"The history has {count} rows; this server accepts at most {max_rows}.",
-            )
-        )
+        out.append(_too_many_rows(path, count, max_rows))
         return out
     base = f"{path}.{shape}.messages"
     system = history_pb2.ROLE_SYSTEM
@@ -368,11 +358,11 @@ def usage_violations(usage: trim_pb2.ReportedUsage, path: str) -> Violations:
 def check_estimate_tokens(
     request: history_service_pb2.EstimateTokensRequest, max_history_rows: int
 ) -> None:
-    _raise_if_any(history_violations(request.history, "history", max_history_rows))
+    raise_if_any(history_violations(request.history, "history", max_history_rows))
 
 
 def check_resolve_budget(request: history_service_pb2.ResolveBudgetRequest) -> None:
-    _raise_if_any(profiles_violations(request.profiles, "profiles"))
+    raise_if_any(profiles_violations(request.profiles, "profiles"))
 
 
 def _limits_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
@@ -440,25 +430,39 @@ def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> V
     return out
 
 
+def trim_request_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
+    """The violations of a TrimHistory request outside its history."""
+    violations = _limits_violations(request)
+    if request.WhichOneof("limits") == "profiles":
+        violations += profiles_violations(request.profiles, "profiles")
+    violations += _trim_usage_violations(request)
+    return violations
+
+
 def check_trim_history(
     request: history_service_pb2.TrimHistoryRequest, max_history_rows: int
 ) -> None:
     violations = history_violations(request.history, "history", max_history_rows)
-    violations += _limits_violations(request)
-    if request.WhichOneof("limits") == "profiles":
-        violations += profiles_violations(request.profiles, "profiles")
-    violations += _trim_usage_violations(request)
-    _raise_if_any(violations)
+    violations += trim_request_violations(request)
+    raise_if_any(violations)
+
+
+def prepare_request_violations(
+    request: history_service_pb2.PrepareModelCallRequest,
+) -> Violations:
+    """The violations of a PrepareModelCall request outside its history."""
+    violations = profiles_violations(request.profiles, "profiles")
+    if request.HasField("reported_usage"):
+        violations += usage_violations(request.reported_usage, "reported_usage")
+    return violations
 
 
 def check_prepare_model_call(
     request: history_service_pb2.PrepareModelCallRequest, max_history_rows: int
 ) -> None:
     violations = history_violations(request.history, "history", max_history_rows)
-    violations += profiles_violations(request.profiles, "profiles")
-    if request.HasField("reported_usage"):
-        violations += usage_violations(request.reported_usage, "reported_usage")
-    _raise_if_any(violations)
+    violations += prepare_request_violations(request)
+    raise_if_any(violations)
 
 
 def check_check_capacity(
@@ -466,13 +470,13 @@ def check_check_capacity(
 ) -> None:
     violations = history_violations(request.history, "history", max_history_rows)
     violations += profiles_violations(request.profiles, "profiles")
-    _raise_if_any(violations)
+    raise_if_any(violations)
 
 
 def check_sweep_orphans(
     request: history_service_pb2.SweepOrphansRequest, max_history_rows: int
 ) -> None:
-    _raise_if_any(history_violations(request.history, "history", max_history_rows))
+    raise_if_any(history_violations(request.history, "history", max_history_rows))
 
 
 def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -> None:
@@ -488,7 +492,7 @@ def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -
                 )
             )
         violations += profiles_violations(request.profiles, "profiles")
-    _raise_if_any(violations)
+    raise_if_any(violations)
 
 
 def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
@@ -503,7 +507,7 @@ def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
                     "A reason filter must be TRIM_REASON_TOKEN_BUDGET or TRIM_REASON_TURN_LIMIT.",
                 )
             )
-    _raise_if_any(out)
+    raise_if_any(out)
 
 
 def check_classify_provider_error(
@@ -513,4 +517,4 @@ def check_classify_provider_error(
     if request.HasField("http_status") and not 100 <= request.http_status <= 599:
         out = Violations()
         out.append(_v(INVALID_PROVIDER_ERROR, "http_status", "An HTTP status must be in 100-599."))
-        _raise_if_any(out)
+        raise_if_any(out)

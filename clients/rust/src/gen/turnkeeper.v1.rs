@@ -38,6 +38,14 @@ pub enum ErrorReason {
     /// The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
     /// one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
     PermissionDenied = 13,
+    /// The request bytes do not decode as the RPC's request message (a truncated varint or length, a
+    /// wire type 6 or 7, a string that is not UTF-8, nesting deeper than 100...). The BadRequest names
+    /// each top-level request field whose bytes do not decode, or the empty path when the request's
+    /// own framing is broken.
+    MalformedRequest = 14,
+    /// The server failed on a request it should have answered (status INTERNAL); the failure is logged
+    /// with its trace. Nothing was published; the request may be retried.
+    Internal = 15,
 }
 impl ErrorReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -59,6 +67,8 @@ impl ErrorReason {
             Self::Overloaded => "ERROR_REASON_OVERLOADED",
             Self::Unauthenticated => "ERROR_REASON_UNAUTHENTICATED",
             Self::PermissionDenied => "ERROR_REASON_PERMISSION_DENIED",
+            Self::MalformedRequest => "ERROR_REASON_MALFORMED_REQUEST",
+            Self::Internal => "ERROR_REASON_INTERNAL",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -77,6 +87,8 @@ impl ErrorReason {
             "ERROR_REASON_OVERLOADED" => Some(Self::Overloaded),
             "ERROR_REASON_UNAUTHENTICATED" => Some(Self::Unauthenticated),
             "ERROR_REASON_PERMISSION_DENIED" => Some(Self::PermissionDenied),
+            "ERROR_REASON_MALFORMED_REQUEST" => Some(Self::MalformedRequest),
+            "ERROR_REASON_INTERNAL" => Some(Self::Internal),
             _ => None,
         }
     }

@@ -59,6 +59,14 @@ const (
 	// The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
 	// one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
 	ErrorReason_ERROR_REASON_PERMISSION_DENIED ErrorReason = 13
+	// The request bytes do not decode as the RPC's request message (a truncated varint or length, a
+	// wire type 6 or 7, a string that is not UTF-8, nesting deeper than 100...). The BadRequest names
+	// each top-level request field whose bytes do not decode, or the empty path when the request's
+	// own framing is broken.
+	ErrorReason_ERROR_REASON_MALFORMED_REQUEST ErrorReason = 14
+	// The server failed on a request it should have answered (status INTERNAL); the failure is logged
+	// with its trace. Nothing was published; the request may be retried.
+	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 15
 )
 
 // Enum value maps for ErrorReason.
@@ -77,6 +85,8 @@ var (
 		11: "ERROR_REASON_OVERLOADED",
 		12: "ERROR_REASON_UNAUTHENTICATED",
 		13: "ERROR_REASON_PERMISSION_DENIED",
+		14: "ERROR_REASON_MALFORMED_REQUEST",
+		15: "ERROR_REASON_INTERNAL",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -92,6 +102,8 @@ var (
 		"ERROR_REASON_OVERLOADED":              11,
 		"ERROR_REASON_UNAUTHENTICATED":         12,
 		"ERROR_REASON_PERMISSION_DENIED":       13,
+		"ERROR_REASON_MALFORMED_REQUEST":       14,
+		"ERROR_REASON_INTERNAL":                15,
 	}
 )
 
@@ -126,7 +138,7 @@ var File_turnkeeper_v1_errors_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xf8\x03\n" +
+	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xb7\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_HISTORY\x10\x01\x12 \n" +
@@ -141,7 +153,9 @@ const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\x12\x1b\n" +
 	"\x17ERROR_REASON_OVERLOADED\x10\v\x12 \n" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\f\x12\"\n" +
-	"\x1eERROR_REASON_PERMISSION_DENIED\x10\r\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
+	"\x1eERROR_REASON_PERMISSION_DENIED\x10\r\x12\"\n" +
+	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x0e\x12\x19\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x0f\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
 	"\x11com.turnkeeper.v1B\vErrorsProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (

@@ -61,6 +61,16 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
     one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
     """
+    ERROR_REASON_MALFORMED_REQUEST: _ErrorReason.ValueType  # 14
+    """The request bytes do not decode as the RPC's request message (a truncated varint or length, a
+    wire type 6 or 7, a string that is not UTF-8, nesting deeper than 100...). The BadRequest names
+    each top-level request field whose bytes do not decode, or the empty path when the request's
+    own framing is broken.
+    """
+    ERROR_REASON_INTERNAL: _ErrorReason.ValueType  # 15
+    """The server failed on a request it should have answered (status INTERNAL); the failure is logged
+    with its trace. Nothing was published; the request may be retried.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -105,5 +115,15 @@ ERROR_REASON_UNAUTHENTICATED: ErrorReason.ValueType  # 12
 ERROR_REASON_PERMISSION_DENIED: ErrorReason.ValueType  # 13
 """The token is valid but may not do this (status PERMISSION_DENIED): act as another runtime than the
 one it is issued for (`CallerContext.runtime_id`), or subscribe to TrimEvents without that right.
+"""
+ERROR_REASON_MALFORMED_REQUEST: ErrorReason.ValueType  # 14
+"""The request bytes do not decode as the RPC's request message (a truncated varint or length, a
+wire type 6 or 7, a string that is not UTF-8, nesting deeper than 100...). The BadRequest names
+each top-level request field whose bytes do not decode, or the empty path when the request's
+own framing is broken.
+"""
+ERROR_REASON_INTERNAL: ErrorReason.ValueType  # 15
+"""The server failed on a request it should have answered (status INTERNAL); the failure is logged
+with its trace. Nothing was published; the request may be retried.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -94,7 +94,23 @@ export declare enum ErrorReason {
      *
      * @generated from enum value: ERROR_REASON_PERMISSION_DENIED = 13;
      */
-    PERMISSION_DENIED = 13
+    PERMISSION_DENIED = 13,
+    /**
+     * The request bytes do not decode as the RPC's request message (a truncated varint or length, a
+     * wire type 6 or 7, a string that is not UTF-8, nesting deeper than 100...). The BadRequest names
+     * each top-level request field whose bytes do not decode, or the empty path when the request's
+     * own framing is broken.
+     *
+     * @generated from enum value: ERROR_REASON_MALFORMED_REQUEST = 14;
+     */
+    MALFORMED_REQUEST = 14,
+    /**
+     * The server failed on a request it should have answered (status INTERNAL); the failure is logged
+     * with its trace. Nothing was published; the request may be retried.
+     *
+     * @generated from enum value: ERROR_REASON_INTERNAL = 15;
+     */
+    INTERNAL = 15
 }
 /**
  * Describes the enum turnkeeper.v1.ErrorReason.

@@ -5,7 +5,7 @@ import { enumDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
 /**
  * Describes the file turnkeeper/v1/errors.proto.
  */
-export const file_turnkeeper_v1_errors = /*@__PURE__*/ fileDesc("Chp0dXJua2VlcGVyL3YxL2Vycm9ycy5wcm90bxINdHVybmtlZXBlci52MSr4AwoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocRVJST1JfUkVBU09OX0lOVkFMSURfSElTVE9SWRABEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1BST0ZJTEUQAhIfChtFUlJPUl9SRUFTT05fSU5WQUxJRF9MSU1JVFMQAxIiCh5FUlJPUl9SRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQBBIoCiRFUlJPUl9SRUFTT05fQ09OVEVYVF9XSU5ET1dfRVhDRUVERUQQBRIlCiFFUlJPUl9SRUFTT05fSU5WQUxJRF9TVUJTQ1JJUFRJT04QBhIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAHEh4KGkVSUk9SX1JFQVNPTl9JTlZBTElEX1VTQUdFEAkSJwojRVJST1JfUkVBU09OX0lOVkFMSURfUFJPVklERVJfRVJST1IQChIbChdFUlJPUl9SRUFTT05fT1ZFUkxPQURFRBALEiAKHEVSUk9SX1JFQVNPTl9VTkFVVEhFTlRJQ0FURUQQDBIiCh5FUlJPUl9SRUFTT05fUEVSTUlTU0lPTl9ERU5JRUQQDSIECAgQCCofRVJST1JfUkVBU09OX0VWRU5UU19VTkFWQUlMQUJMRWIGcHJvdG8z");
+export const file_turnkeeper_v1_errors = /*@__PURE__*/ fileDesc("Chp0dXJua2VlcGVyL3YxL2Vycm9ycy5wcm90bxINdHVybmtlZXBlci52MSq3BAoLRXJyb3JSZWFzb24SHAoYRVJST1JfUkVBU09OX1VOU1BFQ0lGSUVEEAASIAocRVJST1JfUkVBU09OX0lOVkFMSURfSElTVE9SWRABEiAKHEVSUk9SX1JFQVNPTl9JTlZBTElEX1BST0ZJTEUQAhIfChtFUlJPUl9SRUFTT05fSU5WQUxJRF9MSU1JVFMQAxIiCh5FUlJPUl9SRUFTT05fUkVRVUVTVF9UT09fTEFSR0UQBBIoCiRFUlJPUl9SRUFTT05fQ09OVEVYVF9XSU5ET1dfRVhDRUVERUQQBRIlCiFFUlJPUl9SRUFTT05fSU5WQUxJRF9TVUJTQ1JJUFRJT04QBhIeChpFUlJPUl9SRUFTT05fU0hVVFRJTkdfRE9XThAHEh4KGkVSUk9SX1JFQVNPTl9JTlZBTElEX1VTQUdFEAkSJwojRVJST1JfUkVBU09OX0lOVkFMSURfUFJPVklERVJfRVJST1IQChIbChdFUlJPUl9SRUFTT05fT1ZFUkxPQURFRBALEiAKHEVSUk9SX1JFQVNPTl9VTkFVVEhFTlRJQ0FURUQQDBIiCh5FUlJPUl9SRUFTT05fUEVSTUlTU0lPTl9ERU5JRUQQDRIiCh5FUlJPUl9SRUFTT05fTUFMRk9STUVEX1JFUVVFU1QQDhIZChVFUlJPUl9SRUFTT05fSU5URVJOQUwQDyIECAgQCCofRVJST1JfUkVBU09OX0VWRU5UU19VTkFWQUlMQUJMRWIGcHJvdG8z");
 /**
  * ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
  * The ErrorInfo domain is `turnkeeper.v1` and the reason is the value's full name, such as `ERROR_REASON_INVALID_HISTORY`.
@@ -99,6 +99,22 @@ export var ErrorReason;
      * @generated from enum value: ERROR_REASON_PERMISSION_DENIED = 13;
      */
     ErrorReason[ErrorReason["PERMISSION_DENIED"] = 13] = "PERMISSION_DENIED";
+    /**
+     * The request bytes do not decode as the RPC's request message (a truncated varint or length, a
+     * wire type 6 or 7, a string that is not UTF-8, nesting deeper than 100...). The BadRequest names
+     * each top-level request field whose bytes do not decode, or the empty path when the request's
+     * own framing is broken.
+     *
+     * @generated from enum value: ERROR_REASON_MALFORMED_REQUEST = 14;
+     */
+    ErrorReason[ErrorReason["MALFORMED_REQUEST"] = 14] = "MALFORMED_REQUEST";
+    /**
+     * The server failed on a request it should have answered (status INTERNAL); the failure is logged
+     * with its trace. Nothing was published; the request may be retried.
+     *
+     * @generated from enum value: ERROR_REASON_INTERNAL = 15;
+     */
+    ErrorReason[ErrorReason["INTERNAL"] = 15] = "INTERNAL";
 })(ErrorReason || (ErrorReason = {}));
 /**
  * Describes the enum turnkeeper.v1.ErrorReason.

@@ -1,0 +1,197 @@
+"""The two history engines behind one interface: the pure-Python core and the native scanner.
+
+An engine reads a request's bytes into the request message minus its history plus a
+`HistorySource` (the history's violations and, when it is valid, its `HistoryView`). The RPC logic
+in `turnkeeper.server.rpcs` works on that interface only, so both engines share every decision
+that is not history work, and every error they raise is built by the same code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from google.protobuf.message import Message
+
+from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
+from turnkeeper.core.sweep import sweep
+from turnkeeper.core.trimming import (
+    TrimPlan,
+    layout,
+    plan_row_count,
+    plan_token_budget,
+    plan_turn_count,
+)
+from turnkeeper.core.working import WorkingHistory
+from turnkeeper.server import validation, wire
+from turnkeeper.v1 import history_pb2, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+M = TypeVar("M", bound=Message)
+
+PYTHON = "python"
+NATIVE = "native"
+
+
+class HistoryView(Protocol):
+    """A valid history with its row view and pricing; plans are judged and applied on it."""
+
+    @property
+    def total_tokens(self) -> int: ...
+
+    @property
+    def image_tokens(self) -> int: ...
+
+    @property
+    def turns(self) -> int:
+        """Every turn boundary (EstimateTokens `turns`)."""
+        ...
+
+    @property
+    def system_floor_tokens(self) -> int: ...
+
+    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+
+    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+
+    def plan_row_count(self, limit: int) -> TrimPlan: ...
+
+    def apply(self, plan: TrimPlan, breadcrumb_text: str) -> HistoryView: ...
+
+    def sweep(self) -> tuple[HistoryView, list[trim_pb2.OrphanRemoval]]: ...
+
+    def history_field(self) -> bytes:
+        """Field 1 (`history`) of a response, encoded: every response puts its history there."""
+        ...
+
+    def estimates_field(self) -> bytes:
+        """Field 2 (`messages`) of EstimateTokensResponse, encoded."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySource:
+    """The request's history as an engine read it: its violations, or a view when it has none."""
+
+    violations: validation.Violations
+    view: HistoryView | None
+
+
+class Engine(Protocol):
+    name: str
+
+    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+        """The request (its `history` field is not to be read) and its history. Raises
+        RequestError (MALFORMED_REQUEST) when the bytes do not decode."""
+        ...
+
+
+def _tagged(number: int, payload: bytes) -> bytes:
+    """A length-delimited field, encoded as protobuf does."""
+    return wire.encode_varint(number << 3 | 2) + wire.encode_varint(len(payload)) + payload
+
+
+@dataclass(frozen=True, slots=True)
+class PythonHistoryView:
+    """The reference engine: the core's row view over a parsed History message."""
+
+    working: WorkingHistory
+
+    @property
+    def total_tokens(self) -> int:
+        return self.working.pricing.total
+
+    @property
+    def image_tokens(self) -> int:
+        return self.working.pricing.image_tokens
+
+    @property
+    def turns(self) -> int:
+        return sum(1 for row in self.working.rows if row.is_turn_boundary)
+
+    @property
+    def system_floor_tokens(self) -> int:
+        return sum(self.working.pricing.tokens[: layout(self.working.rows).system_rows])
+
+    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan:
+        return plan_token_budget(self.working.rows, self.working.pricing, budget, breadcrumb_cost)
+
+    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan:
+        return plan_turn_count(self.working.rows, self.working.pricing, limit, breadcrumb_cost)
+
+    def plan_row_count(self, limit: int) -> TrimPlan:
+        return plan_row_count(self.working.rows, self.working.pricing, limit)
+
+    def apply(self, plan: TrimPlan, breadcrumb_text: str) -> PythonHistoryView:
+        return PythonHistoryView(self.working.apply(plan, breadcrumb_text))
+
+    def sweep(self) -> tuple[PythonHistoryView, list[trim_pb2.OrphanRemoval]]:
+        swept = sweep(self.working.history)
+        if not swept.removals:
+            return self, []
+        return PythonHistoryView(WorkingHistory.of(swept.history)), swept.removals
+
+    def history_field(self) -> bytes:
+        return _tagged(1, self.working.history.SerializeToString())
+
+    def estimates_field(self) -> bytes:
+        pricing = self.working.pricing
+        estimates = [
+            trim_pb2.MessageEstimate(
+                provider_rows=row.provider_rows,
+                text_bytes=row.text_bytes,
+                text_tokens=row.text_tokens,
+                framing_tokens=FRAMING_TOKENS * row.provider_rows,
+                images=images,
+                image_tokens=TOKENS_PER_IMAGE * images,
+                total_tokens=tokens,
+                turn_boundary=row.is_turn_boundary,
+            )
+            for row, tokens, images in zip(
+                self.working.rows, pricing.tokens, pricing.images, strict=True
+            )
+        ]
+        return svc.EstimateTokensResponse(messages=estimates).SerializeToString()
+
+
+def python_history_source(history: history_pb2.History, max_rows: int) -> HistorySource:
+    violations = validation.history_violations(history, "history", max_rows)
+    if violations.total:
+        return HistorySource(violations, None)
+    return HistorySource(violations, PythonHistoryView(WorkingHistory.of(history)))
+
+
+class PythonEngine:
+    """protobuf parses the whole request; the pure-Python core does the history work."""
+
+    name = PYTHON
+
+    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+        request = wire.decode(raw, request_type)
+        history: history_pb2.History = getattr(request, "history")  # noqa: B009 (typed field)
+        return request, python_history_source(history, max_rows)
+
+
+def native_available() -> bool:
+    """Whether the Rust extension (`turnkeeper._native`) was built into this installation."""
+    return importlib.util.find_spec("turnkeeper._native") is not None
+
+
+def default_engine_name() -> str:
+    return NATIVE if native_available() else PYTHON
+
+
+class EngineUnavailableError(Exception):
+    """The configured engine cannot run in this installation."""
+
+
+def create_engine(name: str | None) -> Engine:
+    """The named engine; None picks the native one when it is built, else the Python one."""
+    chosen = name or default_engine_name()
+    if chosen == PYTHON:
+        return PythonEngine()
+    raise EngineUnavailableError(
+        "the native engine is not built into this installation (it needs cargo when "
+        "turnkeeper is installed); use --engine python"
+    )

@@ -1,0 +1,501 @@
+"""The unary RPCs as synchronous functions from a read request to the response bytes.
+
+They run in the engine worker pool, never on the event loop, and publish nothing: what a call
+publishes comes back in its `Reply` for the loop to publish. The history work goes through a
+`HistoryView`, so the same code serves both engines. Every response that carries a history has it
+as field 1, and protobuf writes fields in number order, so `view.history_field()` followed by the
+rest of the response serialized is byte-identical to serializing the whole response.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import grpc
+from google.rpc import error_details_pb2
+
+from turnkeeper.core.budget import resolve, tool_result_cap
+from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
+from turnkeeper.core.meter import context_meter, input_cost, route_prices
+from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
+from turnkeeper.core.preflight import check_capacity
+from turnkeeper.core.recovery import plan_recovery
+from turnkeeper.core.toolcap import cap_tool_result
+from turnkeeper.core.trimming import (
+    DEFAULT_BREADCRUMB_TEXT,
+    DEFAULT_ROW_LIMIT,
+    DEFAULT_TURN_LIMIT,
+    TrimPlan,
+)
+from turnkeeper.core.working import breadcrumb_cost
+from turnkeeper.server import metrics, tracing, validation
+from turnkeeper.server.engines import HistorySource, HistoryView
+from turnkeeper.server.errors import RequestError
+from turnkeeper.v1 import errors_pb2, events_pb2, profile_pb2, resolution_pb2, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+log = logging.getLogger("turnkeeper.trim")
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response's bytes and what to publish once it is sent."""
+
+    body: bytes
+    events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
+    meter: events_pb2.MeterUpdate | None = None
+
+
+def _valid_view(source: HistorySource, *more: validation.Violations) -> HistoryView:
+    """The history view, once the history and the rest of the request passed validation."""
+    violations = validation.Violations()
+    violations += source.violations
+    for extra in more:
+        violations += extra
+    validation.raise_if_any(violations)
+    assert source.view is not None, "a history without violations always has a view"
+    return source.view
+
+
+@dataclass(frozen=True, slots=True)
+class TrimLimits:
+    """The limits one TrimHistory call works with, from explicit limits or resolved profiles."""
+
+    budget_tokens: int | None
+    turn_limit: int
+    row_limit: int
+    breadcrumb_text: str
+    resolution: resolution_pb2.Resolution | None
+
+
+def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
+    if request.WhichOneof("limits") == "explicit_limits":
+        explicit = request.explicit_limits
+        has_limit = explicit.HasField("max_history_messages")
+        return TrimLimits(
+            budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
+            turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
+            row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
+            breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+            resolution=None,
+        )
+    resolution = resolve(request.profiles)
+    runtime = request.profiles.runtime
+    return TrimLimits(
+        budget_tokens=resolution.budget_tokens,
+        turn_limit=resolution.max_history_turns,
+        row_limit=runtime.max_history_messages,
+        breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+        resolution=resolution,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """The token counts a trim reports, and where they come from (§10.3)."""
+
+    source: trim_pb2.CountSource.ValueType
+    tokens_before: int
+    tokens_after: int
+    target_tokens: int
+    calibration: trim_pb2.UsageCalibration | None = None
+
+    @classmethod
+    def estimated(cls, plan: TrimPlan) -> Counts:
+        return cls(
+            trim_pb2.COUNT_SOURCE_ESTIMATE,
+            plan.tokens_before,
+            plan.tokens_after,
+            plan.target_tokens,
+        )
+
+    @classmethod
+    def reported(cls, trim: CalibratedTrim, budget: int) -> Counts:
+        return cls(
+            trim_pb2.COUNT_SOURCE_PROVIDER_REPORTED,
+            trim.tokens_before,
+            trim.tokens_after,
+            budget,
+            trim.calibration,
+        )
+
+
+def _usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
+    return ReportedUsage(
+        reported=usage.reported_input_tokens,
+        estimated=usage.estimated_input_tokens,
+        tool_schema=usage.tool_schema_tokens,
+    )
+
+
+def _outcome(plan: TrimPlan, counts: Counts) -> svc.TrimOutcome:
+    outcome = svc.TrimOutcome(
+        trimmed=plan.trimmed,
+        dropped_messages=plan.dropped_messages,
+        dropped_turns=plan.dropped_turns,
+        kept_turns=plan.kept_turns,
+        tokens_before=counts.tokens_before,
+        tokens_after=counts.tokens_after,
+        target_tokens=counts.target_tokens,
+        count_source=counts.source,
+    )
+    if counts.calibration is not None:
+        outcome.calibration.CopyFrom(counts.calibration)
+    if plan.trimmed:
+        outcome.dropped_range.start = plan.drop.start
+        outcome.dropped_range.end = plan.drop.stop
+    if plan.breadcrumb_at is not None:
+        outcome.breadcrumb_index = plan.breadcrumb_at
+    return outcome
+
+
+def _history_trimmed(
+    plan: TrimPlan,
+    reason: trim_pb2.TrimReason.ValueType,
+    counts: Counts,
+    *,
+    overflow_recovery: bool,
+    budget_tokens: int,
+    turn_limit: int,
+    resolution: resolution_pb2.Resolution | None,
+    caller: trim_pb2.CallerContext | None,
+) -> trim_pb2.HistoryTrimmed:
+    """The §7 payload: returned to the caller and published to every TrimEvents subscriber."""
+    trimmed = trim_pb2.HistoryTrimmed(
+        reason=reason,
+        overflow_recovery=overflow_recovery,
+        dropped_messages=plan.dropped_messages,
+        dropped_turns=plan.dropped_turns,
+        kept_turns=plan.kept_turns,
+        tokens_before=counts.tokens_before,
+        tokens_after=counts.tokens_after,
+        target_tokens=counts.target_tokens,
+        budget_tokens=budget_tokens,
+        turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
+        breadcrumb_inserted=plan.breadcrumb_at is not None,
+        count_source=counts.source,
+    )
+    if counts.calibration is not None:
+        trimmed.calibration.CopyFrom(counts.calibration)
+    if resolution is not None:
+        trimmed.capacity.CopyFrom(resolution.capacity)
+        trimmed.route.CopyFrom(resolution.route)
+    if caller is not None:
+        trimmed.caller.CopyFrom(caller)
+    return trimmed
+
+
+# Metric and log label of each TrimMode's reason; row caps have no TrimReason of their own.
+_MODE_REASONS = {
+    trim_pb2.TRIM_MODE_TOKEN_BUDGET: "token_budget",
+    trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY: "token_budget",
+    trim_pb2.TRIM_MODE_TURN_COUNT: "turn_limit",
+    trim_pb2.TRIM_MODE_ROW_COUNT: "row_limit",
+    trim_pb2.TRIM_MODE_REPORTED_USAGE: "token_budget",
+}
+
+
+def _record_trim(
+    path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
+) -> None:
+    """Logs and counts a trim that dropped history (sizes and counts only)."""
+    if plan.trimmed:
+        metrics.observe_trim(
+            path,
+            reason,
+            dropped_turns=plan.dropped_turns,
+            dropped_messages=plan.dropped_messages,
+            tokens_before=plan.tokens_before,
+            tokens_after=plan.tokens_after,
+        )
+        tracing.annotate(
+            {
+                f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
+                f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
+                f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
+                f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
+            }
+        )
+        log.info(
+            "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
+            "kept_turns=%d tokens_before=%d tokens_after=%d",
+            trim_pb2.CallerPath.Name(path),
+            mode,
+            reason,
+            plan.dropped_messages,
+            plan.dropped_turns,
+            plan.kept_turns,
+            plan.tokens_before,
+            plan.tokens_after,
+        )
+
+
+def _capacity_exceeded(
+    report: trim_pb2.CapacityReport, route: resolution_pb2.Route
+) -> RequestError:
+    # An unknown capacity is never shown as a number: the safety fallback is not the model's
+    # capacity (§3 Route, §10.5).
+    capacity = report.capacity
+    limit = (
+        f"the model's context window is {capacity.model_context_window}"
+        if capacity.known
+        else "the model's context window is unknown and the request exceeds turnkeeper's "
+        "safety limit for an unknown window"
+    )
+    description = (
+        f"the prepared request needs {report.total_tokens} tokens but {limit} (messages "
+        f"{report.message_tokens}, hooks {report.hook_tokens}, tool schemas "
+        f"{report.tool_schema_tokens}, reserved output {report.reserved_output_tokens})"
+    )
+    metadata = {
+        "total_tokens": str(report.total_tokens),
+        "capacity_known": str(capacity.known).lower(),
+    }
+    if capacity.known:
+        metadata["capacity_tokens"] = str(capacity.model_context_window)
+    failure = error_details_pb2.PreconditionFailure(
+        violations=[
+            error_details_pb2.PreconditionFailure.Violation(
+                type="CONTEXT_WINDOW",
+                subject=f"{route.provider}/{route.model}",
+                description=description,
+            )
+        ]
+    )
+    return RequestError(
+        grpc.StatusCode.FAILED_PRECONDITION,
+        errors_pb2.ERROR_REASON_CONTEXT_WINDOW_EXCEEDED,
+        description,
+        details=[failure, report],
+        metadata=metadata,
+    )
+
+
+def estimate_tokens(request: svc.EstimateTokensRequest, source: HistorySource) -> Reply:
+    view = _valid_view(source)
+    # Fields 1, 2, then 3 and 4: the per-row estimates come encoded from the engine.
+    head = svc.EstimateTokensResponse(total_tokens=view.total_tokens).SerializeToString()
+    tail = svc.EstimateTokensResponse(
+        turns=view.turns, image_tokens=view.image_tokens
+    ).SerializeToString()
+    return Reply(head + view.estimates_field() + tail)
+
+
+def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
+    validation.check_resolve_budget(request)
+    return Reply(
+        svc.ResolveBudgetResponse(resolution=resolve(request.profiles)).SerializeToString()
+    )
+
+
+def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
+    view = _valid_view(source, validation.trim_request_violations(request))
+    path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
+    limits = _limits(request)
+    # Only the structured agent path shows trimming to the model and to subscribers (§7).
+    emits = path == trim_pb2.CALLER_PATH_AGENT
+    crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
+    mode = request.mode
+    reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
+    # Validation guarantees a budget with explicit limits where one is needed.
+    budget = limits.budget_tokens or 0
+    recovery = None
+    if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
+        plan = view.plan_token_budget(budget, crumb)
+        counts = Counts.estimated(plan)
+    elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
+        route = limits.resolution.route if limits.resolution is not None else None
+        recovery = plan_recovery(view, crumb, budget_tokens=budget, route=route)
+        plan = recovery.plan
+        counts = Counts.estimated(plan)
+    elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
+        usage = _usage(request.reported_usage)
+        calibrated = plan_reported_usage(view, budget, usage, crumb)
+        plan = calibrated.plan
+        counts = Counts.reported(calibrated, budget)
+    elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
+        reason = trim_pb2.TRIM_REASON_TURN_LIMIT
+        plan = view.plan_turn_count(limits.turn_limit, crumb)
+        counts = Counts.estimated(plan)
+    else:
+        plan = view.plan_row_count(limits.row_limit)
+        counts = Counts.estimated(plan)
+    output = view.apply(plan, limits.breadcrumb_text)
+    _record_trim(path, trim_pb2.TrimMode.Name(mode), _MODE_REASONS.get(mode, "unknown"), plan)
+
+    response = svc.TrimHistoryResponse(outcome=_outcome(plan, counts))
+    if limits.resolution is not None:
+        response.resolution.CopyFrom(limits.resolution)
+    if recovery is not None:
+        response.recovery.CopyFrom(recovery.report)
+    events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
+    if emits and plan.trimmed:
+        trimmed = _history_trimmed(
+            plan,
+            reason,
+            counts,
+            overflow_recovery=mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
+            budget_tokens=budget,
+            turn_limit=limits.turn_limit,
+            resolution=limits.resolution,
+            caller=request.caller if request.HasField("caller") else None,
+        )
+        response.history_trimmed.CopyFrom(trimmed)
+        events = (trimmed,)
+    return Reply(output.history_field() + response.SerializeToString(), events)
+
+
+def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
+    view = _valid_view(source, validation.prepare_request_violations(request))
+    resolution = resolve(request.profiles)
+    runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
+    text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
+    crumb = breadcrumb_cost(text)
+    caller = request.caller if request.HasField("caller") else None
+
+    tokens_before = view.total_tokens
+    working, removals = view.sweep()
+
+    # The turn limit, then the token budget (calibrated by reported usage when given).
+    limited = working.plan_turn_count(resolution.max_history_turns, crumb)
+    steps: list[tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]] = [
+        (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
+    ]
+    working = working.apply(limited, text)
+    budget = resolution.budget_tokens
+    if request.HasField("reported_usage"):
+        calibrated = plan_reported_usage(working, budget, _usage(request.reported_usage), crumb)
+        baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
+    else:
+        baseline = working.plan_token_budget(budget, crumb)
+        counts = Counts.estimated(baseline)
+    recovery = None
+    if request.overflow_recovery:
+        # 2/3 of what this call would have sent without recovery (§10.1), as one trim of the
+        # turn-limited history (core.recovery shows it drops what the two trims would).
+        recovery = plan_recovery(
+            working, crumb, baseline=baseline, budget_tokens=budget, route=resolution.route
+        )
+    if recovery is not None and recovery.report.trimmed:
+        steps.append(
+            (recovery.plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(recovery.plan))
+        )
+    else:
+        # No recovery asked, or none possible: the baseline is what is sent.
+        steps.append((baseline, trim_pb2.TRIM_REASON_TOKEN_BUDGET, counts))
+    working = working.apply(steps[-1][0], text)
+
+    report = check_capacity(
+        working.total_tokens,
+        working.image_tokens,
+        request.hook_texts,
+        request.tool_schemas,
+        request.reserved_output_tokens,
+        resolution.capacity,
+    )
+    if not report.fits:
+        # Nothing is sent, so nothing is published: the runtime must change the request.
+        raise _capacity_exceeded(report, resolution.route)
+    trims = [
+        _history_trimmed(
+            plan,
+            reason,
+            step_counts,
+            overflow_recovery=recovery is not None
+            and recovery.report.trimmed
+            and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+            budget_tokens=budget,
+            turn_limit=resolution.max_history_turns,
+            resolution=resolution,
+            caller=caller,
+        )
+        for plan, reason, step_counts in steps
+        if plan.trimmed
+    ]
+    for plan, reason, _ in steps:
+        label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
+        _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
+    used = report.message_tokens + report.hook_tokens + report.tool_schema_tokens
+    meter = context_meter(used, resolution)
+    response = svc.PrepareModelCallResponse(
+        resolution=resolution,
+        orphans_removed=removals,
+        trims=trims,
+        capacity_report=report,
+        tokens_before=tokens_before,
+        context_meter=meter,
+    )
+    if recovery is not None:
+        response.recovery.CopyFrom(recovery.report)
+    prices = route_prices(request.profiles, resolution.route)
+    if prices is not None:
+        response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
+    # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
+    update = events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
+    return Reply(working.history_field() + response.SerializeToString(), tuple(trims), update)
+
+
+def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
+    view = _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
+    resolution = resolve(request.profiles)
+    report = check_capacity(
+        view.total_tokens,
+        view.image_tokens,
+        request.hook_texts,
+        request.tool_schemas,
+        request.reserved_output_tokens,
+        resolution.capacity,
+    )
+    if not report.fits:
+        raise _capacity_exceeded(report, resolution.route)
+    response = svc.CheckCapacityResponse(report=report, resolution=resolution)
+    return Reply(response.SerializeToString())
+
+
+def sweep_orphans(request: svc.SweepOrphansRequest, source: HistorySource) -> Reply:
+    swept, removals = _valid_view(source).sweep()
+    response = svc.SweepOrphansResponse(removals=removals)
+    return Reply(swept.history_field() + response.SerializeToString())
+
+
+def cap_tool_results(request: svc.CapToolResultsRequest) -> Reply:
+    validation.check_cap_tool_results(request)
+    cap = (
+        tool_result_cap(request.profiles.runtime)
+        if request.HasField("profiles")
+        else request.max_tool_result_chars
+    )
+    results = []
+    for content in request.contents:
+        capped, cut = cap_tool_result(content, cap)
+        results.append(trim_pb2.CappedToolResult(content=capped, truncated_chars=cut))
+    response = svc.CapToolResultsResponse(results=results, max_tool_result_chars=cap)
+    return Reply(response.SerializeToString())
+
+
+def classify_provider_error(
+    request: svc.ClassifyProviderErrorRequest, classifier: OverflowClassifier
+) -> Reply:
+    validation.check_classify_provider_error(request)
+    match = classifier.classify(request.message, request.provider)
+    status = request.http_status if request.HasField("http_status") else None
+    log.debug(
+        "classified provider error provider=%r http_status=%s overflow=%s phrase=%r",
+        request.provider,
+        status,
+        match is not None,
+        match.phrase if match else "",
+    )
+    if match is None:
+        response = svc.ClassifyProviderErrorResponse(overflow=False)
+    else:
+        source = (
+            svc.PHRASE_SOURCE_BUILT_IN
+            if match.origin is PhraseOrigin.BUILT_IN
+            else svc.PHRASE_SOURCE_OPERATOR
+        )
+        response = svc.ClassifyProviderErrorResponse(
+            overflow=True, matched_phrase=match.phrase, phrase_source=source
+        )
+    return Reply(response.SerializeToString())
