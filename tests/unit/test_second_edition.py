@@ -18,7 +18,7 @@ from turnkeeper.core import calibration
 from turnkeeper.core.saturation import UINT64_MAX
 from turnkeeper.core.trimming import plan_token_budget
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
-from turnkeeper.server import rpcs
+from turnkeeper.server import rpcs, wire
 from turnkeeper.server.engines import PythonEngine
 from turnkeeper.server.errors import RequestError
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -42,12 +42,26 @@ RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = {
     "TrimHistory": (svc.TrimHistoryRequest, rpcs.trim_history, svc.TrimHistoryResponse),
     "CheckCapacity": (svc.CheckCapacityRequest, rpcs.check_capacity_rpc, svc.CheckCapacityResponse),
 }
+# RPCs without a history: no engine reads them.
+PLAIN_RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = {
+    "ResolveBudget": (svc.ResolveBudgetRequest, rpcs.resolve_budget, svc.ResolveBudgetResponse),
+    "CapToolResults": (
+        svc.CapToolResultsRequest,
+        rpcs.cap_tool_results,
+        svc.CapToolResultsResponse,
+    ),
+}
 
 
 def call_reply(name: str, request: Any, max_rows: int = 100_000) -> tuple[Any, rpcs.Reply]:
     """The RPC in-process on the Python engine: the response and what it would publish."""
-    request_type, rpc, response_type = RPCS[name]
-    reply = rpc(*PythonEngine().read(request.SerializeToString(), request_type, max_rows))
+    raw = request.SerializeToString()
+    if name in PLAIN_RPCS:
+        request_type, rpc, response_type = PLAIN_RPCS[name]
+        reply = rpc(wire.decode(raw, request_type))
+    else:
+        request_type, rpc, response_type = RPCS[name]
+        reply = rpc(*PythonEngine().read(raw, request_type, max_rows))
     return response_type.FromString(reply.body), reply
 
 
