@@ -11,6 +11,7 @@
   const TIMELINE_KEPT = 5000; // timeline entries (trims and gaps) kept for filtering
   const TIMELINE_SHOWN = 200; // timeline rows in the DOM
   const SESSIONS_SHOWN = 100; // session rows in the DOM (the fullest first)
+  const SESSIONS_KEPT = 10000; // sessions remembered (the least recently seen are forgotten)
   const SESSION_OPTIONS = 500; // suggestions offered by the session filter
   const MINUTES = 30; // width of the tokens-saved chart
   const TOP_SESSIONS = 10; // bars of the dropped-turns chart
@@ -81,14 +82,20 @@
   const dirty = { totals: true, sessions: true, timeline: true, charts: true, options: true, rebuild: true };
   let filter = { session: "", runtime: "", reason: "" };
 
+  function forgetOldestSessions() {
+    const byAge = Array.from(sessions.values()).sort((a, b) => a.lastSeen - b.lastSeen);
+    for (const record of byAge.slice(0, sessions.size - SESSIONS_KEPT)) sessions.delete(record.id);
+  }
+
   function sessionRecord(caller) {
     const id = (caller && caller.sessionId) || "";
     let record = sessions.get(id);
     if (!record) {
       record = { id, runtime: "", agent: "", route: null, meter: null, lastTrim: null,
-        trims: 0, droppedTurns: 0, reasons: new Set(), lastSeen: 0 };
+        trims: 0, droppedTurns: 0, reasons: new Set(), lastSeen: Date.now() };
       sessions.set(id, record);
       dirty.options = true;
+      if (sessions.size > SESSIONS_KEPT * 1.25) forgetOldestSessions();
     }
     if (caller && caller.runtimeId) {
       record.runtime = caller.runtimeId;
