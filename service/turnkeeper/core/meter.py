@@ -14,6 +14,11 @@ from turnkeeper.v1 import profile_pb2, resolution_pb2, trim_pb2
 PER_MILLION = 1_000_000
 
 
+def input_tokens(report: trim_pb2.CapacityReport) -> int:
+    """What the prepared request sends: messages, hooks and tool schemas (not reserved output)."""
+    return report.message_tokens + report.hook_tokens + report.tool_schema_tokens
+
+
 def context_meter(used_tokens: int, resolution: resolution_pb2.Resolution) -> trim_pb2.ContextMeter:
     """Capacity and fraction only when the route's window is known: never the 32,000 fallback."""
     meter = trim_pb2.ContextMeter(

@@ -17,7 +17,7 @@ from google.rpc import error_details_pb2
 
 from turnkeeper.core.budget import resolve, tool_result_cap
 from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
-from turnkeeper.core.meter import context_meter, input_cost, route_prices
+from turnkeeper.core.meter import context_meter, input_cost, input_tokens, route_prices
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
 from turnkeeper.core.preflight import check_capacity
 from turnkeeper.core.recovery import plan_recovery
@@ -377,7 +377,8 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
         recovery = plan_recovery(
             working, crumb, baseline=baseline, budget_tokens=budget, route=resolution.route
         )
-    if recovery is not None and recovery.report.trimmed:
+    recovered = recovery is not None and recovery.report.trimmed
+    if recovery is not None and recovered:
         steps.append(
             (recovery.plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(recovery.plan))
         )
@@ -402,9 +403,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
             plan,
             reason,
             step_counts,
-            overflow_recovery=recovery is not None
-            and recovery.report.trimmed
-            and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+            overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
             budget_tokens=budget,
             turn_limit=resolution.max_history_turns,
             resolution=resolution,
@@ -416,7 +415,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     for plan, reason, _ in steps:
         label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
         _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
-    used = report.message_tokens + report.hook_tokens + report.tool_schema_tokens
+    used = input_tokens(report)
     meter = context_meter(used, resolution)
     response = svc.PrepareModelCallResponse(
         resolution=resolution,
