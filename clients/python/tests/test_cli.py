@@ -169,6 +169,32 @@ def test_trim_with_profiles_and_emit(endpoints: Endpoints, files: dict[str, Path
     assert len(from_anthropic(json.loads(anthropic.stdout)).chat.messages) == 6
 
 
+def test_trim_responses_items_round_trip(endpoints: Endpoints, tmp_path: Path) -> None:
+    """Responses items are detected, and `--emit openai_responses` gives them back unchanged
+    when nothing has to go (the passthrough keeps ids, statuses and reasoning)."""
+    items = [
+        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAA"},
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps(items))
+    result = run(
+        endpoints,
+        "trim",
+        str(path),
+        "--max-turns",
+        "5",
+        "--mode",
+        "turn-count",
+        "--emit",
+        "openai_responses",
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == items
+
+
 def test_trim_full_proto_request_with_flag_override(endpoints: Endpoints, tmp_path: Path) -> None:
     request = svc.TrimHistoryRequest(
         history=three_turns(),

@@ -11,7 +11,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,8 +33,10 @@ from .convert import (
     detect_format,
     from_anthropic,
     from_openai,
+    from_openai_responses,
     to_anthropic,
     to_openai,
+    to_openai_responses,
 )
 from .errors import TurnkeeperError
 from .sync import TurnkeeperClient
@@ -123,7 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument("file", metavar="FILE", help="history JSON file, or - for stdin")
     group.add_argument(
         "--format",
-        choices=("auto", "openai", "anthropic", "proto"),
+        choices=("auto", "openai", "openai_responses", "anthropic", "proto"),
         default="auto",
         help="input format (default: detected)",
     )
@@ -180,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
     emit = argparse.ArgumentParser(add_help=False)
     emit.add_argument(
         "--emit",
-        choices=("openai", "anthropic", "proto"),
+        choices=("openai", "openai_responses", "anthropic", "proto"),
         help="print only the resulting history, in this format (JSON); a request read in the "
         "same format keeps its other fields (model, max_tokens, tools, ...)",
     )
@@ -337,6 +339,11 @@ def _load_input(args: argparse.Namespace) -> Loaded:
         if fmt == "openai":
             history = from_openai(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args))
             return Loaded(history, fmt, data)
+        if fmt == "openai_responses":
+            history = from_openai_responses(
+                data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args)
+            )
+            return Loaded(history, fmt, data)
         if fmt == "anthropic":
             history = from_anthropic(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args))
             return Loaded(history, fmt, data)
@@ -432,9 +439,19 @@ def _with_request_fields(fmt: Format, converted: Any, loaded: Loaded) -> Any:
     if fmt == "openai":
         out["messages"] = converted
         return out
+    if fmt == "openai_responses":
+        out["input"] = converted
+        return out
     out.pop("system", None)  # the converted history says whether there is one
     out.update(converted)
     return out
+
+
+_EXPORTERS: dict[str, Callable[[history_pb2.History], Any]] = {
+    "openai": to_openai,
+    "openai_responses": to_openai_responses,
+    "anthropic": to_anthropic,
+}
 
 
 def _emit(args: argparse.Namespace, history: history_pb2.History, loaded: Loaded) -> None:
@@ -442,7 +459,7 @@ def _emit(args: argparse.Namespace, history: history_pb2.History, loaded: Loaded
         print(_render.proto_json(history))
         return
     try:
-        converted = to_openai(history) if args.emit == "openai" else to_anthropic(history)
+        converted = _EXPORTERS[args.emit](history)
     except ConversionError as error:
         raise UsageError(f"cannot emit {args.emit}: {error}") from error
     output = _with_request_fields(args.emit, converted, loaded)
