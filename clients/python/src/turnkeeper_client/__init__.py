@@ -10,8 +10,10 @@ from .convert import (
     ConversionError,
     from_anthropic,
     from_openai,
+    from_openai_responses,
     to_anthropic,
     to_openai,
+    to_openai_responses,
 )
 from .errors import (
     ClientError,
@@ -38,8 +40,10 @@ __all__ = [
     "decode_rpc_error",
     "from_anthropic",
     "from_openai",
+    "from_openai_responses",
     "target",
     "tls_credentials",
     "to_anthropic",
     "to_openai",
+    "to_openai_responses",
 ]
