@@ -70,3 +70,18 @@ func TestTLSCredentialsNeedCertAndKeyTogether(t *testing.T) {
 		t.Fatal("a certificate without its key was accepted")
 	}
 }
+
+func TestTrimEventsCarryTheTokenAndHonourTheSubscribeRight(t *testing.T) {
+	allowed := secureClient(t, "TURNKEEPER_TLS_ADDRESS", false, turnkeeper.WithToken(liveEnv(t, "TURNKEEPER_TOKEN")))
+	sub, err := allowed.SubscribeTrimEvents(testContext(t), &turnkeeperv1.TrimEventsRequest{})
+	if err != nil {
+		t.Fatalf("a token with trim_events may subscribe: %v", err)
+	}
+	sub.Close()
+	denied := secureClient(t, "TURNKEEPER_TLS_ADDRESS", false, turnkeeper.WithToken(liveEnv(t, "TURNKEEPER_TOKEN_NO_EVENTS")))
+	_, err = denied.SubscribeTrimEvents(testContext(t), &turnkeeperv1.TrimEventsRequest{})
+	var failure *turnkeeper.Error
+	if !errors.As(err, &failure) || failure.Code != codes.PermissionDenied || failure.Reason != "ERROR_REASON_PERMISSION_DENIED" {
+		t.Fatalf("a token without trim_events: got %v", err)
+	}
+}

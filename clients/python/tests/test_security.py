@@ -129,3 +129,23 @@ def test_the_cli_connects_with_tls_mtls_and_a_token(secure: Secure, tmp_path: Pa
     refused = run_cli("estimate", str(history), "--address", secure.tls, "--tls-ca", secure.ca)
     assert refused.returncode != 0
     assert "UNAUTHENTICATED" in refused.stderr
+
+
+def test_trim_events_with_a_token_and_a_token_without_that_right(secure: Secure) -> None:
+    credentials = tls_credentials(ca=secure.ca)
+    with TurnkeeperClient.connect(
+        secure.tls, credentials=credentials, token=secure.token
+    ) as client:
+        watch = client.watch_trims()
+        try:
+            assert next(iter(watch)).WhichOneof("item") == "heartbeat"
+        finally:
+            watch.close()
+    with TurnkeeperClient.connect(
+        secure.tls, credentials=credentials, token=secure.no_events_token
+    ) as client:
+        watch = client.watch_trims()
+        with pytest.raises(TurnkeeperError) as caught:
+            next(iter(watch))
+        watch.close()
+    assert caught.value.reason == "ERROR_REASON_PERMISSION_DENIED"

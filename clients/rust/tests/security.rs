@@ -104,3 +104,35 @@ async fn mtls_without_a_client_certificate_fails() {
 fn a_token_must_be_a_header_value() {
     assert!(ConnectOptions::new().token("bad\ntoken").is_err());
 }
+
+#[tokio::test]
+async fn trim_events_carry_the_token_and_honour_the_subscribe_right() {
+    use turnkeeper_client::FeedItem;
+    use turnkeeper_client::pb::TrimEventsRequest;
+    let allowed = ConnectOptions::new()
+        .tls(tls(false))
+        .token(env("TURNKEEPER_TOKEN"))
+        .unwrap()
+        .connect(&env("TURNKEEPER_TLS_ADDRESS"))
+        .await
+        .expect("TLS connect");
+    let mut events = allowed
+        .trim_events(TrimEventsRequest::default())
+        .await
+        .expect("a token with trim_events may subscribe");
+    let first = events.next().await.expect("an item").expect("no error");
+    assert!(matches!(first, FeedItem::Heartbeat(_)), "{first:?}");
+
+    let denied = ConnectOptions::new()
+        .tls(tls(false))
+        .token(env("TURNKEEPER_TOKEN_NO_EVENTS"))
+        .unwrap()
+        .connect(&env("TURNKEEPER_TLS_ADDRESS"))
+        .await
+        .expect("TLS connect");
+    let Err(error) = denied.trim_events(TrimEventsRequest::default()).await else {
+        panic!("a token without trim_events was allowed to subscribe");
+    };
+    assert_eq!(error.code(), Some(Code::PermissionDenied), "{error}");
+    assert_eq!(error.reason(), Some(ErrorReason::PermissionDenied));
+}

@@ -80,3 +80,21 @@ test("mTLS without a client certificate fails before reaching the server", async
 test("tls.cert and tls.key go together", () => {
   assert.throws(() => connect("127.0.0.1:1", { tls: { cert: "x" } }), /together/);
 });
+
+test("TrimEvents carry the token and honour the subscribe right", async () => {
+  const allowed = connect(env("TURNKEEPER_TLS_ADDRESS"), { tls: tls(false), token: env("TURNKEEPER_TOKEN") });
+  const denied = connect(env("TURNKEEPER_TLS_ADDRESS"), { tls: tls(false), token: env("TURNKEEPER_TOKEN_NO_EVENTS") });
+  try {
+    const subscription = await allowed.subscribeTrimEvents({});
+    subscription.close();
+    await assert.rejects(denied.subscribeTrimEvents({}), (error: unknown) => {
+      assert.ok(error instanceof TurnkeeperError, String(error));
+      assert.equal(error.codeName, "PERMISSION_DENIED");
+      assert.equal(error.reasonName, "ERROR_REASON_PERMISSION_DENIED");
+      return true;
+    });
+  } finally {
+    allowed.close();
+    denied.close();
+  }
+});
