@@ -119,7 +119,9 @@ EVENTS_PUBLISHED = Counter(
     "turnkeeper_events_published", "HistoryTrimmed events handed to the feed.", registry=REGISTRY
 )
 EVENT_SUBSCRIBERS = Gauge(
-    "turnkeeper_event_subscribers", "Open TrimEvents subscriptions.", registry=REGISTRY
+    "turnkeeper_event_subscribers",
+    "Open subscriptions of the event feed (TrimEvents streams and dashboard streams).",
+    registry=REGISTRY,
 )
 EVENT_GAPS = Counter(
     "turnkeeper_event_gaps",
