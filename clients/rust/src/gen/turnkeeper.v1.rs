@@ -1145,7 +1145,7 @@ pub struct ChatMessage {
     pub breadcrumb: bool,
     /// What the row's provider format carries that turnkeeper does not price, kept so a converter can
     /// give the provider back exactly what it sent: the skeleton of the provider fragment the row came
-    /// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+    /// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
     /// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
     /// a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
     #[prost(message, optional, tag = "7")]
@@ -1176,7 +1176,7 @@ pub struct AssistantToolCalls {
     pub reasoning: ::prost::alloc::string::String,
     /// What the step's provider format carries that turnkeeper does not price, kept so a converter can
     /// give the provider back exactly what it sent: the skeleton of the provider fragment the step came
-    /// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+    /// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
     /// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
     /// a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
     #[prost(message, optional, tag = "4")]
@@ -1210,7 +1210,7 @@ pub struct ToolResult {
     pub attachments: ::prost::alloc::vec::Vec<Attachment>,
     /// What the result's provider format carries that turnkeeper does not price, kept so a converter can
     /// give the provider back exactly what it sent: the skeleton of the provider fragment the result came
-    /// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+    /// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
     /// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
     /// a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
     #[prost(message, optional, tag = "5")]

@@ -263,7 +263,7 @@ type ChatMessage struct {
 	Breadcrumb bool `protobuf:"varint,6,opt,name=breadcrumb,proto3" json:"breadcrumb,omitempty"`
 	// What the row's provider format carries that turnkeeper does not price, kept so a converter can
 	// give the provider back exactly what it sent: the skeleton of the provider fragment the row came
-	// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+	// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
 	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
 	// a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
 	Passthrough   *structpb.Struct `protobuf:"bytes,7,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
@@ -361,7 +361,7 @@ type AssistantToolCalls struct {
 	Reasoning string `protobuf:"bytes,3,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	// What the step's provider format carries that turnkeeper does not price, kept so a converter can
 	// give the provider back exactly what it sent: the skeleton of the provider fragment the step came
-	// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+	// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
 	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
 	// a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
 	Passthrough   *structpb.Struct `protobuf:"bytes,4,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
@@ -440,7 +440,7 @@ type ToolResult struct {
 	Attachments []*Attachment `protobuf:"bytes,4,rep,name=attachments,proto3" json:"attachments,omitempty"`
 	// What the result's provider format carries that turnkeeper does not price, kept so a converter can
 	// give the provider back exactly what it sent: the skeleton of the provider fragment the result came
-	// from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+	// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
 	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
 	// a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
 	Passthrough   *structpb.Struct `protobuf:"bytes,5,opt,name=passthrough,proto3" json:"passthrough,omitempty"`

@@ -152,7 +152,7 @@ class ChatMessage(_message.Message):
     def passthrough(self) -> _struct_pb2.Struct:
         """What the row's provider format carries that turnkeeper does not price, kept so a converter can
         give the provider back exactly what it sent: the skeleton of the provider fragment the row came
-        from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+        from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
         docs/converters.md defines the skeletons. The service never prices, validates or changes it:
         a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
         """
@@ -198,7 +198,7 @@ class AssistantToolCalls(_message.Message):
     def passthrough(self) -> _struct_pb2.Struct:
         """What the step's provider format carries that turnkeeper does not price, kept so a converter can
         give the provider back exactly what it sent: the skeleton of the provider fragment the step came
-        from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+        from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
         docs/converters.md defines the skeletons. The service never prices, validates or changes it:
         a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
         """
@@ -244,7 +244,7 @@ class ToolResult(_message.Message):
     def passthrough(self) -> _struct_pb2.Struct:
         """What the result's provider format carries that turnkeeper does not price, kept so a converter can
         give the provider back exactly what it sent: the skeleton of the provider fragment the result came
-        from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+        from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
         docs/converters.md defines the skeletons. The service never prices, validates or changes it:
         a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
         """

@@ -146,7 +146,7 @@ export type ChatMessage = Message<"turnkeeper.v1.ChatMessage"> & {
   /**
    * What the row's provider format carries that turnkeeper does not price, kept so a converter can
    * give the provider back exactly what it sent: the skeleton of the provider fragment the row came
-   * from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+   * from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
    * docs/converters.md defines the skeletons. The service never prices, validates or changes it:
    * a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
    *
@@ -192,7 +192,7 @@ export type AssistantToolCalls = Message<"turnkeeper.v1.AssistantToolCalls"> & {
   /**
    * What the step's provider format carries that turnkeeper does not price, kept so a converter can
    * give the provider back exactly what it sent: the skeleton of the provider fragment the step came
-   * from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+   * from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
    * docs/converters.md defines the skeletons. The service never prices, validates or changes it:
    * a kept step comes back with its passthrough untouched. Empty when the step has nothing to carry.
    *
@@ -245,7 +245,7 @@ export type ToolResult = Message<"turnkeeper.v1.ToolResult"> & {
   /**
    * What the result's provider format carries that turnkeeper does not price, kept so a converter can
    * give the provider back exactly what it sent: the skeleton of the provider fragment the result came
-   * from, under one key naming the format (`openai_chat`, `openai_responses` or `anthropic`).
+   * from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
    * docs/converters.md defines the skeletons. The service never prices, validates or changes it:
    * a kept result comes back with its passthrough untouched. Empty when the result has nothing to carry.
    *
