@@ -541,6 +541,12 @@ async fn connect_failures_are_eager_or_deferred() {
         .await
         .expect_err("nothing listens");
     assert_eq!(error.code(), Some(Code::Unavailable));
+    // A deferred connect failure names its OS error too.
+    let shown = error.to_string();
+    assert!(
+        shown.contains("No such file or directory (os error 2)"),
+        "{shown}"
+    );
 }
 
 #[tokio::test]
