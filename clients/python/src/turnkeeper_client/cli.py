@@ -528,15 +528,24 @@ def _cmd_trim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_prepare(args: argparse.Namespace) -> int:
-    loaded = _load_input(args)
-    request = svc.PrepareModelCallRequest()
+def _preflight_request(
+    args: argparse.Namespace,
+    loaded: Loaded,
+    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
+) -> None:
+    """The request file, the profiles flags and the pre-flight inputs, for prepare and check."""
     _request_from(args, loaded, request)
     profiles = _load_profiles(args, args.profiles)
     if profiles is not None:
         request.profiles.CopyFrom(profiles)
-    _set_caller(args, request.caller)
     _set_extras(args, request)
+
+
+def _cmd_prepare(args: argparse.Namespace) -> int:
+    loaded = _load_input(args)
+    request = svc.PrepareModelCallRequest()
+    _preflight_request(args, loaded, request)
+    _set_caller(args, request.caller)
     if args.overflow_recovery:
         request.overflow_recovery = True
     with _connect(args) as client:
@@ -551,11 +560,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
 def _cmd_check(args: argparse.Namespace) -> int:
     loaded = _load_input(args)
     request = svc.CheckCapacityRequest()
-    _request_from(args, loaded, request)
-    profiles = _load_profiles(args, args.profiles)
-    if profiles is not None:
-        request.profiles.CopyFrom(profiles)
-    _set_extras(args, request)
+    _preflight_request(args, loaded, request)
     with _connect(args) as client:
         try:
             response = client.check_capacity(request)
