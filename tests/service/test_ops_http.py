@@ -30,6 +30,7 @@ EXPECTED_FAMILIES = {
     "grpc_server_msg_received",
     "grpc_server_msg_sent",
     "turnkeeper_rpc_request_bytes",
+    "turnkeeper_rpc_response_bytes",
     "turnkeeper_capacity_failures",
     "turnkeeper_admission_rejections",
     "turnkeeper_trims",

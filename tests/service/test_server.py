@@ -294,6 +294,7 @@ def test_logs_name_methods_sizes_and_ids_but_never_message_text(
     }
     assert access["EstimateTokens"]["status"] == "OK"
     assert access["EstimateTokens"]["request_bytes"] == size
+    assert access["EstimateTokens"]["response_bytes"] > 0
     assert access["EstimateTokens"]["duration_ms"] >= 0
     assert access["SweepOrphans"]["status"] == "INVALID_ARGUMENT"
     assert access["SweepOrphans"]["error_reason"] == "ERROR_REASON_INVALID_HISTORY"

@@ -66,6 +66,7 @@ async def test_the_span_continues_the_runtimes_trace_with_sizes_and_counts(
     attributes = dict(span.attributes or {})
     assert attributes["rpc.request.bytes"] == request().ByteSize()
     assert attributes["rpc.messages.sent"] == 1
+    assert attributes["rpc.response.bytes"] == response.ByteSize()
     assert attributes["rpc.grpc.status"] == "OK"
     assert attributes["turnkeeper.trim.turn_limit.dropped_turns"] == 3
     assert (

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 import grpc
+from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server import metrics, tracing
@@ -43,8 +44,18 @@ class _CallStats:
     # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
     rpc_type: str = "unary"
     caller_ids: dict[str, str] = field(default_factory=dict)
+
+    def count_response(self, response: Any) -> None:
+        # Raw-bytes handlers (every HistoryService method) answer bytes: their size is free.
+        self.responses += 1
+        if isinstance(response, bytes):
+            self.response_bytes += len(response)
+        elif isinstance(response, Message):
+            self.response_bytes += response.ByteSize()
+
     started: float = field(default_factory=time.perf_counter)
     request_bytes: int = 0
+    response_bytes: int = 0
     requests: int = 0
     responses: int = 0
 
@@ -97,6 +108,7 @@ def _finish(
     tracing.annotate(
         {
             "rpc.request.bytes": stats.request_bytes,
+            "rpc.response.bytes": stats.response_bytes,
             "rpc.messages.received": stats.requests,
             "rpc.messages.sent": stats.responses,
             "rpc.grpc.status": status,
@@ -109,6 +121,7 @@ def _finish(
         status,
         seconds,
         stats.request_bytes,
+        stats.response_bytes,
         stats.requests,
         stats.responses,
         reason,
@@ -119,11 +132,13 @@ def _finish(
     duration_ms = round(seconds * 1000.0, 2)
     log.log(
         level,
-        "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d requests=%d responses=%d",
+        "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d response_bytes=%d requests=%d "
+        "responses=%d",
         stats.method,
         status,
         duration_ms,
         stats.request_bytes,
+        stats.response_bytes,
         stats.requests,
         stats.responses,
         extra={
@@ -131,6 +146,7 @@ def _finish(
             "status": status,
             "duration_ms": duration_ms,
             "request_bytes": stats.request_bytes,
+            "response_bytes": stats.response_bytes,
             "requests": stats.requests,
             "responses": stats.responses,
             **({"error_reason": reason} if reason else {}),
@@ -205,7 +221,7 @@ def _unary_response(
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
-            stats.responses += 1
+            stats.count_response(response)
             return response
         except BaseException as caught:
             error = caught
@@ -229,7 +245,7 @@ def _stream_response(
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
-                    stats.responses += 1
+                    stats.count_response(item)
                     yield item
             except BaseException as caught:
                 error = caught

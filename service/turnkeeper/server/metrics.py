@@ -72,6 +72,13 @@ REQUEST_BYTES = Histogram(
     buckets=_SIZE_BUCKETS,
     registry=REGISTRY,
 )
+RESPONSE_BYTES = Histogram(
+    "turnkeeper_rpc_response_bytes",
+    "Size of each RPC's response messages, serialized.",
+    ("grpc_method",),
+    buckets=_SIZE_BUCKETS,
+    registry=REGISTRY,
+)
 CAPACITY_FAILURES = Counter(
     "turnkeeper_capacity_failures",
     "Requests refused because the prepared call does not fit the model's context window "
@@ -178,6 +185,7 @@ def observe_rpc(
     code: str,
     seconds: float,
     request_bytes: int,
+    response_bytes: int,
     requests: int,
     responses: int,
     error_reason: str | None,
@@ -190,6 +198,7 @@ def observe_rpc(
     MESSAGES_RECEIVED.labels(*labels).inc(requests)
     MESSAGES_SENT.labels(*labels).inc(responses)
     REQUEST_BYTES.labels(method).observe(request_bytes)
+    RESPONSE_BYTES.labels(method).observe(response_bytes)
     if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
         CAPACITY_FAILURES.labels(method).inc()
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED.name:
