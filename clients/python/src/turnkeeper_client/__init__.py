@@ -23,6 +23,7 @@ from .errors import (
     decode_rpc_error,
 )
 from .sync import TrimWatch, TurnkeeperClient
+from .usage import reported_usage
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -41,6 +42,7 @@ __all__ = [
     "from_anthropic",
     "from_openai",
     "from_openai_responses",
+    "reported_usage",
     "target",
     "tls_credentials",
     "to_anthropic",
