@@ -1,6 +1,7 @@
 export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS } from "./client.js";
 export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
 export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
+export { reportedUsageOf } from "./usage.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAnthropic, fromOpenAI, fromOpenAIResponses, toAnthropic, toOpenAI, toOpenAIResponses, } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 // The turnkeeper.v1 contract: message types, their schemas (for create/fromJson/toJson) and enums.

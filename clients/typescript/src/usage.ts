@@ -1,0 +1,19 @@
+import { create } from "@bufbuild/protobuf";
+import { ReportedUsageSchema, type CapacityReport, type ReportedUsage } from "./gen/turnkeeper/v1/trim_pb.js";
+
+/**
+ * The ReportedUsage of spec §10.3: the input tokens the provider reported for the previous request,
+ * next to turnkeeper's estimate of it, read from the CapacityReport of the `prepareModelCall` (or
+ * `checkCapacity`) that built it: everything sent, `totalTokens - reservedOutputTokens`, of which
+ * `toolSchemaTokens` were tool schemas. Set it as `reportedUsage` of the next prepareModelCall, or
+ * of a trimHistory in `TrimMode.REPORTED_USAGE`.
+ */
+export function reportedUsageOf(previous: CapacityReport, reportedInputTokens: bigint): ReportedUsage {
+  const sent = previous.totalTokens - previous.reservedOutputTokens;
+  const estimated = sent > 0n ? sent : 0n;
+  return create(ReportedUsageSchema, {
+    reportedInputTokens,
+    estimatedInputTokens: estimated,
+    toolSchemaTokens: previous.toolSchemaTokens < estimated ? previous.toolSchemaTokens : estimated,
+  });
+}
