@@ -28,6 +28,7 @@ pub mod convert;
 mod error;
 mod events;
 mod history;
+mod usage;
 
 #[cfg(feature = "tls")]
 pub use client::TlsOptions;
