@@ -260,6 +260,17 @@ func TestMeterUpdatesOnlyForSubscribersThatOptIn(t *testing.T) {
 	if metered.Cursor() != update.GetCursor() {
 		t.Errorf("cursor %q after a meter update with cursor %q", metered.Cursor(), update.GetCursor())
 	}
+	// With no trim in between the next update shares that cursor (the feed position of the trims
+	// before it): it is delivered all the same.
+	again, err := client.PrepareModelCall(testContext(t), &turnkeeperv1.PrepareModelCallRequest{
+		History: sevenRows(), Profiles: pricedProfiles(nil), Caller: &turnkeeperv1.CallerContext{SessionId: session},
+	})
+	if err != nil {
+		t.Fatalf("PrepareModelCall: %v", err)
+	}
+	if item, err = metered.Recv(); err != nil || !proto.Equal(item.GetMeterUpdate().GetMeter(), again.GetContextMeter()) {
+		t.Fatalf("got %v (%v), want the second meter update", item, err)
+	}
 	registered(t, plain)
 	awaitHeartbeat(t, plain) // an idle heartbeat, no meter update
 }

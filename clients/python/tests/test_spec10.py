@@ -208,7 +208,8 @@ def test_tool_result_cap_from_profiles(client: TurnkeeperClient) -> None:
 
 def test_meter_updates_reach_only_subscribers_that_opt_in(client: TurnkeeperClient) -> None:
     """spec §10.5: a subscriber with include_meter_updates gets the meter of every prepared call
-    of its sessions (route and meter as returned); one without gets none."""
+    of its sessions (route and meter as returned), also when updates share a cursor; one without
+    gets none."""
     session = uuid.uuid4().hex
     with (
         client.watch_trims(
@@ -233,5 +234,17 @@ def test_meter_updates_reach_only_subscribers_that_opt_in(client: TurnkeeperClie
         assert update.meter == prepared.context_meter
         assert update.route == prepared.resolution.route
         assert metered.cursor == update.cursor
+        # With no trim in between the next update shares that cursor (the feed position of the
+        # trims before it): it is delivered all the same.
+        again = client.prepare_model_call(
+            svc.PrepareModelCallRequest(
+                history=_seven_rows(),
+                profiles=_priced_profiles(),
+                caller=trim_pb2.CallerContext(session_id=session),
+            )
+        )
+        item = next(metered)
+        assert item.WhichOneof("item") == "meter_update"
+        assert item.meter_update.meter == again.context_meter
         # The plain subscriber's next items are heartbeats only (the answer, then an idle one).
         assert [next(plain).WhichOneof("item") for _ in range(2)] == ["heartbeat", "heartbeat"]

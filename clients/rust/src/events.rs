@@ -241,12 +241,9 @@ impl Subscription {
                 }
                 self.cursor = Some(event.cursor.clone());
             }
-            Item::MeterUpdate(update) => {
-                if self.cursor.as_deref() == Some(update.cursor.as_str()) {
-                    return None;
-                }
-                self.cursor = Some(update.cursor.clone());
-            }
+            // A meter update's cursor is the feed position of the trims before it, shared by
+            // every update until the next trim: it moves the resume point but names no item.
+            Item::MeterUpdate(update) => self.cursor = Some(update.cursor.clone()),
             Item::Heartbeat(beat) if !beat.cursor.is_empty() => {
                 self.cursor = Some(beat.cursor.clone());
             }

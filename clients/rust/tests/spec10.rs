@@ -351,10 +351,28 @@ async fn meter_updates_reach_only_subscribers_that_opt_in() {
         Some(Ok(FeedItem::MeterUpdate(update))) => update,
         other => panic!("expected a meter update, got {other:?}"),
     };
-    assert_eq!(update.caller.map(|c| c.session_id), Some(session));
+    assert_eq!(update.caller.map(|c| c.session_id).as_ref(), Some(&session));
     assert_eq!(update.meter, prepared.context_meter);
     assert_eq!(update.route, prepared.resolution.and_then(|r| r.route));
     assert_eq!(metered.cursor(), Some(update.cursor.as_str()));
+    // With no trim in between the next update shares that cursor (the feed position of the
+    // trims before it): it is delivered all the same.
+    let again = client
+        .prepare_model_call(PrepareModelCallRequest {
+            history: Some(seven_rows()),
+            profiles: Some(priced_profiles(None)),
+            caller: Some(CallerContext {
+                session_id: session.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("prepare");
+    match metered.next().await {
+        Some(Ok(FeedItem::MeterUpdate(second))) => assert_eq!(second.meter, again.context_meter),
+        other => panic!("expected the second meter update, got {other:?}"),
+    }
     // The plain subscriber sees the answer, then an idle heartbeat: no meter update.
     for _ in 0..2 {
         assert!(matches!(

@@ -187,6 +187,12 @@ describe("spec §10 wrappers", () => {
       assert.ok(equals(ContextMeterSchema, update.meter!, prepared.contextMeter!));
       assert.ok(equals(RouteSchema, update.route!, prepared.resolution!.route!));
       assert.equal(metered.cursor, update.cursor);
+      // With no trim in between the next update shares that cursor (the feed position of the trims
+      // before it): it is delivered all the same.
+      const again = await client.prepareModelCall({ history: sevenRows(), profiles: pricedProfiles(), caller: { sessionId } });
+      const next = await kind(items);
+      assert.equal(next?.case, "meterUpdate");
+      assert.ok(equals(ContextMeterSchema, next.value.meter!, again.contextMeter!));
       // The plain subscriber sees the answer, then an idle heartbeat: no meter update.
       const plainItems = plain[Symbol.asyncIterator]();
       assert.deepEqual([(await kind(plainItems))?.case, (await kind(plainItems))?.case], ["heartbeat", "heartbeat"]);

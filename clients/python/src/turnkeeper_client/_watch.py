@@ -101,8 +101,12 @@ class CursorState:
     def accept(self, item: history_service_pb2.TrimEventsResponse) -> bool:
         """Records the item's position; False for an event already delivered (a redelivery)."""
         kind = item.WhichOneof("item")
-        if kind in ("event", "meter_update"):
-            cursor = item.event.cursor if kind == "event" else item.meter_update.cursor
+        if kind == "meter_update":
+            # Its cursor is the feed position of the trims before it, shared by every update
+            # until the next trim: it moves the resume point but names no item to deduplicate.
+            self.cursor = item.meter_update.cursor
+        elif kind == "event":
+            cursor = item.event.cursor
             if cursor in self._seen:
                 return False
             self._seen[cursor] = None
