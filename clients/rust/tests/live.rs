@@ -6,7 +6,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio::net::{TcpListener, TcpStream};
@@ -20,14 +20,7 @@ use turnkeeper_client::{
     Client, Code, ConnectOptions, Error, FeedItem, ReconnectPolicy, TrimEventStream,
 };
 
-/// A session id no other test (or earlier run) publishes under, so the feed filter isolates us.
-fn session_id(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("rust-{test}-{}-{nanos}", std::process::id())
-}
+use common::session_id;
 
 fn subscription(session: &str) -> TrimEventsRequest {
     TrimEventsRequest {

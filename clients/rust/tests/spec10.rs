@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use turnkeeper_client::pb::{
     self, CallerContext, CallerPath, CapToolResultsRequest, ChatMessage,
@@ -50,14 +50,6 @@ fn assert_near(got: f64, want: f64) {
         (got - want).abs() <= 1e-12 * want.abs().max(1.0),
         "{got} != {want}"
     );
-}
-
-fn session_id(test: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("rust-{test}-{}-{nanos}", std::process::id())
 }
 
 /// spec §10.4: a listed phrase in any case is an overflow naming it; a near miss is not; an HTTP
@@ -184,7 +176,7 @@ async fn trim_history_in_reported_usage_mode() {
             },
         )),
         caller: Some(CallerContext {
-            session_id: session_id("usage"),
+            session_id: common::session_id("usage"),
             ..Default::default()
         }),
         reported_usage: Some(ReportedUsage {
@@ -308,7 +300,7 @@ async fn the_tool_result_cap_resolves_from_the_profiles() {
 #[tokio::test]
 async fn meter_updates_reach_only_subscribers_that_opt_in() {
     let client = common::tcp_client().await;
-    let session = session_id("meter");
+    let session = common::session_id("meter");
     let request = |include_meter_updates| TrimEventsRequest {
         session_ids: vec![session.clone()],
         heartbeat_interval: Some(prost_types::Duration {
@@ -323,16 +315,8 @@ async fn meter_updates_reach_only_subscribers_that_opt_in() {
         stall_timeout: Some(Duration::from_secs(15)),
         ..Default::default()
     };
-    let mut metered = client
-        .trim_events_with(request(true), policy.clone())
-        .await
-        .expect("subscribe");
-    let mut plain = client
-        .trim_events_with(request(false), policy)
-        .await
-        .expect("subscribe");
-    let prepared = client
-        .prepare_model_call(PrepareModelCallRequest {
+    let prepare = || {
+        client.prepare_model_call(PrepareModelCallRequest {
             history: Some(seven_rows()),
             profiles: Some(priced_profiles(None)),
             caller: Some(CallerContext {
@@ -341,8 +325,16 @@ async fn meter_updates_reach_only_subscribers_that_opt_in() {
             }),
             ..Default::default()
         })
+    };
+    let mut metered = client
+        .trim_events_with(request(true), policy.clone())
         .await
-        .expect("prepare");
+        .expect("subscribe");
+    let mut plain = client
+        .trim_events_with(request(false), policy)
+        .await
+        .expect("subscribe");
+    let prepared = prepare().await.expect("prepare");
     assert!(matches!(
         metered.next().await,
         Some(Ok(FeedItem::Heartbeat(_)))
@@ -357,18 +349,7 @@ async fn meter_updates_reach_only_subscribers_that_opt_in() {
     assert_eq!(metered.cursor(), Some(update.cursor.as_str()));
     // With no trim in between the next update shares that cursor (the feed position of the
     // trims before it): it is delivered all the same.
-    let again = client
-        .prepare_model_call(PrepareModelCallRequest {
-            history: Some(seven_rows()),
-            profiles: Some(priced_profiles(None)),
-            caller: Some(CallerContext {
-                session_id: session.clone(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        })
-        .await
-        .expect("prepare");
+    let again = prepare().await.expect("prepare");
     match metered.next().await {
         Some(Ok(FeedItem::MeterUpdate(second))) => assert_eq!(second.meter, again.context_meter),
         other => panic!("expected the second meter update, got {other:?}"),

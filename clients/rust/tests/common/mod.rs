@@ -1,7 +1,7 @@
 //! Shared by the integration tests: the live server `with_server.py` started for this run.
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use turnkeeper_client::{Client, ConnectOptions, Error};
 
@@ -55,4 +55,13 @@ pub(crate) fn violated_fields(error: &Error) -> Vec<&str> {
             .map(|v| v.field.as_str())
             .collect()
     })
+}
+
+/// A session id no other test (or earlier run) publishes under, so the feed filter isolates us.
+pub(crate) fn session_id(test: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("rust-{test}-{}-{nanos}", std::process::id())
 }
