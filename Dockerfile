@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
-# The turnkeeper sidecar image. Stage 1 builds wheels: the service, the client distribution that
-# carries the generated code, and the native engine from every maturin crate under service/
-# (none yet means the Python engine serves). Stage 2 is a slim runtime that runs as a non-root
+# The turnkeeper sidecar image. Stage 1 builds wheels: the client distribution that carries the
+# generated code, and the service with its native engine (service/turnkeeper-native, built by
+# setuptools-rust with this stage's cargo into turnkeeper._native). Stage 2 is a slim runtime that runs as a non-root
 # user. tests/service/test_deploy.py runs exactly its ENTRYPOINT + CMD with its ENV.
 
 FROM rust:1.91-slim-bookworm AS build
@@ -12,12 +12,9 @@ RUN apt-get update \
 WORKDIR /src
 COPY . .
 RUN python3 -m venv /opt/build \
- && /opt/build/bin/pip install --no-cache-dir build==1.2.2.post1 maturin==1.9.6 \
+ && /opt/build/bin/pip install --no-cache-dir build==1.2.2.post1 \
  && /opt/build/bin/python -m build --wheel --outdir /wheels clients/python \
- && /opt/build/bin/python -m build --wheel --outdir /wheels . \
- && for manifest in service/*/Cargo.toml; do \
-      if [ -e "$manifest" ]; then /opt/build/bin/maturin build --release --out /wheels -m "$manifest"; fi; \
-    done
+ && /opt/build/bin/python -m build --wheel --outdir /wheels .
 
 FROM python:3.11-slim-bookworm
 RUN groupadd --system --gid 10001 turnkeeper \

@@ -13,7 +13,7 @@ HTTP ?= 127.0.0.1:9464
 DASHBOARD := service/turnkeeper/server/dashboard
 DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
-.PHONY: help venv run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients test-install system-deps bench clean
+.PHONY: help venv native test-native wheel run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients test-install system-deps bench clean
 
 help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
@@ -31,7 +31,20 @@ $(STAMP): pyproject.toml VERSION clients/python/pyproject.toml
 
 venv: $(STAMP)
 
-run: $(STAMP)
+# The native engine (service/turnkeeper-native) is built into the venv by the editable install
+# (setuptools-rust, release profile); this rebuilds it when its sources change. Without cargo the
+# install warns once and the sidecar runs on the Python engine.
+NATIVE_DIR := service/turnkeeper-native
+NATIVE_STAMP := $(VENV)/.native
+CARGO := $(shell command -v cargo 2>/dev/null)
+$(NATIVE_STAMP): $(STAMP) $(wildcard $(NATIVE_DIR)/src/*.rs) $(NATIVE_DIR)/Cargo.toml
+	@if [ -n "$(CARGO)" ]; then $(BIN)/pip install --quiet --no-deps -e .; \
+	  else echo "warning: cargo not found: the native engine is not built, the sidecar runs on the Python engine"; fi
+	touch $@
+
+native: $(NATIVE_STAMP)
+
+run: $(NATIVE_STAMP)
 	$(PY) -m turnkeeper.server --listen $(ADDRESS) --http $(HTTP)
 
 # Every client regenerates its code; the Python one also writes the turnkeeper.v1 package the
@@ -82,9 +95,12 @@ lint: $(STAMP)
 	$(BIN)/mypy service scripts
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
+	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \
+	  cargo clippy --quiet --all-targets --features python -- -D warnings; fi
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w
+	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt; fi
 	$(BIN)/ruff format service tests bench examples scripts
 	$(BIN)/ruff check --fix service tests bench examples scripts
 
@@ -93,8 +109,17 @@ fmt: $(STAMP)
 system-deps:
 	bash scripts/system-deps.sh
 
-test-python: $(STAMP) system-deps
+test-python: $(NATIVE_STAMP) system-deps test-native
 	$(BIN)/pytest -q
+
+# The scanner's unit tests and its bounded fuzz (proptest, a few seconds).
+test-native:
+	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo test --quiet; fi
+
+# An abi3 wheel (CPython >= 3.11) with the native engine in it, in dist/.
+wheel: $(STAMP)
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls dist/turnkeeper-*.whl
 
 test-clients: $(STAMP)
 	@for d in $(CLIENT_DIRS); do echo "== $$d"; $(MAKE) -C $$d test || exit 1; done
@@ -106,8 +131,10 @@ test-install: $(STAMP)
 
 test: $(STAMP) lint check-generated check-vendored test-python test-clients test-install
 
-bench: $(STAMP)
+bench: $(NATIVE_STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_engine.py
+	$(PY) bench/bench_sidecar.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target

@@ -48,6 +48,27 @@ def live_server() -> Iterator[LiveServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def python_engine_server() -> Iterator[LiveServer]:
+    """Like `live_server`, on the Python engine (`live_server` runs the default: native when
+    built). Suites that pin behaviour run against both (issue 8)."""
+    server = start_server("--engine", "python")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["native", "python"])
+def engine_server(request: pytest.FixtureRequest) -> LiveServer:
+    """The session server of each engine in turn: a test using it runs once per engine."""
+    if request.param == "python":
+        server: LiveServer = request.getfixturevalue("python_engine_server")
+    else:
+        server = request.getfixturevalue("live_server")
+    return server
+
+
 @pytest.fixture
 def server_factory() -> Iterator[Callable[..., LiveServer]]:
     """`server_factory("--ring-size", "5", unix=False)` starts an extra server with custom

@@ -27,12 +27,17 @@ def _ids(vectors: list[Vector]) -> list[str]:
     return [f"{v.number:03d}-{v.name}" for v in vectors]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(params=["native", "python"])
 def server_address(request: pytest.FixtureRequest) -> str:
+    """$TURNKEEPER_ADDRESS when set; otherwise the session server of each engine in turn, so
+    every vector runs against both engines (issue 8)."""
     configured = os.environ.get("TURNKEEPER_ADDRESS")
     if configured:
+        if request.param == "python":
+            pytest.skip("an external server serves one engine")
         return configured
-    address: str = request.getfixturevalue("live_server").address
+    name = "python_engine_server" if request.param == "python" else "live_server"
+    address: str = request.getfixturevalue(name).address
     return address
 
 

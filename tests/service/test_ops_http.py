@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from turnkeeper.server import app, metrics
 from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.engines import default_engine_name
 from turnkeeper.server.feed import FeedStatus
 from turnkeeper.server.ops import OpsContext
 from turnkeeper.v1 import events_pb2, history_pb2, history_service_pb2_grpc, profile_pb2, trim_pb2
@@ -96,7 +97,10 @@ async def test_metrics_expose_every_family_in_prometheus_text(sidecar: Sidecar) 
     assert content_type.startswith("text/plain")
     families = {family.name for family in text_string_to_metric_families(body)}
     assert families >= EXPECTED_FAMILIES, EXPECTED_FAMILIES - families
-    assert 'turnkeeper_engine_info{engine="python"} 1.0' in body
+    assert (
+        f'turnkeeper_engine_info{{engine="{sidecar.config.engine or default_engine_name()}"}} 1.0'
+        in body
+    )
     assert "turnkeeper_build_info{" in body and 'python="3.' in body
     assert "turnkeeper_event_feed_healthy 1.0" in body
 

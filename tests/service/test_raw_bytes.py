@@ -3,6 +3,8 @@ runs off the event loop so health and small calls stay answerable (issue 8; docs
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -174,3 +176,33 @@ def test_startup_log_names_the_engine(server_factory: Any) -> None:
     server = server_factory("--engine", "python", "--engine-workers", "3", unix=False)
     server.stop()
     assert "engine=python engine_workers=3" in server.log_text()
+
+
+def test_the_default_engine_is_native_when_built(live_server: Any) -> None:
+    """Issue 8: `--engine` unset picks the native engine when the extension is built."""
+    from turnkeeper.server.engines import default_engine_name
+
+    assert f"engine={default_engine_name()} " in live_server.log_text()
+
+
+def test_without_the_extension_the_python_engine_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without cargo at install time there is no extension: the default falls back to the
+    Python engine (the sidecar logs one warning), and asking for native fails to start."""
+    from turnkeeper.server import engines
+
+    monkeypatch.setattr(engines, "native_available", lambda: False)
+    assert engines.create_engine(None).name == "python"
+    with pytest.raises(engines.EngineUnavailableError, match="--engine python"):
+        engines.create_engine("native")
+
+
+def test_version_without_the_extension_names_the_python_engine() -> None:
+    script = (
+        "import sys; sys.modules['turnkeeper._native'] = None; "
+        "from turnkeeper.server.__main__ import main; sys.exit(main(['--version']))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=30, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("(engine: python)")

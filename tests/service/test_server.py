@@ -28,8 +28,8 @@ NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 
 
 @pytest.fixture(params=["tcp", "unix"])
-def target(request: pytest.FixtureRequest, live_server: Any) -> str:
-    return str(live_server.address if request.param == "tcp" else live_server.unix_target)
+def target(request: pytest.FixtureRequest, engine_server: Any) -> str:
+    return str(engine_server.address if request.param == "tcp" else engine_server.unix_target)
 
 
 @pytest.fixture

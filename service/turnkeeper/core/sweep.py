@@ -183,13 +183,18 @@ def _without(
         kept = [r for j, r in enumerate(message.tool_results.results) if j not in results]
         if not kept:
             return None
-        return history_pb2.ConversationMessage(tool_results=history_pb2.ToolResults(results=kept))
+        repaired_results = history_pb2.ToolResults()
+        repaired_results.CopyFrom(message.tool_results)
+        del repaired_results.results[:]
+        repaired_results.results.extend(kept)
+        return history_pb2.ConversationMessage(tool_results=repaired_results)
     step = message.assistant_tool_calls
     kept_calls = [c for j, c in enumerate(step.tool_calls) if j not in calls]
     if not kept_calls and not step.text and not step.reasoning:
         return None
-    return history_pb2.ConversationMessage(
-        assistant_tool_calls=history_pb2.AssistantToolCalls(
-            text=step.text, tool_calls=kept_calls, reasoning=step.reasoning
-        )
-    )
+    # Everything but the removed calls is kept: text, reasoning, passthrough, unknown fields.
+    repaired_step = history_pb2.AssistantToolCalls()
+    repaired_step.CopyFrom(step)
+    del repaired_step.tool_calls[:]
+    repaired_step.tool_calls.extend(kept_calls)
+    return history_pb2.ConversationMessage(assistant_tool_calls=repaired_step)

@@ -8,7 +8,7 @@ that is not history work, and every error they raise is built by the same code.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -175,7 +175,11 @@ class PythonEngine:
 
 def native_available() -> bool:
     """Whether the Rust extension (`turnkeeper._native`) was built into this installation."""
-    return importlib.util.find_spec("turnkeeper._native") is not None
+    try:
+        importlib.import_module("turnkeeper._native")
+    except ImportError:
+        return False
+    return True
 
 
 def default_engine_name() -> str:
@@ -191,7 +195,11 @@ def create_engine(name: str | None) -> Engine:
     chosen = name or default_engine_name()
     if chosen == PYTHON:
         return PythonEngine()
-    raise EngineUnavailableError(
-        "the native engine is not built into this installation (it needs cargo when "
-        "turnkeeper is installed); use --engine python"
-    )
+    if not native_available():
+        raise EngineUnavailableError(
+            "the native engine is not built into this installation (it needs cargo when "
+            "turnkeeper is installed); use --engine python"
+        )
+    from turnkeeper.server.native import NativeEngine  # the extension is imported only here
+
+    return NativeEngine()

@@ -1,0 +1,342 @@
+"""The issue 8 table: turnkeeper on each engine against floor servers and LangChain, interleaved.
+
+Prints figures and ratios; never a pass/fail test. Workload: a seeded synthetic tool-heavy history
+(a ~1,500-character system row; turns of a ~200-character user row, 0-4 tool exchanges with
+~90-character JSON arguments and ~800-character results, a ~400-character reply), at 20, 1k, 10k
+and 100k rows, trimmed to a budget of 25 % of its estimate. Contenders run in rotating order,
+round after round, so machine noise hits them alike. `BENCH_QUICK=1` runs fewer rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+from turnkeeper.core.rows import price, rows_of
+from turnkeeper.core.trimming import layout
+from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.v1 import history_pb2 as h
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import trim_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+SIZES = (1_000, 10_000, 100_000)
+ROUNDS = {1_000: 9, 10_000: 5, 100_000: 3} if not QUICK else {1_000: 3, 10_000: 2, 100_000: 1}
+OPTIONS = [
+    ("grpc.max_send_message_length", 256 << 20),
+    ("grpc.max_receive_message_length", 256 << 20),
+]
+TRIM = "/turnkeeper.v1.HistoryService/TrimHistory"
+RESOLVE = "/turnkeeper.v1.HistoryService/ResolveBudget"
+CRUMB = breadcrumb_cost("[earlier turns omitted to fit the context window]")
+
+
+def text(rng: random.Random, size: int) -> str:
+    words = ["alpha", "beta", "gamma", "delta", "tool", "result", "value", "ok", "the", "a"]
+    out: list[str] = []
+    length = 0
+    while length < size:
+        word = rng.choice(words)
+        out.append(word)
+        length += len(word) + 1
+    return " ".join(out)[:size]
+
+
+def workload(rows: int, seed: int = 8) -> h.History:
+    rng = random.Random(seed)
+    messages = [h.ChatMessage(role=h.ROLE_SYSTEM, content=text(rng, 1500))]
+    n = 0
+    while len(messages) < rows:
+        messages.append(h.ChatMessage(role=h.ROLE_USER, content=text(rng, 200)))
+        for _ in range(rng.randint(0, 4)):
+            cid = f"call_{n}"
+            n += 1
+            arguments = json.dumps({"query": text(rng, 70), "limit": rng.randint(1, 99)})
+            messages.append(
+                h.ChatMessage(
+                    role=h.ROLE_ASSISTANT,
+                    tool_calls=[h.ToolCall(id=cid, name="search", arguments=arguments)],
+                )
+            )
+            messages.append(
+                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=cid, content=text(rng, 800))
+            )
+        messages.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content=text(rng, 400)))
+    return h.History(chat=h.ChatHistory(messages=messages[:rows]))
+
+
+def trim_request(history: h.History) -> bytes:
+    budget = WorkingHistory.of(history).pricing.total // 4
+    return svc.TrimHistoryRequest(
+        history=history,
+        mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+        explicit_limits=svc.ExplicitLimits(budget_tokens=budget),
+    ).SerializeToString()
+
+
+class Server:
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.tmp = tempfile.mkdtemp(prefix="tk-bench-")
+        ready = os.path.join(self.tmp, "ready.json")
+        self.process = subprocess.Popen(
+            [*argv, "--ready-file", ready],
+            env={**os.environ, "PYTHONPATH": str(ROOT / "service")},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 60
+        while not os.path.exists(ready):
+            if time.time() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"{name} did not start")
+            time.sleep(0.05)
+        self.address = json.loads(Path(ready).read_text())["tcp"][0]
+        self.channel = grpc.insecure_channel(self.address, options=OPTIONS)
+        self.trim = self.channel.unary_unary(TRIM)
+        self.resolve = self.channel.unary_unary(RESOLVE)
+
+    def rss_kib(self, field: str) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field):
+                return int(line.split()[1])
+        return 0
+
+    def stop(self) -> None:
+        self.channel.close()
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+def turnkeeper(engine: str) -> Server:
+    argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
+    argv += ["--engine", engine, "--log-level", "WARNING", "--max-receive-bytes", str(256 << 20)]
+    argv += ["--max-inflight-request-bytes", str(1 << 30)]
+    return Server(f"turnkeeper {engine}", argv)
+
+
+def floor(mode: str) -> Server:
+    argv = [sys.executable, str(ROOT / "bench" / "floor_server.py"), "--mode", mode]
+    return Server(f"floor {mode}", argv)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def langchain_trim(history: h.History) -> Callable[[], object]:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages.utils import count_tokens_approximately, trim_messages
+
+    messages: list[Any] = []
+    for m in history.chat.messages:
+        if m.role == h.ROLE_SYSTEM:
+            messages.append(SystemMessage(m.content))
+        elif m.role == h.ROLE_USER:
+            messages.append(HumanMessage(m.content))
+        elif m.role == h.ROLE_TOOL:
+            messages.append(ToolMessage(m.content, tool_call_id=m.tool_call_id))
+        else:
+            calls = [
+                {"id": c.id, "name": c.name, "args": json.loads(c.arguments)} for c in m.tool_calls
+            ]
+            messages.append(AIMessage(m.content, tool_calls=calls))
+    budget = count_tokens_approximately(messages) // 4
+
+    def run() -> object:
+        return trim_messages(
+            messages,
+            max_tokens=budget,
+            token_counter=count_tokens_approximately,
+            strategy="last",
+            start_on="human",
+            include_system=True,
+        )
+
+    return run
+
+
+def naive_cut(history: h.History, budget: int) -> int:
+    """Re-prices P + crumb + B[bj:] for every candidate j: the O(n x k) reading of §9."""
+    rows = rows_of(history)
+    lay = layout(rows)
+    for j in range(1, lay.turns):
+        if sum(price(rows[: lay.prefix] + rows[lay.boundaries[j] :]).tokens) + CRUMB <= budget:
+            return j
+    return lay.turns - 1
+
+
+def small_rate(server: Server, raw: bytes, in_flight: int, seconds: float) -> float:
+    async def run() -> int:
+        async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
+            call = channel.unary_unary(TRIM)
+            done = 0
+            end = time.perf_counter() + seconds
+
+            async def worker() -> None:
+                nonlocal done
+                while time.perf_counter() < end:
+                    await call(raw)
+                    done += 1
+
+            await asyncio.gather(*(worker() for _ in range(in_flight)))
+            return done
+
+    return asyncio.run(run()) / seconds
+
+
+def latency_under_big_calls(server: Server, big: bytes, samples: int) -> tuple[float, float]:
+    stop = threading.Event()
+
+    def hammer() -> None:
+        with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
+            call = channel.unary_unary(TRIM)
+            while not stop.is_set():
+                call(big)
+
+    thread = threading.Thread(target=hammer)
+    thread.start()
+    time.sleep(0.3)
+    times = sorted(timed(lambda: server.resolve(b"")) for _ in range(samples))
+    stop.set()
+    thread.join()
+    return statistics.median(times), times[int(len(times) * 0.99) - 1]
+
+
+def mixed_load(server: Server, small: bytes, medium: bytes, seconds: float) -> tuple[float, float]:
+    """48 clients: nine small (20-row) calls for each 1k-row call."""
+
+    async def run() -> list[float]:
+        async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
+            call = channel.unary_unary(TRIM)
+            latencies: list[float] = []
+            end = time.perf_counter() + seconds
+
+            async def client(k: int) -> None:
+                i = k
+                while time.perf_counter() < end:
+                    start = time.perf_counter()
+                    await call(medium if i % 10 == 0 else small)
+                    latencies.append(time.perf_counter() - start)
+                    i += 1
+
+            await asyncio.gather(*(client(k) for k in range(48)))
+            return latencies
+
+    latencies = sorted(asyncio.run(run()))
+    return len(latencies) / seconds, latencies[int(len(latencies) * 0.99) - 1]
+
+
+def main() -> None:
+    servers = [floor("echo"), floor("suffix"), turnkeeper("native"), turnkeeper("python")]
+    echo, suffix_floor, native, python = servers
+    try:
+        table(servers, echo, suffix_floor, native, python)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def table(
+    servers: list[Server], echo: Server, floor_: Server, native: Server, python: Server
+) -> None:
+    print("== TrimHistory round trip, median ms (interleaved rounds)")
+    print(
+        f"{'rows':>8} {'MB':>6} "
+        + " ".join(f"{s.name:>18}" for s in servers)
+        + f" {'LangChain':>10} {'naive':>8}"
+    )
+    medians: dict[int, dict[str, float]] = {}
+    for size in SIZES:
+        history = workload(size)
+        raw = trim_request(history)
+        lc = langchain_trim(history)
+        times: dict[str, list[float]] = {s.name: [] for s in servers}
+        times["LangChain"] = []
+        for server in servers:
+            server.trim(raw)  # warm-up
+        for r in range(ROUNDS[size]):
+            order = servers[r % len(servers) :] + servers[: r % len(servers)]
+            for server in order:
+                times[server.name].append(timed(lambda server=server, raw=raw: server.trim(raw)))
+            times["LangChain"].append(timed(lc))
+        med = {name: statistics.median(v) * 1e3 for name, v in times.items()}
+        naive = "-"
+        if size <= 10_000:
+            w = WorkingHistory.of(history)
+            budget = w.pricing.total // 4
+            naive = f"{timed(lambda: naive_cut(history, budget)) * 1e3:.0f}"  # noqa: B023 (now)
+        medians[size] = med
+        print(
+            f"{size:>8} {len(raw) / 1e6:6.1f} "
+            + " ".join(f"{med[s.name]:18.1f}" for s in servers)
+            + f" {med['LangChain']:10.1f} {naive:>8}"
+        )
+    print("\n== ratios (turnkeeper / contender)")
+    for size in SIZES:
+        med = medians[size]
+        for engine in ("turnkeeper native", "turnkeeper python"):
+            print(
+                f"{size:>8} {engine:>18}: / suffix floor {med[engine] / med['floor suffix']:.2f}x, "
+                f"/ echo floor {med[engine] / med['floor echo']:.2f}x, "
+                f"/ LangChain {med[engine] / med['LangChain']:.2f}x"
+            )
+
+    small = trim_request(workload(20))
+    print("\n== 20-row TrimHistory, requests/s (2 s each)")
+    for in_flight in (1, 16):
+        rates = {
+            s.name: small_rate(s, small, in_flight, 1.0 if QUICK else 2.0)
+            for s in (floor_, native, python)
+        }
+        print(
+            f"{in_flight:>2} in flight: "
+            + ", ".join(f"{name} {rate:.0f}" for name, rate in rates.items())
+            + f"; native {rates[native.name] / rates[floor_.name] * 100:.0f} % of the floor, "
+            f"python {rates[python.name] / rates[floor_.name] * 100:.0f} %"
+        )
+
+    big = trim_request(workload(100_000))
+    print(f"\n== peak server RSS growth for one 100k-row request ({len(big) / 1e6:.1f} MB)")
+    for server in (floor_, native, python):
+        # A fresh server each: the high-water mark starts at its idle size.
+        fresh = floor("suffix") if server is floor_ else turnkeeper(server.name.split()[1])
+        try:
+            fresh.trim(small)
+            before = fresh.rss_kib("VmRSS")
+            fresh.trim(big)
+            growth = (fresh.rss_kib("VmHWM") - before) * 1024
+            print(
+                f"{server.name:>18}: +{growth / 1e6:.0f} MB = {growth / len(big):.1f}x the request"
+            )
+        finally:
+            fresh.stop()
+
+    print("\n== ResolveBudget latency while 100k-row TrimHistory calls run back to back")
+    for server in (native, python):
+        p50, p99 = latency_under_big_calls(server, big, 100 if QUICK else 300)
+        print(f"{server.name:>18}: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
+
+    medium = trim_request(workload(1_000))
+    print("\n== mixed load: 48 clients, 9 x 20-row : 1 x 1k-row TrimHistory (5 s)")
+    for server in (native, python):
+        rate, p99 = mixed_load(server, small, medium, 2.0 if QUICK else 5.0)
+        print(f"{server.name:>18}: {rate:.0f} requests/s, p99 {p99 * 1e3:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,756 @@
+//! One pass over a request's wire bytes: the top-level split, the history's rows validated
+//! (framing, UTF-8, the rules of docs/conventions.md) and reduced to the row view of
+//! `turnkeeper/core/rows.py`, each row remembered as its byte range in the request.
+//!
+//! Merging follows protobuf: repeated occurrences of a message field merge (last scalar wins,
+//! repeated fields append), a oneof member replaces a different earlier one.
+
+use crate::pricing::{strip_sent_images, text_tokens, TOOL_RESULTS_PREFIX};
+use crate::wire::{self, Field, Malformed, Reader, Result, LEN, VARINT};
+
+pub const ROLE_SYSTEM: i32 = 1;
+pub const ROLE_USER: i32 = 2;
+pub const ROLE_ASSISTANT: i32 = 3;
+pub const ROLE_TOOL: i32 = 4;
+
+/// The most violations named; the rest are only counted (validation.MAX_FIELD_VIOLATIONS).
+pub const MAX_NAMED_VIOLATIONS: usize = 100;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    System,
+    User,
+    Carrier,
+    Breadcrumb,
+    Assistant,
+    Tool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Chat,
+    Conversation,
+}
+
+/// Where a row's bytes are: a range of the request, or bytes the engine wrote (breadcrumb,
+/// repaired row). Either is the row's whole occurrence in the messages list, tag included.
+#[derive(Debug, Clone)]
+pub enum RowBytes {
+    Request(usize, usize),
+    Owned(Vec<u8>),
+}
+
+/// One row of the view; `calls` and `results` index `History::ids`.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub kind: RowKind,
+    pub provider_rows: u32,
+    pub text_bytes: u64,
+    pub text_tokens: u64,
+    pub marker_images: u32,
+    pub attachments: u32,
+    pub bytes: RowBytes,
+    /// Tool-call ids this row calls (assistant rows) and tool-result ids it carries.
+    pub calls: (usize, usize),
+    pub results: (usize, usize),
+}
+
+impl Row {
+    pub fn is_turn_boundary(&self) -> bool {
+        self.kind == RowKind::User
+    }
+}
+
+/// A violation of a history rule: `rule` names it for `turnkeeper.server.validation`, which
+/// holds the reason and the description; `count` is the row count of `too_many_rows`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub rule: &'static str,
+    pub path: String,
+    pub count: u64,
+}
+
+#[derive(Debug, Default)]
+pub struct Violations {
+    pub named: Vec<Violation>,
+    pub total: u64,
+}
+
+impl Violations {
+    fn add(&mut self, rule: &'static str, path: impl FnOnce() -> String) {
+        self.total += 1;
+        if self.named.len() < MAX_NAMED_VIOLATIONS {
+            self.named.push(Violation {
+                rule,
+                path: path(),
+                count: 0,
+            });
+        }
+    }
+}
+
+/// A scanned request: where its non-history fields are, and its history when it decodes.
+pub struct Scan {
+    /// Ranges of every top-level occurrence that is not the history (field 1, LEN).
+    pub rest: Vec<(usize, usize)>,
+    pub history: History,
+    pub violations: Violations,
+}
+
+/// The history: its shape, rows, the wrapper fields kept for writing it back, and the ids.
+#[derive(Debug, Clone)]
+pub struct History {
+    pub shape: Option<Shape>,
+    pub rows: Vec<Row>,
+    /// Unknown fields of History and of the ChatHistory/ConversationHistory, as ranges.
+    pub history_unknown: Vec<(usize, usize)>,
+    pub list_unknown: Vec<(usize, usize)>,
+    /// Tool-call and tool-result ids (string ranges in the request) that rows refer to.
+    pub ids: Vec<(usize, usize)>,
+}
+
+/// The request's history field number in every history-bearing request message.
+const HISTORY_FIELD: u32 = 1;
+
+/// Scans a request. `Err` means the bytes do not decode (the caller names the culprit).
+pub fn scan(buf: &[u8], max_rows: u64) -> Result<Scan> {
+    let mut top = Reader::new(buf, 0, buf.len());
+    let mut rest = Vec::new();
+    let mut history_payloads = Vec::new();
+    while !top.at_end() {
+        let field = top.next_message_field(0)?;
+        if field.number == HISTORY_FIELD && field.wire_type == LEN {
+            history_payloads.push(field);
+        } else {
+            rest.push((field.start, field.end));
+        }
+    }
+    let mut scanner = Scanner {
+        buf,
+        history: History {
+            shape: None,
+            rows: Vec::new(),
+            history_unknown: Vec::new(),
+            list_unknown: Vec::new(),
+            ids: Vec::new(),
+        },
+        list_payloads: Vec::new(),
+        violations: Violations::default(),
+        all_system_before: true,
+    };
+    let present = !history_payloads.is_empty();
+    for payload in &history_payloads {
+        scanner.read_history(payload)?;
+    }
+    let lists = std::mem::take(&mut scanner.list_payloads);
+    for list in &lists {
+        scanner.read_list(list)?;
+    }
+    let mut violations = std::mem::take(&mut scanner.violations);
+    if !present || scanner.history.shape.is_none() {
+        violations = Violations::default();
+        violations.add("history_required", || "history".to_owned());
+    } else if scanner.history.rows.len() as u64 > max_rows {
+        // Only the size is reported: the rows of a too-large history are not inspected.
+        violations = Violations {
+            named: vec![Violation {
+                rule: "too_many_rows",
+                path: "history".to_owned(),
+                count: scanner.history.rows.len() as u64,
+            }],
+            total: 1,
+        };
+    }
+    let history = scanner.history;
+    Ok(Scan {
+        rest,
+        history,
+        violations,
+    })
+}
+
+struct Scanner<'a> {
+    buf: &'a [u8],
+    history: History,
+    /// Payloads of the current shape's list occurrences (merged in order).
+    list_payloads: Vec<Field>,
+    violations: Violations,
+    /// Every row so far is a system row: the next row is the breadcrumb's only place.
+    all_system_before: bool,
+}
+
+impl Scanner<'_> {
+    /// A History occurrence (depth 1): its shape fields are collected, the rest kept as unknown.
+    fn read_history(&mut self, occurrence: &Field) -> Result<()> {
+        let mut reader = Reader::new(self.buf, occurrence.payload_start, occurrence.end);
+        while !reader.at_end() {
+            let field = reader.next_message_field(1)?;
+            let shape = match (field.number, field.wire_type) {
+                (1, LEN) => Shape::Chat,
+                (2, LEN) => Shape::Conversation,
+                _ => {
+                    self.history.history_unknown.push((field.start, field.end));
+                    continue;
+                }
+            };
+            if self.history.shape != Some(shape) {
+                // Another oneof member replaces the earlier one, rows and unknown fields too;
+                // protobuf still parsed the earlier one, so its bytes must decode.
+                if let Some(replaced) = self.history.shape {
+                    self.check_replaced(replaced)?;
+                }
+                self.history.shape = Some(shape);
+                self.list_payloads.clear();
+            }
+            self.list_payloads.push(field);
+        }
+        Ok(())
+    }
+
+    /// Reads the list occurrences of a replaced shape into a scratch history, for their errors.
+    fn check_replaced(&mut self, shape: Shape) -> Result<()> {
+        let mut scratch = Scanner {
+            buf: self.buf,
+            history: History {
+                shape: Some(shape),
+                rows: Vec::new(),
+                history_unknown: Vec::new(),
+                list_unknown: Vec::new(),
+                ids: Vec::new(),
+            },
+            list_payloads: Vec::new(),
+            violations: Violations::default(),
+            all_system_before: true,
+        };
+        for list in &self.list_payloads {
+            scratch.read_list(list)?;
+        }
+        Ok(())
+    }
+
+    /// A ChatHistory or ConversationHistory occurrence (depth 2).
+    fn read_list(&mut self, occurrence: &Field) -> Result<()> {
+        let mut reader = Reader::new(self.buf, occurrence.payload_start, occurrence.end);
+        while !reader.at_end() {
+            let field = reader.next_message_field(2)?;
+            if field.number != 1 || field.wire_type != LEN {
+                self.history.list_unknown.push((field.start, field.end));
+                continue;
+            }
+            let i = self.history.rows.len();
+            let crumb_slot = self.all_system_before;
+            let row = match self.history.shape {
+                Some(Shape::Conversation) => self.conversation_row(&field, i, crumb_slot)?,
+                _ => {
+                    let mut chat = ChatState::new(self.history.ids.len());
+                    chat.merge(self.buf, &field, 3, &mut self.history.ids)?;
+                    chat_violations(
+                        self.buf,
+                        &chat,
+                        || format!("history.chat.messages[{i}]"),
+                        crumb_slot,
+                        &mut self.violations,
+                    );
+                    chat.finish(self.buf, &mut self.history.ids, &field)
+                }
+            };
+            self.all_system_before = self.all_system_before && row.kind == RowKind::System;
+            self.history.rows.push(row);
+        }
+        Ok(())
+    }
+
+    /// A ConversationMessage occurrence (depth 3); its member is one level deeper.
+    fn conversation_row(&mut self, occurrence: &Field, i: usize, crumb_slot: bool) -> Result<Row> {
+        let buf = self.buf;
+        let out = &mut self.violations;
+        let path = || format!("history.conversation.messages[{i}]");
+        let ids = &mut self.history.ids;
+        let mark = ids.len();
+        let mut member = Member::None;
+        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        while !reader.at_end() {
+            let field = reader.next_message_field(3)?;
+            if field.wire_type != LEN || !(1..=3).contains(&field.number) {
+                continue;
+            }
+            let same = matches!(
+                (&member, field.number),
+                (Member::Chat(_), 1) | (Member::Calls(_), 2) | (Member::Results(_), 3)
+            );
+            if !same {
+                ids.truncate(mark);
+                member = match field.number {
+                    1 => Member::Chat(ChatState::new(mark)),
+                    2 => Member::Calls(CallsState::new(mark)),
+                    _ => Member::Results(ResultsState::new(mark)),
+                };
+            }
+            match &mut member {
+                Member::Chat(chat) => chat.merge(buf, &field, 4, ids)?,
+                Member::Calls(calls) => calls.merge(buf, &field, 4, ids)?,
+                Member::Results(results) => results.merge(buf, &field, 4, ids)?,
+                Member::None => {}
+            }
+        }
+        Ok(match member {
+            Member::Chat(chat) => {
+                chat_violations(buf, &chat, || format!("{}.chat", path()), crumb_slot, out);
+                chat.finish(buf, ids, occurrence)
+            }
+            Member::Calls(calls) => {
+                call_violations(
+                    calls.calls,
+                    &calls.empty_ids,
+                    &calls.empty_names,
+                    || format!("{}.assistant_tool_calls.tool_calls", path()),
+                    out,
+                );
+                calls.finish(occurrence)
+            }
+            Member::Results(results) => {
+                if results.results == 0 {
+                    out.add("results_required", || {
+                        format!("{}.tool_results.results", path())
+                    });
+                }
+                for j in &results.empty_ids {
+                    out.add("result_id", || {
+                        format!("{}.tool_results.results[{j}].tool_call_id", path())
+                    });
+                }
+                results.finish(occurrence)
+            }
+            Member::None => {
+                out.add("message_required", || format!("{}.message", path()));
+                Row {
+                    kind: RowKind::Assistant,
+                    provider_rows: 1,
+                    text_bytes: 0,
+                    text_tokens: 0,
+                    marker_images: 0,
+                    attachments: 0,
+                    bytes: RowBytes::Request(occurrence.start, occurrence.end),
+                    calls: (mark, mark),
+                    results: (mark, mark),
+                }
+            }
+        })
+    }
+}
+
+enum Member {
+    None,
+    Chat(ChatState),
+    Calls(CallsState),
+    Results(ResultsState),
+}
+
+/// A string field's last occurrence, as a range (empty when unset).
+#[derive(Clone, Copy, Default)]
+struct Text(usize, usize);
+
+impl Text {
+    fn of(buf: &[u8], field: &Field) -> Result<Text> {
+        wire::check_utf8(field.payload(buf))?;
+        Ok(Text(field.payload_start, field.end))
+    }
+    fn len(self) -> u64 {
+        (self.1 - self.0) as u64
+    }
+    fn is_empty(self) -> bool {
+        self.1 == self.0
+    }
+    fn str(self, buf: &[u8]) -> &str {
+        // Validated as UTF-8 when it was read; a failure here is a bug and prices as empty.
+        std::str::from_utf8(&buf[self.0..self.1]).unwrap_or_default()
+    }
+}
+
+/// One ToolCall (depth `depth`): id, name, arguments, last occurrence of each.
+struct Call {
+    id: Text,
+    name: Text,
+    arguments: Text,
+}
+
+fn read_call(buf: &[u8], field: &Field, depth: u32) -> Result<Call> {
+    if depth > wire::MAX_DEPTH {
+        return Err(Malformed);
+    }
+    let mut call = Call {
+        id: Text::default(),
+        name: Text::default(),
+        arguments: Text::default(),
+    };
+    let mut reader = Reader::new(buf, field.payload_start, field.end);
+    while !reader.at_end() {
+        let f = reader.next_message_field(depth)?;
+        if f.wire_type != LEN {
+            continue;
+        }
+        match f.number {
+            1 => call.id = Text::of(buf, &f)?,
+            2 => call.name = Text::of(buf, &f)?,
+            3 => call.arguments = Text::of(buf, &f)?,
+            _ => {}
+        }
+    }
+    Ok(call)
+}
+
+/// ChatMessage fields, merged over the occurrences of one row.
+struct ChatState {
+    role: i32,
+    content: Text,
+    tool_call_id: Text,
+    /// Calls: (id, name, arguments) byte counts go to `call_bytes`; ids to `History::ids`.
+    calls_from: usize,
+    calls: u32,
+    call_bytes: u64,
+    empty_ids: Vec<u32>,
+    empty_names: Vec<u32>,
+    attachments: u32,
+    breadcrumb: bool,
+}
+
+impl ChatState {
+    fn new(calls_from: usize) -> Self {
+        ChatState {
+            role: 0,
+            content: Text::default(),
+            tool_call_id: Text::default(),
+            calls_from,
+            calls: 0,
+            call_bytes: 0,
+            empty_ids: Vec::new(),
+            empty_names: Vec::new(),
+            attachments: 0,
+            breadcrumb: false,
+        }
+    }
+
+    /// Merges one ChatMessage occurrence whose body is at `depth`.
+    fn merge(
+        &mut self,
+        buf: &[u8],
+        occurrence: &Field,
+        depth: u32,
+        ids: &mut Vec<(usize, usize)>,
+    ) -> Result<()> {
+        if depth > wire::MAX_DEPTH {
+            return Err(Malformed);
+        }
+        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        while !reader.at_end() {
+            let f = reader.next_message_field(depth)?;
+            match (f.number, f.wire_type) {
+                // An enum is an int32: its low 32 bits, sign included.
+                (1, VARINT) => self.role = f.value as u32 as i32,
+                (6, VARINT) => self.breadcrumb = f.value != 0,
+                (2, LEN) => self.content = Text::of(buf, &f)?,
+                (3, LEN) => self.tool_call_id = Text::of(buf, &f)?,
+                (4, LEN) => {
+                    let call = read_call(buf, &f, depth + 1)?;
+                    if call.id.is_empty() {
+                        self.empty_ids.push(self.calls);
+                    }
+                    if call.name.is_empty() {
+                        self.empty_names.push(self.calls);
+                    }
+                    self.call_bytes += call.id.len() + call.name.len() + call.arguments.len();
+                    ids.push((call.id.0, call.id.1));
+                    self.calls += 1;
+                }
+                (5, LEN) => {
+                    wire::validate(buf, f.payload_start, f.end, &wire::ATTACHMENT, depth + 1)?;
+                    self.attachments += 1;
+                }
+                (7, LEN) => wire::validate(buf, f.payload_start, f.end, &wire::STRUCT, depth + 1)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn kind(&self, buf: &[u8]) -> RowKind {
+        match self.role {
+            ROLE_USER if self.breadcrumb => RowKind::Breadcrumb,
+            ROLE_USER if self.content.str(buf).starts_with(TOOL_RESULTS_PREFIX) => RowKind::Carrier,
+            ROLE_USER => RowKind::User,
+            ROLE_SYSTEM => RowKind::System,
+            ROLE_TOOL => RowKind::Tool,
+            _ => RowKind::Assistant,
+        }
+    }
+
+    fn finish(self, buf: &[u8], ids: &mut Vec<(usize, usize)>, occurrence: &Field) -> Row {
+        let kind = self.kind(buf);
+        let (mut nbytes, images) = if kind == RowKind::User {
+            strip_sent_images(self.content.str(buf))
+        } else {
+            (self.content.len(), 0)
+        };
+        nbytes += self.tool_call_id.len() + self.call_bytes;
+        let calls_end = self.calls_from + self.calls as usize;
+        // Calls count for the sweep only on assistant rows; results only on tool rows.
+        let calls = if self.role == ROLE_ASSISTANT {
+            (self.calls_from, calls_end)
+        } else {
+            (calls_end, calls_end)
+        };
+        let results = if self.role == ROLE_TOOL {
+            ids.push((self.tool_call_id.0, self.tool_call_id.1));
+            (calls_end, calls_end + 1)
+        } else {
+            (ids.len(), ids.len())
+        };
+        let attachments = match kind {
+            RowKind::Tool | RowKind::Carrier => self.attachments,
+            _ => 0,
+        };
+        Row {
+            kind,
+            provider_rows: 1,
+            text_bytes: nbytes,
+            text_tokens: text_tokens(nbytes),
+            marker_images: images,
+            attachments,
+            bytes: RowBytes::Request(occurrence.start, occurrence.end),
+            calls,
+            results,
+        }
+    }
+}
+
+/// AssistantToolCalls, merged over the occurrences of one member.
+struct CallsState {
+    text: Text,
+    reasoning: Text,
+    calls_from: usize,
+    calls: u32,
+    call_bytes: u64,
+    empty_ids: Vec<u32>,
+    empty_names: Vec<u32>,
+}
+
+impl CallsState {
+    fn new(calls_from: usize) -> Self {
+        CallsState {
+            text: Text::default(),
+            reasoning: Text::default(),
+            calls_from,
+            calls: 0,
+            call_bytes: 0,
+            empty_ids: Vec::new(),
+            empty_names: Vec::new(),
+        }
+    }
+
+    fn merge(
+        &mut self,
+        buf: &[u8],
+        occurrence: &Field,
+        depth: u32,
+        ids: &mut Vec<(usize, usize)>,
+    ) -> Result<()> {
+        if depth > wire::MAX_DEPTH {
+            return Err(Malformed);
+        }
+        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        while !reader.at_end() {
+            let f = reader.next_message_field(depth)?;
+            match (f.number, f.wire_type) {
+                (1, LEN) => self.text = Text::of(buf, &f)?,
+                (3, LEN) => self.reasoning = Text::of(buf, &f)?,
+                (2, LEN) => {
+                    let call = read_call(buf, &f, depth + 1)?;
+                    if call.id.is_empty() {
+                        self.empty_ids.push(self.calls);
+                    }
+                    if call.name.is_empty() {
+                        self.empty_names.push(self.calls);
+                    }
+                    self.call_bytes += call.id.len() + call.name.len() + call.arguments.len();
+                    ids.push((call.id.0, call.id.1));
+                    self.calls += 1;
+                }
+                (4, LEN) => wire::validate(buf, f.payload_start, f.end, &wire::STRUCT, depth + 1)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self, occurrence: &Field) -> Row {
+        let nbytes = self.text.len() + self.reasoning.len() + self.call_bytes;
+        let end = self.calls_from + self.calls as usize;
+        Row {
+            kind: RowKind::Assistant,
+            provider_rows: 1,
+            text_bytes: nbytes,
+            text_tokens: text_tokens(nbytes),
+            marker_images: 0,
+            attachments: 0,
+            bytes: RowBytes::Request(occurrence.start, occurrence.end),
+            calls: (self.calls_from, end),
+            results: (end, end),
+        }
+    }
+}
+
+/// ToolResults, merged over the occurrences of one member.
+struct ResultsState {
+    from: usize,
+    results: u32,
+    empty_ids: Vec<u32>,
+    text_bytes: u64,
+    text_tokens: u64,
+    attachments: u32,
+}
+
+impl ResultsState {
+    fn new(from: usize) -> Self {
+        ResultsState {
+            from,
+            results: 0,
+            empty_ids: Vec::new(),
+            text_bytes: 0,
+            text_tokens: 0,
+            attachments: 0,
+        }
+    }
+
+    fn merge(
+        &mut self,
+        buf: &[u8],
+        occurrence: &Field,
+        depth: u32,
+        ids: &mut Vec<(usize, usize)>,
+    ) -> Result<()> {
+        if depth > wire::MAX_DEPTH {
+            return Err(Malformed);
+        }
+        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        while !reader.at_end() {
+            let f = reader.next_message_field(depth)?;
+            if f.number != 1 || f.wire_type != LEN {
+                continue;
+            }
+            let result_depth = depth + 1;
+            if result_depth > wire::MAX_DEPTH {
+                return Err(Malformed);
+            }
+            let mut id = Text::default();
+            let mut content = Text::default();
+            let mut inner = Reader::new(buf, f.payload_start, f.end);
+            while !inner.at_end() {
+                let g = inner.next_message_field(result_depth)?;
+                match (g.number, g.wire_type) {
+                    (1, LEN) => id = Text::of(buf, &g)?,
+                    (2, LEN) => wire::check_utf8(g.payload(buf))?,
+                    (3, LEN) => content = Text::of(buf, &g)?,
+                    (4, LEN) => {
+                        wire::validate(
+                            buf,
+                            g.payload_start,
+                            g.end,
+                            &wire::ATTACHMENT,
+                            result_depth + 1,
+                        )?;
+                        self.attachments += 1;
+                    }
+                    (5, LEN) => wire::validate(
+                        buf,
+                        g.payload_start,
+                        g.end,
+                        &wire::STRUCT,
+                        result_depth + 1,
+                    )?,
+                    _ => {}
+                }
+            }
+            if id.is_empty() {
+                self.empty_ids.push(self.results);
+            }
+            let nbytes = id.len() + content.len();
+            self.text_bytes += nbytes;
+            self.text_tokens += text_tokens(nbytes);
+            ids.push((id.0, id.1));
+            self.results += 1;
+        }
+        Ok(())
+    }
+
+    fn finish(self, occurrence: &Field) -> Row {
+        let end = self.from + self.results as usize;
+        Row {
+            kind: RowKind::Tool,
+            provider_rows: self.results,
+            text_bytes: self.text_bytes,
+            text_tokens: self.text_tokens,
+            marker_images: 0,
+            attachments: self.attachments,
+            bytes: RowBytes::Request(occurrence.start, occurrence.end),
+            calls: (self.from, self.from),
+            results: (self.from, end),
+        }
+    }
+}
+
+fn chat_violations(
+    buf: &[u8],
+    chat: &ChatState,
+    path: impl Fn() -> String,
+    crumb_slot: bool,
+    out: &mut Violations,
+) {
+    if !(ROLE_SYSTEM..=ROLE_TOOL).contains(&chat.role) {
+        out.add("role", || format!("{}.role", path()));
+    }
+    if chat.role == ROLE_TOOL && chat.tool_call_id.is_empty() {
+        out.add("tool_call_id", || format!("{}.tool_call_id", path()));
+    }
+    if chat.calls > 0 {
+        if chat.role != ROLE_ASSISTANT {
+            out.add("tool_calls", || format!("{}.tool_calls", path()));
+        } else {
+            call_violations(
+                chat.calls,
+                &chat.empty_ids,
+                &chat.empty_names,
+                || format!("{}.tool_calls", path()),
+                out,
+            );
+        }
+    }
+    let kind = chat.kind(buf);
+    if chat.attachments > 0 && !matches!(kind, RowKind::Tool | RowKind::Carrier) {
+        out.add("attachments", || format!("{}.attachments", path()));
+    }
+    if chat.breadcrumb {
+        if chat.role != ROLE_USER {
+            out.add("breadcrumb_role", || format!("{}.breadcrumb", path()));
+        } else if !crumb_slot {
+            out.add("breadcrumb_place", || format!("{}.breadcrumb", path()));
+        }
+    }
+}
+
+fn call_violations(
+    calls: u32,
+    empty_ids: &[u32],
+    empty_names: &[u32],
+    path: impl Fn() -> String,
+    out: &mut Violations,
+) {
+    let (mut ids, mut names) = (empty_ids.iter().peekable(), empty_names.iter().peekable());
+    for j in 0..calls {
+        if ids.next_if_eq(&&j).is_some() {
+            out.add("call_id", || format!("{}[{j}].id", path()));
+        }
+        if names.next_if_eq(&&j).is_some() {
+            out.add("call_name", || format!("{}[{j}].name", path()));
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! turnkeeper's native history engine: the hot RPCs' history work done in one pass over the
+//! request's protobuf wire bytes, the response history written as slices of the request.
+//!
+//! The crate has no `unsafe` and no panicking paths on input bytes; the Python module
+//! (feature `python`) also catches any panic and raises it as an exception.
+#![forbid(unsafe_code)]
+
+pub mod history;
+pub mod plan;
+pub mod pricing;
+pub mod sweep;
+pub mod wire;
+pub mod working;
+
+#[cfg(feature = "python")]
+mod python;

@@ -1,0 +1,422 @@
+//! A history with its prices, kept in step as plans and the sweep are applied
+//! (`turnkeeper/core/working.py`), and written back as response bytes: kept rows are copied
+//! from the request, never re-encoded.
+
+use crate::history::{History, Row, RowBytes, RowKind, Shape};
+use crate::plan::Plan;
+use crate::pricing::{price_text, text_tokens, FRAMING_TOKENS, TOKENS_PER_IMAGE};
+use crate::sweep;
+use crate::wire::{self, put_len, put_len_header, put_uint, varint_len, Field, Reader, LEN};
+
+#[derive(Debug, Clone)]
+pub struct Working {
+    pub history: History,
+    pub tokens: Vec<u64>,
+    pub images: Vec<u64>,
+}
+
+/// One removal of the sweep: (result?, input row, tool-call id range, row removed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Removal {
+    pub result: bool,
+    pub index: usize,
+    pub id: (usize, usize),
+    pub row_removed: bool,
+}
+
+impl Working {
+    /// Prices every row (§9): attachments are sent only in the current user turn.
+    pub fn of(history: History) -> Working {
+        let rows = &history.rows;
+        let current_from = rows
+            .iter()
+            .rposition(Row::is_turn_boundary)
+            .map_or(0, |i| i + 1);
+        let mut tokens = Vec::with_capacity(rows.len());
+        let mut images = Vec::with_capacity(rows.len());
+        for (i, row) in rows.iter().enumerate() {
+            let sent = u64::from(row.marker_images)
+                + if i >= current_from {
+                    u64::from(row.attachments)
+                } else {
+                    0
+                };
+            images.push(sent);
+            tokens.push(
+                row.text_tokens
+                    + FRAMING_TOKENS * u64::from(row.provider_rows)
+                    + TOKENS_PER_IMAGE * sent,
+            );
+        }
+        Working {
+            history,
+            tokens,
+            images,
+        }
+    }
+
+    pub fn total_tokens(&self) -> u64 {
+        self.tokens.iter().sum()
+    }
+
+    pub fn image_tokens(&self) -> u64 {
+        TOKENS_PER_IMAGE * self.images.iter().sum::<u64>()
+    }
+
+    /// The estimate of the leading system rows, which no trim drops.
+    pub fn system_floor_tokens(&self) -> u64 {
+        let rows = &self.history.rows;
+        let system = rows
+            .iter()
+            .take_while(|r| r.kind == RowKind::System)
+            .count();
+        self.tokens[..system].iter().sum()
+    }
+
+    pub fn turns(&self) -> u64 {
+        self.history
+            .rows
+            .iter()
+            .filter(|r| r.is_turn_boundary())
+            .count() as u64
+    }
+
+    /// The output of a plan: rows outside `drop`, a new breadcrumb where planned.
+    pub fn apply(&self, plan: &Plan, breadcrumb_text: &str) -> Working {
+        if !plan.trimmed() {
+            return self.clone();
+        }
+        let (start, stop) = (plan.drop_start, plan.drop_stop);
+        let keep = |v: &[u64], crumb: u64| -> Vec<u64> {
+            let mut out = Vec::with_capacity(v.len() - (stop - start) + 1);
+            out.extend_from_slice(&v[..start]);
+            if plan.breadcrumb_at.is_some() {
+                out.push(crumb);
+            }
+            out.extend_from_slice(&v[stop..]);
+            out
+        };
+        let tokens = keep(&self.tokens, price_text(breadcrumb_text));
+        let images = keep(&self.images, 0);
+        let old = &self.history.rows;
+        let mut rows = Vec::with_capacity(old.len() - (stop - start) + 1);
+        rows.extend_from_slice(&old[..start]);
+        if plan.breadcrumb_at.is_some() {
+            rows.push(self.breadcrumb_row(breadcrumb_text));
+        }
+        rows.extend_from_slice(&old[stop..]);
+        let history = History {
+            rows,
+            ..self.history_without_rows()
+        };
+        Working {
+            history,
+            tokens,
+            images,
+        }
+    }
+
+    fn history_without_rows(&self) -> History {
+        History {
+            shape: self.history.shape,
+            rows: Vec::new(),
+            history_unknown: self.history.history_unknown.clone(),
+            list_unknown: self.history.list_unknown.clone(),
+            ids: self.history.ids.clone(),
+        }
+    }
+
+    /// A breadcrumb: a user chat row with `breadcrumb: true`, as protobuf encodes it.
+    fn breadcrumb_row(&self, text: &str) -> Row {
+        let mut chat = vec![0x08, 0x02];
+        put_len(&mut chat, 2, text.as_bytes());
+        chat.extend_from_slice(&[0x30, 0x01]);
+        let mut bytes = Vec::with_capacity(chat.len() + 12);
+        if self.history.shape == Some(Shape::Conversation) {
+            let mut member = Vec::with_capacity(chat.len() + 6);
+            put_len(&mut member, 1, &chat);
+            put_len(&mut bytes, 1, &member);
+        } else {
+            put_len(&mut bytes, 1, &chat);
+        }
+        let nbytes = text.len() as u64;
+        let end = self.history.ids.len();
+        Row {
+            kind: RowKind::Breadcrumb,
+            provider_rows: 1,
+            text_bytes: nbytes,
+            text_tokens: text_tokens(nbytes),
+            marker_images: 0,
+            attachments: 0,
+            bytes: RowBytes::Owned(bytes),
+            calls: (end, end),
+            results: (end, end),
+        }
+    }
+
+    /// The orphan sweep: the swept history (re-priced) and the removals in input order.
+    pub fn sweep(&self, buf: &[u8]) -> wire::Result<(Working, Vec<Removal>)> {
+        let orphans = sweep::find(buf, &self.history);
+        if orphans.is_empty() {
+            return Ok((self.clone(), Vec::new()));
+        }
+        let none = Vec::new();
+        let mut removals = Vec::new();
+        let mut rows = Vec::with_capacity(self.history.rows.len());
+        for (i, row) in self.history.rows.iter().enumerate() {
+            let results = orphans.results.get(&i).unwrap_or(&none);
+            let calls = orphans.calls.get(&i).unwrap_or(&none);
+            if results.is_empty() && calls.is_empty() {
+                rows.push(row.clone());
+                continue;
+            }
+            let repaired = self.without(buf, row, results, calls)?;
+            let gone = repaired.is_none();
+            let ids = &self.history.ids;
+            for &j in results {
+                removals.push(Removal {
+                    result: true,
+                    index: i,
+                    id: ids[row.results.0 + j],
+                    row_removed: gone,
+                });
+            }
+            for &j in calls {
+                removals.push(Removal {
+                    result: false,
+                    index: i,
+                    id: ids[row.calls.0 + j],
+                    row_removed: gone,
+                });
+            }
+            rows.extend(repaired);
+        }
+        let history = History {
+            rows,
+            ..self.history_without_rows()
+        };
+        Ok((Working::of(history), removals))
+    }
+
+    /// The row without the given results and calls (positions), or None when nothing worth
+    /// keeping is left (`sweep._without`). The row is re-read from the request: rare path.
+    fn without(
+        &self,
+        buf: &[u8],
+        row: &Row,
+        results: &[usize],
+        calls: &[usize],
+    ) -> wire::Result<Option<Row>> {
+        let RowBytes::Request(start, end) = row.bytes else {
+            return Ok(Some(row.clone()));
+        };
+        let occurrence = Reader::new(buf, start, end).next_message_field(0)?;
+        let conversation = self.history.shape == Some(Shape::Conversation);
+        // The member (or the chat message) whose fields are filtered, merged over occurrences.
+        let (member, payloads) = if conversation {
+            winning_member(buf, &occurrence)?
+        } else {
+            (1, vec![occurrence])
+        };
+        let is_chat = !conversation || member == 1;
+        if is_chat && !results.is_empty() {
+            return Ok(None); // a tool row holds exactly one result
+        }
+        // Field number of the repeated entries being filtered, in the filtered message.
+        let entries = match (is_chat, member) {
+            (true, _) => 4,  // ChatMessage.tool_calls
+            (false, 2) => 2, // AssistantToolCalls.tool_calls
+            _ => 1,          // ToolResults.results
+        };
+        let removed: &[usize] = if entries == 1 { results } else { calls };
+        let mut payload = Vec::new();
+        let mut index = 0usize;
+        let mut kept_entries = 0u32;
+        let mut stats = Stats::default();
+        for p in &payloads {
+            let mut reader = Reader::new(buf, p.payload_start, p.end);
+            while !reader.at_end() {
+                let f = reader.next_message_field(0)?;
+                if f.wire_type == LEN && f.number == entries {
+                    let gone = removed.contains(&index);
+                    index += 1;
+                    if gone {
+                        continue;
+                    }
+                    kept_entries += 1;
+                    stats.entry(buf, &f, entries == 1)?;
+                } else if f.wire_type == LEN {
+                    stats.text_field(buf, &f, is_chat, member);
+                }
+                payload.extend_from_slice(&buf[f.start..f.end]);
+            }
+        }
+        // Content (chat), or text or reasoning (assistant step), keeps a row without calls.
+        let text_present = if is_chat {
+            stats.last_text[2] > 0
+        } else {
+            stats.last_text[1] > 0 || stats.last_text[3] > 0
+        };
+        if kept_entries == 0 && (entries == 1 || !text_present) {
+            return Ok(None);
+        }
+        let mut bytes = Vec::with_capacity(payload.len() + 12);
+        if conversation {
+            let inner_len = payload.len();
+            let member_len = 1 + varint_len(inner_len as u64) + inner_len;
+            put_len_header(&mut bytes, 1, member_len);
+            put_len(&mut bytes, member, &payload);
+        } else {
+            put_len(&mut bytes, 1, &payload);
+        }
+        let mut repaired = row.clone();
+        repaired.bytes = RowBytes::Owned(bytes);
+        let end = self.history.ids.len();
+        repaired.calls = (end, end);
+        repaired.results = (end, end);
+        if entries == 1 {
+            repaired.provider_rows = kept_entries;
+            repaired.text_bytes = stats.result_bytes;
+            repaired.text_tokens = stats.result_tokens;
+            repaired.attachments = stats.attachments;
+        } else {
+            repaired.text_bytes = stats.text + stats.call_bytes;
+            repaired.text_tokens = text_tokens(repaired.text_bytes);
+        }
+        Ok(Some(repaired))
+    }
+
+    /// Field 1 (`history`) of a response: History{shape: list{rows, unknown}, unknown}.
+    pub fn history_field(&self, buf: &[u8]) -> Vec<u8> {
+        let row_bytes = |row: &Row| -> usize {
+            match &row.bytes {
+                RowBytes::Request(s, e) => e - s,
+                RowBytes::Owned(v) => v.len(),
+            }
+        };
+        let span = |r: &(usize, usize)| r.1 - r.0;
+        let list_len: usize = self.history.rows.iter().map(row_bytes).sum::<usize>()
+            + self.history.list_unknown.iter().map(span).sum::<usize>();
+        let shape_number = match self.history.shape {
+            Some(Shape::Conversation) => 2,
+            _ => 1,
+        };
+        let history_len = 1
+            + varint_len(list_len as u64)
+            + list_len
+            + self.history.history_unknown.iter().map(span).sum::<usize>();
+        let mut out = Vec::with_capacity(history_len + 6);
+        put_len_header(&mut out, 1, history_len);
+        put_len_header(&mut out, shape_number, list_len);
+        for row in &self.history.rows {
+            match &row.bytes {
+                RowBytes::Request(s, e) => out.extend_from_slice(&buf[*s..*e]),
+                RowBytes::Owned(v) => out.extend_from_slice(v),
+            }
+        }
+        for r in self
+            .history
+            .list_unknown
+            .iter()
+            .chain(&self.history.history_unknown)
+        {
+            out.extend_from_slice(&buf[r.0..r.1]);
+        }
+        out
+    }
+
+    /// Field 2 (`messages`) of EstimateTokensResponse: one MessageEstimate per row.
+    pub fn estimates_field(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.history.rows.len() * 24);
+        let mut estimate = Vec::with_capacity(48);
+        for (i, row) in self.history.rows.iter().enumerate() {
+            estimate.clear();
+            let provider_rows = u64::from(row.provider_rows);
+            put_uint(&mut estimate, 1, provider_rows);
+            put_uint(&mut estimate, 2, row.text_bytes);
+            put_uint(&mut estimate, 3, row.text_tokens);
+            put_uint(&mut estimate, 4, FRAMING_TOKENS * provider_rows);
+            put_uint(&mut estimate, 5, self.images[i]);
+            put_uint(&mut estimate, 6, TOKENS_PER_IMAGE * self.images[i]);
+            put_uint(&mut estimate, 7, self.tokens[i]);
+            put_uint(&mut estimate, 8, u64::from(row.is_turn_boundary()));
+            put_len(&mut out, 2, &estimate);
+        }
+        out
+    }
+}
+
+/// The oneof member of a ConversationMessage that wins, with its occurrences in order.
+fn winning_member(buf: &[u8], occurrence: &Field) -> wire::Result<(u32, Vec<Field>)> {
+    let mut member = 0;
+    let mut payloads = Vec::new();
+    let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+    while !reader.at_end() {
+        let f = reader.next_message_field(0)?;
+        if f.wire_type == LEN && (1..=3).contains(&f.number) {
+            if f.number != member {
+                member = f.number;
+                payloads.clear();
+            }
+            payloads.push(f);
+        }
+    }
+    Ok((member, payloads))
+}
+
+/// Text and entry sizes of a repaired row, for its new estimate.
+#[derive(Default)]
+struct Stats {
+    text: u64,
+    call_bytes: u64,
+    result_bytes: u64,
+    result_tokens: u64,
+    attachments: u32,
+    last_text: [u64; 4],
+}
+
+impl Stats {
+    /// A non-entry LEN field: chat content/tool_call_id or step text/reasoning (last wins).
+    fn text_field(&mut self, buf: &[u8], f: &Field, is_chat: bool, member: u32) {
+        let priced = if is_chat {
+            f.number == 2 || f.number == 3
+        } else {
+            member == 2 && (f.number == 1 || f.number == 3)
+        };
+        if priced {
+            let len = f.payload(buf).len() as u64;
+            let slot = f.number as usize;
+            self.text = self.text - self.last_text[slot] + len;
+            self.last_text[slot] = len;
+        }
+    }
+
+    /// A kept tool call (its id, name and arguments priced) or tool result.
+    fn entry(&mut self, buf: &[u8], f: &Field, is_result: bool) -> wire::Result<()> {
+        let mut last = [0u64; 6];
+        let mut attachments = 0;
+        let mut reader = Reader::new(buf, f.payload_start, f.end);
+        while !reader.at_end() {
+            let g = reader.next_message_field(0)?;
+            if g.wire_type != LEN {
+                continue;
+            }
+            let slot = g.number as usize;
+            if is_result && slot == 4 {
+                attachments += 1;
+            } else if slot < last.len() {
+                last[slot] = g.payload(buf).len() as u64;
+            }
+        }
+        if is_result {
+            // tool_call_id (1) and content (3); tool_name is never priced.
+            let nbytes = last[1] + last[3];
+            self.result_bytes += nbytes;
+            self.result_tokens += text_tokens(nbytes);
+            self.attachments += attachments;
+        } else {
+            self.call_bytes += last[1] + last[2] + last[3];
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,260 @@
+"""Differential test of the two engines (issue 8): the native engine answers every request with
+the Python engine's bytes, and fails every bad request with the Python engine's status.
+
+Random requests for every history RPC, in both shapes (tool exchanges, markers, attachments,
+carriers, breadcrumbs, orphans, passthrough structs, unknown fields), then often damaged on the
+wire: truncated, a byte changed, a string made invalid UTF-8, a huge length, a wrong wire type.
+A response may differ in bytes only where the request itself is not protobuf's canonical
+encoding (the native engine copies kept rows as sent): then both must parse to equal messages.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from turnkeeper.server import rpcs
+from turnkeeper.server.engines import PythonEngine, native_available
+from turnkeeper.server.errors import RequestError
+from turnkeeper.v1 import history_pb2 as h
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import profile_pb2, trim_pb2
+
+if not native_available():
+    if shutil.which("cargo") is None:
+        pytest.skip("the native engine is not built (no cargo)", allow_module_level=True)
+    pytest.fail("the native engine is not built although cargo is here: run `make venv`")
+
+from turnkeeper.server.native import NativeEngine
+
+MAX_ROWS = 40
+RPCS: dict[type[Any], Callable[..., rpcs.Reply]] = {
+    svc.EstimateTokensRequest: rpcs.estimate_tokens,
+    svc.TrimHistoryRequest: rpcs.trim_history,
+    svc.PrepareModelCallRequest: rpcs.prepare_model_call,
+    svc.CheckCapacityRequest: rpcs.check_capacity_rpc,
+    svc.SweepOrphansRequest: rpcs.sweep_orphans,
+}
+RESPONSES: dict[type[Any], type[Any]] = {
+    svc.EstimateTokensRequest: svc.EstimateTokensResponse,
+    svc.TrimHistoryRequest: svc.TrimHistoryResponse,
+    svc.PrepareModelCallRequest: svc.PrepareModelCallResponse,
+    svc.CheckCapacityRequest: svc.CheckCapacityResponse,
+    svc.SweepOrphansRequest: svc.SweepOrphansResponse,
+}
+
+texts = st.lists(
+    st.sampled_from(["a", "b", " ", "é", "🦀", "[IMAGE:/x.png]", "[IMAGE:rel]", "]", "\n"]),
+    max_size=8,
+).map("".join)
+ids = st.sampled_from(["", "c1", "c2", "c3"])
+
+
+@st.composite
+def calls(draw: st.DrawFn) -> list[h.ToolCall]:
+    return [
+        h.ToolCall(id=draw(ids), name=draw(st.sampled_from(["", "f"])), arguments=draw(texts))
+        for _ in range(draw(st.integers(0, 2)))
+    ]
+
+
+@st.composite
+def passthrough(draw: st.DrawFn, message: Any) -> None:
+    if draw(st.integers(0, 4)) == 0:
+        message.passthrough.update({"k": draw(texts), "n": draw(st.integers(0, 3))})
+
+
+@st.composite
+def chat_rows(draw: st.DrawFn) -> h.ChatMessage:
+    role = draw(st.sampled_from([1, 2, 2, 3, 3, 4, 4, 0, 7]))
+    content = draw(st.one_of(texts, texts.map(lambda t: "[Tool results]" + t)))
+    row = h.ChatMessage(role=role, content=content)  # type: ignore[arg-type]
+    if role == 4 or draw(st.integers(0, 5)) == 0:
+        row.tool_call_id = draw(ids)
+    if role == 3 or draw(st.integers(0, 8)) == 0:
+        row.tool_calls.extend(draw(calls()))
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        row.attachments.add(uri="/a.png")
+    row.breadcrumb = draw(st.integers(0, 6)) == 0
+    draw(passthrough(row))
+    return row
+
+
+@st.composite
+def conversation_rows(draw: st.DrawFn) -> h.ConversationMessage:
+    kind = draw(st.sampled_from(["chat", "chat", "calls", "results", "empty"]))
+    if kind == "chat":
+        return h.ConversationMessage(chat=draw(chat_rows()))
+    if kind == "calls":
+        step = h.AssistantToolCalls(text=draw(texts), tool_calls=draw(calls()))
+        if draw(st.booleans()):
+            step.reasoning = draw(texts)
+        draw(passthrough(step))
+        return h.ConversationMessage(assistant_tool_calls=step)
+    if kind == "results":
+        results = h.ToolResults()
+        for _ in range(draw(st.integers(0, 3))):
+            result = results.results.add(tool_call_id=draw(ids), content=draw(texts))
+            result.tool_name = draw(st.sampled_from(["", "f"]))
+            for _ in range(draw(st.sampled_from([0, 0, 1]))):
+                result.attachments.add(data=b"\x89PNG")
+            draw(passthrough(result))
+        return h.ConversationMessage(tool_results=results)
+    return h.ConversationMessage()
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> h.History:
+    leading = [h.ChatMessage(role=h.ROLE_SYSTEM, content=draw(texts))] * draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        rows = leading + draw(st.lists(chat_rows(), max_size=24))
+        return h.History(chat=h.ChatHistory(messages=rows))
+    conv = [h.ConversationMessage(chat=r) for r in leading]
+    conv += draw(st.lists(conversation_rows(), max_size=24))
+    return h.History(conversation=h.ConversationHistory(messages=conv))
+
+
+@st.composite
+def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
+    runtime = profile_pb2.RuntimeProfile(
+        default_provider="p",
+        breadcrumb_text=draw(st.sampled_from(["", "[older turns cut]"])),
+    )
+    if draw(st.booleans()):
+        runtime.max_context_tokens = draw(st.sampled_from([0, 20, 60, 200, 5000]))
+    if draw(st.booleans()):
+        runtime.max_history_messages = draw(st.integers(0, 4))
+    provider = profile_pb2.ProviderProfile(alias=draw(st.sampled_from(["p", "p", ""])), model="m")
+    if draw(st.booleans()):
+        provider.context_window = draw(st.sampled_from([50, 300, 100_000]))
+    return profile_pb2.Profiles(runtime=runtime, providers=[provider])
+
+
+@st.composite
+def usages(draw: st.DrawFn) -> trim_pb2.ReportedUsage:
+    return trim_pb2.ReportedUsage(
+        reported_input_tokens=draw(st.integers(0, 400)),
+        estimated_input_tokens=draw(st.integers(0, 400)),
+        tool_schema_tokens=draw(st.integers(0, 50)),
+    )
+
+
+@st.composite
+def requests(draw: st.DrawFn) -> Any:
+    history = draw(histories())
+    kind = draw(st.sampled_from(sorted(RPCS, key=lambda t: t.DESCRIPTOR.name)))
+    if kind is svc.TrimHistoryRequest:
+        request = svc.TrimHistoryRequest(
+            history=history,
+            mode=draw(st.integers(0, 6)),  # type: ignore[arg-type]
+            caller_path=draw(st.integers(0, 3)),  # type: ignore[arg-type]
+        )
+        if draw(st.booleans()):
+            explicit = request.explicit_limits
+            if draw(st.booleans()):
+                explicit.budget_tokens = draw(st.integers(0, 300))
+            if draw(st.booleans()):
+                explicit.max_history_messages = draw(st.integers(0, 4))
+            explicit.breadcrumb_text = draw(st.sampled_from(["", "[cut]"]))
+        elif draw(st.booleans()):
+            request.profiles.CopyFrom(draw(profiles()))
+        if draw(st.booleans()):
+            request.reported_usage.CopyFrom(draw(usages()))
+        return request
+    if kind is svc.PrepareModelCallRequest:
+        request = svc.PrepareModelCallRequest(
+            history=history,
+            profiles=draw(profiles()),
+            overflow_recovery=draw(st.booleans()),
+            hook_texts=draw(st.lists(texts, max_size=2)),
+            reserved_output_tokens=draw(st.sampled_from([0, 10, 1000])),
+        )
+        if draw(st.booleans()):
+            request.reported_usage.CopyFrom(draw(usages()))
+        return request
+    if kind is svc.CheckCapacityRequest:
+        return svc.CheckCapacityRequest(history=history, profiles=draw(profiles()))
+    return kind(history=history)
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+@st.composite
+def damaged(draw: st.DrawFn, raw: bytes) -> bytes:
+    """The request's bytes, often damaged the ways a broken or hostile client damages them."""
+    how = draw(st.sampled_from(["none", "none", "truncate", "byte", "utf8", "huge", "unknown"]))
+    if how == "none" or not raw:
+        return raw
+    at = draw(st.integers(0, len(raw) - 1))
+    if how == "truncate":
+        return raw[:at]
+    if how == "byte":
+        return raw[:at] + bytes([draw(st.integers(0, 255))]) + raw[at + 1 :]
+    if how == "utf8":
+        index = raw.find(b"a", at)
+        return raw if index < 0 else raw[:index] + b"\xff" + raw[index + 1 :]
+    if how == "huge":
+        return raw[:at] + b"\x12\xff\xff\xff\xff\x0f" + raw[at:]
+    # An unknown field (a varint, a length-delimited or a wire-type-mismatched known number).
+    extra = draw(st.sampled_from([b"\xf8\x06\x01", varint(99 << 3 | 2) + b"\x01z", b"\x10\x05"]))
+    return raw[:at] + extra + raw[at:]
+
+
+def answer(engine: Any, request_type: type[Any], raw: bytes) -> tuple[str, Any]:
+    try:
+        reply = RPCS[request_type](*engine.read(raw, request_type, MAX_ROWS))
+    except RequestError as error:
+        status = error.to_status()
+        return "error", (status.code, status.details, tuple(status.trailing_metadata))
+    return "ok", reply
+
+
+PYTHON, NATIVE = PythonEngine(), NativeEngine()
+
+
+@settings(
+    max_examples=int(os.environ.get("TURNKEEPER_DIFFERENTIAL_EXAMPLES", "600")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(st.data())
+def test_native_engine_answers_exactly_as_the_python_engine(data: st.DataObject) -> None:
+    """Byte-identical responses, identical events, identical error statuses and details."""
+    request = data.draw(requests())
+    raw = data.draw(damaged(request.SerializeToString()))
+    request_type = type(request)
+    expected = answer(PYTHON, request_type, raw)
+    actual = answer(NATIVE, request_type, raw)
+    assert actual[0] == expected[0], (expected, actual)
+    if expected[0] == "error":
+        assert actual[1] == expected[1]
+        return
+    want, got = expected[1], actual[1]
+    assert got.events == want.events and got.meter == want.meter
+    if got.body != want.body:
+        # Only a request protobuf would encode differently may come back differently encoded.
+        assert request_type.FromString(raw).SerializeToString() != raw
+        response_type = RESPONSES[request_type]
+        assert response_type.FromString(got.body) == response_type.FromString(want.body)
+
+
+def test_kept_rows_are_the_request_bytes_unknown_fields_included() -> None:
+    """A row's unknown fields (a newer client's) come back untouched: rows are copied as sent."""
+    row = h.ChatMessage(role=h.ROLE_USER, content="hi").SerializeToString() + b"\xf8\x06\x07"
+    history = b"\x0a" + varint(len(row) + 2) + b"\x0a" + varint(len(row)) + row
+    raw = b"\x0a" + varint(len(history)) + history
+    reply = answer(NATIVE, svc.SweepOrphansRequest, raw)[1]
+    assert row in reply.body
+    assert reply.body == answer(PYTHON, svc.SweepOrphansRequest, raw)[1].body
