@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from turnkeeper.server import rpcs
 from turnkeeper.server.engines import PythonEngine, native_available
 from turnkeeper.server.errors import RequestError
+from turnkeeper.server.wire import encode_varint
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
@@ -182,15 +183,6 @@ def requests(draw: st.DrawFn) -> Any:
     return kind(history=history)
 
 
-def varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 @st.composite
 def damaged(draw: st.DrawFn, raw: bytes) -> bytes:
     """The request's bytes, often damaged the ways a broken or hostile client damages them."""
@@ -208,7 +200,9 @@ def damaged(draw: st.DrawFn, raw: bytes) -> bytes:
     if how == "huge":
         return raw[:at] + b"\x12\xff\xff\xff\xff\x0f" + raw[at:]
     # An unknown field (a varint, a length-delimited or a wire-type-mismatched known number).
-    extra = draw(st.sampled_from([b"\xf8\x06\x01", varint(99 << 3 | 2) + b"\x01z", b"\x10\x05"]))
+    extra = draw(
+        st.sampled_from([b"\xf8\x06\x01", encode_varint(99 << 3 | 2) + b"\x01z", b"\x10\x05"])
+    )
     return raw[:at] + extra + raw[at:]
 
 
@@ -253,8 +247,8 @@ def test_native_engine_answers_exactly_as_the_python_engine(data: st.DataObject)
 def test_kept_rows_are_the_request_bytes_unknown_fields_included() -> None:
     """A row's unknown fields (a newer client's) come back untouched: rows are copied as sent."""
     row = h.ChatMessage(role=h.ROLE_USER, content="hi").SerializeToString() + b"\xf8\x06\x07"
-    history = b"\x0a" + varint(len(row) + 2) + b"\x0a" + varint(len(row)) + row
-    raw = b"\x0a" + varint(len(history)) + history
+    history = b"\x0a" + encode_varint(len(row) + 2) + b"\x0a" + encode_varint(len(row)) + row
+    raw = b"\x0a" + encode_varint(len(history)) + history
     reply = answer(NATIVE, svc.SweepOrphansRequest, raw)[1]
     assert row in reply.body
     assert reply.body == answer(PYTHON, svc.SweepOrphansRequest, raw)[1].body

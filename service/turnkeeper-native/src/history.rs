@@ -367,6 +367,14 @@ impl Text {
     }
 }
 
+/// A reader over a message occurrence's body at `depth`, refused past the nesting limit.
+fn body<'a>(buf: &'a [u8], occurrence: &Field, depth: u32) -> Result<Reader<'a>> {
+    if depth > wire::MAX_DEPTH {
+        return Err(Malformed);
+    }
+    Ok(Reader::new(buf, occurrence.payload_start, occurrence.end))
+}
+
 /// One ToolCall (depth `depth`): id, name, arguments, last occurrence of each.
 struct Call {
     id: Text,
@@ -375,15 +383,12 @@ struct Call {
 }
 
 fn read_call(buf: &[u8], field: &Field, depth: u32) -> Result<Call> {
-    if depth > wire::MAX_DEPTH {
-        return Err(Malformed);
-    }
+    let mut reader = body(buf, field, depth)?;
     let mut call = Call {
         id: Text::default(),
         name: Text::default(),
         arguments: Text::default(),
     };
-    let mut reader = Reader::new(buf, field.payload_start, field.end);
     while !reader.at_end() {
         let f = reader.next_message_field(depth)?;
         if f.wire_type != LEN {
@@ -438,10 +443,7 @@ impl ChatState {
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
-        if depth > wire::MAX_DEPTH {
-            return Err(Malformed);
-        }
-        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        let mut reader = body(buf, occurrence, depth)?;
         while !reader.at_end() {
             let f = reader.next_message_field(depth)?;
             match (f.number, f.wire_type) {
@@ -554,10 +556,7 @@ impl CallsState {
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
-        if depth > wire::MAX_DEPTH {
-            return Err(Malformed);
-        }
-        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        let mut reader = body(buf, occurrence, depth)?;
         while !reader.at_end() {
             let f = reader.next_message_field(depth)?;
             match (f.number, f.wire_type) {
@@ -628,10 +627,7 @@ impl ResultsState {
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
     ) -> Result<()> {
-        if depth > wire::MAX_DEPTH {
-            return Err(Malformed);
-        }
-        let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
+        let mut reader = body(buf, occurrence, depth)?;
         while !reader.at_end() {
             let f = reader.next_message_field(depth)?;
             if f.number != 1 || f.wire_type != LEN {
