@@ -6,7 +6,7 @@ docs/converters.md is the mapping; the converter vectors pin it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from turnkeeper.v1 import history_pb2
 
@@ -32,6 +32,12 @@ from ._common import (
     split_markers,
     user_images_are_attachments,
 )
+
+if TYPE_CHECKING:
+    # The OpenAI SDK's own parameter type, where the SDK is installed: `to_openai(...)` then
+    # passes straight to `client.chat.completions.create(messages=...)` under a type checker.
+    # Without the SDK (mypy: ignore_missing_imports) it is Any, and the messages plain dicts.
+    from openai.types.chat import ChatCompletionMessageParam
 
 FORMAT = "openai_chat"
 _ROLES = {
@@ -189,15 +195,17 @@ def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
     return out
 
 
-def to_openai(history: history_pb2.History) -> list[JSONObject]:
-    """Converts a History (either shape) to Chat Completions `messages`."""
+def to_openai(history: history_pb2.History) -> list[ChatCompletionMessageParam]:
+    """Converts a History (either shape) to Chat Completions `messages`, typed as the OpenAI
+    SDK's `ChatCompletionMessageParam` where the SDK is installed (plain dicts at runtime)."""
     out: list[JSONObject] = []
     previous: FlatRow | None = None
     for i, row in enumerate(flat_rows(history, FORMAT)):
         skeleton = row.skeleton if row.skeleton is not None else default_skeleton(row, previous)
         out.append(_export(row, skeleton, f"messages[{i}]"))
         previous = row
-    return out
+    # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
+    return cast("list[ChatCompletionMessageParam]", out)
 
 
 def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:
