@@ -80,9 +80,38 @@ func marshalJSON(value any) ([]byte, error) {
 }
 
 // canonicalJSON is compact JSON with sorted keys: the one text every client writes for a JSON value.
+// encoding/json always escapes U+2028 and U+2029; the other clients write them as they are.
 func canonicalJSON(value any) (string, error) {
 	out, err := marshalJSON(value)
-	return string(out), err
+	if err != nil {
+		return "", err
+	}
+	return unescapeSeparators(string(out)), nil
+}
+
+// unescapeSeparators turns the `\u2028` and `\u2029` escapes encoding/json writes back into the
+// characters; a backslash starts an escape only after an even run of backslashes.
+func unescapeSeparators(text string) string {
+	if !strings.Contains(text, `\u202`) {
+		return text
+	}
+	out := make([]byte, 0, len(text))
+	backslashes := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c == '\\' && backslashes%2 == 0 && (strings.HasPrefix(text[i:], `\u2028`) || strings.HasPrefix(text[i:], `\u2029`)) {
+			out = utf8.AppendRune(out, rune(0x2020+int(text[i+5]-'0')))
+			i += 5
+			continue
+		}
+		if c == '\\' {
+			backslashes++
+		} else {
+			backslashes = 0
+		}
+		out = append(out, c)
+	}
+	return string(out)
 }
 
 func jsonEqual(a, b any) bool {
