@@ -66,11 +66,13 @@ impl Scan {
         (self.total_violations, named)
     }
 
-    fn view(&self, py: Python<'_>) -> NativeHistory {
-        NativeHistory {
+    fn view(&self, py: Python<'_>) -> PyResult<NativeHistory> {
+        let working = &self.working;
+        let copy = py.detach(|| guarded(|| working.clone()))?;
+        Ok(NativeHistory {
             raw: self.raw.clone_ref(py),
-            working: self.working.clone(),
-        }
+            working: copy,
+        })
     }
 }
 
