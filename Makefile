@@ -21,6 +21,7 @@ help:
 	@echo "make generate  regenerate committed code from proto/"
 	@echo "make lint      buf lint/format, ruff, mypy --strict, hadolint, Kubernetes schemas"
 	@echo "make bench     run the benchmarks"
+	@echo "make soak      a long mixed load run (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SUBSCRIBERS)"
 
 $(STAMP): pyproject.toml VERSION clients/python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -130,6 +131,10 @@ test-install: $(STAMP)
 	$(PY) tests/support/with_server.py -- $(PY) tests/install/check_install.py
 
 test: $(STAMP) lint check-generated check-vendored test-python test-clients test-install
+
+# A long mixed load and chaos run (tests/robustness/soak.py); not part of `make test` or CI.
+soak: $(STAMP)
+	$(PY) tests/robustness/soak.py
 
 bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'

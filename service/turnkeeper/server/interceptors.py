@@ -62,7 +62,9 @@ class _CallStats:
 
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
     if isinstance(error, asyncio.CancelledError):
-        return "CANCELLED"
+        # grpc cancels the handler both when the client cancels and when the deadline passes.
+        remaining = context.time_remaining()
+        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code.name

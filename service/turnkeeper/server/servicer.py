@@ -24,6 +24,7 @@ from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server import rpcs, validation, wire
 from turnkeeper.server.engines import Engine, HistorySource
 from turnkeeper.server.errors import RequestError, stream_errors
+from turnkeeper.server.events.common import encode_item
 from turnkeeper.server.feed import EventFeed
 from turnkeeper.v1 import errors_pb2, history_service_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -108,6 +109,14 @@ class HistoryServicer:
                 )
                 await context.abort_with_status(internal.to_status())
                 raise AssertionError("abort_with_status returned") from error  # pragma: no cover
+            # A cancelled call never gets here (the await raises CancelledError). A call past
+            # its deadline has nobody to answer either: it must not publish (issue 9).
+            remaining = context.time_remaining()
+            if remaining is not None and remaining <= 0:
+                await context.abort(
+                    grpc.StatusCode.DEADLINE_EXCEEDED,
+                    f"the deadline passed before {name} finished; nothing was published",
+                )
             for event in reply.events:
                 self._feed.publish(event)
             if reply.meter is not None:
@@ -145,8 +154,10 @@ class HistoryServicer:
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, work))
             for name, work in unary.items()
         }
-        # Raw request bytes in; the event stream's responses are serialized by protobuf.
+        # Raw request bytes in.
         handlers["TrimEvents"] = grpc.unary_stream_rpc_method_handler(
-            self._trim_events, response_serializer=svc.TrimEventsResponse.SerializeToString
+            # Events shared by many subscribers are encoded once by the feed (common.share).
+            self._trim_events,
+            response_serializer=encode_item,
         )
         return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
