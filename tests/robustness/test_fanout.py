@@ -6,13 +6,12 @@ one event loop with the calls, so a trim issued right after another waits for pa
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
-
-import re
 
 import grpc
 from robustness_support import agent_trim, chat, percentile
