@@ -1,4 +1,5 @@
-"""Issue 9 "event fan-out runs on the request path": with 1,000 subscribers the trim handler costs
+"""Issue 9 "event fan-out runs on the request path": with many subscribers (300 here, so that the
+suite stays short on 2 cores; TK_FANOUT_SUBSCRIBERS=1000 for the issue's figure) the trim handler costs
 what it costs with none (publishing is O(1); the feed's own task fans out), and every subscriber
 still gets every event. The client-side latencies are printed too: deliveries share the server's
 one event loop with the calls, so a trim issued right after another waits for part of them."""
@@ -17,7 +18,7 @@ import grpc
 from robustness_support import agent_trim, chat, percentile
 from turnkeeper.v1 import history_service_pb2_grpc
 
-SUBSCRIBERS = 1000
+SUBSCRIBERS = int(os.environ.get("TK_FANOUT_SUBSCRIBERS", "300"))
 TRIMS = 30
 
 # Holds SUBSCRIBERS TrimEvents streams (50 per connection, under the server's stream limit), prints
@@ -68,7 +69,7 @@ def _handler_ms(log: str) -> list[float]:
     return [float(ms) for ms in re.findall(pattern, log)]
 
 
-def test_1000_subscribers_add_nothing_to_the_trim_handler(
+def test_many_subscribers_add_nothing_to_the_trim_handler(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
     server = server_factory(unix=False)
@@ -95,11 +96,11 @@ def test_1000_subscribers_add_nothing_to_the_trim_handler(
     assert summary[0] == b"events" and int(summary[1]) == TRIMS, summary
     added_ms = percentile(handler_crowded, 50) - percentile(handler_alone, 50)
     figures.add(
-        "handler p50 ms, 0 / 1000 subscribers",
+        f"handler p50 ms, 0 / {SUBSCRIBERS} subscribers",
         f"{percentile(handler_alone, 50):.2f} / {percentile(handler_crowded, 50):.2f}",
     )
     figures.add(
-        "client p50 ms, 0 / 1000 subscribers",
+        f"client p50 ms, 0 / {SUBSCRIBERS} subscribers",
         f"{percentile(alone, 50) * 1e3:.2f} / {percentile(crowded, 50) * 1e3:.2f}",
     )
     figures.add("events per subscriber min / max", f"{int(summary[1])} / {int(summary[2])}")

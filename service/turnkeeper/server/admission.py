@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import inspect
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -33,11 +34,13 @@ _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 class AdmissionLimits:
     """`max_inflight_bytes`: the request bytes all admitted calls may hold together.
     `heavy_call_bytes`: a request at least this big is heavy; `max_heavy_calls` may run at once.
+    `max_receiving_calls`: calls whose request is still arriving, at once (gRPC holds each whole).
     `retry_after_seconds`: the RetryInfo delay a refused client is given."""
 
     max_inflight_bytes: int
     heavy_call_bytes: int
     max_heavy_calls: int
+    max_receiving_calls: int = 8
     retry_after_seconds: float = 1.0
 
 
@@ -49,6 +52,7 @@ class Admission:
         self.inflight_bytes = 0
         self.heavy_calls = 0
         self.calls = 0
+        self.receiving = 0
         self.refused = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -102,6 +106,13 @@ class Admission:
             await asyncio.wait_for(self._idle.wait(), limit)
         return self._idle.is_set()
 
+    def receiving_refusal(self) -> RequestError:
+        return self._refusal(
+            "max_receiving_calls",
+            f"{self.receiving} requests are arriving; this server receives at most "
+            f"{self.limits.max_receiving_calls} at once",
+        )
+
     def _refusal(self, limit: str, message: str) -> RequestError:
         self.refused += 1
         delay = duration_pb2.Duration()
@@ -115,8 +126,27 @@ class Admission:
         )
 
 
+class _Receiving:
+    """One call's slot among those receiving their request; freed once, whichever comes first:
+    the message arrived, or the call ended before it did (its handler is then dropped)."""
+
+    def __init__(self, admission: Admission) -> None:
+        admission.receiving += 1
+        self.free = weakref.finalize(self, _free_slot, admission)
+
+
+def _free_slot(admission: Admission) -> None:
+    admission.receiving -= 1
+
+
 class AdmissionInterceptor(grpc.aio.ServerInterceptor):
-    """Counts every unary call in and out of `Admission`, sized by its request bytes."""
+    """Counts every unary call in and out of `Admission`, sized by its request bytes.
+
+    gRPC reads a unary request whole before any handler runs, so the number of calls receiving
+    their request at once is capped here, before the read: a call over that cap is refused by a
+    handler that never reads it (a client-streaming one; the wire framing is the same), and the
+    bytes of the refused request never enter the process.
+    """
 
     def __init__(self, admission: Admission) -> None:
         self.admission = admission
@@ -137,19 +167,35 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
             or handler_call_details.method.startswith(_EXEMPT_PREFIXES)
         ):
             return handler
-        return _admitted(handler, cast(Callable[..., Awaitable[Any]], behavior), self.admission)
+        admission = self.admission
+        if admission.receiving >= admission.limits.max_receiving_calls:
+            return _refused(handler, admission.receiving_refusal())
+        return _admitted(
+            handler, cast(Callable[..., Awaitable[Any]], behavior), admission, _Receiving(admission)
+        )
+
+
+def _refused(
+    handler: grpc.RpcMethodHandler[Req, Resp], refusal: RequestError
+) -> grpc.RpcMethodHandler[Req, Resp]:
+    async def refuse(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort_with_status(refusal.to_status())
+
+    return grpc.stream_unary_rpc_method_handler(refuse, None, handler.response_serializer)
 
 
 def _admitted(
     handler: grpc.RpcMethodHandler[Req, Resp],
     behavior: Callable[..., Awaitable[Any]],
     admission: Admission,
+    slot: _Receiving,
 ) -> grpc.RpcMethodHandler[Req, Resp]:
     inner_deserializer = handler.request_deserializer
     size = [0]  # this call's request bytes, measured on the wire
 
     def deserialize(data: bytes) -> Req:
         size[0] = len(data)
+        slot.free()
         return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
 
     async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:

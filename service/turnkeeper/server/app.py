@@ -191,6 +191,9 @@ def _server_options(config: ServerConfig) -> list[tuple[str, int]]:
         ("grpc.max_receive_message_length", config.max_receive_bytes),
         ("grpc.max_send_message_length", config.max_send_bytes),
         ("grpc.max_concurrent_streams", config.max_concurrent_streams),
+        # No flow-control window growth: a request the server has not started to read (admission
+        # refused it, or it waits) stays in the client instead of piling up in this process.
+        ("grpc.http2.bdp_probe", 0),
         # A client may ping (keepalive) at most every min_client_ping_seconds, with or without
         # calls; the second ping too early ends its connection (GOAWAY "too_many_pings").
         (
@@ -300,6 +303,7 @@ class Sidecar:
                 max_inflight_bytes=config.max_inflight_request_bytes,
                 heavy_call_bytes=config.heavy_call_bytes,
                 max_heavy_calls=config.max_heavy_calls,
+                max_receiving_calls=config.max_receiving_calls,
             )
         )
 

@@ -254,8 +254,14 @@ class ServerConfig(BaseSettings):
     heavy_call_bytes: int = Field(
         default=1 * MIB, ge=1, description="a request at least this big is a heavy call"
     )
+    max_receiving_calls: int = Field(
+        default=8,
+        ge=1,
+        description="unary calls whose request is still arriving, at once; one more is refused "
+        "before its bytes are read: RESOURCE_EXHAUSTED (OVERLOADED, RetryInfo)",
+    )
     max_heavy_calls: int = Field(
-        default=4,
+        default=2,
         ge=1,
         description="heavy calls running at once; one more gets RESOURCE_EXHAUSTED (OVERLOADED, "
         "RetryInfo)",
