@@ -13,7 +13,7 @@ HTTP ?= 127.0.0.1:9464
 DASHBOARD := service/turnkeeper/server/dashboard
 DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
-.PHONY: help venv native test-native wheel run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients test-install system-deps bench clean
+.PHONY: help venv native test-native wheel run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients test-install system-deps bench soak clean
 
 help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
