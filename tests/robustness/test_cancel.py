@@ -15,6 +15,8 @@ from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
 
 ROWS = 100_000
+# The reference engine: its 100k-row trim takes long enough to be cancelled in the middle.
+SLOW_ENGINE = ("--engine", "python")
 
 
 def _events_during(server: Any, action: Callable[[], None]) -> list[svc.TrimEventsResponse]:
@@ -50,7 +52,7 @@ def test_a_cancelled_trim_publishes_nothing_and_is_logged_cancelled(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
     """The probe: cancel a 100k-row agent trim after 0.1 s: its event was published, the log said OK."""
-    server = server_factory(unix=False)
+    server = server_factory(*SLOW_ENGINE, unix=False)
     request = agent_trim(chat(ROWS), budget=1000)
 
     def cancel_after_a_tenth() -> None:
@@ -74,7 +76,7 @@ def test_a_cancelled_trim_publishes_nothing_and_is_logged_cancelled(
 def test_a_trim_past_its_deadline_publishes_nothing_and_is_logged_deadline_exceeded(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
-    server = server_factory(unix=False)
+    server = server_factory(*SLOW_ENGINE, unix=False)
     request = agent_trim(chat(ROWS), budget=1000)
     codes: list[grpc.StatusCode] = []
 

@@ -34,13 +34,15 @@ _EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 class AdmissionLimits:
     """`max_inflight_bytes`: the request bytes all admitted calls may hold together.
     `heavy_call_bytes`: a request at least this big is heavy; `max_heavy_calls` may run at once.
-    `max_receiving_calls`: calls whose request is still arriving, at once (gRPC holds each whole).
+    `max_receiving_calls`: calls whose request is still arriving, at once (gRPC holds each whole);
+    one more waits up to `receive_wait_seconds` for a slot before it is refused.
     `retry_after_seconds`: the RetryInfo delay a refused client is given."""
 
     max_inflight_bytes: int
     heavy_call_bytes: int
     max_heavy_calls: int
     max_receiving_calls: int = 8
+    receive_wait_seconds: float = 5.0
     retry_after_seconds: float = 1.0
 
 
@@ -53,6 +55,7 @@ class Admission:
         self.heavy_calls = 0
         self.calls = 0
         self.receiving = 0
+        self.slot_freed = asyncio.Event()
         self.refused = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -106,6 +109,20 @@ class Admission:
             await asyncio.wait_for(self._idle.wait(), limit)
         return self._idle.is_set()
 
+    async def receiving_slot(self) -> bool:
+        """Waits (up to `receive_wait_seconds`) until fewer than `max_receiving_calls` calls are
+        receiving their request; False when none came free. A waiting call's bytes stay in the
+        client: the server has not asked for them."""
+        end = time.monotonic() + self.limits.receive_wait_seconds
+        while self.receiving >= self.limits.max_receiving_calls:
+            remaining = end - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.slot_freed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.slot_freed.wait(), remaining)
+        return True
+
     def receiving_refusal(self) -> RequestError:
         return self._refusal(
             "max_receiving_calls",
@@ -137,15 +154,16 @@ class _Receiving:
 
 def _free_slot(admission: Admission) -> None:
     admission.receiving -= 1
+    admission.slot_freed.set()
 
 
 class AdmissionInterceptor(grpc.aio.ServerInterceptor):
     """Counts every unary call in and out of `Admission`, sized by its request bytes.
 
     gRPC reads a unary request whole before any handler runs, so the number of calls receiving
-    their request at once is capped here, before the read: a call over that cap is refused by a
-    handler that never reads it (a client-streaming one; the wire framing is the same), and the
-    bytes of the refused request never enter the process.
+    their request at once is capped here, before the read: a call over that cap waits for a slot,
+    and if none comes free in time it is refused by a handler that never reads it (a
+    client-streaming one; the wire framing is the same), so its bytes never enter the process.
     """
 
     def __init__(self, admission: Admission) -> None:
@@ -168,7 +186,7 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         ):
             return handler
         admission = self.admission
-        if admission.receiving >= admission.limits.max_receiving_calls:
+        if not await admission.receiving_slot():
             return _refused(handler, admission.receiving_refusal())
         return _admitted(
             handler, cast(Callable[..., Awaitable[Any]], behavior), admission, _Receiving(admission)

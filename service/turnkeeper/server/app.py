@@ -304,6 +304,7 @@ class Sidecar:
                 heavy_call_bytes=config.heavy_call_bytes,
                 max_heavy_calls=config.max_heavy_calls,
                 max_receiving_calls=config.max_receiving_calls,
+                receive_wait_seconds=config.receive_wait_seconds,
             )
         )
 

@@ -257,8 +257,16 @@ class ServerConfig(BaseSettings):
     max_receiving_calls: int = Field(
         default=8,
         ge=1,
-        description="unary calls whose request is still arriving, at once; one more is refused "
-        "before its bytes are read: RESOURCE_EXHAUSTED (OVERLOADED, RetryInfo)",
+        description="unary calls whose request is still arriving, at once; one more waits "
+        "receive-wait-seconds, then is refused before its bytes are read: RESOURCE_EXHAUSTED "
+        "(OVERLOADED, RetryInfo)",
+    )
+    receive_wait_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long a call over max-receiving-calls waits for a slot before it is "
+        "refused",
     )
     max_heavy_calls: int = Field(
         default=2,

@@ -89,7 +89,8 @@ def _started(stats: _CallStats, request: Any) -> None:
     service, method = metrics.split_method(stats.method)
     metrics.RPCS_STARTED.labels(service, method, stats.rpc_type).inc()
     number = CALLER_FIELDS.get(stats.method)
-    if number is not None:
+    # A refusal that never reads its request gets a request iterator, with no caller to read.
+    if number is not None and isinstance(request, bytes | Message):
         try:
             caller = caller_of(request, number)
         except ValueError:  # unreadable bytes: the handler reports them
