@@ -62,6 +62,9 @@ RPCS: Mapping[str, RpcSpec] = {
     "CheckCapacity": RpcSpec(svc.CheckCapacityRequest, svc.CheckCapacityResponse),
     "SweepOrphans": RpcSpec(svc.SweepOrphansRequest, svc.SweepOrphansResponse),
     "CapToolResults": RpcSpec(svc.CapToolResultsRequest, svc.CapToolResultsResponse),
+    "ClassifyProviderError": RpcSpec(
+        svc.ClassifyProviderErrorRequest, svc.ClassifyProviderErrorResponse
+    ),
 }
 
 
