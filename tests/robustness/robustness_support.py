@@ -46,13 +46,18 @@ def bad_request(status: status_pb2.Status) -> error_details_pb2.BadRequest | Non
     return None
 
 
-def rss_kib(pid: int) -> int:
-    """Resident set size of a process, in KiB."""
+def proc_status_kib(pid: int, key: str) -> int:
+    """A /proc/PID/status figure in KiB: "VmRSS" (resident) or "VmSize" (address space)."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    raise RuntimeError(f"no {key} for pid {pid}")
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a process, in KiB."""
+    return proc_status_kib(pid, "VmRSS")
 
 
 def chat(n: int, text: str = "hello there") -> h.History:

@@ -14,21 +14,20 @@ from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2
-from robustness_support import BIG_MESSAGES, chat, error_info, rich_status, rss_kib
+from robustness_support import (
+    BIG_MESSAGES,
+    chat,
+    error_info,
+    proc_status_kib,
+    rich_status,
+    rss_kib,
+)
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
 
 BURST = 16
 HEADROOM_MIB = 1500  # above the server's address space at rest
 ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
-
-
-def _vm_mib(pid: int, key: str) -> int:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith(key):
-                return int(line.split()[1]) // 1024
-    raise RuntimeError(key)
 
 
 def _overloaded(error: grpc.RpcError) -> bool:
@@ -44,7 +43,7 @@ def test_16_concurrent_60_mb_requests_under_a_memory_cap(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
     server = server_factory(unix=False)
-    base = _vm_mib(server.pid, "VmSize:")
+    base = proc_status_kib(server.pid, "VmSize") // 1024
     cap = (base + HEADROOM_MIB) << 20
     resource.prlimit(server.pid, resource.RLIMIT_AS, (cap, cap))
     body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
