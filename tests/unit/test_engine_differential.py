@@ -26,6 +26,9 @@ from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
 
+from .test_properties import as_conversation
+from .test_properties import histories as valid_histories
+
 if not native_available():
     if shutil.which("cargo") is None:
         pytest.skip("the native engine is not built (no cargo)", allow_module_level=True)
@@ -111,6 +114,18 @@ def conversation_rows(draw: st.DrawFn) -> h.ConversationMessage:
 
 @st.composite
 def histories(draw: st.DrawFn) -> h.History:
+    """Half valid tool-heavy histories (trims, breadcrumbs, events), half anything goes."""
+    if draw(st.booleans()):
+        valid = draw(valid_histories())
+        rows = valid.chat.messages
+        if rows and draw(st.booleans()):  # a lost row leaves orphans for the sweep
+            del rows[draw(st.integers(0, len(rows) - 1))]
+        return as_conversation(valid) if draw(st.booleans()) else valid
+    return draw(loose_histories())
+
+
+@st.composite
+def loose_histories(draw: st.DrawFn) -> h.History:
     leading = [h.ChatMessage(role=h.ROLE_SYSTEM, content=draw(texts))] * draw(st.integers(0, 2))
     if draw(st.booleans()):
         rows = leading + draw(st.lists(chat_rows(), max_size=24))
@@ -130,7 +145,9 @@ def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
         runtime.max_context_tokens = draw(st.sampled_from([0, 20, 60, 200, 5000]))
     if draw(st.booleans()):
         runtime.max_history_messages = draw(st.integers(0, 4))
-    provider = profile_pb2.ProviderProfile(alias=draw(st.sampled_from(["p", "p", ""])), model="m")
+    provider = profile_pb2.ProviderProfile(
+        alias=draw(st.sampled_from(["p", "p", "p", ""])), model="m"
+    )
     if draw(st.booleans()):
         provider.context_window = draw(st.sampled_from([50, 300, 100_000]))
     return profile_pb2.Profiles(runtime=runtime, providers=[provider])
@@ -140,8 +157,8 @@ def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
 def usages(draw: st.DrawFn) -> trim_pb2.ReportedUsage:
     return trim_pb2.ReportedUsage(
         reported_input_tokens=draw(st.integers(0, 400)),
-        estimated_input_tokens=draw(st.integers(0, 400)),
-        tool_schema_tokens=draw(st.integers(0, 50)),
+        estimated_input_tokens=draw(st.integers(20, 400)),
+        tool_schema_tokens=draw(st.integers(0, 20)),
     )
 
 
@@ -152,19 +169,21 @@ def requests(draw: st.DrawFn) -> Any:
     if kind is svc.TrimHistoryRequest:
         request = svc.TrimHistoryRequest(
             history=history,
-            mode=draw(st.integers(0, 6)),  # type: ignore[arg-type]
-            caller_path=draw(st.integers(0, 3)),  # type: ignore[arg-type]
+            mode=draw(st.sampled_from([0, 1, 1, 1, 2, 2, 3, 3, 4, 5, 5, 6])),  # type: ignore[arg-type]
+            caller_path=draw(st.sampled_from([0, 1, 1, 1, 2, 3])),  # type: ignore[arg-type]
         )
+        if request.mode == trim_pb2.TRIM_MODE_ROW_COUNT and draw(st.booleans()):
+            request.caller_path = trim_pb2.CALLER_PATH_CHANNEL_SENDER_CACHE
         if draw(st.booleans()):
             explicit = request.explicit_limits
-            if draw(st.booleans()):
+            if draw(st.integers(0, 4)) > 0:
                 explicit.budget_tokens = draw(st.integers(0, 300))
             if draw(st.booleans()):
                 explicit.max_history_messages = draw(st.integers(0, 4))
             explicit.breadcrumb_text = draw(st.sampled_from(["", "[cut]"]))
         elif draw(st.booleans()):
             request.profiles.CopyFrom(draw(profiles()))
-        if draw(st.booleans()):
+        if request.mode == trim_pb2.TRIM_MODE_REPORTED_USAGE or draw(st.integers(0, 9)) == 0:
             request.reported_usage.CopyFrom(draw(usages()))
         return request
     if kind is svc.PrepareModelCallRequest:
@@ -175,7 +194,7 @@ def requests(draw: st.DrawFn) -> Any:
             hook_texts=draw(st.lists(texts, max_size=2)),
             reserved_output_tokens=draw(st.sampled_from([0, 10, 1000])),
         )
-        if draw(st.booleans()):
+        if draw(st.integers(0, 3)) == 0:
             request.reported_usage.CopyFrom(draw(usages()))
         return request
     if kind is svc.CheckCapacityRequest:
@@ -186,7 +205,7 @@ def requests(draw: st.DrawFn) -> Any:
 @st.composite
 def damaged(draw: st.DrawFn, raw: bytes) -> bytes:
     """The request's bytes, often damaged the ways a broken or hostile client damages them."""
-    how = draw(st.sampled_from(["none", "none", "truncate", "byte", "utf8", "huge", "unknown"]))
+    how = draw(st.sampled_from(["none"] * 6 + ["truncate", "byte", "utf8", "huge", "unknown"]))
     if how == "none" or not raw:
         return raw
     at = draw(st.integers(0, len(raw) - 1))
