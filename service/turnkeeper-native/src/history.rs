@@ -299,10 +299,7 @@ impl Scanner<'_> {
                 chat.finish(buf, ids, occurrence)
             }
             Member::Calls(calls) => {
-                call_violations(
-                    calls.calls,
-                    &calls.empty_ids,
-                    &calls.empty_names,
+                calls.calls.violations(
                     || format!("{}.assistant_tool_calls.tool_calls", path()),
                     out,
                 );
@@ -409,12 +406,9 @@ struct ChatState {
     role: i32,
     content: Text,
     tool_call_id: Text,
-    /// Calls: (id, name, arguments) byte counts go to `call_bytes`; ids to `History::ids`.
+    /// The row's calls start at this index of `History::ids`.
     calls_from: usize,
-    calls: u32,
-    call_bytes: u64,
-    empty_ids: Vec<u32>,
-    empty_names: Vec<u32>,
+    calls: CallTally,
     attachments: u32,
     breadcrumb: bool,
 }
@@ -426,10 +420,7 @@ impl ChatState {
             content: Text::default(),
             tool_call_id: Text::default(),
             calls_from,
-            calls: 0,
-            call_bytes: 0,
-            empty_ids: Vec::new(),
-            empty_names: Vec::new(),
+            calls: CallTally::default(),
             attachments: 0,
             breadcrumb: false,
         }
@@ -452,18 +443,7 @@ impl ChatState {
                 (6, VARINT) => self.breadcrumb = f.value != 0,
                 (2, LEN) => self.content = Text::of(buf, &f)?,
                 (3, LEN) => self.tool_call_id = Text::of(buf, &f)?,
-                (4, LEN) => {
-                    let call = read_call(buf, &f, depth + 1)?;
-                    if call.id.is_empty() {
-                        self.empty_ids.push(self.calls);
-                    }
-                    if call.name.is_empty() {
-                        self.empty_names.push(self.calls);
-                    }
-                    self.call_bytes += call.id.len() + call.name.len() + call.arguments.len();
-                    ids.push((call.id.0, call.id.1));
-                    self.calls += 1;
-                }
+                (4, LEN) => self.calls.read(buf, &f, depth + 1, ids)?,
                 (5, LEN) => {
                     wire::validate(buf, f.payload_start, f.end, &wire::ATTACHMENT, depth + 1)?;
                     self.attachments += 1;
@@ -493,8 +473,8 @@ impl ChatState {
         } else {
             (self.content.len(), 0)
         };
-        nbytes += self.tool_call_id.len() + self.call_bytes;
-        let calls_end = self.calls_from + self.calls as usize;
+        nbytes += self.tool_call_id.len() + self.calls.bytes;
+        let calls_end = self.calls_from + self.calls.count as usize;
         // Calls count for the sweep only on assistant rows; results only on tool rows.
         let calls = if self.role == ROLE_ASSISTANT {
             (self.calls_from, calls_end)
@@ -530,10 +510,7 @@ struct CallsState {
     text: Text,
     reasoning: Text,
     calls_from: usize,
-    calls: u32,
-    call_bytes: u64,
-    empty_ids: Vec<u32>,
-    empty_names: Vec<u32>,
+    calls: CallTally,
 }
 
 impl CallsState {
@@ -542,10 +519,7 @@ impl CallsState {
             text: Text::default(),
             reasoning: Text::default(),
             calls_from,
-            calls: 0,
-            call_bytes: 0,
-            empty_ids: Vec::new(),
-            empty_names: Vec::new(),
+            calls: CallTally::default(),
         }
     }
 
@@ -562,18 +536,7 @@ impl CallsState {
             match (f.number, f.wire_type) {
                 (1, LEN) => self.text = Text::of(buf, &f)?,
                 (3, LEN) => self.reasoning = Text::of(buf, &f)?,
-                (2, LEN) => {
-                    let call = read_call(buf, &f, depth + 1)?;
-                    if call.id.is_empty() {
-                        self.empty_ids.push(self.calls);
-                    }
-                    if call.name.is_empty() {
-                        self.empty_names.push(self.calls);
-                    }
-                    self.call_bytes += call.id.len() + call.name.len() + call.arguments.len();
-                    ids.push((call.id.0, call.id.1));
-                    self.calls += 1;
-                }
+                (2, LEN) => self.calls.read(buf, &f, depth + 1, ids)?,
                 (4, LEN) => wire::validate(buf, f.payload_start, f.end, &wire::STRUCT, depth + 1)?,
                 _ => {}
             }
@@ -582,8 +545,8 @@ impl CallsState {
     }
 
     fn finish(self, occurrence: &Field) -> Row {
-        let nbytes = self.text.len() + self.reasoning.len() + self.call_bytes;
-        let end = self.calls_from + self.calls as usize;
+        let nbytes = self.text.len() + self.reasoning.len() + self.calls.bytes;
+        let end = self.calls_from + self.calls.count as usize;
         Row {
             kind: RowKind::Assistant,
             provider_rows: 1,
@@ -707,17 +670,12 @@ fn chat_violations(
     if chat.role == ROLE_TOOL && chat.tool_call_id.is_empty() {
         out.add("tool_call_id", || format!("{}.tool_call_id", path()));
     }
-    if chat.calls > 0 {
+    if chat.calls.count > 0 {
         if chat.role != ROLE_ASSISTANT {
             out.add("tool_calls", || format!("{}.tool_calls", path()));
         } else {
-            call_violations(
-                chat.calls,
-                &chat.empty_ids,
-                &chat.empty_names,
-                || format!("{}.tool_calls", path()),
-                out,
-            );
+            chat.calls
+                .violations(|| format!("{}.tool_calls", path()), out);
         }
     }
     let kind = chat.kind(buf);
@@ -733,20 +691,49 @@ fn chat_violations(
     }
 }
 
-fn call_violations(
-    calls: u32,
-    empty_ids: &[u32],
-    empty_names: &[u32],
-    path: impl Fn() -> String,
-    out: &mut Violations,
-) {
-    let (mut ids, mut names) = (empty_ids.iter().peekable(), empty_names.iter().peekable());
-    for j in 0..calls {
-        if ids.next_if_eq(&&j).is_some() {
-            out.add("call_id", || format!("{}[{j}].id", path()));
+/// The tool calls of one row (ChatMessage or AssistantToolCalls), tallied as they are read.
+#[derive(Default)]
+struct CallTally {
+    count: u32,
+    /// The (id, name, arguments) bytes the calls are priced by.
+    bytes: u64,
+    empty_ids: Vec<u32>,
+    empty_names: Vec<u32>,
+}
+
+impl CallTally {
+    /// Reads one ToolCall occurrence; its id goes to `History::ids`.
+    fn read(
+        &mut self,
+        buf: &[u8],
+        field: &Field,
+        depth: u32,
+        ids: &mut Vec<(usize, usize)>,
+    ) -> Result<()> {
+        let call = read_call(buf, field, depth)?;
+        if call.id.is_empty() {
+            self.empty_ids.push(self.count);
         }
-        if names.next_if_eq(&&j).is_some() {
-            out.add("call_name", || format!("{}[{j}].name", path()));
+        if call.name.is_empty() {
+            self.empty_names.push(self.count);
+        }
+        self.bytes += call.id.len() + call.name.len() + call.arguments.len();
+        ids.push((call.id.0, call.id.1));
+        self.count += 1;
+        Ok(())
+    }
+
+    /// An empty id or name of call j, in call order (ids before names within a call).
+    fn violations(&self, path: impl Fn() -> String, out: &mut Violations) {
+        let mut ids = self.empty_ids.iter().peekable();
+        let mut names = self.empty_names.iter().peekable();
+        for j in 0..self.count {
+            if ids.next_if_eq(&&j).is_some() {
+                out.add("call_id", || format!("{}[{j}].id", path()));
+            }
+            if names.next_if_eq(&&j).is_some() {
+                out.add("call_name", || format!("{}[{j}].name", path()));
+            }
         }
     }
 }
