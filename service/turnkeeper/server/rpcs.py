@@ -231,6 +231,25 @@ def _record_trim(
         )
 
 
+def _preflight(
+    view: HistoryView,
+    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
+    resolution: resolution_pb2.Resolution,
+) -> trim_pb2.CapacityReport:
+    """The capacity pre-flight of a prepared request (§3, §9 Capacity); raises unless it fits."""
+    report = check_capacity(
+        view.total_tokens,
+        view.image_tokens,
+        request.hook_texts,
+        request.tool_schemas,
+        request.reserved_output_tokens,
+        resolution.capacity,
+    )
+    if not report.fits:
+        raise _capacity_exceeded(report, resolution.route)
+    return report
+
+
 def _capacity_exceeded(
     report: trim_pb2.CapacityReport, route: resolution_pb2.Route
 ) -> RequestError:
@@ -387,17 +406,8 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
         steps.append((baseline, trim_pb2.TRIM_REASON_TOKEN_BUDGET, counts))
     working = working.apply(steps[-1][0], text)
 
-    report = check_capacity(
-        working.total_tokens,
-        working.image_tokens,
-        request.hook_texts,
-        request.tool_schemas,
-        request.reserved_output_tokens,
-        resolution.capacity,
-    )
-    if not report.fits:
-        # Nothing is sent, so nothing is published: the runtime must change the request.
-        raise _capacity_exceeded(report, resolution.route)
+    # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
+    report = _preflight(working, request, resolution)
     trims = [
         _history_trimmed(
             plan,
@@ -438,16 +448,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
     view = _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
     resolution = resolve(request.profiles)
-    report = check_capacity(
-        view.total_tokens,
-        view.image_tokens,
-        request.hook_texts,
-        request.tool_schemas,
-        request.reserved_output_tokens,
-        resolution.capacity,
-    )
-    if not report.fits:
-        raise _capacity_exceeded(report, resolution.route)
+    report = _preflight(view, request, resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
     return Reply(response.SerializeToString())
 
