@@ -190,6 +190,13 @@ pub struct Resolution {
     /// and was therefore treated as unset (spec §3.3, §10.7).
     #[prost(bool, tag = "7")]
     pub ratio_ignored: bool,
+    /// The low-water fraction in effect for this route's trims (spec §11): 1.0 (the minimal cut) when unset or ignored.
+    #[prost(double, tag = "8")]
+    pub history_trim_low_water: f64,
+    /// True when `history_trim_low_water` was set to a value outside (0.0, 1.0], NaN and infinities included,
+    /// and was therefore treated as unset (spec §11.1).
+    #[prost(bool, tag = "9")]
+    pub low_water_ignored: bool,
 }
 impl ::prost::Name for Resolution {
     const NAME: &'static str = "Resolution";
@@ -439,6 +446,12 @@ pub struct HistoryTrimmed {
     /// The estimate-space steps, for reported-usage trims; absent otherwise.
     #[prost(message, optional, tag = "16")]
     pub calibration: ::core::option::Option<UsageCalibration>,
+    /// The step of the low-water grid cut, as `TrimOutcome.cut_step` (spec §11.2); 0 for the minimal cut.
+    #[prost(uint64, tag = "17")]
+    pub cut_step: u64,
+    /// The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut.
+    #[prost(uint64, tag = "18")]
+    pub cut_drop_target: u64,
 }
 impl ::prost::Name for HistoryTrimmed {
     const NAME: &'static str = "HistoryTrimmed";
@@ -1468,6 +1481,13 @@ pub struct RuntimeProfile {
     /// The text of the breadcrumb row inserted when trimming drops turns; empty means the default text.
     #[prost(string, tag = "9")]
     pub breadcrumb_text: ::prost::alloc::string::String,
+    /// The low-water fraction of the cache-stable cut (spec §11): with a value in (0.0, 1.0) every token-budget and
+    /// turn-count trim drops whole steps of `budget - floor(budget x L)` tokens (or `N - floor(N x L)` turns) counted
+    /// from the start of the history, so a session at its ceiling keeps its prompt-cache prefix for a step's growth.
+    /// Unset means 1.0, the minimal cut of spec §9; any value outside (0.0, 1.0], NaN and infinities included, is
+    /// treated as unset and reported as `Resolution.low_water_ignored`.
+    #[prost(double, optional, tag = "10")]
+    pub history_trim_low_water: ::core::option::Option<f64>,
 }
 impl ::prost::Name for RuntimeProfile {
     const NAME: &'static str = "RuntimeProfile";
@@ -1682,7 +1702,7 @@ impl ::prost::Name for ResolveBudgetResponse {
 }
 /// ExplicitLimits gives the limits of a trim directly, instead of resolving them from profiles.
 #[allow(clippy::all)]
-#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ExplicitLimits {
     /// The token budget for TRIM_MODE_TOKEN_BUDGET, where it is required. 0 disables trimming.
     #[prost(uint64, optional, tag = "1")]
@@ -1694,6 +1714,10 @@ pub struct ExplicitLimits {
     /// The breadcrumb text; empty means the default text.
     #[prost(string, tag = "3")]
     pub breadcrumb_text: ::prost::alloc::string::String,
+    /// The low-water fraction of the cache-stable cut, as `RuntimeProfile.history_trim_low_water` (spec §11).
+    /// Unset, or outside (0.0, 1.0], means the minimal cut.
+    #[prost(double, optional, tag = "4")]
+    pub history_trim_low_water: ::core::option::Option<f64>,
 }
 impl ::prost::Name for ExplicitLimits {
     const NAME: &'static str = "ExplicitLimits";
@@ -1790,6 +1814,15 @@ pub struct TrimOutcome {
     /// The estimate-space steps of a reported-usage trim that ran them; absent otherwise.
     #[prost(message, optional, tag = "11")]
     pub calibration: ::core::option::Option<UsageCalibration>,
+    /// The step of the low-water grid cut (spec §11.1): tokens for a token-budget trim, turns for a turn-count trim.
+    /// 0 when the minimal cut of spec §9 was used (a low water of 1.0, a trim that dropped nothing, or a mode the
+    /// grid does not apply to).
+    #[prost(uint64, tag = "12")]
+    pub cut_step: u64,
+    /// What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
+    /// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
+    #[prost(uint64, tag = "13")]
+    pub cut_drop_target: u64,
 }
 impl ::prost::Name for TrimOutcome {
     const NAME: &'static str = "TrimOutcome";

@@ -296,8 +296,11 @@ type ExplicitLimits struct {
 	MaxHistoryMessages *uint32 `protobuf:"varint,2,opt,name=max_history_messages,json=maxHistoryMessages,proto3,oneof" json:"max_history_messages,omitempty"`
 	// The breadcrumb text; empty means the default text.
 	BreadcrumbText string `protobuf:"bytes,3,opt,name=breadcrumb_text,json=breadcrumbText,proto3" json:"breadcrumb_text,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The low-water fraction of the cache-stable cut, as `RuntimeProfile.history_trim_low_water` (spec §11).
+	// Unset, or outside (0.0, 1.0], means the minimal cut.
+	HistoryTrimLowWater *float64 `protobuf:"fixed64,4,opt,name=history_trim_low_water,json=historyTrimLowWater,proto3,oneof" json:"history_trim_low_water,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ExplicitLimits) Reset() {
@@ -349,6 +352,13 @@ func (x *ExplicitLimits) GetBreadcrumbText() string {
 		return x.BreadcrumbText
 	}
 	return ""
+}
+
+func (x *ExplicitLimits) GetHistoryTrimLowWater() float64 {
+	if x != nil && x.HistoryTrimLowWater != nil {
+		return *x.HistoryTrimLowWater
+	}
+	return 0
 }
 
 // TrimHistoryRequest asks for one trimming operation on a history.
@@ -508,7 +518,14 @@ type TrimOutcome struct {
 	// A reported-usage trim that changes nothing reports `tokens_before = tokens_after = reported`.
 	CountSource CountSource `protobuf:"varint,10,opt,name=count_source,json=countSource,proto3,enum=turnkeeper.v1.CountSource" json:"count_source,omitempty"`
 	// The estimate-space steps of a reported-usage trim that ran them; absent otherwise.
-	Calibration   *UsageCalibration `protobuf:"bytes,11,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	Calibration *UsageCalibration `protobuf:"bytes,11,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	// The step of the low-water grid cut (spec §11.1): tokens for a token-budget trim, turns for a turn-count trim.
+	// 0 when the minimal cut of spec §9 was used (a low water of 1.0, a trim that dropped nothing, or a mode the
+	// grid does not apply to).
+	CutStep uint64 `protobuf:"varint,12,opt,name=cut_step,json=cutStep,proto3" json:"cut_step,omitempty"`
+	// What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
+	// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
+	CutDropTarget uint64 `protobuf:"varint,13,opt,name=cut_drop_target,json=cutDropTarget,proto3" json:"cut_drop_target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -618,6 +635,20 @@ func (x *TrimOutcome) GetCalibration() *UsageCalibration {
 		return x.Calibration
 	}
 	return nil
+}
+
+func (x *TrimOutcome) GetCutStep() uint64 {
+	if x != nil {
+		return x.CutStep
+	}
+	return 0
+}
+
+func (x *TrimOutcome) GetCutDropTarget() uint64 {
+	if x != nil {
+		return x.CutDropTarget
+	}
+	return 0
 }
 
 // TrimHistoryResponse is the trimmed history and what the trim did.
@@ -1663,13 +1694,15 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x15ResolveBudgetResponse\x129\n" +
 	"\n" +
 	"resolution\x18\x01 \x01(\v2\x19.turnkeeper.v1.ResolutionR\n" +
-	"resolution\"\xc5\x01\n" +
+	"resolution\"\x9a\x02\n" +
 	"\x0eExplicitLimits\x12(\n" +
 	"\rbudget_tokens\x18\x01 \x01(\x04H\x00R\fbudgetTokens\x88\x01\x01\x125\n" +
 	"\x14max_history_messages\x18\x02 \x01(\rH\x01R\x12maxHistoryMessages\x88\x01\x01\x12'\n" +
-	"\x0fbreadcrumb_text\x18\x03 \x01(\tR\x0ebreadcrumbTextB\x10\n" +
+	"\x0fbreadcrumb_text\x18\x03 \x01(\tR\x0ebreadcrumbText\x128\n" +
+	"\x16history_trim_low_water\x18\x04 \x01(\x01H\x02R\x13historyTrimLowWater\x88\x01\x01B\x10\n" +
 	"\x0e_budget_tokensB\x17\n" +
-	"\x15_max_history_messages\"\xb5\x03\n" +
+	"\x15_max_history_messagesB\x19\n" +
+	"\x17_history_trim_low_water\"\xb5\x03\n" +
 	"\x12TrimHistoryRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.turnkeeper.v1.TrimModeR\x04mode\x12:\n" +
@@ -1679,7 +1712,7 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\bprofiles\x18\x05 \x01(\v2\x17.turnkeeper.v1.ProfilesH\x00R\bprofiles\x124\n" +
 	"\x06caller\x18\x06 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12C\n" +
 	"\x0ereported_usage\x18\a \x01(\v2\x1c.turnkeeper.v1.ReportedUsageR\rreportedUsageB\b\n" +
-	"\x06limits\"\x8a\x04\n" +
+	"\x06limits\"\xcd\x04\n" +
 	"\vTrimOutcome\x12\x18\n" +
 	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x12)\n" +
 	"\x10dropped_messages\x18\x02 \x01(\rR\x0fdroppedMessages\x12#\n" +
@@ -1693,7 +1726,9 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x10breadcrumb_index\x18\t \x01(\rH\x00R\x0fbreadcrumbIndex\x88\x01\x01\x12=\n" +
 	"\fcount_source\x18\n" +
 	" \x01(\x0e2\x1a.turnkeeper.v1.CountSourceR\vcountSource\x12A\n" +
-	"\vcalibration\x18\v \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibrationB\x13\n" +
+	"\vcalibration\x18\v \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibration\x12\x19\n" +
+	"\bcut_step\x18\f \x01(\x04R\acutStep\x12&\n" +
+	"\x0fcut_drop_target\x18\r \x01(\x04R\rcutDropTargetB\x13\n" +
 	"\x11_breadcrumb_index\"\xbb\x02\n" +
 	"\x13TrimHistoryResponse\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x124\n" +

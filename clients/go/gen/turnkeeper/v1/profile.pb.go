@@ -164,8 +164,14 @@ type RuntimeProfile struct {
 	ClassifierRoutes []*ClassifierRoute `protobuf:"bytes,8,rep,name=classifier_routes,json=classifierRoutes,proto3" json:"classifier_routes,omitempty"`
 	// The text of the breadcrumb row inserted when trimming drops turns; empty means the default text.
 	BreadcrumbText string `protobuf:"bytes,9,opt,name=breadcrumb_text,json=breadcrumbText,proto3" json:"breadcrumb_text,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The low-water fraction of the cache-stable cut (spec §11): with a value in (0.0, 1.0) every token-budget and
+	// turn-count trim drops whole steps of `budget - floor(budget x L)` tokens (or `N - floor(N x L)` turns) counted
+	// from the start of the history, so a session at its ceiling keeps its prompt-cache prefix for a step's growth.
+	// Unset means 1.0, the minimal cut of spec §9; any value outside (0.0, 1.0], NaN and infinities included, is
+	// treated as unset and reported as `Resolution.low_water_ignored`.
+	HistoryTrimLowWater *float64 `protobuf:"fixed64,10,opt,name=history_trim_low_water,json=historyTrimLowWater,proto3,oneof" json:"history_trim_low_water,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RuntimeProfile) Reset() {
@@ -259,6 +265,13 @@ func (x *RuntimeProfile) GetBreadcrumbText() string {
 		return x.BreadcrumbText
 	}
 	return ""
+}
+
+func (x *RuntimeProfile) GetHistoryTrimLowWater() float64 {
+	if x != nil && x.HistoryTrimLowWater != nil {
+		return *x.HistoryTrimLowWater
+	}
+	return 0
 }
 
 // ProviderProfile describes one configured provider alias and the model it is configured for.
@@ -587,7 +600,7 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x0fClassifierRoute\x12\x12\n" +
 	"\x04hint\x18\x01 \x01(\tR\x04hint\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"\xdd\x04\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"\xb2\x05\n" +
 	"\x0eRuntimeProfile\x121\n" +
 	"\x12max_context_tokens\x18\x01 \x01(\x04H\x00R\x10maxContextTokens\x88\x01\x01\x127\n" +
 	"\x15context_compact_ratio\x18\x02 \x01(\x01H\x01R\x13contextCompactRatio\x88\x01\x01\x12F\n" +
@@ -597,11 +610,14 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x10default_provider\x18\x06 \x01(\tR\x0fdefaultProvider\x12#\n" +
 	"\rdefault_model\x18\a \x01(\tR\fdefaultModel\x12K\n" +
 	"\x11classifier_routes\x18\b \x03(\v2\x1e.turnkeeper.v1.ClassifierRouteR\x10classifierRoutes\x12'\n" +
-	"\x0fbreadcrumb_text\x18\t \x01(\tR\x0ebreadcrumbTextB\x15\n" +
+	"\x0fbreadcrumb_text\x18\t \x01(\tR\x0ebreadcrumbText\x128\n" +
+	"\x16history_trim_low_water\x18\n" +
+	" \x01(\x01H\x04R\x13historyTrimLowWater\x88\x01\x01B\x15\n" +
 	"\x13_max_context_tokensB\x18\n" +
 	"\x16_context_compact_ratioB\x17\n" +
 	"\x15_max_history_messagesB\x18\n" +
-	"\x16_max_tool_result_chars\"\xb0\x01\n" +
+	"\x16_max_tool_result_charsB\x19\n" +
+	"\x17_history_trim_low_water\"\xb0\x01\n" +
 	"\x0fProviderProfile\x12\x14\n" +
 	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +

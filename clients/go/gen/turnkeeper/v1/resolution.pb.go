@@ -349,9 +349,14 @@ type Resolution struct {
 	MaxHistoryTurns uint32 `protobuf:"varint,6,opt,name=max_history_turns,json=maxHistoryTurns,proto3" json:"max_history_turns,omitempty"`
 	// True when `context_compact_ratio` was set to a value outside (0.0, 1.0], NaN and infinities included,
 	// and was therefore treated as unset (spec §3.3, §10.7).
-	RatioIgnored  bool `protobuf:"varint,7,opt,name=ratio_ignored,json=ratioIgnored,proto3" json:"ratio_ignored,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RatioIgnored bool `protobuf:"varint,7,opt,name=ratio_ignored,json=ratioIgnored,proto3" json:"ratio_ignored,omitempty"`
+	// The low-water fraction in effect for this route's trims (spec §11): 1.0 (the minimal cut) when unset or ignored.
+	HistoryTrimLowWater float64 `protobuf:"fixed64,8,opt,name=history_trim_low_water,json=historyTrimLowWater,proto3" json:"history_trim_low_water,omitempty"`
+	// True when `history_trim_low_water` was set to a value outside (0.0, 1.0], NaN and infinities included,
+	// and was therefore treated as unset (spec §11.1).
+	LowWaterIgnored bool `protobuf:"varint,9,opt,name=low_water_ignored,json=lowWaterIgnored,proto3" json:"low_water_ignored,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Resolution) Reset() {
@@ -433,6 +438,20 @@ func (x *Resolution) GetRatioIgnored() bool {
 	return false
 }
 
+func (x *Resolution) GetHistoryTrimLowWater() float64 {
+	if x != nil {
+		return x.HistoryTrimLowWater
+	}
+	return 0
+}
+
+func (x *Resolution) GetLowWaterIgnored() bool {
+	if x != nil {
+		return x.LowWaterIgnored
+	}
+	return false
+}
+
 var File_turnkeeper_v1_resolution_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_resolution_proto_rawDesc = "" +
@@ -450,7 +469,7 @@ const file_turnkeeper_v1_resolution_proto_rawDesc = "" +
 	"\x05known\x18\x01 \x01(\bR\x05known\x12#\n" +
 	"\rsafety_tokens\x18\x02 \x01(\x04R\fsafetyTokens\x125\n" +
 	"\x14model_context_window\x18\x03 \x01(\x04H\x00R\x12modelContextWindow\x88\x01\x01B\x17\n" +
-	"\x15_model_context_window\"\xdd\x02\n" +
+	"\x15_model_context_window\"\xbe\x03\n" +
 	"\n" +
 	"Resolution\x12*\n" +
 	"\x05route\x18\x01 \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x123\n" +
@@ -460,7 +479,9 @@ const file_turnkeeper_v1_resolution_proto_rawDesc = "" +
 	"budgetRule\x12<\n" +
 	"\fbudget_steps\x18\x05 \x03(\v2\x19.turnkeeper.v1.BudgetStepR\vbudgetSteps\x12*\n" +
 	"\x11max_history_turns\x18\x06 \x01(\rR\x0fmaxHistoryTurns\x12#\n" +
-	"\rratio_ignored\x18\a \x01(\bR\fratioIgnored*\x88\x01\n" +
+	"\rratio_ignored\x18\a \x01(\bR\fratioIgnored\x123\n" +
+	"\x16history_trim_low_water\x18\b \x01(\x01R\x13historyTrimLowWater\x12*\n" +
+	"\x11low_water_ignored\x18\t \x01(\bR\x0flowWaterIgnored*\x88\x01\n" +
 	"\vRouteSource\x12\x1c\n" +
 	"\x18ROUTE_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTE_SOURCE_DEFAULT\x10\x01\x12 \n" +

@@ -654,7 +654,11 @@ type HistoryTrimmed struct {
 	// Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
 	CountSource CountSource `protobuf:"varint,15,opt,name=count_source,json=countSource,proto3,enum=turnkeeper.v1.CountSource" json:"count_source,omitempty"`
 	// The estimate-space steps, for reported-usage trims; absent otherwise.
-	Calibration   *UsageCalibration `protobuf:"bytes,16,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	Calibration *UsageCalibration `protobuf:"bytes,16,opt,name=calibration,proto3" json:"calibration,omitempty"`
+	// The step of the low-water grid cut, as `TrimOutcome.cut_step` (spec §11.2); 0 for the minimal cut.
+	CutStep uint64 `protobuf:"varint,17,opt,name=cut_step,json=cutStep,proto3" json:"cut_step,omitempty"`
+	// The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut.
+	CutDropTarget uint64 `protobuf:"varint,18,opt,name=cut_drop_target,json=cutDropTarget,proto3" json:"cut_drop_target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -799,6 +803,20 @@ func (x *HistoryTrimmed) GetCalibration() *UsageCalibration {
 		return x.Calibration
 	}
 	return nil
+}
+
+func (x *HistoryTrimmed) GetCutStep() uint64 {
+	if x != nil {
+		return x.CutStep
+	}
+	return 0
+}
+
+func (x *HistoryTrimmed) GetCutDropTarget() uint64 {
+	if x != nil {
+		return x.CutDropTarget
+	}
+	return 0
 }
 
 // RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
@@ -1456,7 +1474,7 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\n" +
 	"IndexRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end\"\xda\x05\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end\"\x9d\x06\n" +
 	"\x0eHistoryTrimmed\x121\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x19.turnkeeper.v1.TrimReasonR\x06reason\x12+\n" +
 	"\x11overflow_recovery\x18\x02 \x01(\bR\x10overflowRecovery\x12)\n" +
@@ -1476,7 +1494,9 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\x06caller\x18\r \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12/\n" +
 	"\x13breadcrumb_inserted\x18\x0e \x01(\bR\x12breadcrumbInserted\x12=\n" +
 	"\fcount_source\x18\x0f \x01(\x0e2\x1a.turnkeeper.v1.CountSourceR\vcountSource\x12A\n" +
-	"\vcalibration\x18\x10 \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibration\"\xdb\x03\n" +
+	"\vcalibration\x18\x10 \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibration\x12\x19\n" +
+	"\bcut_step\x18\x11 \x01(\x04R\acutStep\x12&\n" +
+	"\x0fcut_drop_target\x18\x12 \x01(\x04R\rcutDropTarget\"\xdb\x03\n" +
 	"\x0eRecoveryReport\x12\x18\n" +
 	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x128\n" +
 	"\ablocker\x18\x02 \x01(\x0e2\x1e.turnkeeper.v1.RecoveryBlockerR\ablocker\x12'\n" +

@@ -166,6 +166,7 @@ class ExplicitLimits(_message.Message):
     BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     MAX_HISTORY_MESSAGES_FIELD_NUMBER: _builtins.int
     BREADCRUMB_TEXT_FIELD_NUMBER: _builtins.int
+    HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
     budget_tokens: _builtins.int
     """The token budget for TRIM_MODE_TOKEN_BUDGET, where it is required. 0 disables trimming."""
     max_history_messages: _builtins.int
@@ -174,23 +175,32 @@ class ExplicitLimits(_message.Message):
     """
     breadcrumb_text: _builtins.str
     """The breadcrumb text; empty means the default text."""
+    history_trim_low_water: _builtins.float
+    """The low-water fraction of the cache-stable cut, as `RuntimeProfile.history_trim_low_water` (spec §11).
+    Unset, or outside (0.0, 1.0], means the minimal cut.
+    """
     def __init__(
         self,
         *,
         budget_tokens: _builtins.int | None = ...,
         max_history_messages: _builtins.int | None = ...,
         breadcrumb_text: _builtins.str = ...,
+        history_trim_low_water: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_max_history_messages", b"_max_history_messages", "budget_tokens", b"budget_tokens", "max_history_messages", b"max_history_messages"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_history_trim_low_water", b"_history_trim_low_water", "_max_history_messages", b"_max_history_messages", "budget_tokens", b"budget_tokens", "history_trim_low_water", b"history_trim_low_water", "max_history_messages", b"max_history_messages"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_max_history_messages", b"_max_history_messages", "breadcrumb_text", b"breadcrumb_text", "budget_tokens", b"budget_tokens", "max_history_messages", b"max_history_messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_history_trim_low_water", b"_history_trim_low_water", "_max_history_messages", b"_max_history_messages", "breadcrumb_text", b"breadcrumb_text", "budget_tokens", b"budget_tokens", "history_trim_low_water", b"history_trim_low_water", "max_history_messages", b"max_history_messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__budget_tokens: _TypeAlias = _typing.Literal["budget_tokens"]  # noqa: Y015
     _WhichOneofArgType__budget_tokens: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens"]  # noqa: Y015
+    _WhichOneofReturnType__history_trim_low_water: _TypeAlias = _typing.Literal["history_trim_low_water"]  # noqa: Y015
+    _WhichOneofArgType__history_trim_low_water: _TypeAlias = _typing.Literal["_history_trim_low_water", b"_history_trim_low_water"]  # noqa: Y015
     _WhichOneofReturnType__max_history_messages: _TypeAlias = _typing.Literal["max_history_messages"]  # noqa: Y015
     _WhichOneofArgType__max_history_messages: _TypeAlias = _typing.Literal["_max_history_messages", b"_max_history_messages"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_tokens) -> _WhichOneofReturnType__budget_tokens | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__history_trim_low_water) -> _WhichOneofReturnType__history_trim_low_water | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_history_messages) -> _WhichOneofReturnType__max_history_messages | None: ...
 
@@ -271,6 +281,8 @@ class TrimOutcome(_message.Message):
     BREADCRUMB_INDEX_FIELD_NUMBER: _builtins.int
     COUNT_SOURCE_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
+    CUT_STEP_FIELD_NUMBER: _builtins.int
+    CUT_DROP_TARGET_FIELD_NUMBER: _builtins.int
     trimmed: _builtins.bool
     """True when rows were dropped."""
     dropped_messages: _builtins.int
@@ -290,6 +302,15 @@ class TrimOutcome(_message.Message):
     count_source: _trim_pb2.CountSource.ValueType
     """Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3).
     A reported-usage trim that changes nothing reports `tokens_before = tokens_after = reported`.
+    """
+    cut_step: _builtins.int
+    """The step of the low-water grid cut (spec §11.1): tokens for a token-budget trim, turns for a turn-count trim.
+    0 when the minimal cut of spec §9 was used (a low water of 1.0, a trim that dropped nothing, or a mode the
+    grid does not apply to).
+    """
+    cut_drop_target: _builtins.int
+    """What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
+    `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
     """
     @_builtins.property
     def dropped_range(self) -> _trim_pb2.IndexRange:
@@ -313,10 +334,12 @@ class TrimOutcome(_message.Message):
         breadcrumb_index: _builtins.int | None = ...,
         count_source: _trim_pb2.CountSource.ValueType = ...,
         calibration: _trim_pb2.UsageCalibration | None = ...,
+        cut_step: _builtins.int = ...,
+        cut_drop_target: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "dropped_range", b"dropped_range"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "count_source", b"count_source", "dropped_messages", b"dropped_messages", "dropped_range", b"dropped_range", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trimmed", b"trimmed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_range", b"dropped_range", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trimmed", b"trimmed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__breadcrumb_index: _TypeAlias = _typing.Literal["breadcrumb_index"]  # noqa: Y015
     _WhichOneofArgType__breadcrumb_index: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index"]  # noqa: Y015

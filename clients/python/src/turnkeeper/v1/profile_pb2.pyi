@@ -89,6 +89,7 @@ class RuntimeProfile(_message.Message):
     DEFAULT_MODEL_FIELD_NUMBER: _builtins.int
     CLASSIFIER_ROUTES_FIELD_NUMBER: _builtins.int
     BREADCRUMB_TEXT_FIELD_NUMBER: _builtins.int
+    HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
     max_context_tokens: _builtins.int
     """The absolute token budget. Unset keeps the historical 32,000 default; an explicit 0 disables proactive trimming."""
     context_compact_ratio: _builtins.float
@@ -108,6 +109,13 @@ class RuntimeProfile(_message.Message):
     """The model of the default route; empty means the default provider's configured model."""
     breadcrumb_text: _builtins.str
     """The text of the breadcrumb row inserted when trimming drops turns; empty means the default text."""
+    history_trim_low_water: _builtins.float
+    """The low-water fraction of the cache-stable cut (spec §11): with a value in (0.0, 1.0) every token-budget and
+    turn-count trim drops whole steps of `budget - floor(budget x L)` tokens (or `N - floor(N x L)` turns) counted
+    from the start of the history, so a session at its ceiling keeps its prompt-cache prefix for a step's growth.
+    Unset means 1.0, the minimal cut of spec §9; any value outside (0.0, 1.0], NaN and infinities included, is
+    treated as unset and reported as `Resolution.low_water_ignored`.
+    """
     @_builtins.property
     def history_pruning(self) -> Global___HistoryPruning:
         """An operator cap that lowers the budget."""
@@ -128,13 +136,16 @@ class RuntimeProfile(_message.Message):
         default_model: _builtins.str = ...,
         classifier_routes: _abc.Iterable[Global___ClassifierRoute] | None = ...,
         breadcrumb_text: _builtins.str = ...,
+        history_trim_low_water: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_compact_ratio: _TypeAlias = _typing.Literal["context_compact_ratio"]  # noqa: Y015
     _WhichOneofArgType__context_compact_ratio: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio"]  # noqa: Y015
+    _WhichOneofReturnType__history_trim_low_water: _TypeAlias = _typing.Literal["history_trim_low_water"]  # noqa: Y015
+    _WhichOneofArgType__history_trim_low_water: _TypeAlias = _typing.Literal["_history_trim_low_water", b"_history_trim_low_water"]  # noqa: Y015
     _WhichOneofReturnType__max_context_tokens: _TypeAlias = _typing.Literal["max_context_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_context_tokens: _TypeAlias = _typing.Literal["_max_context_tokens", b"_max_context_tokens"]  # noqa: Y015
     _WhichOneofReturnType__max_history_messages: _TypeAlias = _typing.Literal["max_history_messages"]  # noqa: Y015
@@ -143,6 +154,8 @@ class RuntimeProfile(_message.Message):
     _WhichOneofArgType__max_tool_result_chars: _TypeAlias = _typing.Literal["_max_tool_result_chars", b"_max_tool_result_chars"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_compact_ratio) -> _WhichOneofReturnType__context_compact_ratio | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__history_trim_low_water) -> _WhichOneofReturnType__history_trim_low_water | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_context_tokens) -> _WhichOneofReturnType__max_context_tokens | None: ...
     @_typing.overload

@@ -191,6 +191,8 @@ class Resolution(_message.Message):
     BUDGET_STEPS_FIELD_NUMBER: _builtins.int
     MAX_HISTORY_TURNS_FIELD_NUMBER: _builtins.int
     RATIO_IGNORED_FIELD_NUMBER: _builtins.int
+    HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
+    LOW_WATER_IGNORED_FIELD_NUMBER: _builtins.int
     budget_tokens: _builtins.int
     """The effective proactive trimming budget in tokens; 0 means proactive trimming is disabled."""
     budget_rule: Global___BudgetRule.ValueType
@@ -200,6 +202,12 @@ class Resolution(_message.Message):
     ratio_ignored: _builtins.bool
     """True when `context_compact_ratio` was set to a value outside (0.0, 1.0], NaN and infinities included,
     and was therefore treated as unset (spec §3.3, §10.7).
+    """
+    history_trim_low_water: _builtins.float
+    """The low-water fraction in effect for this route's trims (spec §11): 1.0 (the minimal cut) when unset or ignored."""
+    low_water_ignored: _builtins.bool
+    """True when `history_trim_low_water` was set to a value outside (0.0, 1.0], NaN and infinities included,
+    and was therefore treated as unset (spec §11.1).
     """
     @_builtins.property
     def route(self) -> Global___Route:
@@ -223,10 +231,12 @@ class Resolution(_message.Message):
         budget_steps: _abc.Iterable[Global___BudgetStep] | None = ...,
         max_history_turns: _builtins.int = ...,
         ratio_ignored: _builtins.bool = ...,
+        history_trim_low_water: _builtins.float = ...,
+        low_water_ignored: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_rule", b"budget_rule", "budget_steps", b"budget_steps", "budget_tokens", b"budget_tokens", "capacity", b"capacity", "max_history_turns", b"max_history_turns", "ratio_ignored", b"ratio_ignored", "route", b"route"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_rule", b"budget_rule", "budget_steps", b"budget_steps", "budget_tokens", b"budget_tokens", "capacity", b"capacity", "history_trim_low_water", b"history_trim_low_water", "low_water_ignored", b"low_water_ignored", "max_history_turns", b"max_history_turns", "ratio_ignored", b"ratio_ignored", "route", b"route"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

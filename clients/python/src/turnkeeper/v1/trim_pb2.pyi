@@ -350,6 +350,8 @@ class HistoryTrimmed(_message.Message):
     BREADCRUMB_INSERTED_FIELD_NUMBER: _builtins.int
     COUNT_SOURCE_FIELD_NUMBER: _builtins.int
     CALIBRATION_FIELD_NUMBER: _builtins.int
+    CUT_STEP_FIELD_NUMBER: _builtins.int
+    CUT_DROP_TARGET_FIELD_NUMBER: _builtins.int
     reason: Global___TrimReason.ValueType
     """Which limit caused the trim."""
     overflow_recovery: _builtins.bool
@@ -376,6 +378,10 @@ class HistoryTrimmed(_message.Message):
     """True when a breadcrumb row was inserted."""
     count_source: Global___CountSource.ValueType
     """Where `tokens_before` and `tokens_after` come from: the estimate, or provider-reported usage (spec §10.3)."""
+    cut_step: _builtins.int
+    """The step of the low-water grid cut, as `TrimOutcome.cut_step` (spec §11.2); 0 for the minimal cut."""
+    cut_drop_target: _builtins.int
+    """The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut."""
     @_builtins.property
     def capacity(self) -> _resolution_pb2.Capacity:
         """The capacity of the route's model, when profiles were supplied."""
@@ -411,10 +417,12 @@ class HistoryTrimmed(_message.Message):
         breadcrumb_inserted: _builtins.bool = ...,
         count_source: Global___CountSource.ValueType = ...,
         calibration: Global___UsageCalibration | None = ...,
+        cut_step: _builtins.int = ...,
+        cut_drop_target: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "count_source", b"count_source", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -125,6 +125,13 @@ export type ExplicitLimits = Message<"turnkeeper.v1.ExplicitLimits"> & {
      * @generated from field: string breadcrumb_text = 3;
      */
     breadcrumbText: string;
+    /**
+     * The low-water fraction of the cache-stable cut, as `RuntimeProfile.history_trim_low_water` (spec §11).
+     * Unset, or outside (0.0, 1.0], means the minimal cut.
+     *
+     * @generated from field: optional double history_trim_low_water = 4;
+     */
+    historyTrimLowWater?: number | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.ExplicitLimits.
@@ -271,6 +278,21 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
      * @generated from field: turnkeeper.v1.UsageCalibration calibration = 11;
      */
     calibration?: UsageCalibration | undefined;
+    /**
+     * The step of the low-water grid cut (spec §11.1): tokens for a token-budget trim, turns for a turn-count trim.
+     * 0 when the minimal cut of spec §9 was used (a low water of 1.0, a trim that dropped nothing, or a mode the
+     * grid does not apply to).
+     *
+     * @generated from field: uint64 cut_step = 12;
+     */
+    cutStep: bigint;
+    /**
+     * What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
+     * `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
+     *
+     * @generated from field: uint64 cut_drop_target = 13;
+     */
+    cutDropTarget: bigint;
 };
 /**
  * Describes the message turnkeeper.v1.TrimOutcome.

@@ -121,6 +121,16 @@ export type RuntimeProfile = Message<"turnkeeper.v1.RuntimeProfile"> & {
      * @generated from field: string breadcrumb_text = 9;
      */
     breadcrumbText: string;
+    /**
+     * The low-water fraction of the cache-stable cut (spec §11): with a value in (0.0, 1.0) every token-budget and
+     * turn-count trim drops whole steps of `budget - floor(budget x L)` tokens (or `N - floor(N x L)` turns) counted
+     * from the start of the history, so a session at its ceiling keeps its prompt-cache prefix for a step's growth.
+     * Unset means 1.0, the minimal cut of spec §9; any value outside (0.0, 1.0], NaN and infinities included, is
+     * treated as unset and reported as `Resolution.low_water_ignored`.
+     *
+     * @generated from field: optional double history_trim_low_water = 10;
+     */
+    historyTrimLowWater?: number | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.RuntimeProfile.

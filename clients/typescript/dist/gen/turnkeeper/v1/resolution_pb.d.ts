@@ -139,6 +139,19 @@ export type Resolution = Message<"turnkeeper.v1.Resolution"> & {
      * @generated from field: bool ratio_ignored = 7;
      */
     ratioIgnored: boolean;
+    /**
+     * The low-water fraction in effect for this route's trims (spec §11): 1.0 (the minimal cut) when unset or ignored.
+     *
+     * @generated from field: double history_trim_low_water = 8;
+     */
+    historyTrimLowWater: number;
+    /**
+     * True when `history_trim_low_water` was set to a value outside (0.0, 1.0], NaN and infinities included,
+     * and was therefore treated as unset (spec §11.1).
+     *
+     * @generated from field: bool low_water_ignored = 9;
+     */
+    lowWaterIgnored: boolean;
 };
 /**
  * Describes the message turnkeeper.v1.Resolution.

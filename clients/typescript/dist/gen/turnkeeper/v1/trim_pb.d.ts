@@ -229,6 +229,18 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
      * @generated from field: turnkeeper.v1.UsageCalibration calibration = 16;
      */
     calibration?: UsageCalibration | undefined;
+    /**
+     * The step of the low-water grid cut, as `TrimOutcome.cut_step` (spec §11.2); 0 for the minimal cut.
+     *
+     * @generated from field: uint64 cut_step = 17;
+     */
+    cutStep: bigint;
+    /**
+     * The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut.
+     *
+     * @generated from field: uint64 cut_drop_target = 18;
+     */
+    cutDropTarget: bigint;
 };
 /**
  * Describes the message turnkeeper.v1.HistoryTrimmed.
