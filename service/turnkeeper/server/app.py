@@ -305,6 +305,7 @@ class Sidecar:
                 max_heavy_calls=config.max_heavy_calls,
                 max_receiving_calls=config.max_receiving_calls,
                 receive_wait_seconds=config.receive_wait_seconds,
+                heavy_wait_seconds=config.heavy_wait_seconds,
             )
         )
 

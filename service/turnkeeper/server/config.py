@@ -271,8 +271,16 @@ class ServerConfig(BaseSettings):
     max_heavy_calls: int = Field(
         default=2,
         ge=1,
-        description="heavy calls running at once; one more gets RESOURCE_EXHAUSTED (OVERLOADED, "
+        description="heavy calls running at once; one more waits in a FIFO queue for a slot, up "
+        "to its deadline or heavy-wait-seconds, then gets RESOURCE_EXHAUSTED (OVERLOADED, "
         "RetryInfo)",
+    )
+    heavy_wait_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long a heavy call over max-heavy-calls waits for a slot before it is "
+        "refused",
     )
     max_concurrent_streams: int = Field(
         default=100, ge=1, description="concurrent calls per connection (HTTP/2 setting)"

@@ -94,6 +94,22 @@ ADMISSION_REJECTIONS = Counter(
     registry=REGISTRY,
 )
 
+ADMISSION_QUEUE_LENGTH = Gauge(
+    "turnkeeper_admission_queue_length",
+    "Calls waiting for a slot: queue heavy (over --max-heavy-calls) or receiving (over "
+    "--max-receiving-calls).",
+    ("queue",),
+    registry=REGISTRY,
+)
+ADMISSION_WAIT_SECONDS = Histogram(
+    "turnkeeper_admission_wait_seconds",
+    "How long a call waited in an admission queue, by queue and outcome (admitted, refused, "
+    "cancelled).",
+    ("queue", "outcome"),
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+
 _TRIM_LABELS = ("reason", "caller_path")
 TRIMS = Counter(
     "turnkeeper_trims", "Trims that dropped history, by reason and caller path.", _TRIM_LABELS,
