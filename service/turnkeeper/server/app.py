@@ -373,7 +373,7 @@ class Sidecar:
                 config.overflow_phrase, config.provider_overflow_phrases
             ),
         )
-        server.add_generic_rpc_handlers((self._servicer.generic_handler(),))
+        server.add_registered_method_handlers(SERVICE_NAME, self._servicer.method_handlers())
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if config.reflection:
             reflection.enable_server_reflection(

@@ -134,7 +134,10 @@ class HistoryServicer:
         async for item in self._feed.subscribe(request):
             yield item
 
-    def generic_handler(self) -> grpc.GenericRpcHandler:
+    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+        """The handlers by method name, for `add_registered_method_handlers`: grpc aio accepts
+        the calls of each registered method through its own outstanding request, so a flood of
+        one method does not hold up the others (generic handlers share one)."""
         unary: dict[str, Work] = {
             "EstimateTokens": self._with_history(svc.EstimateTokensRequest, rpcs.estimate_tokens),
             "ResolveBudget": self._plain(svc.ResolveBudgetRequest, rpcs.resolve_budget),
@@ -160,4 +163,4 @@ class HistoryServicer:
             self._trim_events,
             response_serializer=encode_item,
         )
-        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+        return handlers
