@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.edge.refusal import rpc_type
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
 
@@ -29,13 +30,6 @@ Resp = TypeVar("Resp")
 # Probes poll these constantly; they go to DEBUG so they do not drown real traffic.
 _QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
-# (request_streaming, response_streaming) -> go-grpc-prometheus grpc_type.
-_RPC_TYPES = {
-    (False, False): "unary",
-    (False, True): "server_stream",
-    (True, False): "client_stream",
-    (True, True): "bidi_stream",
-}
 
 
 @dataclass
@@ -182,7 +176,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
 def _wrap(
     handler: grpc.RpcMethodHandler[Req, Resp], stats: _CallStats
 ) -> grpc.RpcMethodHandler[Req, Resp]:
-    stats.rpc_type = _RPC_TYPES[(handler.request_streaming, handler.response_streaming)]
+    stats.rpc_type = rpc_type(stats.method, handler)
     inner_deserializer = handler.request_deserializer
 
     def deserialize(data: bytes) -> Req:

@@ -25,6 +25,7 @@ from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
 
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.edge.refusal import refuse_before_reading
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
 
@@ -245,8 +246,8 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
 
     gRPC reads a unary request whole before any handler runs, so the number of calls receiving
     their request at once is capped here, before the read: a call over that cap waits for a slot,
-    and if none comes free in time it is refused by a handler that never reads it (a
-    client-streaming one; the wire framing is the same), so its bytes never enter the process.
+    and if none comes free in time it is refused by a handler that never reads it (see
+    `refusal.py`), so its bytes never enter the process.
     """
 
     def __init__(self, admission: Admission) -> None:
@@ -270,19 +271,10 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
             return handler
         admission = self.admission
         if not await admission.receiving_slot():
-            return _refused(handler, admission.receiving_refusal())
+            return refuse_before_reading(admission.receiving_refusal())
         return _admitted(
             handler, cast(Callable[..., Awaitable[Any]], behavior), admission, _Receiving(admission)
         )
-
-
-def _refused(
-    handler: grpc.RpcMethodHandler[Req, Resp], refusal: RequestError
-) -> grpc.RpcMethodHandler[Req, Resp]:
-    async def refuse(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort_with_status(refusal.to_status())
-
-    return grpc.stream_unary_rpc_method_handler(refuse, None, handler.response_serializer)
 
 
 def _admitted(

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.edge.refusal import refuse_before_reading
 from turnkeeper.v1 import errors_pb2, history_service_pb2
 
 Req = TypeVar("Req")
@@ -108,28 +109,6 @@ def _error(code: grpc.StatusCode, message: str) -> RequestError:
     return RequestError(code, reason, message)
 
 
-def _refusal(
-    handler: grpc.RpcMethodHandler[Req, Resp], error: RequestError
-) -> grpc.RpcMethodHandler[Any, Any]:
-    """A handler of the same shape that fails at once; the request is never deserialized."""
-
-    async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort_with_status(error.to_status())
-
-    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort_with_status(error.to_status())
-        yield  # pragma: no cover (abort raises)
-
-    serializer = handler.response_serializer
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(refuse, None, serializer)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(refuse_stream, None, serializer)
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(refuse, None, serializer)
-    return grpc.stream_stream_rpc_method_handler(refuse_stream, None, serializer)
-
-
 def _checking_caller(
     handler: grpc.RpcMethodHandler[Req, Resp], number: int, runtime_id: str
 ) -> grpc.RpcMethodHandler[Req, Resp]:
@@ -175,30 +154,32 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         ],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(details)
         method = details.method
-        if handler is None or method.startswith(_EXEMPT_PREFIX):
-            return handler
+        if method.startswith(_EXEMPT_PREFIX):
+            return await continuation(details)
+        # Decided from the headers alone, before the rest of the chain (admission) runs and
+        # before a byte of the request is read: a refused call costs no memory.
         token = _bearer(details.invocation_metadata)
         grant = self._grants.get(_digest(token)) if token is not None else None
         if grant is None:
             why = "no bearer token" if token is None else "an unknown bearer token"
-            return _refusal(
-                handler,
+            return refuse_before_reading(
                 _error(
                     grpc.StatusCode.UNAUTHENTICATED,
                     f"the call carries {why}: send 'authorization: Bearer <token>' metadata",
                 ),
             )
         if method == TRIM_EVENTS_METHOD and not grant.trim_events:
-            return _refusal(
-                handler,
+            return refuse_before_reading(
                 _error(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"the token for runtime {grant.runtime_id!r} may not subscribe to TrimEvents",
                 ),
             )
+        handler = await continuation(details)
         number = CALLER_FIELDS.get(method)
+        if handler is None:
+            return handler
         if number is not None and grant.runtime_id != ANY_RUNTIME:
             return _checking_caller(handler, number, grant.runtime_id)
         return handler
