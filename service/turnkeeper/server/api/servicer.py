@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api import rpcs, validation, wire
-from turnkeeper.server.api.errors import RequestError, stream_errors
+from turnkeeper.server.api.errors import RequestError, overloaded, stream_errors
 from turnkeeper.server.engine.protocol import Engine, HistorySource
 from turnkeeper.server.events.common import encode_item
 from turnkeeper.server.events.feed import EventFeed
@@ -99,6 +99,11 @@ class HistoryServicer:
             except RequestError as error:
                 await context.abort_with_status(error.to_status())
                 raise AssertionError("abort_with_status returned") from error  # pragma: no cover
+            except MemoryError:
+                # The process is at its memory limit: this call may succeed later, or elsewhere.
+                refusal = overloaded("memory", f"out of memory while serving {name}")
+                await context.abort_with_status(refusal.to_status())
+                raise AssertionError("abort_with_status returned") from None  # pragma: no cover
             except Exception as error:
                 # A bug, never the caller's fault: INTERNAL with details, not UNKNOWN.
                 log.exception("internal error in %s", method)

@@ -55,8 +55,9 @@ class _CallStats:
 
 
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
-    if isinstance(error, asyncio.CancelledError):
-        # grpc cancels the handler both when the client cancels and when the deadline passes.
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        # grpc cancels the handler both when the client cancels and when the deadline passes; a
+        # stream's generator that grpc stops iterating is closed at its yield (GeneratorExit).
         remaining = context.time_remaining()
         return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
     code = context.code()

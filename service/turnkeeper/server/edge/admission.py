@@ -21,13 +21,10 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import grpc
-from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2
 
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.edge.refusal import refuse_before_reading
 from turnkeeper.server.telemetry import metrics
-from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -222,15 +219,7 @@ class Admission:
 
     def _refusal(self, limit: str, message: str) -> RequestError:
         self.refused += 1
-        delay = duration_pb2.Duration()
-        delay.FromNanoseconds(int(self.limits.retry_after_seconds * 1e9))
-        return RequestError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            errors_pb2.ERROR_REASON_OVERLOADED,
-            f"server overloaded: {message}; retry later",
-            details=[error_details_pb2.RetryInfo(retry_delay=delay)],
-            metadata={"limit": limit},
-        )
+        return overloaded(limit, message, self.limits.retry_after_seconds)
 
 
 class _Receiving:
