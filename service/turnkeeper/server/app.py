@@ -42,6 +42,7 @@ log = logging.getLogger("turnkeeper.server")
 EVENTS_HEALTH_NAME = f"{SERVICE_NAME}/events"
 FEED_POLL_SECONDS = 1.0
 DRAIN_SETTLE_SECONDS = 0.1
+RECEIVE_HEADROOM_BYTES = 1024 * 1024
 
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -188,7 +189,9 @@ def _server_options(config: ServerConfig) -> list[tuple[str, int]]:
     """gRPC channel arguments: message sizes, stream and connection limits, keepalive policy."""
     options = [
         ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", config.max_receive_bytes),
+        # gRPC's own refusal of a bigger message carries no details, so it is set a little above
+        # the limit, and admission refuses what is between them with ErrorInfo.
+        ("grpc.max_receive_message_length", config.max_receive_bytes + RECEIVE_HEADROOM_BYTES),
         ("grpc.max_send_message_length", config.max_send_bytes),
         ("grpc.max_concurrent_streams", config.max_concurrent_streams),
         # No flow-control window growth: a request the server has not started to read (admission
@@ -306,6 +309,7 @@ class Sidecar:
                 max_receiving_calls=config.max_receiving_calls,
                 receive_wait_seconds=config.receive_wait_seconds,
                 heavy_wait_seconds=config.heavy_wait_seconds,
+                max_request_bytes=config.max_receive_bytes,
             )
         )
 

@@ -14,7 +14,7 @@ pub enum ErrorReason {
     /// The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
     /// explicitly and through profiles.
     InvalidLimits = 3,
-    /// The request holds more rows than the server accepts.
+    /// The request holds more rows, or more bytes, than the server accepts.
     RequestTooLarge = 4,
     /// The prepared request does not fit the model's capacity; a CapacityReport is attached.
     ContextWindowExceeded = 5,

@@ -25,6 +25,7 @@ import grpc
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.edge.refusal import refuse_before_reading
 from turnkeeper.server.telemetry import metrics
+from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -42,7 +43,8 @@ class AdmissionLimits:
     more waits up to `heavy_wait_seconds` for a slot.
     `max_receiving_calls`: calls whose request is still arriving, at once (gRPC holds each whole);
     one more waits up to `receive_wait_seconds` for a slot.
-    `retry_after_seconds`: the RetryInfo delay a refused client is given."""
+    `retry_after_seconds`: the RetryInfo delay a refused client is given.
+    `max_request_bytes`: a bigger request is refused (REQUEST_TOO_LARGE) before any work."""
 
     max_inflight_bytes: int
     heavy_call_bytes: int
@@ -51,6 +53,7 @@ class AdmissionLimits:
     receive_wait_seconds: float = 5.0
     heavy_wait_seconds: float = 5.0
     retry_after_seconds: float = 1.0
+    max_request_bytes: int | None = None
 
 
 class SlotQueue:
@@ -139,6 +142,14 @@ class Admission:
         budget (at once) or no heavy slot came free in time. `remaining`: the call's time left
         before its deadline, if it has one. Returns whether the call is heavy, for `release`."""
         limits = self.limits
+        if limits.max_request_bytes is not None and request_bytes > limits.max_request_bytes:
+            raise RequestError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE,
+                f"the request is {request_bytes} bytes; this server accepts at most "
+                f"{limits.max_request_bytes} (--max-receive-bytes)",
+                metadata={"limit": "max_receive_bytes", "max_bytes": str(limits.max_request_bytes)},
+            )
         # A call alone over the budget would never be admitted: let it run when nothing else does.
         if self.inflight_bytes and self.inflight_bytes + request_bytes > limits.max_inflight_bytes:
             raise self._refusal(

@@ -35,7 +35,7 @@ const (
 	// The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
 	// explicitly and through profiles.
 	ErrorReason_ERROR_REASON_INVALID_LIMITS ErrorReason = 3
-	// The request holds more rows than the server accepts.
+	// The request holds more rows, or more bytes, than the server accepts.
 	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 4
 	// The prepared request does not fit the model's capacity; a CapacityReport is attached.
 	ErrorReason_ERROR_REASON_CONTEXT_WINDOW_EXCEEDED ErrorReason = 5

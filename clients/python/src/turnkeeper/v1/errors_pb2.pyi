@@ -33,7 +33,7 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     explicitly and through profiles.
     """
     ERROR_REASON_REQUEST_TOO_LARGE: _ErrorReason.ValueType  # 4
-    """The request holds more rows than the server accepts."""
+    """The request holds more rows, or more bytes, than the server accepts."""
     ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: _ErrorReason.ValueType  # 5
     """The prepared request does not fit the model's capacity; a CapacityReport is attached."""
     ERROR_REASON_INVALID_SUBSCRIPTION: _ErrorReason.ValueType  # 6
@@ -88,7 +88,7 @@ ERROR_REASON_INVALID_LIMITS: ErrorReason.ValueType  # 3
 explicitly and through profiles.
 """
 ERROR_REASON_REQUEST_TOO_LARGE: ErrorReason.ValueType  # 4
-"""The request holds more rows than the server accepts."""
+"""The request holds more rows, or more bytes, than the server accepts."""
 ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: ErrorReason.ValueType  # 5
 """The prepared request does not fit the model's capacity; a CapacityReport is attached."""
 ERROR_REASON_INVALID_SUBSCRIPTION: ErrorReason.ValueType  # 6

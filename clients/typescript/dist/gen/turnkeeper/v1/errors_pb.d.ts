@@ -36,7 +36,7 @@ export declare enum ErrorReason {
      */
     INVALID_LIMITS = 3,
     /**
-     * The request holds more rows than the server accepts.
+     * The request holds more rows, or more bytes, than the server accepts.
      *
      * @generated from enum value: ERROR_REASON_REQUEST_TOO_LARGE = 4;
      */

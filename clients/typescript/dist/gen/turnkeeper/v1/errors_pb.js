@@ -40,7 +40,7 @@ export var ErrorReason;
      */
     ErrorReason[ErrorReason["INVALID_LIMITS"] = 3] = "INVALID_LIMITS";
     /**
-     * The request holds more rows than the server accepts.
+     * The request holds more rows, or more bytes, than the server accepts.
      *
      * @generated from enum value: ERROR_REASON_REQUEST_TOO_LARGE = 4;
      */
