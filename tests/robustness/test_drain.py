@@ -82,3 +82,43 @@ def test_sigterm_under_load_loses_no_call(server_factory: Callable[..., Any], fi
         assert items[-1].HasField("heartbeat")
         assert items[-1].heartbeat.cursor == events[-1].cursor
     figures.add("events per stream / final heartbeat", f"{len(events)} / yes")
+
+
+def test_calls_after_sigterm_get_unavailable(
+    server_factory: Callable[..., Any], figures: Any
+) -> None:
+    """The probe: with --grace-seconds 1 under load, calls sent after SIGTERM got CANCELLED."""
+    server = server_factory("--grace-seconds", "1", unix=False)
+    request = agent_trim(chat(200), budget=100)
+    signalled = threading.Event()
+    after: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def client() -> None:
+        with grpc.insecure_channel(server.address) as channel:
+            stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+            while True:
+                sent_after = signalled.is_set()
+                try:
+                    stub.TrimHistory(request, timeout=10)
+                    code = "OK"
+                except grpc.RpcError as error:
+                    code = error.code().name
+                if sent_after:
+                    with lock:
+                        after[code] += 1
+                    if code != "OK":
+                        return
+
+    threads = [threading.Thread(target=client) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.0)
+    server.terminate()
+    signalled.set()
+    for thread in threads:
+        thread.join(30)
+    figures.add("calls sent after SIGTERM by status", dict(after))
+    assert server.process.wait(30) == 0
+    assert set(after) <= {"OK", "UNAVAILABLE"}, after
+    assert after["UNAVAILABLE"] == 16  # every client ended on it

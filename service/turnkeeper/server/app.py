@@ -509,8 +509,10 @@ class Sidecar:
         stopping: asyncio.Future[None] | None = None
         try:
             if self._server is not None:
-                # Calls the clients sent before the signal must reach their handlers first:
-                # grpc cancels the calls it has received but not handed to us yet.
+                # Calls that arrive from here on get UNAVAILABLE (SHUTTING_DOWN) at once. Those
+                # the clients sent before the signal must reach their handlers first: grpc
+                # cancels the calls it has received but not handed to us yet.
+                self.admission.draining = True
                 await self.admission.wait_quiet(DRAIN_SETTLE_SECONDS, grace / 2)
                 # No new calls from here; running ones continue for up to `grace`.
                 stopping = asyncio.ensure_future(self._server.stop(grace))

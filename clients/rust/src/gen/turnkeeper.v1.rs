@@ -20,8 +20,8 @@ pub enum ErrorReason {
     ContextWindowExceeded = 5,
     /// A TrimEvents request is malformed, such as an unreadable cursor.
     InvalidSubscription = 6,
-    /// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-    /// subscribe again, with the last cursor, to another replica or after the restart.
+    /// The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+    /// call again, or subscribe again with the last cursor, on another replica or after the restart.
     ShuttingDown = 7,
     /// A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
     /// (tool-schema tokens above the estimated input tokens).

@@ -128,6 +128,9 @@ class Admission:
         self.heavy = SlotQueue(HEAVY, limits.max_heavy_calls)
         self.receiving = SlotQueue(RECEIVING, limits.max_receiving_calls)
         self.refused = 0
+        # Set when the server begins to drain: calls that arrive from then on are refused with
+        # UNAVAILABLE (retry elsewhere), never cancelled half-way by the shutdown.
+        self.draining = False
         self._idle = asyncio.Event()
         self._idle.set()
         self._last_activity = 0.0  # time.monotonic() of the last call start or end
@@ -233,6 +236,14 @@ class Admission:
         return overloaded(limit, message, self.limits.retry_after_seconds)
 
 
+def shutting_down_refusal() -> RequestError:
+    return RequestError(
+        grpc.StatusCode.UNAVAILABLE,
+        errors_pb2.ERROR_REASON_SHUTTING_DOWN,
+        "the sidecar is shutting down; send the call to another replica or after it restarts",
+    )
+
+
 class _Receiving:
     """One call's slot among those receiving their request; freed once, whichever comes first:
     the message arrived, or the call ended before it did (its handler is then dropped)."""
@@ -261,12 +272,15 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(handler_call_details)
+        exempt = handler_call_details.method.startswith(_EXEMPT_PREFIXES)
+        if self.admission.draining and handler is not None and not exempt:
+            return refuse_before_reading(shutting_down_refusal())
         behavior = handler.unary_unary if handler is not None else None
         if (
             handler is None
             or behavior is None
             or not inspect.iscoroutinefunction(behavior)
-            or handler_call_details.method.startswith(_EXEMPT_PREFIXES)
+            or exempt
         ):
             return handler
         admission = self.admission

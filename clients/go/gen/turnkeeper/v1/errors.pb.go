@@ -41,8 +41,8 @@ const (
 	ErrorReason_ERROR_REASON_CONTEXT_WINDOW_EXCEEDED ErrorReason = 5
 	// A TrimEvents request is malformed, such as an unreadable cursor.
 	ErrorReason_ERROR_REASON_INVALID_SUBSCRIPTION ErrorReason = 6
-	// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-	// subscribe again, with the last cursor, to another replica or after the restart.
+	// The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+	// call again, or subscribe again with the last cursor, on another replica or after the restart.
 	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 7
 	// A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
 	// (tool-schema tokens above the estimated input tokens).
