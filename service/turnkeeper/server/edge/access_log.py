@@ -81,8 +81,7 @@ def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
 
 
 def _started(stats: _CallStats, request: Any) -> None:
-    service, method = metrics.split_method(stats.method)
-    metrics.RPCS_STARTED.labels(service, method, stats.rpc_type).inc()
+    metrics.observe_started(stats.method, stats.rpc_type)
     number = CALLER_FIELDS.get(stats.method)
     # A refusal that never reads its request gets a request iterator, with no caller to read.
     if number is not None and isinstance(request, bytes | Message):

@@ -8,9 +8,12 @@ registry, as prometheus-client intends, and are thread-safe: engine workers reco
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from prometheus_client import (
@@ -195,6 +198,40 @@ def split_method(full_method: str) -> tuple[str, str]:
     return service, method
 
 
+@dataclass(frozen=True, slots=True)
+class _RpcSeries:
+    """The labelled series one method's calls update, looked up once per method, not per call."""
+
+    started: Any
+    seconds: Any
+    received: Any
+    sent: Any
+    request_bytes: Any
+    response_bytes: Any
+    labels: tuple[str, str, str]
+    method: str
+
+
+@functools.lru_cache(maxsize=1024)  # bounded: clients may call any method path
+def _series(full_method: str, rpc_type: str) -> _RpcSeries:
+    service, method = split_method(full_method)
+    labels = (service, method, rpc_type)
+    return _RpcSeries(
+        RPCS_STARTED.labels(*labels),
+        RPC_SECONDS.labels(*labels),
+        MESSAGES_RECEIVED.labels(*labels),
+        MESSAGES_SENT.labels(*labels),
+        REQUEST_BYTES.labels(method),
+        RESPONSE_BYTES.labels(method),
+        labels,
+        method,
+    )
+
+
+def observe_started(full_method: str, rpc_type: str) -> None:
+    _series(full_method, rpc_type).started.inc()
+
+
 def observe_rpc(
     full_method: str,
     rpc_type: str,
@@ -207,18 +244,17 @@ def observe_rpc(
     error_reason: str | None,
 ) -> None:
     """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
-    service, method = split_method(full_method)
-    labels = (service, method, rpc_type)
-    RPCS_HANDLED.labels(*labels, code).inc()
-    RPC_SECONDS.labels(*labels).observe(seconds)
-    MESSAGES_RECEIVED.labels(*labels).inc(requests)
-    MESSAGES_SENT.labels(*labels).inc(responses)
-    REQUEST_BYTES.labels(method).observe(request_bytes)
-    RESPONSE_BYTES.labels(method).observe(response_bytes)
+    series = _series(full_method, rpc_type)
+    RPCS_HANDLED.labels(*series.labels, code).inc()
+    series.seconds.observe(seconds)
+    series.received.inc(requests)
+    series.sent.inc(responses)
+    series.request_bytes.observe(request_bytes)
+    series.response_bytes.observe(response_bytes)
     if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
-        CAPACITY_FAILURES.labels(method).inc()
+        CAPACITY_FAILURES.labels(series.method).inc()
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED.name:
-        ADMISSION_REJECTIONS.labels(method, error_reason or "none").inc()
+        ADMISSION_REJECTIONS.labels(series.method, error_reason or "none").inc()
 
 
 def _label(enum_name: str, prefix: str) -> str:
