@@ -105,6 +105,38 @@ def _worker(
     return asyncio.run(_run(*args))
 
 
+def measure(
+    address: str,
+    clients: int,
+    heavy: int = 0,
+    seconds: float = 10.0,
+    mix: str = "mixed",
+    processes: int = 2,
+    per_channel: int = 16,
+    deadline: float = 30.0,
+) -> dict[str, object]:
+    """Runs the load in `processes` client processes and returns the merged summary."""
+    jobs = [
+        (
+            address,
+            clients // processes + (p < clients % processes),
+            heavy // processes + (p < heavy % processes),
+            per_channel,
+            seconds,
+            deadline,
+            mix,
+        )
+        for p in range(processes)
+    ]
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        parts = pool.map(_worker, jobs)
+    merged: dict[str, list[tuple[float, str]]] = {}
+    for part in parts:
+        for kind, rows in part.items():
+            merged.setdefault(kind, []).extend(rows)
+    return summarize(merged, seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--address", required=True)
@@ -117,26 +149,16 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--mix", choices=sorted(MIXES), default="mixed")
     args = parser.parse_args()
-    n = args.processes
-    jobs = [
-        (
-            args.address,
-            args.clients // n + (p < args.clients % n),
-            args.heavy // n + (p < args.heavy % n),
-            args.clients_per_channel,
-            args.seconds,
-            args.deadline,
-            args.mix,
-        )
-        for p in range(n)
-    ]
-    with multiprocessing.get_context("spawn").Pool(n) as pool:
-        parts = pool.map(_worker, jobs)
-    merged: dict[str, list[tuple[float, str]]] = {}
-    for part in parts:
-        for kind, rows in part.items():
-            merged.setdefault(kind, []).extend(rows)
-    report = summarize(merged, args.seconds)
+    report = measure(
+        args.address,
+        args.clients,
+        args.heavy,
+        args.seconds,
+        args.mix,
+        args.processes,
+        args.clients_per_channel,
+        args.deadline,
+    )
     print(json.dumps(report) if args.json else format_report(report))
 
 
