@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import load_probe
 from turnkeeper.core.rows import price, rows_of
 from turnkeeper.core.trimming import layout
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
@@ -354,6 +353,8 @@ def table(
     for server in (native, python):
         p50, p99 = latency_under_big_calls(server, big, 100 if QUICK else 300)
         print(f"{server.name:>18}: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
+
+    import load_probe
 
     seconds = 3.0 if QUICK else 8.0
     print(
