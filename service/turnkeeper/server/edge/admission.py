@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import inspect
 import time
 import weakref
@@ -131,6 +132,9 @@ class Admission:
         # Set when the server begins to drain: calls that arrive from then on are refused with
         # UNAVAILABLE (retry elsewhere), never cancelled half-way by the shutdown.
         self.draining = False
+        self._trim_scheduled = False
+        self._trim_at = 0.0
+        self._trimming: asyncio.Future[int] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._last_activity = 0.0  # time.monotonic() of the last call start or end
@@ -155,6 +159,8 @@ class Admission:
             )
         # A call alone over the budget would never be admitted: let it run when nothing else does.
         if self.inflight_bytes and self.inflight_bytes + request_bytes > limits.max_inflight_bytes:
+            if request_bytes >= limits.heavy_call_bytes:
+                self._return_freed_memory()
             raise self._refusal(
                 "max_inflight_request_bytes",
                 f"{self.inflight_bytes} request bytes are in flight; {request_bytes} more would "
@@ -177,6 +183,7 @@ class Admission:
             raise
         if not granted:
             self._count_out(request_bytes)
+            self._return_freed_memory()
             raise self._refusal(
                 "max_heavy_calls",
                 f"{self.heavy.used} requests of {limits.heavy_call_bytes} bytes or more are "
@@ -189,6 +196,33 @@ class Admission:
         if heavy:
             self.heavy.give()
         self._count_out(request_bytes)
+        if heavy and not self.heavy.used:
+            self._return_freed_memory()
+
+    def _return_freed_memory(self) -> None:
+        """Once big requests stop arriving, hands the memory the allocator kept back to the
+        system, so RSS falls back near idle after a wave of them (glibc keeps freed heap pages in
+        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended or was
+        refused (grpc lets go of its bytes after that), on a worker thread (ctypes releases the
+        GIL), one at a time."""
+        if _MALLOC_TRIM is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._trim_at = loop.time() + _TRIM_DELAY_SECONDS
+        if self._trim_scheduled:
+            return  # the timer re-arms itself until the wave is over
+
+        def trim() -> None:
+            wait = self._trim_at - loop.time()
+            running = self._trimming
+            if wait > 0 or self.heavy.used or (running is not None and not running.done()):
+                loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), trim)
+                return
+            self._trim_scheduled = False
+            self._trimming = loop.run_in_executor(None, _MALLOC_TRIM, 0)
+
+        self._trim_scheduled = True
+        loop.call_later(_TRIM_DELAY_SECONDS, trim)
 
     def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
@@ -234,6 +268,20 @@ class Admission:
     def _refusal(self, limit: str, message: str) -> RequestError:
         self.refused += 1
         return overloaded(limit, message, self.limits.retry_after_seconds)
+
+
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None (another C library, another platform)."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_MALLOC_TRIM = _libc_malloc_trim()
+# After the call has ended and grpc has let go of its request and response bytes.
+_TRIM_DELAY_SECONDS = 0.5
 
 
 def shutting_down_refusal() -> RequestError:
