@@ -4,11 +4,13 @@ over their cap, and calls over the receiving cap, wait in FIFO order for a slot,
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.config import MIB, cgroup_memory_limit, default_inflight_budget
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 
 LIMITS = AdmissionLimits(
@@ -143,3 +145,16 @@ async def test_receiving_slots_are_fifo_and_bounded_by_their_wait() -> None:
     await asyncio.sleep(0.02)
     admission.receiving.give()
     assert await second is True and admission.receiving.used == 1
+
+
+def test_the_default_budget_follows_the_cgroup_memory_limit(tmp_path: Path) -> None:
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text(f"{768 * MIB}\n")
+    assert cgroup_memory_limit((str(v2), str(v1))) == 768 * MIB
+    assert default_inflight_budget(768 * MIB) == 192 * MIB
+    v2.write_text("max\n")  # cgroup v2 without a limit
+    assert cgroup_memory_limit((str(v2), str(v1))) is None
+    v1.write_text(f"{2**63 - 4096}\n")  # cgroup v1 without a limit
+    assert cgroup_memory_limit((str(tmp_path / "absent"), str(v1))) is None
+    assert cgroup_memory_limit((str(tmp_path / "absent"),)) is None
+    assert default_inflight_budget(32 * MIB) == 16 * MIB  # a floor for tiny containers
