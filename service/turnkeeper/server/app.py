@@ -23,9 +23,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api.servicer import SERVICE_NAME, HistoryServicer
 from turnkeeper.server.config import ServerConfig, is_loopback
-from turnkeeper.server.edge.access_log import AccessLogInterceptor
-from turnkeeper.server.edge.admission import Admission, AdmissionInterceptor, AdmissionLimits
+from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenAuthInterceptor, TokenFileError, load_tokens
+from turnkeeper.server.edge.interceptor import EdgeInterceptor
 from turnkeeper.server.edge.tls import CertificateError, server_credentials
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed
@@ -348,14 +348,10 @@ class Sidecar:
         )
         server = grpc.aio.server(
             # The span opens first, so the access log and every line below carry its trace id;
-            # the access log is next, so refused calls are logged with their status;
-            # authentication comes before admission, so strangers use none of its budget.
-            interceptors=[
-                *traced,
-                AccessLogInterceptor(),
-                *auth,
-                AdmissionInterceptor(self.admission),
-            ],
+            # the edge (access log, metrics, admission in one pass) is next, and authentication
+            # is its continuation: refusals are logged with their status, and strangers use none
+            # of admission's budget.
+            interceptors=[*traced, EdgeInterceptor(self.admission), *auth],
             options=_server_options(config),
         )
         self._server = server

@@ -70,6 +70,8 @@ def default_inflight_budget(limit: int | None = None) -> int:
     if limit is None:
         return DEFAULT_INFLIGHT_BYTES
     return max(16 * MIB, limit // 4)
+
+
 ENV_PREFIX = "TURNKEEPER_"
 CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
 PROG = "turnkeeper-server"

@@ -1,6 +1,7 @@
 """Per-RPC telemetry: one access-log line and the grpc_server_* metrics — never content.
 
-Both carry the method, status, duration and sizes only.
+Both carry the method, status, duration and sizes only. `edge.interceptor` runs them for every
+call, in the same pass as admission control.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
-from turnkeeper.server.edge.refusal import rpc_type
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
 
@@ -33,7 +33,7 @@ _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
 
 @dataclass
-class _CallStats:
+class CallStats:
     method: str
     # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
     rpc_type: str = "unary"
@@ -80,7 +80,7 @@ def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
     return None
 
 
-def _started(stats: _CallStats, request: Any) -> None:
+def started(stats: CallStats, request: Any) -> None:
     metrics.observe_started(stats.method, stats.rpc_type)
     number = CALLER_FIELDS.get(stats.method)
     # A refusal that never reads its request gets a request iterator, with no caller to read.
@@ -96,8 +96,8 @@ def _started(stats: _CallStats, request: Any) -> None:
         }
 
 
-def _finish(
-    stats: _CallStats, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None
+def finish(
+    stats: CallStats, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None
 ) -> None:
     status = _status_of(context, error)
     seconds = time.perf_counter() - stats.started
@@ -151,32 +151,13 @@ def _finish(
     )
 
 
-class AccessLogInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every async handler so that its completion is logged and counted, sizes only.
-
-    Request size is measured on the wire bytes (wrapping the deserializer), so it is exact and
-    costs nothing extra. Handlers that are not coroutines or async generators (none are
-    registered by the sidecar) pass through unlogged rather than being re-threaded.
-    """
-
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        stats = _CallStats(method=handler_call_details.method)
-        return _wrap(handler, stats)
-
-
-def _wrap(
-    handler: grpc.RpcMethodHandler[Req, Resp], stats: _CallStats
+def logged(
+    handler: grpc.RpcMethodHandler[Req, Resp], stats: CallStats
 ) -> grpc.RpcMethodHandler[Req, Resp]:
-    stats.rpc_type = rpc_type(stats.method, handler)
+    """The handler, its completion logged and counted, sizes only. Request size is measured on
+    the wire bytes (wrapping the deserializer), so it is exact and costs nothing extra. Handlers
+    that are not coroutines or async generators (none are registered by the sidecar) pass through
+    unlogged rather than being re-threaded."""
     inner_deserializer = handler.request_deserializer
 
     def deserialize(data: bytes) -> Req:
@@ -210,10 +191,10 @@ def _wrap(
 
 def _unary_response(
     behavior: Callable[..., Awaitable[Any]],
-    stats: _CallStats,
+    stats: CallStats,
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        _started(stats, request)
+        started(stats, request)
         ids = set_call_ids(stats.caller_ids)
         error: BaseException | None = None
         try:
@@ -224,21 +205,21 @@ def _unary_response(
             error = caught
             raise
         finally:
-            _finish(stats, context, error)
+            finish(stats, context, error)
             reset_call_ids(ids)
 
     return logged
 
 
 def _stream_response(
-    behavior: Callable[..., Any], stats: _CallStats
+    behavior: Callable[..., Any], stats: CallStats
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any] | None:
     if inspect.isasyncgenfunction(behavior):
 
         async def logged_gen(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            _started(stats, request)
+            started(stats, request)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -248,13 +229,13 @@ def _stream_response(
                 error = caught
                 raise
             finally:
-                _finish(stats, context, error)
+                finish(stats, context, error)
 
         return logged_gen
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            _started(stats, request)
+            started(stats, request)
             error: BaseException | None = None
             try:
                 await behavior(request, context)
@@ -262,7 +243,7 @@ def _stream_response(
                 error = caught
                 raise
             finally:
-                _finish(stats, context, error)
+                finish(stats, context, error)
 
         return logged_coro
     return None

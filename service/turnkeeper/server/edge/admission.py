@@ -13,26 +13,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import inspect
 import time
-import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
 
 import grpc
 
 from turnkeeper.server.api.errors import RequestError, overloaded
-from turnkeeper.server.edge.refusal import refuse_before_reading
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
 
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
-
-# Health checks and reflection are never refused: a probe must see the server even when it is busy.
-_EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 HEAVY = "heavy"
 RECEIVING = "receiving"
 
@@ -292,83 +283,19 @@ def shutting_down_refusal() -> RequestError:
     )
 
 
-class _Receiving:
+class ReceivingSlot:
     """One call's slot among those receiving their request; freed once, whichever comes first:
-    the message arrived, or the call ended before it did (its handler is then dropped)."""
+    the message arrived (`free`), or the call ended before it did and grpc dropped its handler,
+    and with it this object."""
+
+    __slots__ = ("_queue",)
 
     def __init__(self, admission: Admission) -> None:
-        self.free = weakref.finalize(self, admission.receiving.give)
+        self._queue: SlotQueue | None = admission.receiving
 
+    def free(self) -> None:
+        queue, self._queue = self._queue, None
+        if queue is not None:
+            queue.give()
 
-class AdmissionInterceptor(grpc.aio.ServerInterceptor):
-    """Counts every unary call in and out of `Admission`, sized by its request bytes.
-
-    gRPC reads a unary request whole before any handler runs, so the number of calls receiving
-    their request at once is capped here, before the read: a call over that cap waits for a slot,
-    and if none comes free in time it is refused by a handler that never reads it (see
-    `refusal.py`), so its bytes never enter the process.
-    """
-
-    def __init__(self, admission: Admission) -> None:
-        self.admission = admission
-
-    async def intercept_service(
-        self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
-        handler = await continuation(handler_call_details)
-        exempt = handler_call_details.method.startswith(_EXEMPT_PREFIXES)
-        if self.admission.draining and handler is not None and not exempt:
-            return refuse_before_reading(shutting_down_refusal())
-        behavior = handler.unary_unary if handler is not None else None
-        if (
-            handler is None
-            or behavior is None
-            or not inspect.iscoroutinefunction(behavior)
-            or exempt
-        ):
-            return handler
-        admission = self.admission
-        if not await admission.receiving_slot():
-            return refuse_before_reading(admission.receiving_refusal())
-        return _admitted(
-            handler, cast(Callable[..., Awaitable[Any]], behavior), admission, _Receiving(admission)
-        )
-
-
-def _admitted(
-    handler: grpc.RpcMethodHandler[Req, Resp],
-    behavior: Callable[..., Awaitable[Any]],
-    admission: Admission,
-    slot: _Receiving,
-) -> grpc.RpcMethodHandler[Req, Resp]:
-    inner_deserializer = handler.request_deserializer
-    size = [0]  # this call's request bytes, measured on the wire
-
-    def deserialize(data: bytes) -> Req:
-        size[0] = len(data)
-        slot.free()
-        return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
-
-    async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        request_bytes = size[0]
-        remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            # Nobody waits for the answer any more: no work, nothing published.
-            await context.abort(
-                grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed before the call started"
-            )
-        try:
-            heavy = await admission.admit(request_bytes, remaining)
-        except RequestError as refused:
-            await context.abort_with_status(refused.to_status())
-            raise AssertionError("abort_with_status returned") from refused  # pragma: no cover
-        try:
-            return await behavior(request, context)
-        finally:
-            admission.release(request_bytes, heavy)
-
-    return grpc.unary_unary_rpc_method_handler(admitted, deserialize, handler.response_serializer)
+    __del__ = free
