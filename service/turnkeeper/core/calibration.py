@@ -63,13 +63,16 @@ def plan_reported_usage(
     budget: int,
     usage: ReportedUsage,
     breadcrumb_cost: int | None,
+    low_water: float = 1.0,
 ) -> CalibratedTrim:
+    """The §10.3 trim; its grid step (§11.1) comes from `budget`, not from the calibrated
+    target, so it does not move with the provider's counts."""
     if not applies(budget, usage):
         unchanged = history.plan_token_budget(0, breadcrumb_cost)  # §9: budget 0 keeps all
         return CalibratedTrim(unchanged, usage.reported, usage.reported, None)
     target = calibrated_target(budget, usage)
     scaled = history_target(target, usage)
-    plan = history.plan_token_budget(scaled, breadcrumb_cost)
+    plan = history.plan_token_budget(scaled, breadcrumb_cost, low_water, step_budget=budget)
     calibration = trim_pb2.UsageCalibration(
         calibrated_target_tokens=target,
         history_target_tokens=scaled,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 from google.rpc import error_details_pb2
 
-from turnkeeper.core.budget import resolve, tool_result_cap
+from turnkeeper.core.budget import low_water, resolve, tool_result_cap
 from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
 from turnkeeper.core.meter import context_meter, input_cost, input_tokens, route_prices
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
@@ -66,6 +66,8 @@ class TrimLimits:
     turn_limit: int
     row_limit: int
     breadcrumb_text: str
+    low_water: float
+    """The §11 fraction in effect (1.0: the minimal cut)."""
     resolution: resolution_pb2.Resolution | None
 
 
@@ -78,6 +80,11 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
             turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
             row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
             breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+            low_water=low_water(
+                explicit.history_trim_low_water
+                if explicit.HasField("history_trim_low_water")
+                else None
+            )[0],
             resolution=None,
         )
     resolution = resolve(request.profiles)
@@ -87,6 +94,7 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
         turn_limit=resolution.max_history_turns,
         row_limit=runtime.max_history_messages,
         breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+        low_water=resolution.history_trim_low_water,
         resolution=resolution,
     )
 
@@ -139,6 +147,8 @@ def _outcome(plan: TrimPlan, counts: Counts) -> svc.TrimOutcome:
         tokens_after=counts.tokens_after,
         target_tokens=counts.target_tokens,
         count_source=counts.source,
+        cut_step=plan.cut_step,
+        cut_drop_target=plan.cut_drop_target,
     )
     if counts.calibration is not None:
         outcome.calibration.CopyFrom(counts.calibration)
@@ -175,6 +185,8 @@ def _history_trimmed(
         turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
         breadcrumb_inserted=plan.breadcrumb_at is not None,
         count_source=counts.source,
+        cut_step=plan.cut_step,
+        cut_drop_target=plan.cut_drop_target,
     )
     if counts.calibration is not None:
         trimmed.calibration.CopyFrom(counts.calibration)
@@ -321,7 +333,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     budget = limits.budget_tokens or 0
     recovery = None
     if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
-        plan = view.plan_token_budget(budget, crumb)
+        plan = view.plan_token_budget(budget, crumb, limits.low_water)
         counts = Counts.estimated(plan)
     elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
         route = limits.resolution.route if limits.resolution is not None else None
@@ -330,12 +342,12 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
         counts = Counts.estimated(plan)
     elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
         usage = _usage(request.reported_usage)
-        calibrated = plan_reported_usage(view, budget, usage, crumb)
+        calibrated = plan_reported_usage(view, budget, usage, crumb, limits.low_water)
         plan = calibrated.plan
         counts = Counts.reported(calibrated, budget)
     elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
         reason = trim_pb2.TRIM_REASON_TURN_LIMIT
-        plan = view.plan_turn_count(limits.turn_limit, crumb)
+        plan = view.plan_turn_count(limits.turn_limit, crumb, limits.low_water)
         counts = Counts.estimated(plan)
     else:
         plan = view.plan_row_count(limits.row_limit)
@@ -377,17 +389,19 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     working, removals = view.sweep()
 
     # The turn limit, then the token budget (calibrated by reported usage when given).
-    limited = working.plan_turn_count(resolution.max_history_turns, crumb)
+    fraction = resolution.history_trim_low_water
+    limited = working.plan_turn_count(resolution.max_history_turns, crumb, fraction)
     steps: list[tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]] = [
         (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
     ]
     working = working.apply(limited, text)
     budget = resolution.budget_tokens
     if request.HasField("reported_usage"):
-        calibrated = plan_reported_usage(working, budget, _usage(request.reported_usage), crumb)
+        usage = _usage(request.reported_usage)
+        calibrated = plan_reported_usage(working, budget, usage, crumb, fraction)
         baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
     else:
-        baseline = working.plan_token_budget(budget, crumb)
+        baseline = working.plan_token_budget(budget, crumb, fraction)
         counts = Counts.estimated(baseline)
     recovery = None
     if request.overflow_recovery:
