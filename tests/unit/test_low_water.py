@@ -9,8 +9,8 @@ from turnkeeper.core.budget import low_water, resolve
 from turnkeeper.core.calibration import ReportedUsage, plan_reported_usage
 from turnkeeper.core.trimming import grid_step, plan_token_budget, plan_turn_count
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
-from turnkeeper.server import rpcs
-from turnkeeper.server.engines import PythonHistoryView, python_history_source
+from turnkeeper.server.api import rpcs
+from turnkeeper.server.engine.python import PythonHistoryView, python_history_source
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2 as p
