@@ -16,11 +16,12 @@ from . import vectors_lib as vl
 from .vectors_lib import Vector
 
 MIN_VECTORS = 60
-SPEC_SECTIONS = frozenset(range(1, 10))
+SPEC_SECTIONS = frozenset(range(1, 10)) | {11, 12}
+"""§1-§9, and the third edition's §11 and §12."""
 AMENDMENTS = frozenset(range(1, 8))
 """§10.1-§10.7, the second edition."""
 THIRD_EDITION = frozenset({(11, 1), (11, 2)})
-"""§11.1-§11.2 cache-stable trimming, the third edition."""
+"""§11.1-§11.2 cache-stable trimming, of the third edition."""
 VECTORS: list[Vector] = vl.load_vectors()
 
 

@@ -171,7 +171,7 @@ def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
 def usages(draw: st.DrawFn) -> trim_pb2.ReportedUsage:
     return trim_pb2.ReportedUsage(
         reported_input_tokens=draw(st.one_of(st.integers(0, 400), st.sampled_from(NEAR_2_64))),
-        estimated_input_tokens=draw(st.integers(20, 400)),
+        estimated_input_tokens=draw(st.one_of(st.integers(20, 400), st.just(0))),
         tool_schema_tokens=draw(st.integers(0, 20)),
     )
 
@@ -208,7 +208,8 @@ def requests(draw: st.DrawFn) -> Any:
             profiles=draw(profiles()),
             overflow_recovery=draw(st.booleans()),
             hook_texts=draw(st.lists(texts, max_size=2)),
-            reserved_output_tokens=draw(st.sampled_from([0, 10, 1000])),
+            tool_schemas=draw(st.lists(texts, max_size=2)),
+            reserved_output_tokens=draw(st.sampled_from([0, 10, 40, 150, 1000, 2**64 - 1])),
         )
         if draw(st.integers(0, 3)) == 0:
             request.reported_usage.CopyFrom(draw(usages()))
@@ -337,11 +338,17 @@ def test_low_water_grid_cuts_identically(conversation: bool, fraction: float) ->
             max_history_messages=12,
             history_trim_low_water=fraction,
         )
-        prepare = svc.PrepareModelCallRequest(
-            history=history, profiles=profile_pb2.Profiles(runtime=runtime)
-        )
-        _same(prepare)
-        prepare.reported_usage.reported_input_tokens = 2**64 - 1
-        prepare.reported_usage.estimated_input_tokens = 2**63 // 4000
-        _same(prepare)
+        for reserved, schemas in ((0, []), (300, ['{"name":"f"}']), (2**64 - 1, [])):
+            # §12: the room beside reserved output and tool schemas, on the safety window.
+            prepare = svc.PrepareModelCallRequest(
+                history=history,
+                profiles=profile_pb2.Profiles(runtime=runtime),
+                reserved_output_tokens=reserved,
+                tool_schemas=schemas,
+            )
+            _same(prepare)
+            for reported, estimated in ((2**64 - 1, 2**63 // 4000), (budget, 900), (1, 0)):
+                prepare.reported_usage.reported_input_tokens = reported
+                prepare.reported_usage.estimated_input_tokens = estimated
+                _same(prepare)
     assert (grids > 0) == (0.0 < fraction < 1.0)

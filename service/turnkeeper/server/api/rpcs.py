@@ -19,7 +19,7 @@ from turnkeeper.core.budget import low_water, resolve, tool_result_cap
 from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
 from turnkeeper.core.meter import context_meter, input_cost, input_tokens, route_prices
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
-from turnkeeper.core.preflight import check_capacity
+from turnkeeper.core.preflight import Extras, check_capacity, room
 from turnkeeper.core.recovery import plan_recovery
 from turnkeeper.core.toolcap import cap_tool_result
 from turnkeeper.core.trimming import (
@@ -121,6 +121,8 @@ class Counts:
 
     @classmethod
     def reported(cls, trim: CalibratedTrim, budget: int) -> Counts:
+        if not trim.reported:
+            return cls.estimated(trim.plan)
         return cls(
             trim_pb2.COUNT_SOURCE_PROVIDER_REPORTED,
             trim.tokens_before,
@@ -244,20 +246,15 @@ def _record_trim(
         )
 
 
+def _extras(request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest) -> Extras:
+    return Extras.of(request.hook_texts, request.tool_schemas, request.reserved_output_tokens)
+
+
 def _preflight(
-    view: HistoryView,
-    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
-    resolution: resolution_pb2.Resolution,
+    view: HistoryView, extras: Extras, resolution: resolution_pb2.Resolution
 ) -> trim_pb2.CapacityReport:
     """The capacity pre-flight of a prepared request (§3, §9 Capacity); raises unless it fits."""
-    report = check_capacity(
-        view.total_tokens,
-        view.image_tokens,
-        request.hook_texts,
-        request.tool_schemas,
-        request.reserved_output_tokens,
-        resolution.capacity,
-    )
+    report = check_capacity(view.total_tokens, view.image_tokens, extras, resolution.capacity)
     if not report.fits:
         raise _capacity_exceeded(report, resolution.route)
     return report
@@ -397,12 +394,16 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     ]
     working = working.apply(limited, text)
     budget = resolution.budget_tokens
+    # §12: the budget trim leaves room for what the pre-flight adds; its §11 step is the budget's.
+    extras = _extras(request)
+    space = room(resolution.capacity, extras) if budget else None
     if request.HasField("reported_usage"):
         usage = _usage(request.reported_usage)
-        calibrated = plan_reported_usage(working, budget, usage, crumb, fraction)
+        calibrated = plan_reported_usage(working, budget, usage, crumb, fraction, space)
         baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
     else:
-        baseline = working.plan_token_budget(budget, crumb, fraction)
+        target = budget if space is None else min(budget, space)
+        baseline = working.plan_token_budget(target, crumb, fraction, step_budget=budget)
         counts = Counts.estimated(baseline)
     recovery = None
     if request.overflow_recovery:
@@ -422,7 +423,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     working = working.apply(steps[-1][0], text)
 
     # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
-    report = _preflight(working, request, resolution)
+    report = _preflight(working, extras, resolution)
     trims = [
         _history_trimmed(
             plan,
@@ -463,7 +464,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
     view = _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
     resolution = resolve(request.profiles)
-    report = _preflight(view, request, resolution)
+    report = _preflight(view, _extras(request), resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
     return Reply(response.SerializeToString())
 
