@@ -19,6 +19,7 @@ from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.methods import PROBE_PREFIXES
+from turnkeeper.server.edge.handlers import Continuation
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
 
@@ -167,9 +168,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(handler_call_details)

@@ -22,7 +22,7 @@ from google.rpc import error_details_pb2
 
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.api.methods import PROBE_PREFIXES
-from turnkeeper.server.edge.refusal import refusal
+from turnkeeper.server.edge.handlers import Continuation, refusal
 from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
@@ -162,7 +162,7 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
     gRPC reads a unary request whole before any handler runs, so the number of calls receiving
     their request at once is capped here, before the read: a call over that cap waits for a slot,
     and if none comes free in time it is refused by a handler that never reads it
-    (`refusal.py`), so its bytes never enter the process.
+    (`handlers.refusal`), so its bytes never enter the process.
     """
 
     def __init__(self, admission: Admission) -> None:
@@ -170,9 +170,7 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(handler_call_details)

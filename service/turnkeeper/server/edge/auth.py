@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
-from turnkeeper.server.edge.refusal import refusal
+from turnkeeper.server.edge.handlers import Continuation, refusal
 from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
@@ -146,9 +146,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(details)

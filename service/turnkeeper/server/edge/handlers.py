@@ -1,15 +1,16 @@
-"""The handler a refused call gets: it fails the call at once and never reads the request.
+"""What the interceptors share: the type of the continuation gRPC hands them, and `refusal`.
 
-gRPC reads a unary request whole before the handler runs; a client-streaming handler gets an
-iterator instead, and one message is framed the same either way. So a refusal is a
+`refusal` is the handler a refused call gets: it fails the call at once and never reads the
+request. gRPC reads a unary request whole before the handler runs; a client-streaming handler
+gets an iterator instead, and one message is framed the same either way. So a refusal is a
 streaming-request handler, of the call's response shape, that aborts without iterating: the
 request's bytes stay in the client. Authentication and admission both refuse with it.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
 
@@ -17,6 +18,11 @@ from turnkeeper.server.api.errors import RequestError
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
+
+# The next interceptor (or the server's handler lookup), as `intercept_service` receives it.
+Continuation: TypeAlias = (
+    "Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]]"
+)
 
 
 def refusal(
