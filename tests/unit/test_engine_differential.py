@@ -352,3 +352,45 @@ def test_low_water_grid_cuts_identically(conversation: bool, fraction: float) ->
                 prepare.reported_usage.estimated_input_tokens = estimated
                 _same(prepare)
     assert (grids > 0) == (0.0 < fraction < 1.0)
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])
+@pytest.mark.parametrize("rpc", ["sweep", "trim"])
+def test_unknown_fields_of_the_history_and_its_list_survive_a_rewrite(
+    conversation: bool, rpc: str
+) -> None:
+    """A history that is rewritten (rows swept or trimmed) keeps the unknown fields of the History
+    and of its message list, in both engines: nothing the caller sent is silently lost."""
+    chat = h.History(
+        chat=h.ChatHistory(
+            messages=[
+                h.ChatMessage(role=h.ROLE_SYSTEM, content="s"),
+                h.ChatMessage(role=h.ROLE_USER, content="u1"),
+                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id="orphan", content="r"),
+                h.ChatMessage(role=h.ROLE_USER, content="u2"),
+            ]
+        )
+    )
+    history = as_conversation(chat) if conversation else chat
+    list_unknown, history_unknown = b"\xfd\x07abcd", b"\xf8\x06\x07"
+    shape = 2 if conversation else 1
+    rows = getattr(history, "conversation" if conversation else "chat").SerializeToString()
+    rows += list_unknown
+    body = b"\x0a" if shape == 1 else b"\x12"
+    history_bytes = body + encode_varint(len(rows)) + rows + history_unknown
+    if rpc == "sweep":
+        request_type: type[Any] = svc.SweepOrphansRequest
+        tail = b""
+    else:
+        request_type = svc.TrimHistoryRequest
+        tail = svc.TrimHistoryRequest(
+            mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+            explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+        ).SerializeToString()
+    raw = b"\x0a" + encode_varint(len(history_bytes)) + history_bytes + tail
+    python, native = answer(PYTHON, request_type, raw), answer(NATIVE, request_type, raw)
+    assert python[0] == native[0] == "ok", (python, native)
+    assert native[1].body == python[1].body
+    assert list_unknown in python[1].body and history_unknown in python[1].body
+    response = RESPONSES[request_type].FromString(python[1].body)
+    assert response.history != history  # the rows were rewritten
