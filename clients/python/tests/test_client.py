@@ -247,5 +247,13 @@ def test_one_table_of_unary_rpcs_serves_both_clients(
         ):
             assert inspect.iscoroutinefunction(bound) is coroutine
             assert bound.__name__ == name and bound.__doc__ == rpc.__doc__ != ""
-            assert getattr(owner, name) is rpc
             assert list(inspect.signature(bound).parameters) == ["request", "timeout", "metadata"]
+            # On the class, the function itself, as for any method: help() shows it.
+            function = getattr(owner, name)
+            assert inspect.iscoroutinefunction(function) is coroutine
+            assert function.__doc__ == rpc.__doc__
+            assert function.__qualname__ == f"HistoryServiceMethods.{name}"
+            signature = inspect.signature(function)
+            assert list(signature.parameters)[:2] == ["self", "request"]
+            assert signature.parameters["request"].annotation is request
+            assert signature.return_annotation is response

@@ -11,6 +11,7 @@ and the kind of watch each client opens (sync.py, aio.py).
 from __future__ import annotations
 
 import types
+import typing
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, ClassVar, Generic, Protocol, Self, TypeVar, overload
@@ -212,9 +213,9 @@ class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
 class Rpc(Generic[Req, Resp]):
     """One unary RPC of HistoryService: a method of both clients, written once.
 
-    Looked up on a client it binds like a function: a blocking method on `BlockingCalls`, a
-    coroutine method on `AsyncCalls`; looked up on the class it is itself (its `__doc__` is the
-    method's).
+    It behaves like the function it stands for: looked up on a client it is a bound blocking
+    method (`BlockingCalls`) or coroutine method (`AsyncCalls`); looked up on the class it is that
+    function (so `help()` and documentation tools show the signature and docstring).
     """
 
     def __init__(self, rpc_name: str, doc: str) -> None:
@@ -222,24 +223,24 @@ class Rpc(Generic[Req, Resp]):
         self.__doc__ = doc
 
         def call(
-            client: BlockingCalls[Any],
+            self: BlockingCalls[Any],
             request: Req,
             *,
             timeout: Timeout = DEFAULT,
             metadata: Metadata | None = None,
         ) -> Resp:
-            method: grpc.UnaryUnaryMultiCallable[Req, Resp] = getattr(client._stub, rpc_name)
-            return client._call(method, request, timeout, metadata)
+            method: grpc.UnaryUnaryMultiCallable[Req, Resp] = getattr(self._stub, rpc_name)
+            return self._call(method, request, timeout, metadata)
 
         async def call_async(
-            client: AsyncCalls[Any],
+            self: AsyncCalls[Any],
             request: Req,
             *,
             timeout: Timeout = DEFAULT,
             metadata: Metadata | None = None,
         ) -> Resp:
-            method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp] = getattr(client._stub, rpc_name)
-            return await client._call(method, request, timeout, metadata)
+            method: grpc.aio.UnaryUnaryMultiCallable[Req, Resp] = getattr(self._stub, rpc_name)
+            return await self._call(method, request, timeout, metadata)
 
         self._blocking: Callable[..., Any] = call
         self._async: Callable[..., Any] = call_async
@@ -247,21 +248,31 @@ class Rpc(Generic[Req, Resp]):
             function.__doc__ = doc
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
+        # `Rpc[Request, Response](...)` has set __orig_class__ by now: the concrete types replace
+        # Req and Resp in what help() and inspect show.
+        types_given = typing.get_args(getattr(self, "__orig_class__", None))
         for function in (self._blocking, self._async):
             function.__name__ = name
             function.__qualname__ = f"{owner.__qualname__}.{name}"
+            if types_given:
+                request, response = types_given
+                function.__annotations__ = {
+                    **function.__annotations__,
+                    "request": request,
+                    "return": response,
+                }
 
     @overload
-    def __get__(self, client: None, owner: type[Any]) -> Self: ...
+    def __get__(self, client: None, owner: type[Any]) -> Callable[..., Any]: ...
     @overload
     def __get__(self, client: BlockingCalls[Any], owner: type[Any]) -> Unary[Req, Resp]: ...
     @overload
     def __get__(self, client: AsyncCalls[Any], owner: type[Any]) -> AsyncUnary[Req, Resp]: ...
     def __get__(
         self, client: BlockingCalls[Any] | AsyncCalls[Any] | None, owner: type[Any]
-    ) -> Self | Unary[Req, Resp] | AsyncUnary[Req, Resp]:
+    ) -> Callable[..., Any] | Unary[Req, Resp] | AsyncUnary[Req, Resp]:
         if client is None:
-            return self
+            return self._async if issubclass(owner, AsyncCalls) else self._blocking
         function = self._async if isinstance(client, AsyncCalls) else self._blocking
         bound: Unary[Req, Resp] | AsyncUnary[Req, Resp] = types.MethodType(function, client)
         return bound
