@@ -350,9 +350,11 @@ async def test_a_backfill_starts_at_the_oldest_event_the_ring_still_holds() -> N
     try:
         for turns in (1, 2, 3):
             ring.publish(trimmed(turns))
-        async with TestClient(TestServer(app)) as test_client:
-            async with test_client.get("/dashboard/events") as response:
-                first, second = await read_messages(response, 2)
+        async with (
+            TestClient(TestServer(app)) as test_client,
+            test_client.get("/dashboard/events") as response,
+        ):
+            first, second = await read_messages(response, 2)
         # The evicted event is older than the page: no gap is shown for it.
         assert (first.event, second.event) == ("trim", "trim")
         assert first.data["trimmed"]["droppedTurns"] == 2  # type: ignore[index]
