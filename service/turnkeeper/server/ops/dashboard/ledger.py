@@ -80,29 +80,12 @@ class SessionState:
         }
 
 
-@dataclass
-class Totals:
-    """Sums over the sessions' latest states (so a resent history is counted once)."""
-
-    dropped_turns: int = 0
-    saved_by_last_calls: int = 0
-    trim_events: int = 0
-    cut_moves: int = 0
-
-    def add(self, state: SessionState, sign: int) -> None:
-        self.dropped_turns += sign * state.dropped_turns
-        self.saved_by_last_calls += sign * state.saved_by_last_call
-        self.trim_events += sign * state.trim_events
-        self.cut_moves += sign * state.all_cut_moves
-
-
 class Ledger:
     """Per-session latest state over one page's feed, in feed order."""
 
     def __init__(self, sessions_kept: int = SESSIONS_KEPT) -> None:
         self._sessions: OrderedDict[str, SessionState] = OrderedDict()
         self._kept = sessions_kept
-        self.totals = Totals()
 
     def session(self, session_id: str) -> SessionState | None:
         return self._sessions.get(session_id)
@@ -121,30 +104,18 @@ class Ledger:
         return None
 
     def annotation(self, session_id: str) -> dict[str, Any]:
-        state = self._sessions[session_id]
-        return {
-            "session": state.to_json(),
-            "totals": {
-                "sessions": len(self._sessions),
-                "droppedTurns": self.totals.dropped_turns,
-                "savedByLastCalls": self.totals.saved_by_last_calls,
-                "trimEvents": self.totals.trim_events,
-                "cutMoves": self.totals.cut_moves,
-            },
-        }
+        """What a message about `session_id` carries: the session's latest state. The page sums
+        its sessions' states for its totals, so a resent history is counted once there too."""
+        return {"session": self._sessions[session_id].to_json()}
 
     def _change(self, session_id: str, update: Callable[[SessionState], None]) -> None:
         state = self._sessions.pop(session_id, None)
         if state is None:
             state = SessionState()
             while len(self._sessions) >= self._kept:
-                _, forgotten = self._sessions.popitem(last=False)
-                self.totals.add(forgotten, -1)
-        else:
-            self.totals.add(state, -1)
+                self._sessions.popitem(last=False)
         update(state)
         self._sessions[session_id] = state  # the most recently seen last
-        self.totals.add(state, +1)
 
     @staticmethod
     def _close(state: SessionState, prepared: bool) -> None:
