@@ -20,9 +20,9 @@ also replays them); trims replayed from the feed's ring still set the latest sta
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from turnkeeper.v1 import history_service_pb2, trim_pb2
@@ -53,11 +53,17 @@ class SessionState:
     saved_by_last_call: int = 0
     trim_events: int = 0
     cut_moves: int = 0
-    calls: deque[bool] = field(default_factory=lambda: deque(maxlen=WINDOW))
-    """Per recent prepared call, oldest first: did it move the cut."""
+    recent: int = 0
+    """One bit per recent prepared call, the newest lowest: did it move the cut (an int rather
+    than a deque, as a page keeps up to SESSIONS_KEPT of these)."""
+    recent_calls: int = 0
     full_cut: int | None = None
     """The rows the latest full-history call dropped."""
     open_call: _Call | None = None
+
+    def count_call(self, moved: bool) -> None:
+        self.recent = ((self.recent << 1) | moved) & ((1 << WINDOW) - 1)
+        self.recent_calls = min(WINDOW, self.recent_calls + 1)
 
     def moved(self, call: _Call) -> bool:
         return not call.full_history or call.dropped_messages != self.full_cut
@@ -74,8 +80,8 @@ class SessionState:
             "savedByLastCall": self.saved_by_last_call,
             "trimEvents": self.trim_events,
             "cutMoves": self.all_cut_moves,
-            "recentCalls": len(self.calls),
-            "recentCutMoves": sum(self.calls),
+            "recentCalls": self.recent_calls,
+            "recentCutMoves": self.recent.bit_count(),
             "window": WINDOW,
         }
 
@@ -128,7 +134,7 @@ class Ledger:
         if call.full_history:
             state.full_cut = call.dropped_messages
         if prepared:
-            state.calls.append(moved)
+            state.count_call(moved)
         state.open_call = None
 
     def _trim(self, state: SessionState, trimmed: trim_pb2.HistoryTrimmed) -> None:
@@ -150,7 +156,7 @@ class Ledger:
 
     def _prepared_call(self, state: SessionState) -> None:
         if state.open_call is None:
-            state.calls.append(False)  # it trimmed nothing: whatever was cut stays cut
+            state.count_call(False)  # it trimmed nothing: whatever was cut stays cut
             state.saved_by_last_call = 0
         else:
             self._close(state, prepared=True)
