@@ -3,7 +3,9 @@
 A session simulator drives the real sidecar (default flags) with `PrepareModelCall` and profiles:
 seeded tool-heavy sessions of several hundred model calls (a user row starts each turn; every call
 of the tool loop is one PrepareModelCall; tool results range from a hundred characters to tens of
-thousands), in two runtime styles:
+thousands), of two shapes: short turns (0-3 tool rounds per user turn, 2.3 calls a turn) and long
+ones (0-8 rounds, 4.6 calls a turn). The minimal cut moves about once per turn at the budget, so
+the shape decides how much a grid can save. Two runtime styles:
 
 - `resend`: the runtime keeps its whole history and sends it on every call (the prepared history
   goes to the provider, the runtime's own copy keeps growing);
@@ -36,6 +38,8 @@ from turnkeeper.v1 import profile_pb2, trim_pb2
 PREPARE = "/turnkeeper.v1.HistoryService/PrepareModelCall"
 LOW_WATERS = (1.0, 0.9, 0.8, 0.7, 0.5)
 STYLES = ("resend", "keep")
+# Tool rounds per user turn, drawn uniformly from these.
+SHAPES = {"short": (0, 0, 1, 1, 1, 2, 2, 3), "long": (0, 1, 2, 3, 3, 4, 4, 5, 6, 8)}
 BUDGET = 60_000
 WINDOW = 200_000
 # Issue 16's targets: printed beside the figures, never a failure.
@@ -142,10 +146,11 @@ class Session:
     calls: tuple[Call, ...]
 
 
-def generate_session(seed: int, calls: int) -> Session:
+def generate_session(seed: int, calls: int, shape: str = "long") -> Session:
     """A seeded tool-heavy session of exactly `calls` model calls (the last turn may be cut short):
-    each turn is a user row, 0-8 tool rounds (an assistant row with 1-3 tool calls, answered by
-    their results in order), and a closing assistant reply."""
+    each turn is a user row, a number of tool rounds drawn from `SHAPES[shape]` (an assistant row
+    with 1-3 tool calls, answered by their results in order), and a closing assistant reply."""
+    rounds = SHAPES[shape]
     rng = random.Random(seed)
     system = h.ChatMessage(role=h.ROLE_SYSTEM, content=text(rng, 6_000))
     out: list[Call] = []
@@ -154,7 +159,7 @@ def generate_session(seed: int, calls: int) -> Session:
         before: tuple[h.ChatMessage, ...] = (
             h.ChatMessage(role=h.ROLE_USER, content=text(rng, rng.randint(80, 1_600))),
         )
-        for _ in range(rng.choice((0, 1, 2, 3, 3, 4, 4, 5, 6, 8))):
+        for _ in range(rng.choice(rounds)):
             tool_calls = []
             for _ in range(rng.choices((1, 2, 3), weights=(7, 2, 1))[0]):
                 arguments = json.dumps({"query": text(rng, rng.randint(40, 240)), "n": n})
@@ -283,10 +288,10 @@ def figures(runs: Sequence[Run], pricing: Pricing) -> Figures:
     return Figures(cost, cached / total if total else 0.0, mean, 100 * moves / max(1, calls))
 
 
-def table(runs: dict[tuple[str, float], list[Run]], pricing: Pricing) -> Iterator[str]:
+def table(runs: dict[tuple[str, float], list[Run]], pricing: Pricing, shape: str) -> Iterator[str]:
     yield (
-        f"== {pricing.name} billing (cache read {pricing.read}x, write {pricing.write}x), "
-        f"budget {BUDGET:,}"
+        f"== {shape} turns, {pricing.name} billing (cache read {pricing.read}x, "
+        f"write {pricing.write}x), budget {BUDGET:,}"
     )
     yield (
         f"{'style':<7} {'low water':>9} {'input cost':>11} {'cache hits':>11} "
@@ -335,6 +340,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, help="seeded sessions per style and setting")
     parser.add_argument("--calls", type=int, help="model calls per session")
     parser.add_argument("--seed", type=int, default=16)
+    parser.add_argument("--shape", choices=[*SHAPES, "both"], default="both")
     parser.add_argument(
         "--pricing",
         type=parse_pricing,
@@ -342,14 +348,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="anthropic, openai, or name=read,write (repeatable; default: anthropic and openai)",
     )
     args = parser.parse_args(argv)
-    sessions = args.sessions or (1 if args.quick else 3)
+    sessions = args.sessions or (1 if args.quick else 2)
     calls = args.calls or (150 if args.quick else 400)
     pricings: list[Pricing] = args.pricing or [ANTHROPIC, OPENAI]
 
     import grpc
     from bench_sidecar import Server
 
-    generated = [generate_session(args.seed + k, calls) for k in range(sessions)]
+    shapes = list(SHAPES) if args.shape == "both" else [args.shape]
+    generated = {
+        shape: [generate_session(args.seed + k, calls, shape) for k in range(sessions)]
+        for shape in shapes
+    }
     server = Server(
         "turnkeeper", [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
     )
@@ -360,27 +370,37 @@ def main(argv: Sequence[str] | None = None) -> None:
             response_deserializer=svc.PrepareModelCallResponse.FromString,
         )
         start = time.perf_counter()
-        runs: dict[tuple[str, float], list[Run]] = {}
-        for style in STYLES:
-            for low_water in LOW_WATERS:
-                runs[(style, low_water)] = [
-                    simulate(prepare, s, style, low_water, f"{style}-{low_water}-{k}")
-                    for k, s in enumerate(generated)
+        runs: dict[str, dict[tuple[str, float], list[Run]]] = {}
+        for shape in shapes:
+            runs[shape] = {
+                (style, low_water): [
+                    simulate(prepare, s, style, low_water, f"{shape}-{style}-{low_water}-{k}")
+                    for k, s in enumerate(generated[shape])
                 ]
+                for style in STYLES
+                for low_water in LOW_WATERS
+            }
         elapsed = time.perf_counter() - start
     except grpc.RpcError as error:
         raise SystemExit(f"PrepareModelCall failed: {error}") from None
     finally:
         server.stop()
+    settings = len(STYLES) * len(LOW_WATERS)
     print(
-        f"== cache-stable trimming (spec §11): {sessions} seeded session(s) x {calls} calls, "
-        f"{len(STYLES)} styles x {len(LOW_WATERS)} settings, "
-        f"{sessions * calls * len(runs)} PrepareModelCalls in {elapsed:.0f} s"
+        f"== cache-stable trimming (spec §11): {sessions} seeded session(s) of {calls} calls per "
+        f"shape, {len(STYLES)} styles x {len(LOW_WATERS)} settings, "
+        f"{len(shapes) * sessions * calls * settings} PrepareModelCalls in {elapsed:.0f} s"
     )
-    for pricing in pricings:
-        print()
-        for line in table(runs, pricing):
-            print(line)
+    print(
+        "input cost: the session's input bill against the minimal cut's; cache hits: input "
+        "tokens read from the cache; mean context: prepared tokens / budget from the first trim "
+        "on; cut moves: calls whose trim moved the cut"
+    )
+    for shape in shapes:
+        for pricing in pricings:
+            print()
+            for line in table(runs[shape], pricing, shape):
+                print(line)
 
 
 if __name__ == "__main__":

@@ -94,8 +94,9 @@ def test_sessions_are_seeded_and_deterministic() -> None:
     assert len(a.calls) == 120
 
 
-def test_a_session_is_a_valid_tool_heavy_conversation() -> None:
-    session = bc.generate_session(16, 400)
+@pytest.mark.parametrize("shape", ["short", "long"])
+def test_a_session_is_a_valid_tool_heavy_conversation(shape: str) -> None:
+    session = bc.generate_session(16, 400, shape)
     history = [session.system]
     users = tool_rounds = 0
     result_sizes: list[int] = []
@@ -115,7 +116,8 @@ def test_a_session_is_a_valid_tool_heavy_conversation() -> None:
         assert call.answer.role == h.ROLE_ASSISTANT
         tool_rounds += bool(call.answer.tool_calls)
     assert history[1].role == h.ROLE_USER  # the first call opens a turn
-    assert 50 <= users <= 150  # several calls per turn
+    calls_per_turn = 400 / users
+    assert (1.8 < calls_per_turn < 2.8) if shape == "short" else (3.8 < calls_per_turn < 5.4)
     assert tool_rounds > users  # tool-heavy: more tool rounds than turns
     # Varied sizes: short results, pages and large dumps all occur.
     assert min(result_sizes) < 1_000 and max(result_sizes) > 8_000
