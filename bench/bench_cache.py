@@ -214,6 +214,8 @@ class CallRecord:
     trimmed: bool
     moved: bool
     """The call trimmed and its request does not extend the previous one: the cut moved."""
+    cut_step: int = 0
+    """The grid step the sidecar reported for its token-budget trim (spec §11.2); 0: minimal."""
 
 
 @dataclass
@@ -246,8 +248,14 @@ def simulate(
         rows = request_rows(prepared)
         trimmed = len(response.trims) > 0
         extends = shared_prefix(previous, rows) == len(previous)
+        step = max(
+            (t.cut_step for t in response.trims if t.reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET),
+            default=0,
+        )
         run.records.append(
-            CallRecord(rows, response.context_meter.used_tokens, trimmed, trimmed and not extends)
+            CallRecord(
+                rows, response.context_meter.used_tokens, trimmed, trimmed and not extends, step
+            )
         )
         previous = rows
         if style == "keep":
@@ -263,13 +271,15 @@ class Figures:
     mean_context: float
     """Mean prepared tokens / budget over the calls from the session's first trim on."""
     moves_per_100: float
+    step: int
+    """The largest token-budget grid step the sidecar reported: shows the setting took effect."""
 
 
 def figures(runs: Sequence[Run], pricing: Pricing) -> Figures:
     cost = 0.0
     cached = total = 0
     context: list[float] = []
-    calls = moves = 0
+    calls = moves = step = 0
     for run in runs:
         previous: list[RequestRow] = []
         at_ceiling = False
@@ -283,9 +293,11 @@ def figures(runs: Sequence[Run], pricing: Pricing) -> Figures:
                 context.append(record.used_tokens / BUDGET)
             calls += 1
             moves += record.moved
+            step = max(step, record.cut_step)
             previous = record.rows
     mean = sum(context) / len(context) if context else 0.0
-    return Figures(cost, cached / total if total else 0.0, mean, 100 * moves / max(1, calls))
+    hits = cached / total if total else 0.0
+    return Figures(cost, hits, mean, 100 * moves / max(1, calls), step)
 
 
 def table(runs: dict[tuple[str, float], list[Run]], pricing: Pricing, shape: str) -> Iterator[str]:
@@ -295,16 +307,19 @@ def table(runs: dict[tuple[str, float], list[Run]], pricing: Pricing, shape: str
     )
     yield (
         f"{'style':<7} {'low water':>9} {'input cost':>11} {'cache hits':>11} "
-        f"{'mean context':>13} {'cut moves':>10}"
+        f"{'mean context':>13} {'cut moves':>10} {'step':>7}"
     )
-    yield f"{'':<7} {'':>9} {'vs L=1.0':>11} {'of input':>11} {'of budget':>13} {'/100 calls':>10}"
+    yield (
+        f"{'':<7} {'':>9} {'vs L=1.0':>11} {'of input':>11} {'of budget':>13} "
+        f"{'/100 calls':>10} {'tokens':>7}"
+    )
     for style in STYLES:
         base = figures(runs[(style, 1.0)], pricing).cost
         for low_water in LOW_WATERS:
             f = figures(runs[(style, low_water)], pricing)
             yield (
                 f"{style:<7} {low_water:>9.1f} {f.cost / base:>10.2f}x {f.hit_share:>10.1%} "
-                f"{f.mean_context:>12.1%} {f.moves_per_100:>10.1f}"
+                f"{f.mean_context:>12.1%} {f.moves_per_100:>10.1f} {f.step:>7,}"
             )
     for style in STYLES:
         base = figures(runs[(style, 1.0)], pricing).cost
@@ -394,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(
         "input cost: the session's input bill against the minimal cut's; cache hits: input "
         "tokens read from the cache; mean context: prepared tokens / budget from the first trim "
-        "on; cut moves: calls whose trim moved the cut"
+        "on; cut moves: calls whose trim moved the cut; step: the grid step the sidecar reported"
     )
     for shape in shapes:
         for pricing in pricings:
