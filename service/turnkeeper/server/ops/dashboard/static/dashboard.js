@@ -570,6 +570,7 @@
         chart.options.scales[axis].ticks.color = text;
         chart.options.scales[axis].grid.color = grid;
       }
+      chart.update("none"); // redraws the axes now, also on a chart with no data yet
       chart.data.labels = []; // forces setChart to re-colour the bars on the next render
     }
     changed("rebuild", "charts");
