@@ -525,7 +525,8 @@
         el("div", { className: "meter-track", role: "meter", "aria-label": "share of recent prepared calls that moved the cut",
           "aria-valuemin": 0, "aria-valuemax": state.recentCalls, "aria-valuenow": state.recentCutMoves, "aria-valuetext": text }, bar),
         el("div", { className: "meter-text" }, text),
-        hot ? el("span", { className: "sub burning-note" }, "burning its prompt cache: try a lower history_trim_low_water") : null));
+        hot ? el("span", { className: "sub burning-note" }, "burning its prompt cache: try a lower ",
+          el("code", {}, "history_trim_low_water")) : null));
   }
 
   function renderSessions() {
