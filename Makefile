@@ -142,6 +142,7 @@ bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_sidecar.py
+	$(PY) bench/bench_cache.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target
