@@ -46,6 +46,10 @@ def test_exported_messages_validate_against_the_sdk_types(path: Path) -> None:
     vector = json.loads(path.read_text())
     if vector["format"] != "openai_chat" or "history" not in vector:
         pytest.skip("not an OpenAI Chat Completions export")
+    if "-sdk-dump-" in vector["name"]:
+        # A response object's dump (annotations, audio: keys only the response type has) comes
+        # back as it went in; these vectors are pinned to the SDK by test_sdk_objects.py.
+        pytest.skip("the dump of an SDK response object, not a request param")
     history = history_pb2.History()
     json_format.ParseDict(vector["history"], history)
     sdk_type: typing.Any = openai_chat.ChatCompletionMessageParam

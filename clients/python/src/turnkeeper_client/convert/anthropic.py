@@ -34,6 +34,7 @@ from ._common import (
     marker,
     marker_text_row,
     parse_data_url,
+    plain_json,
     skeleton_copy,
     split_markers,
     user_images_are_attachments,
@@ -55,6 +56,7 @@ def from_anthropic(
     as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).
     """
     rows: list[Row] = []
+    request = plain_json(request)
     if isinstance(request, Mapping):
         system = request.get("system")
         if isinstance(system, str):
@@ -135,7 +137,9 @@ def _import_user(message: Mapping[str, Any], where: str) -> list[Row]:
 def _import_user_blocks(
     row: Row, run: Sequence[tuple[int, Mapping[str, Any]]], where: str
 ) -> list[JSONObject]:
-    texts = "".join(b["text"] for _, b in run if b.get("type") == "text" and "text" in b)
+    texts = "".join(
+        b["text"] for _, b in run if b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
     images_attach = is_carrier(texts)
     out: list[JSONObject] = []
     for k, block in run:
@@ -415,7 +419,7 @@ def _export_block(
             url = attachment_url(streams.attachment(where), where)
         else:
             url = streams.text.marker_url(where)
-        source = skeleton_copy(expect_mapping(block.get("source", {}), f"{where}.source"))
+        source = skeleton_copy(expect_mapping(block.get("source") or {}, f"{where}.source"))
         parsed = parse_data_url(url)
         if source.get("type") == "base64":
             if parsed is None:

@@ -28,6 +28,7 @@ from ._common import (
     is_carrier,
     marker,
     marker_text_row,
+    plain_json,
     skeleton_copy,
     split_markers,
     user_images_are_attachments,
@@ -73,6 +74,7 @@ def from_openai(
     `breadcrumb_texts`: a user row right after the leading system rows with one of these texts is
     marked as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).
     """
+    messages = plain_json(messages)
     if isinstance(messages, Mapping):
         messages = expect_list(messages.get("messages"), "messages")
     rows = [_import_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
@@ -85,7 +87,9 @@ def _import_message(raw: object, where: str) -> Row:
     role = _ROLES.get(role_name)
     if role is None:
         raise ConversionError(f"{where}.role: unsupported role {role_name!r}")
-    if "function_call" in message:
+    # A key whose value is null is absent (SDK dumps write `function_call: None`, `tool_calls:
+    # None`, `refusal: None`, `audio: None`); the skeleton keeps the null, so it round-trips.
+    if message.get("function_call") is not None:
         raise ConversionError(f"{where}.function_call: the deprecated form; send tool_calls")
     skeleton = skeleton_copy(message)
     row = Row(history_pb2.ChatMessage(role=role), skeleton)
@@ -114,7 +118,9 @@ def _import_message(raw: object, where: str) -> Row:
 def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
     parts = [expect_mapping(p, f"{where}[{k}]") for k, p in enumerate(expect_list(content, where))]
     role = row.message.role
-    texts = "".join(p["text"] for p in parts if p.get("type") == "text" and "text" in p)
+    texts = "".join(
+        p["text"] for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str)
+    )
     images_attach = role == history_pb2.ROLE_TOOL or (
         role == history_pb2.ROLE_USER and is_carrier(texts)
     )
@@ -143,14 +149,14 @@ def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
 
 def _import_call(row: Row, raw: object, where: str) -> JSONObject:
     call = expect_mapping(raw, where)
-    if call.get("type", "function") != "function":
+    if call.get("type") not in (None, "function"):
         raise ConversionError(f"{where}.type: unsupported tool call type {call.get('type')!r}")
     function = expect_mapping(call.get("function"), f"{where}.function")
     row.message.tool_calls.append(
         history_pb2.ToolCall(
             id=expect_str(call.get("id"), f"{where}.id"),
             name=expect_str(function.get("name"), f"{where}.function.name"),
-            arguments=expect_str(function.get("arguments", ""), f"{where}.function.arguments"),
+            arguments=expect_str(function.get("arguments") or "", f"{where}.function.arguments"),
         )
     )
     skeleton = skeleton_copy(call)
@@ -227,14 +233,14 @@ def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:
         out["content"] = streams.text.take(content, f"{where}.content")
     if "refusal" in skeleton and skeleton["refusal"] is not None:
         out["refusal"] = streams.text.take(skeleton["refusal"], f"{where}.refusal")
-    if "tool_calls" in skeleton:
+    if skeleton.get("tool_calls") is not None:
         calls: list[JSONObject] = []
         for j, raw in enumerate(expect_list(skeleton["tool_calls"], f"{where}.tool_calls")):
             call = streams.call()
             if call is None:
                 break
             filled = skeleton_copy(expect_mapping(raw, f"{where}.tool_calls[{j}]"))
-            function = skeleton_copy(expect_mapping(filled.get("function", {}), where))
+            function = skeleton_copy(expect_mapping(filled.get("function") or {}, where))
             function["name"] = call.name
             function["arguments"] = call.arguments
             filled["id"] = call.id
@@ -255,7 +261,7 @@ def _export_part(
     elif kind == "refusal":
         out["refusal"] = streams.text.take(part.get("refusal"), f"{where}.refusal")
     elif kind == "image_url":
-        image = skeleton_copy(expect_mapping(part.get("image_url", {}), f"{where}.image_url"))
+        image = skeleton_copy(expect_mapping(part.get("image_url") or {}, f"{where}.image_url"))
         if user_images_are_attachments(message):
             image["url"] = attachment_url(streams.attachment(where), where)
         else:

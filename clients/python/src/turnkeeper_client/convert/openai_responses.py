@@ -30,6 +30,7 @@ from ._common import (
     is_carrier,
     marker,
     marker_text_row,
+    plain_json,
     skeleton_copy,
     split_markers,
     user_images_are_attachments,
@@ -58,6 +59,7 @@ def from_openai_responses(
 ) -> history_pb2.History:
     """Converts Responses input items (or a request object holding them as `input`) to a History:
     one row per item. `breadcrumb_texts` as in `from_openai`."""
+    items = plain_json(items)
     if isinstance(items, Mapping):
         items = expect_list(items.get("input"), "input")
     rows = [_import_item(item, f"input[{i}]") for i, item in enumerate(items)]
@@ -66,7 +68,9 @@ def from_openai_responses(
 
 def _import_item(raw: object, where: str) -> Row:
     item = expect_mapping(raw, where)
-    kind = item.get("type", "message")
+    kind = item.get("type")
+    if kind is None:  # absent or null
+        kind = "message"
     skeleton = skeleton_copy(item)
     if kind == "message":
         role_name = item.get("role")
@@ -125,7 +129,9 @@ def _import_item(raw: object, where: str) -> Row:
 def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
     parts = [expect_mapping(p, f"{where}[{k}]") for k, p in enumerate(expect_list(content, where))]
     role = row.message.role
-    texts = "".join(p["text"] for p in parts if p.get("type") in _TEXT_PARTS and "text" in p)
+    texts = "".join(
+        p["text"] for p in parts if p.get("type") in _TEXT_PARTS and isinstance(p.get("text"), str)
+    )
     images_attach = role == history_pb2.ROLE_TOOL or (
         role == history_pb2.ROLE_USER and is_carrier(texts)
     )
@@ -204,7 +210,9 @@ def to_openai_responses(history: history_pb2.History) -> list[JSONObject]:
 def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) -> JSONObject:
     message = row.message
     out = skeleton_copy(skeleton)
-    kind = skeleton.get("type", "message")
+    kind = skeleton.get("type")
+    if kind is None:
+        kind = "message"
     if kind == "message":
         if _ROLES.get(skeleton.get("role")) != message.role:  # type: ignore[arg-type]
             raise ConversionError(f"{where}: passthrough role does not match the row")
