@@ -59,7 +59,9 @@ function importMessage(raw: JsonValue, where: string): Row {
   const roleName = expectString(message.role, `${where}.role`);
   const role = ROLES[roleName];
   if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${roleName}'`);
-  if ("function_call" in message) throw new ConversionError(`${where}.function_call: the deprecated form; send tool_calls`);
+  // A key whose value is null is absent (SDK dumps write `function_call: null`, `tool_calls: null`);
+  // the skeleton keeps the null, so it round-trips.
+  if (message.function_call !== undefined && message.function_call !== null) throw new ConversionError(`${where}.function_call: the deprecated form; send tool_calls`);
   const skeleton = copy(message);
   const row = newRow(role, skeleton);
   if (role === Role.TOOL) {
@@ -70,7 +72,7 @@ function importMessage(raw: JsonValue, where: string): Row {
   if (typeof content === "string") skeleton.content = row.add(content);
   else if (content !== null && content !== undefined) skeleton.content = importParts(row, content, `${where}.content`);
   if (typeof message.refusal === "string" && role === Role.ASSISTANT) skeleton.refusal = row.add(message.refusal);
-  if (message.tool_calls !== undefined) {
+  if (message.tool_calls !== undefined && message.tool_calls !== null) {
     if (role !== Role.ASSISTANT) throw new ConversionError(`${where}.tool_calls: only assistant messages carry tool calls`);
     skeleton.tool_calls = expectArray(message.tool_calls, `${where}.tool_calls`).map((c, j) => importCall(row, c, `${where}.tool_calls[${j}]`));
   }
@@ -166,7 +168,7 @@ function exportRow(row: FlatRow, skeleton: JsonObject, where: string): JsonObjec
     out.content = streams.text.take(content, `${where}.content`);
   }
   if (skeleton.refusal !== undefined && skeleton.refusal !== null) out.refusal = streams.text.take(skeleton.refusal, `${where}.refusal`);
-  if (skeleton.tool_calls !== undefined) {
+  if (skeleton.tool_calls !== undefined && skeleton.tool_calls !== null) {
     const calls: JsonObject[] = [];
     for (const [j, raw] of expectArray(skeleton.tool_calls, `${where}.tool_calls`).entries()) {
       const call = streams.call();
