@@ -1,9 +1,11 @@
-"""`to_openai` is typed as the OpenAI SDK's `ChatCompletionMessageParam` where the SDK is installed.
+"""The exports are typed as the SDKs' params where the SDKs are installed: `to_openai` as the
+OpenAI SDK's `ChatCompletionMessageParam`, `to_openai_responses` as its `ResponseInputItemParam`,
+`to_anthropic` as a TypedDict of the Anthropic SDK's `MessageParam` / `TextBlockParam`.
 
-`mypy --strict` over this file is half of the test: `sdk_messages` only type-checks when
-`to_openai` returns the SDK's parameter type (plain `dict[str, Any]` rows would be rejected). The
-other half validates what the converter really produces, for every OpenAI Chat converter vector,
-against the SDK's TypedDicts at run time.
+`mypy --strict` over this file is half of the test: the `sdk_*` functions only type-check when the
+converters return the SDKs' parameter types (plain `dict[str, Any]` rows would be rejected). The
+other half validates what the converters really produce, for every converter vector, against the
+SDKs' TypedDicts at run time.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ import pytest
 from google.protobuf import json_format
 from turnkeeper.v1 import history_pb2
 
-from turnkeeper_client.convert import to_openai
+from turnkeeper_client.convert import to_anthropic, to_openai, to_openai_responses
 
 from .conftest import REPO
 
 if TYPE_CHECKING:
+    from anthropic.types import MessageParam, TextBlockParam
     from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam
 
 openai_chat = pytest.importorskip("openai.types.chat")
 pydantic = pytest.importorskip("pydantic")
@@ -32,6 +36,16 @@ VECTORS = sorted((REPO / "tests" / "conformance" / "converters").glob("*.json"))
 
 def sdk_messages(history: history_pb2.History) -> list[ChatCompletionMessageParam]:
     return to_openai(history)
+
+
+def sdk_items(history: history_pb2.History) -> list[ResponseInputItemParam]:
+    return to_openai_responses(history)
+
+
+def sdk_anthropic(history: history_pb2.History) -> tuple[list[MessageParam], object]:
+    request = to_anthropic(history)
+    system: str | list[TextBlockParam] = request.get("system", "")
+    return request["messages"], system
 
 
 def test_the_return_annotation_is_the_sdk_message_param() -> None:
@@ -56,3 +70,29 @@ def test_exported_messages_validate_against_the_sdk_types(path: Path) -> None:
     # extra="forbid": a key the SDK does not know is a failure too, not only a missing one.
     adapter = pydantic.TypeAdapter(list[sdk_type], config=pydantic.ConfigDict(extra="forbid"))
     adapter.validate_python(sdk_messages(history))
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=[p.stem for p in VECTORS])
+def test_responses_and_anthropic_exports_validate_against_the_sdk_types(path: Path) -> None:
+    pytest.importorskip("anthropic")
+    import anthropic.types
+    import openai.types.responses
+
+    vector = json.loads(path.read_text())
+    if vector["format"] not in ("openai_responses", "anthropic") or "history" not in vector:
+        pytest.skip("not a Responses or Anthropic export")
+    if "-sdk-dump-" in vector["name"]:
+        pytest.skip("the dump of an SDK response object, not a request param")
+    history = history_pb2.History()
+    json_format.ParseDict(vector["history"], history)
+    # Unknown keys ride along in the passthrough (docs/converters.md), so extra keys are allowed
+    # here; every key the SDK knows must have the SDK's type.
+    if vector["format"] == "openai_responses":
+        item: typing.Any = openai.types.responses.ResponseInputItemParam
+        pydantic.TypeAdapter(list[item]).validate_python(sdk_items(history))
+    else:
+        message: typing.Any = anthropic.types.MessageParam
+        block: typing.Any = anthropic.types.TextBlockParam
+        messages, system = sdk_anthropic(history)
+        pydantic.TypeAdapter(list[message]).validate_python(messages)
+        pydantic.TypeAdapter(str | list[block]).validate_python(system)

@@ -13,7 +13,7 @@ from ._common import (
     chat_rows,
     plain_json,
 )
-from .anthropic import from_anthropic, to_anthropic
+from .anthropic import AnthropicConversation, from_anthropic, to_anthropic
 from .openai import from_openai, to_openai
 from .openai_responses import from_openai_responses, to_openai_responses
 
@@ -22,6 +22,7 @@ Format = Literal["openai", "openai_responses", "anthropic", "proto"]
 __all__ = [
     "CARRIER_PREFIX",
     "DEFAULT_BREADCRUMB",
+    "AnthropicConversation",
     "ConversionError",
     "Format",
     "Shape",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
 from turnkeeper.v1 import history_pb2
 
@@ -40,7 +40,20 @@ from ._common import (
     user_images_are_attachments,
 )
 
+if TYPE_CHECKING:
+    # The Anthropic SDK's own parameter types, where the SDK is installed: `**to_anthropic(...)`
+    # then passes straight to `client.messages.create(...)` under a type checker. Without the SDK
+    # they are Any, and the messages plain dicts.
+    from anthropic.types import MessageParam, TextBlockParam
+
 FORMAT = "anthropic"
+
+
+class AnthropicConversation(TypedDict, total=False):
+    """What `to_anthropic` returns: the `system` and `messages` of a Messages request."""
+
+    system: str | list[TextBlockParam]
+    messages: Required[list[MessageParam]]
 
 
 def from_anthropic(
@@ -316,8 +329,9 @@ def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
     raise ConversionError(f"role {message.role} has no Anthropic role")
 
 
-def to_anthropic(history: history_pb2.History) -> JSONObject:
-    """Converts a History (either shape) to `{"system": ..., "messages": [...]}`.
+def to_anthropic(history: history_pb2.History) -> AnthropicConversation:
+    """Converts a History (either shape) to `{"system": ..., "messages": [...]}`, typed with the
+    Anthropic SDK's `MessageParam` and `TextBlockParam` where the SDK is installed.
 
     Leading system rows become `system` (a string for one row without passthrough, else text
     blocks); tool rows join into user messages of `tool_result` blocks.
@@ -356,7 +370,8 @@ def to_anthropic(history: history_pb2.History) -> JSONObject:
             messages.append({"role": "user", **message})
         previous = FlatRow(row.message, row.reasoning, skeleton)
     out["messages"] = messages
-    return out
+    # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
+    return cast("AnthropicConversation", out)
 
 
 def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:
@@ -434,4 +449,4 @@ def _export_block(
     return out
 
 
-__all__ = ["data_url", "from_anthropic", "to_anthropic"]
+__all__ = ["AnthropicConversation", "data_url", "from_anthropic", "to_anthropic"]

@@ -7,7 +7,7 @@ docs/converters.md is the mapping; the converter vectors pin it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from turnkeeper.v1 import history_pb2
 
@@ -35,6 +35,10 @@ from ._common import (
     split_markers,
     user_images_are_attachments,
 )
+
+if TYPE_CHECKING:
+    # The OpenAI SDK's input item type, where the SDK is installed (as for to_openai).
+    from openai.types.responses import ResponseInputItemParam
 
 FORMAT = "openai_responses"
 _ROLES = {
@@ -195,8 +199,9 @@ def _default_items(row: FlatRow) -> list[JSONObject]:
     return [item]
 
 
-def to_openai_responses(history: history_pb2.History) -> list[JSONObject]:
-    """Converts a History (either shape) to Responses input items."""
+def to_openai_responses(history: history_pb2.History) -> list[ResponseInputItemParam]:
+    """Converts a History (either shape) to Responses input items, typed as the OpenAI SDK's
+    `ResponseInputItemParam` where the SDK is installed (plain dicts at runtime)."""
     out: list[JSONObject] = []
     for i, row in enumerate(flat_rows(history, FORMAT)):
         where = f"rows[{i}]"
@@ -204,7 +209,8 @@ def to_openai_responses(history: history_pb2.History) -> list[JSONObject]:
         streams = Streams(row, where)
         out.extend(_export(row, streams, item, where) for item in items)
         streams.done()
-    return out
+    # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
+    return cast("list[ResponseInputItemParam]", out)
 
 
 def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) -> JSONObject:
