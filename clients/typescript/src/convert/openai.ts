@@ -24,6 +24,8 @@ import {
   type ConvertOptions,
   type FlatRow,
   type Row,
+  plainJson,
+  type ProviderJson,
 } from "./common.js";
 
 const FORMAT = "openai_chat";
@@ -48,7 +50,8 @@ const PART_TYPES: Partial<Record<Role, readonly string[]>> = {
 };
 
 /** Converts Chat Completions `messages` (or a request object holding them) to a History. */
-export function fromOpenAI(messages: JsonValue, options?: ConvertOptions): History {
+export function fromOpenAI(input: ProviderJson, options?: ConvertOptions): History {
+  const messages = plainJson(input, "messages");
   const list = Array.isArray(messages) ? messages : expectArray(expectObject(messages, "request").messages, "messages");
   const rows = list.map((m, i) => importMessage(m, `messages[${i}]`));
   return finish(rows, FORMAT, defaultSkeleton, options);
@@ -148,9 +151,15 @@ function defaultSkeleton(row: FlatRow): JsonObject {
   return out;
 }
 
-/** Converts a History (either shape) to Chat Completions `messages`. */
-export function toOpenAI(history: History): JsonObject[] {
-  return flatRows(history, FORMAT).map((row, i) => exportRow(row, row.skeleton ?? defaultSkeleton(row), `messages[${i}]`));
+/**
+ * Converts a History (either shape) to Chat Completions `messages`: plain JSON objects, typed as
+ * `Message` when asked (`toOpenAI<ChatCompletionMessageParam>(history)` with the openai SDK).
+ */
+export function toOpenAI(history: History): JsonObject[];
+export function toOpenAI<Message extends object>(history: History): Message[];
+export function toOpenAI<Message extends object>(history: History): Message[] {
+  // Plain JSON objects; `Message` is the caller's name for them (e.g. openai's ChatCompletionMessageParam).
+  return flatRows(history, FORMAT).map((row, i) => exportRow(row, row.skeleton ?? defaultSkeleton(row), `messages[${i}]`)) as Message[];
 }
 
 function exportRow(row: FlatRow, skeleton: JsonObject, where: string): JsonObject {
