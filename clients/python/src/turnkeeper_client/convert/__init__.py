@@ -14,7 +14,7 @@ from ._common import (
     plain_json,
 )
 from .anthropic import AnthropicConversation, from_anthropic, to_anthropic
-from .openai import from_openai, to_openai
+from .openai_chat import from_openai, to_openai
 from .openai_responses import from_openai_responses, to_openai_responses
 
 Format = Literal["openai", "openai_responses", "anthropic", "proto"]

@@ -8,7 +8,7 @@ use super::common::{
     expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
     marker_text_row, obj, objects, part_texts, role, split_markers, type_of,
 };
-use super::openai::role_name;
+use super::openai_chat::role_name;
 use crate::pb::{History, Role, ToolCall};
 
 const FORMAT: &str = "openai_responses";

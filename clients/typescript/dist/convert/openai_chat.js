@@ -192,4 +192,4 @@ function exportPart(message, streams, part, where) {
     }
     return out;
 }
-//# sourceMappingURL=openai.js.map
+//# sourceMappingURL=openai_chat.js.map

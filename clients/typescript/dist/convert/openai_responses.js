@@ -193,4 +193,4 @@ function exportPart(message, streams, part, where) {
         throw new ConversionError(`${where}: passthrough part type '${String(part.type)}' is not Responses`);
     return out;
 }
-//# sourceMappingURL=responses.js.map
+//# sourceMappingURL=openai_responses.js.map
