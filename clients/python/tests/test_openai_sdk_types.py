@@ -19,14 +19,21 @@ import pytest
 from google.protobuf import json_format
 from turnkeeper.v1 import history_pb2
 
-from turnkeeper_client.convert import to_anthropic, to_openai, to_openai_responses
+from turnkeeper_client.convert import (
+    from_anthropic,
+    from_openai,
+    from_openai_responses,
+    to_anthropic,
+    to_openai,
+    to_openai_responses,
+)
 
 from .conftest import REPO
 
 if TYPE_CHECKING:
-    from anthropic.types import MessageParam, TextBlockParam
-    from openai.types.chat import ChatCompletionMessageParam
-    from openai.types.responses import ResponseInputItemParam
+    from anthropic.types import ContentBlock, MessageParam, TextBlockParam
+    from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageParam
+    from openai.types.responses import ResponseInputItemParam, ResponseOutputItem
 
 openai_chat = pytest.importorskip("openai.types.chat")
 pydantic = pytest.importorskip("pydantic")
@@ -36,6 +43,22 @@ VECTORS = sorted((REPO / "tests" / "conformance" / "converters").glob("*.json"))
 
 def sdk_messages(history: history_pb2.History) -> list[ChatCompletionMessageParam]:
     return to_openai(history)
+
+
+def sdk_inputs(
+    params: list[ChatCompletionMessageParam],
+    reply: ChatCompletionMessage,
+    items: list[ResponseInputItemParam],
+    output: list[ResponseOutputItem],
+    turns: list[MessageParam],
+    blocks: list[ContentBlock],
+) -> list[history_pb2.History]:
+    """What the SDKs type goes in as it is (mypy checks the argument types)."""
+    return [
+        from_openai([*params, reply]),
+        from_openai_responses([*items, *output]),
+        from_anthropic({"messages": [*turns, {"role": "assistant", "content": blocks}]}),
+    ]
 
 
 def sdk_items(history: history_pb2.History) -> list[ResponseInputItemParam]:

@@ -57,7 +57,7 @@ class AnthropicConversation(TypedDict, total=False):
 
 
 def from_anthropic(
-    request: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    request: Mapping[str, Any] | Sequence[object],
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),

@@ -64,7 +64,7 @@ _PART_TYPES = {
 
 
 def from_openai(
-    messages: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    messages: Sequence[object] | Mapping[str, Any],
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),

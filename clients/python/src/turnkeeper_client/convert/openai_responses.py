@@ -56,7 +56,7 @@ _TEXT_PARTS = {"input_text", "output_text"}
 
 
 def from_openai_responses(
-    items: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    items: Sequence[object] | Mapping[str, Any],
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
