@@ -6,13 +6,26 @@ import assert from "node:assert/strict";
 import { readFileSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
-import type { MessageCreateParams, MessageParam } from "@anthropic-ai/sdk/resources/messages";
+import type { ContentBlock, MessageCreateParams, MessageParam } from "@anthropic-ai/sdk/resources/messages";
 import type { ChatCompletionMessage, ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import type { ResponseInputItem } from "openai/resources/responses/responses";
 import { fromAnthropic, fromOpenAI, fromOpenAIResponses, toAnthropic, toOpenAI, toOpenAIResponses } from "../src/index.js";
 import { conformanceDir } from "./support.js";
 
 type AnthropicConversation = Pick<MessageCreateParams, "system" | "messages">;
+
+/**
+ * The SDKs' tool-loop shapes, checked by the compiler only (TS2345 before `ProviderJson`): a
+ * response message pushed onto the params, and a response's content blocks as an assistant turn.
+ */
+export function toolLoopsTypeCheck(reply: ChatCompletionMessage, blocks: ContentBlock[], output: ResponseInputItem[]): void {
+  const messages: ChatCompletionMessageParam[] = [{ role: "user", content: "Weather in Paris?" }];
+  messages.push(reply);
+  fromOpenAI(messages);
+  fromOpenAIResponses([{ role: "user", content: "Weather in Paris?" }, ...output]);
+  const turns: MessageParam[] = [{ role: "assistant", content: blocks }];
+  fromAnthropic({ system: "Be terse.", messages: turns });
+}
 
 function sdkVectors(format: string): { name: string; shape: "chat" | "conversation"; provider: unknown }[] {
   const dir = join(conformanceDir(), "..", "converters");
