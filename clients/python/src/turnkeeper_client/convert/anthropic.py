@@ -63,7 +63,9 @@ def from_anthropic(
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
 ) -> history_pb2.History:
     """Converts an Anthropic Messages request (`system` and `messages`; other keys are the
-    caller's and are not read), or a bare `messages` array, to a History.
+    caller's and are not read), or a bare `messages` array, to a History. Messages and blocks
+    may be dicts, their `model_dump()`s or the Anthropic SDK's objects (a response's `content`
+    blocks); a key whose value is None is absent.
 
     `breadcrumb_texts`: a user row right after the system rows with one of these texts is marked
     as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).

@@ -70,6 +70,8 @@ def from_openai(
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
 ) -> history_pb2.History:
     """Converts Chat Completions `messages` (or a request object holding them) to a History.
+    The messages may be dicts, their `model_dump()`s or the OpenAI SDK's objects (a
+    `ChatCompletionMessage` from a response); a key whose value is None is absent.
 
     `breadcrumb_texts`: a user row right after the leading system rows with one of these texts is
     marked as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).

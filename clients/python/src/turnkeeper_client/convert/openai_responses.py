@@ -62,7 +62,9 @@ def from_openai_responses(
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
 ) -> history_pb2.History:
     """Converts Responses input items (or a request object holding them as `input`) to a History:
-    one row per item. `breadcrumb_texts` as in `from_openai`."""
+    one row per item. Items may be dicts, their `model_dump()`s or the OpenAI SDK's objects (a
+    response's `output` items); a key whose value is None is absent. `breadcrumb_texts` as in
+    `from_openai`."""
     items = plain_json(items)
     if isinstance(items, Mapping):
         items = expect_list(items.get("input"), "input")
