@@ -41,6 +41,14 @@ pydantic = pytest.importorskip("pydantic")
 VECTORS = sorted((REPO / "tests" / "conformance" / "converters").glob("*.json"))
 
 
+def not_request_params(vector: dict[str, typing.Any]) -> bool:
+    """The vectors whose provider JSON is no request param, and comes back as it went in: a
+    response object's dump (annotations, audio, status: keys only the response types have; pinned
+    to the SDKs by test_sdk_objects.py) and null-valued keys (absent to the converters)."""
+    name: str = vector["name"]
+    return "-sdk-dump-" in name or "null-valued" in name
+
+
 def sdk_messages(history: history_pb2.History) -> list[ChatCompletionMessageParam]:
     return to_openai(history)
 
@@ -83,10 +91,8 @@ def test_exported_messages_validate_against_the_sdk_types(path: Path) -> None:
     vector = json.loads(path.read_text())
     if vector["format"] != "openai_chat" or "history" not in vector:
         pytest.skip("not an OpenAI Chat Completions export")
-    if "-sdk-dump-" in vector["name"]:
-        # A response object's dump (annotations, audio: keys only the response type has) comes
-        # back as it went in; these vectors are pinned to the SDK by test_sdk_objects.py.
-        pytest.skip("the dump of an SDK response object, not a request param")
+    if not_request_params(vector):
+        pytest.skip("SDK response dumps or null-valued keys, not request params")
     history = history_pb2.History()
     json_format.ParseDict(vector["history"], history)
     sdk_type: typing.Any = openai_chat.ChatCompletionMessageParam
@@ -104,8 +110,8 @@ def test_responses_and_anthropic_exports_validate_against_the_sdk_types(path: Pa
     vector = json.loads(path.read_text())
     if vector["format"] not in ("openai_responses", "anthropic") or "history" not in vector:
         pytest.skip("not a Responses or Anthropic export")
-    if "-sdk-dump-" in vector["name"]:
-        pytest.skip("the dump of an SDK response object, not a request param")
+    if not_request_params(vector):
+        pytest.skip("SDK response dumps or null-valued keys, not request params")
     history = history_pb2.History()
     json_format.ParseDict(vector["history"], history)
     # Unknown keys ride along in the passthrough (docs/converters.md), so extra keys are allowed
