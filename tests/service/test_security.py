@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,53 @@ async def test_a_rotated_certificate_is_served_to_new_connections_without_a_rest
     assert (await estimate(target, channel_credentials(rotated_ca))).turns == 2
     with pytest.raises(grpc.aio.AioRpcError):
         await estimate(target, channel_credentials(credentials.ca))
+
+
+# The certificate names both loopbacks (support/certs.py).
+TWO_PORTS = ("127.0.0.1:0", "[::1]:0")
+
+
+async def test_two_tls_listeners_each_serve_tls_and_each_reload_a_rotated_certificate(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(tls_config(credentials, listen=TWO_PORTS))
+    running.append(sidecar)
+    assert len(sidecar.tcp_addresses) == 2
+    for target in sidecar.tcp_addresses:
+        assert (await estimate(target, channel_credentials(credentials.ca))).turns == 2
+        with pytest.raises(grpc.aio.AioRpcError):
+            await estimate(target, None)
+    # Each port has its own file stamps: the first to reload must not hide the change from
+    # the other.
+    rotated_ca = credentials.rotate_server_pair()
+    for target in sidecar.tcp_addresses:
+        assert (await estimate(target, channel_credentials(rotated_ca))).turns == 2
+
+
+async def test_mtls_on_two_listeners_requires_the_client_certificate_on_both(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    config = tls_config(credentials, listen=TWO_PORTS, tls_client_ca=str(credentials.ca))
+    sidecar = await started(config)
+    running.append(sidecar)
+    for target in sidecar.tcp_addresses:
+        mutual = channel_credentials(credentials.ca, credentials)
+        assert (await estimate(target, mutual)).turns == 2
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await estimate(target, channel_credentials(credentials.ca))
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_port_that_cannot_be_bound_names_the_os_error(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    first = await started(tls_config(credentials))
+    running.append(first)
+    taken = first.tcp_addresses[0]
+    with pytest.raises(StartupError, match=rf"cannot listen on {re.escape(taken)}: .*EADDRINUSE"):
+        await started(tls_config(credentials, listen=("127.0.0.1:0", taken)))
+    with pytest.raises(StartupError, match=r"cannot resolve 'no-such-host\.invalid'"):
+        await started(ServerConfig(listen=("no-such-host.invalid:1",)))
 
 
 async def test_unix_sockets_stay_plaintext_next_to_a_tls_port(

@@ -161,11 +161,13 @@ class Sidecar:
                 (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
             )
 
-    def _listen(self, server: grpc.aio.Server, credentials: grpc.ServerCredentials | None) -> None:
+    def _listen(
+        self, server: grpc.aio.Server, credentials: list[grpc.ServerCredentials | None]
+    ) -> None:
         for warning in exposure_warnings(self.config):
             log.warning("%s", warning)
-        for address in self.config.listen:
-            self.tcp_addresses.append(bind_tcp(server, address, credentials))
+        for address, port_credentials in zip(self.config.listen, credentials, strict=True):
+            self.tcp_addresses.append(bind_tcp(server, address, port_credentials))
         for lock in self._locks:
             bind_unix(server, lock, self.config.unix_permissions)
             self.unix_paths.append(lock.path)
