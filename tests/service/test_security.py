@@ -339,15 +339,22 @@ async def test_the_warning_is_logged_at_startup(
     assert any("without TLS" in record.getMessage() for record in caplog.records)
 
 
+STRONG = "6f354f389d5c6a18c763bcbc035e0cb4"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("", "tokens: Field required"),
-        ('[[tokens]]\ntoken = "short"\nruntime_id = "r"\n', "at least 16 characters"),
-        ('[[tokens]]\ntoken = "0123456789abcdef"\n', "runtime_id: Field required"),
+        ('[[tokens]]\ntoken = "short"\nruntime_id = "r"\n', "about 24 bits of entropy"),
+        (f'[[tokens]]\ntoken = "{STRONG}"\n', "runtime_id: Field required"),
         (
-            '[[tokens]]\ntoken = "0123456789abcdef"\nruntime_id = "a"\n' * 2,
+            f'[[tokens]]\ntoken = "{STRONG}"\nruntime_id = "a"\n' * 2,
             "the same token is listed twice",
+        ),
+        (
+            '[[tokens]]\ntoken = "changeme-changeme-changeme-12345"\nruntime_id = "r"\n',
+            "tokens.0.token: .* 18 of them in repeats or runs",
         ),
         ("[[tokens]\n", "token file"),
     ],
