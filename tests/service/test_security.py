@@ -10,6 +10,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2, message_factory
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -18,6 +19,7 @@ from turnkeeper.server.api.caller import caller_from_wire
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.server.edge.security import exposure_warnings
+from turnkeeper.server.ops.reflection import v1_file
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -301,6 +303,54 @@ async def test_with_tokens_reflection_needs_one_and_health_does_not(
     assert "turnkeeper.v1.HistoryService" in await list_services(target, credentials.token)
 
 
+def v1_reflection_messages() -> tuple[Any, Any]:
+    """grpc.reflection.v1's request and response classes (grpcio-reflection ships no v1 code)."""
+    file = v1_file()
+    return (
+        message_factory.GetMessageClass(file.message_types_by_name["ServerReflectionRequest"]),
+        message_factory.GetMessageClass(file.message_types_by_name["ServerReflectionResponse"]),
+    )
+
+
+async def reflect_v1(target: str, **request: Any) -> Any:
+    """One grpc.reflection.v1 request, answered by its response."""
+    request_class, response_class = v1_reflection_messages()
+    async with grpc.aio.insecure_channel(target) as channel:
+        info = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=request_class.SerializeToString,
+            response_deserializer=response_class.FromString,
+        )
+        call = info(iter([request_class(**request)]), timeout=5)
+        async for response in call:
+            return response
+    raise AssertionError("no reflection response")
+
+
+async def test_reflection_answers_v1_and_v1alpha_clients(running: list[Sidecar]) -> None:
+    sidecar = await started(ServerConfig(listen=("127.0.0.1:0",)))
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    both = {"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}
+    listed_alpha = set(await list_services(target))
+    response = await reflect_v1(target, list_services="")
+    assert response.DESCRIPTOR.full_name == "grpc.reflection.v1.ServerReflectionResponse"
+    listed_v1 = {service.name for service in response.list_services_response.service}
+    assert listed_v1 == listed_alpha
+    assert {"turnkeeper.v1.HistoryService", "grpc.health.v1.Health"} | both <= listed_v1
+    # A v1 client can describe the service (grpcurl's `describe`), and v1 itself.
+    for symbol, file in [
+        ("turnkeeper.v1.HistoryService", "turnkeeper/v1/history_service.proto"),
+        ("grpc.reflection.v1.ServerReflection", "grpc/reflection/v1/reflection.proto"),
+    ]:
+        described = await reflect_v1(target, file_containing_symbol=symbol)
+        names = [
+            descriptor_pb2.FileDescriptorProto.FromString(raw).name
+            for raw in described.file_descriptor_response.file_descriptor_proto
+        ]
+        assert file in names, names
+
+
 async def test_reflection_can_be_switched_off(running: list[Sidecar]) -> None:
     on = await started(ServerConfig(listen=("127.0.0.1:0",)))
     off = await started(ServerConfig(listen=("127.0.0.1:0",), reflection=False))
@@ -308,11 +358,13 @@ async def test_reflection_can_be_switched_off(running: list[Sidecar]) -> None:
     assert "turnkeeper.v1.HistoryService" in await list_services(on.tcp_addresses[0])
     # Nothing is written on the call: a request still being sent when the server answers
     # UNIMPLEMENTED would fail on the client's side as INTERNAL instead.
-    async with grpc.aio.insecure_channel(off.tcp_addresses[0]) as channel:
-        call = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo()
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await call.read()
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    for version in ("v1alpha", "v1"):
+        async with grpc.aio.insecure_channel(off.tcp_addresses[0]) as channel:
+            path = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
+            call = channel.stream_stream(path)()
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED, version
     assert parse_config(["--no-reflection"], {}).reflection is False
     assert parse_config([], {"TURNKEEPER_REFLECTION": "false"}).reflection is False
 
