@@ -196,6 +196,9 @@ async def test_calls_without_a_known_token_are_unauthenticated_with_error_info(
             await estimate(target, None, token)
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert error_reason(caught.value) == "ERROR_REASON_UNAUTHENTICATED"
+        # A refusal returns the call's request id too, for the operator to find its log line.
+        trailers = caught.value.trailing_metadata() or ()
+        assert [key for key, _ in trailers].count("x-request-id") == 1
     assert (await estimate(target, None, credentials.token)).turns == 2
 
 
