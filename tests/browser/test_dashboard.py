@@ -370,7 +370,7 @@ def test_off_loopback_with_token_auth_the_page_asks_for_a_token_that_may_subscri
 ) -> None:
     """The ops port bound beyond loopback follows --auth-tokens: no stream without a token that
     may subscribe to TrimEvents; with one, the page is live."""
-    watcher, runtime = "w" * 32, "r" * 32
+    watcher, runtime = "w-f6970cd7033b3127607c969b21cccf68", "r-18a2fbc930028b3aa483a16994deb255"
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(
         f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\n'

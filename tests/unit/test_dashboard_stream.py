@@ -249,8 +249,10 @@ async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
 
 
 TOKENS = {
-    "watcher": TokenGrant(token="w" * 24, runtime_id="*"),
-    "runtime": TokenGrant(token="r" * 24, runtime_id="rt-1", trim_events=False),
+    "watcher": TokenGrant(token="w-f6970cd7033b3127607c969b21cccf68", runtime_id="*"),
+    "runtime": TokenGrant(
+        token="r-18a2fbc930028b3aa483a16994deb255", runtime_id="rt-1", trim_events=False
+    ),
 }
 
 
