@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import grpc
@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, current_request_id
 from turnkeeper.v1 import errors_pb2
 
 DOMAIN = "turnkeeper.v1"
@@ -96,7 +97,12 @@ class RequestError(Exception):
         for detail in packed:
             status.details.add().Pack(detail)
         converted: grpc.Status = rpc_status.to_status(status)
-        return converted
+        request_id = current_request_id()
+        if request_id is None:
+            return converted
+        # The abort's trailers replace the ones the access log set: repeat its request id.
+        trailers = (*converted.trailing_metadata, (REQUEST_ID_KEY, request_id))
+        return converted._replace(trailing_metadata=trailers)  # type: ignore[attr-defined,no-any-return]
 
 
 def _clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:
@@ -142,22 +148,6 @@ def overloaded(limit: str, message: str, retry_after_seconds: float = 1.0) -> Re
         details=[error_details_pb2.RetryInfo(retry_delay=delay)],
         metadata={"limit": limit},
     )
-
-
-def unary_errors(
-    handler: Callable[[S, Req, Ctx], Awaitable[Resp]],
-) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
-    """Turns a RequestError raised by a unary handler into its rich status."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: S, request: Req, context: Ctx) -> Resp:
-        try:
-            return await handler(self, request, context)
-        except RequestError as error:
-            await context.abort_with_status(error.to_status())
-            raise AssertionError("abort_with_status returned") from error  # pragma: no cover
-
-    return wrapper
 
 
 def stream_errors(

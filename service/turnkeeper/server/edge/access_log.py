@@ -1,15 +1,21 @@
 """Per-RPC telemetry: one access-log line and the grpc_server_* metrics — never content.
 
-Both carry the method, status, duration and sizes only. `edge.interceptor` runs them for every
-call, in the same pass as admission control.
+Both carry the method, status, duration and sizes only. Every call has a request id: the
+caller's `x-request-id` metadata when it sends a usable one, else a new UUID. Every log line of
+the call carries it, and the call's trailers return it (`x-request-id`), so a runtime can quote
+it and an operator find the call's lines. `edge.interceptor` runs them for every call, in the
+same pass as admission control.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -19,25 +25,30 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.api.methods import PROBE_PREFIXES
 from turnkeeper.server.telemetry import metrics, tracing
-from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
+from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, reset_call_ids, set_call_ids
 
 log = logging.getLogger("turnkeeper.access")
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
-# Probes poll these constantly; they go to DEBUG so they do not drown real traffic.
-_QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# What a caller's request id may be: a UUID, a trace or span id, a load balancer's id.
+_USABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 
 
 @dataclass
 class CallStats:
     method: str
+    request_id: str
     # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
     rpc_type: str = "unary"
     caller_ids: dict[str, str] = field(default_factory=dict)
+
+    def call_ids(self) -> dict[str, str]:
+        return {"request_id": self.request_id, **self.caller_ids}
 
     def count_response(self, response: Any) -> None:
         # Raw-bytes handlers (every HistoryService method) answer bytes: their size is free.
@@ -78,6 +89,21 @@ def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
             if detail.Unpack(info):
                 return str(info.reason)
     return None
+
+
+def request_id_of(metadata: Any) -> str:
+    """The caller's `x-request-id` when usable, else a new UUID."""
+    for key, value in metadata or ():
+        if key == REQUEST_ID_KEY and isinstance(value, str) and _USABLE_REQUEST_ID.fullmatch(value):
+            return value
+    return str(uuid.uuid4())
+
+
+def return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
+    # Set before the handler runs: grpc sends the trailers of an abort at once, and a plain
+    # abort or a success sends these. A rich error replaces them, so RequestError.to_status
+    # adds the id itself (api/errors.py).
+    context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
 
 
 def started(stats: CallStats, request: Any) -> None:
@@ -123,7 +149,8 @@ def finish(
         stats.responses,
         reason,
     )
-    level = logging.DEBUG if stats.method.startswith(_QUIET_PREFIXES) else logging.INFO
+    # Probes poll constantly; at DEBUG they do not drown real traffic.
+    level = logging.DEBUG if stats.method.startswith(PROBE_PREFIXES) else logging.INFO
     if not log.isEnabledFor(level):
         return
     duration_ms = round(seconds * 1000.0, 2)
@@ -195,7 +222,8 @@ def _unary_response(
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         started(stats, request)
-        ids = set_call_ids(stats.caller_ids)
+        ids = set_call_ids(stats.call_ids())
+        return_request_id(context, stats.request_id)
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
@@ -211,6 +239,13 @@ def _unary_response(
     return logged
 
 
+def _reset_in_generator(ids: Any) -> None:
+    # A generator closed from another context (garbage collection) cannot reset the variable;
+    # its own context then dies with it.
+    with contextlib.suppress(ValueError):
+        reset_call_ids(ids)
+
+
 def _stream_response(
     behavior: Callable[..., Any], stats: CallStats
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any] | None:
@@ -220,6 +255,8 @@ def _stream_response(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
             started(stats, request)
+            ids = set_call_ids(stats.call_ids())
+            return_request_id(context, stats.request_id)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -230,12 +267,15 @@ def _stream_response(
                 raise
             finally:
                 finish(stats, context, error)
+                _reset_in_generator(ids)
 
         return logged_gen
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             started(stats, request)
+            ids = set_call_ids(stats.call_ids())
+            return_request_id(context, stats.request_id)
             error: BaseException | None = None
             try:
                 await behavior(request, context)
@@ -244,6 +284,7 @@ def _stream_response(
                 raise
             finally:
                 finish(stats, context, error)
+                reset_call_ids(ids)
 
         return logged_coro
     return None

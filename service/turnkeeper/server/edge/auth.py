@@ -4,7 +4,7 @@ The token file (TOML, `--auth-tokens`) lists every token, the runtime it may act
 it may subscribe to TrimEvents:
 
     [[tokens]]
-    token = "a long random string"
+    token = "a random string of at least 128 bits"  # openssl rand -hex 32
     runtime_id = "checkout-agent"   # "*" acts as any runtime (operators, tools)
     trim_events = false             # default true
 
@@ -25,18 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.edge.refusal import refuse_before_reading
-from turnkeeper.v1 import errors_pb2, history_service_pb2
+from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
+from turnkeeper.server.edge.handlers import Continuation, refusal
+from turnkeeper.server.edge.token_strength import weakness
+from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 ANY_RUNTIME = "*"
-_EXEMPT_PREFIX = "/grpc.health.v1.Health/"
-TRIM_EVENTS_METHOD = (
-    f"/{history_service_pb2.DESCRIPTOR.services_by_name['HistoryService'].full_name}/TrimEvents"
-)
-_MIN_TOKEN_CHARS = 16
 
 
 class TokenGrant(BaseModel):
@@ -44,9 +41,18 @@ class TokenGrant(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    token: str = Field(min_length=_MIN_TOKEN_CHARS)
+    token: str
     runtime_id: str = Field(min_length=1)
     trim_events: bool = True
+
+    @field_validator("token")
+    @classmethod
+    def _strong(cls, token: str) -> str:
+        # At least 128 bits, no typed placeholder (edge/token_strength.py).
+        problem = weakness(token)
+        if problem is not None:
+            raise ValueError(f"the token {problem}")
+        return token
 
 
 class TokenFile(BaseModel):
@@ -149,37 +155,35 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        handler = await continuation(details)
         method = details.method
-        if method.startswith(_EXEMPT_PREFIX):
-            return await continuation(details)
-        # Decided from the headers alone, before the rest of the chain (admission) runs and
-        # before a byte of the request is read: a refused call costs no memory.
+        # Health alone is exempt: probes carry no token. Reflection describes every method, so
+        # a server that asks for tokens asks for one there too (admission exempts it: cheap).
+        if handler is None or method.startswith(HEALTH_PREFIX):
+            return handler
         token = _bearer(details.invocation_metadata)
         grant = self._grants.get(_digest(token)) if token is not None else None
         if grant is None:
             why = "no bearer token" if token is None else "an unknown bearer token"
-            return refuse_before_reading(
+            return refusal(
+                handler,
                 _error(
                     grpc.StatusCode.UNAUTHENTICATED,
                     f"the call carries {why}: send 'authorization: Bearer <token>' metadata",
                 ),
             )
         if method == TRIM_EVENTS_METHOD and not grant.trim_events:
-            return refuse_before_reading(
+            return refusal(
+                handler,
                 _error(
                     grpc.StatusCode.PERMISSION_DENIED,
                     f"the token for runtime {grant.runtime_id!r} may not subscribe to TrimEvents",
                 ),
             )
-        handler = await continuation(details)
         number = CALLER_FIELDS.get(method)
-        if handler is None:
-            return handler
         if number is not None and grant.runtime_id != ANY_RUNTIME:
             return _checking_caller(handler, number, grant.runtime_id)
         return handler

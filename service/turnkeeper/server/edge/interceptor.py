@@ -8,7 +8,7 @@ of its budget. Tracing, when on, runs outside it, so every line below carries th
 
 gRPC reads a unary request whole before any handler runs, so the calls receiving their request at
 once are capped here, before the read: a call over that cap waits in FIFO order for a slot, and if
-none comes free in time it is refused by a handler that never reads it (`refusal.py`).
+none comes free in time it is refused by a handler that never reads it (`handlers.refusal`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,21 @@ from typing import Any, TypeVar, cast
 import grpc
 
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.edge.access_log import CallStats, finish, logged, started
+from turnkeeper.server.api.methods import PROBE_PREFIXES
+from turnkeeper.server.edge.access_log import (
+    CallStats,
+    finish,
+    logged,
+    request_id_of,
+    return_request_id,
+    started,
+)
 from turnkeeper.server.edge.admission import Admission, ReceivingSlot, shutting_down_refusal
-from turnkeeper.server.edge.refusal import refuse_before_reading, rpc_type
+from turnkeeper.server.edge.handlers import Continuation, refusal, rpc_type
 from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
-
-# Health checks and reflection are never refused: a probe must see the server even when it is busy.
-EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
@@ -40,26 +45,29 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(details)
         if handler is None:
             return None
         method = details.method
-        stats = CallStats(method=method, rpc_type=rpc_type(method, handler))
-        if method.startswith(EXEMPT_PREFIXES):
+        stats = CallStats(
+            method=method,
+            request_id=request_id_of(details.invocation_metadata),
+            rpc_type=rpc_type(method, handler),
+        )
+        # A probe must see the server even when it is busy.
+        if method.startswith(PROBE_PREFIXES):
             return logged(handler, stats)
         admission = self.admission
         if admission.draining:
-            return logged(refuse_before_reading(shutting_down_refusal()), stats)
+            return logged(refusal(handler, shutting_down_refusal()), stats)
         behavior = handler.unary_unary
         if behavior is None or not inspect.iscoroutinefunction(behavior):
             return logged(handler, stats)
         if not await admission.receiving_slot():
-            return logged(refuse_before_reading(admission.receiving_refusal()), stats)
+            return logged(refusal(handler, admission.receiving_refusal()), stats)
         return _admitted(
             handler,
             cast(Callable[..., Awaitable[Any]], behavior),
@@ -86,7 +94,8 @@ def _admitted(
 
     async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         started(stats, request)
-        ids = set_call_ids(stats.caller_ids)
+        ids = set_call_ids(stats.call_ids())
+        return_request_id(context, stats.request_id)
         error: BaseException | None = None
         heavy: bool | None = None
         try:

@@ -1,0 +1,218 @@
+// OpenAI Responses input items (what the Agents SDK sessions store) <-> turnkeeper.v1 History
+// (passthrough key `openai_responses`). docs/converters.md is the mapping; the converter vectors pin it.
+import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { ConversionError } from "../errors.js";
+import { Role, ToolCallSchema, type ChatMessage, type History } from "../gen/turnkeeper/v1/history_pb.js";
+import {
+  attachmentFromUrl,
+  attachmentUrl,
+  codePoints,
+  copy,
+  expectArray,
+  expectObject,
+  expectString,
+  finish,
+  flatRows,
+  imagesAreAttachments,
+  isCarrier,
+  marker,
+  markerTextRow,
+  newRow,
+  partTexts,
+  shown,
+  splitMarkers,
+  Streams,
+  type ConvertOptions,
+  type FlatRow,
+  type Row,
+  plainJson,
+  type ProviderJson,
+} from "./common.js";
+
+const FORMAT = "openai_responses";
+const ROLES: Record<string, Role> = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
+const ROLE_NAMES: Partial<Record<Role, string>> = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
+const TEXT_PARTS = ["input_text", "output_text"];
+
+/** Converts Responses input items (or a request object holding them as `input`) to a History: one row per item. */
+export function fromOpenAIResponses(input: ProviderJson, options?: ConvertOptions): History {
+  const items = plainJson(input, "input");
+  const list = Array.isArray(items) ? items : expectArray(expectObject(items, "request").input, "input");
+  return finish(
+    list.map((item, i) => importItem(item, `input[${i}]`)),
+    FORMAT,
+    (row) => defaultSkeleton(row),
+    options,
+  );
+}
+
+function importItem(raw: JsonValue, where: string): Row {
+  const item = expectObject(raw, where);
+  const kind = item.type ?? "message";
+  const skeleton = copy(item);
+  if (kind === "message") {
+    const role = ROLES[shown(item.role)];
+    if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${shown(item.role)}'`);
+    const row = newRow(role, skeleton);
+    skeleton.content = typeof item.content === "string" ? row.add(item.content) : importParts(row, item.content, `${where}.content`);
+    return row;
+  }
+  if (kind === "function_call") {
+    const row = newRow(Role.ASSISTANT, skeleton);
+    row.message.toolCalls.push(
+      create(ToolCallSchema, {
+        id: expectString(item.call_id, `${where}.call_id`),
+        name: expectString(item.name, `${where}.name`),
+        arguments: expectString(item.arguments, `${where}.arguments`),
+      }),
+    );
+    delete skeleton.call_id;
+    delete skeleton.name;
+    delete skeleton.arguments;
+    return row;
+  }
+  if (kind === "function_call_output") {
+    const row = newRow(Role.TOOL, skeleton);
+    row.message.toolCallId = expectString(item.call_id, `${where}.call_id`);
+    delete skeleton.call_id;
+    skeleton.output = typeof item.output === "string" ? row.add(item.output) : importParts(row, item.output, `${where}.output`);
+    return row;
+  }
+  if (kind === "reasoning") {
+    const row = newRow(Role.ASSISTANT, skeleton);
+    for (const [key, partType] of [
+      ["summary", "summary_text"],
+      ["content", "reasoning_text"],
+    ] as const) {
+      const value = item[key];
+      if (value === undefined || value === null) continue;
+      skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
+        const part = expectObject(rawPart, `${where}.${key}[${k}]`);
+        if (part.type !== partType) throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
+        return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
+      });
+    }
+    if (typeof item.encrypted_content === "string") skeleton.encrypted_content = row.add(item.encrypted_content, "reasoning");
+    return row;
+  }
+  throw new ConversionError(`${where}.type: unsupported item type '${shown(kind)}'`);
+}
+
+function importParts(row: Row, content: JsonValue | undefined, where: string): JsonObject[] {
+  const parts = expectArray(content, where).map((p, k) => expectObject(p, `${where}[${k}]`));
+  const role = row.message.role;
+  const attach = role === Role.TOOL || (role === Role.USER && isCarrier(partTexts(parts, TEXT_PARTS)));
+  return parts.map((part, k) => {
+    const here = `${where}[${k}]`;
+    const skeleton = copy(part);
+    if (typeof part.type === "string" && TEXT_PARTS.includes(part.type)) skeleton.text = row.add(expectString(part.text, `${here}.text`));
+    else if (part.type === "refusal" && role === Role.ASSISTANT) skeleton.refusal = row.add(expectString(part.refusal, `${here}.refusal`));
+    else if (part.type === "input_image" && (role === Role.USER || role === Role.TOOL)) {
+      const url = expectString(part.image_url, `${here}.image_url`);
+      delete skeleton.image_url;
+      if (attach) row.message.attachments.push(attachmentFromUrl(url, here));
+      else row.add(marker(url, here));
+    } else throw new ConversionError(`${here}: unsupported content part type '${shown(part.type)}' here`);
+    return skeleton;
+  });
+}
+
+function defaultSkeleton(row: FlatRow): JsonObject {
+  const items = defaultItems(row);
+  return items.length === 1 ? (items[0] as JsonObject) : { items };
+}
+
+function defaultItems(row: FlatRow): JsonObject[] {
+  const message = row.message;
+  const n = codePoints(message.content);
+  const image = (): JsonObject => ({ type: "input_image", detail: "auto" });
+  if (message.role === Role.TOOL) {
+    const output: JsonValue =
+      message.attachments.length > 0 ? [...(n > 0 ? [{ type: "input_text", text: n }] : []), ...message.attachments.map(image)] : n;
+    return [{ type: "function_call_output", output }];
+  }
+  const roleName = ROLE_NAMES[message.role];
+  if (roleName === undefined) throw new ConversionError(`role ${message.role} has no Responses role`);
+  const item: JsonObject = { role: roleName, content: n };
+  if (message.role === Role.USER) {
+    if (message.attachments.length > 0 && isCarrier(message.content)) {
+      item.content = [{ type: "input_text", text: n }, ...message.attachments.map(image)];
+    } else if (!markerTextRow(message)) {
+      const pieces = splitMarkers(message.content);
+      if (pieces.some((p) => p.marker !== undefined)) {
+        item.content = pieces.map((p) => (p.marker !== undefined ? image() : { type: "input_text", text: codePoints(p.text ?? "") }));
+      }
+    }
+  }
+  if (message.role === Role.ASSISTANT && message.toolCalls.length > 0) {
+    const calls = message.toolCalls.map(() => ({ type: "function_call" }));
+    return n > 0 ? [item, ...calls] : calls;
+  }
+  return [item];
+}
+
+/**
+ * Converts a History (either shape) to Responses input items: plain JSON objects, typed as `Item`
+ * when asked (`toOpenAIResponses<ResponseInputItem>(history)` with the openai SDK).
+ */
+export function toOpenAIResponses(history: History): JsonObject[];
+export function toOpenAIResponses<Item extends object>(history: History): Item[];
+export function toOpenAIResponses<Item extends object>(history: History): Item[] {
+  const out: JsonObject[] = [];
+  flatRows(history, FORMAT).forEach((row, i) => {
+    const where = `rows[${i}]`;
+    const streams = new Streams(row, where);
+    for (const item of row.skeleton !== undefined ? [row.skeleton] : defaultItems(row)) out.push(exportItem(row.message, streams, item, where));
+    streams.done();
+  });
+  return out as Item[]; // plain JSON objects; `Item` is the caller's name for them
+}
+
+function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject, where: string): JsonObject {
+  const out = copy(skeleton);
+  const kind = skeleton.type ?? "message";
+  if (kind === "message") {
+    if (ROLES[shown(skeleton.role)] !== message.role) throw new ConversionError(`${where}: passthrough role does not match the row`);
+    const content = skeleton.content;
+    out.content = Array.isArray(content)
+      ? content.map((p) => exportPart(message, streams, expectObject(p, where), where))
+      : streams.text.take(content, `${where}.content`);
+  } else if (kind === "function_call") {
+    const call = streams.call();
+    if (call === undefined || message.role !== Role.ASSISTANT) throw new ConversionError(`${where}: passthrough function_call without its tool call`);
+    Object.assign(out, { call_id: call.id, name: call.name, arguments: call.arguments });
+  } else if (kind === "function_call_output") {
+    if (message.role !== Role.TOOL) throw new ConversionError(`${where}: passthrough function_call_output on a non-tool row`);
+    out.call_id = message.toolCallId;
+    const output = skeleton.output;
+    out.output = Array.isArray(output)
+      ? output.map((p) => exportPart(message, streams, expectObject(p, where), where))
+      : streams.text.take(output, `${where}.output`);
+  } else if (kind === "reasoning") {
+    for (const key of ["summary", "content"]) {
+      const parts = skeleton[key];
+      if (Array.isArray(parts)) {
+        out[key] = parts.map((p) => {
+          const part = expectObject(p, where);
+          return { ...part, text: streams.reasoning.take(part.text, where) };
+        });
+      }
+    }
+    if (skeleton.encrypted_content !== undefined && skeleton.encrypted_content !== null) {
+      out.encrypted_content = streams.reasoning.take(skeleton.encrypted_content, where);
+    }
+  } else {
+    throw new ConversionError(`${where}: passthrough item type '${shown(kind)}' is not Responses`);
+  }
+  return out;
+}
+
+function exportPart(message: ChatMessage, streams: Streams, part: JsonObject, where: string): JsonObject {
+  const out = copy(part);
+  if (typeof part.type === "string" && TEXT_PARTS.includes(part.type)) out.text = streams.text.take(part.text, `${where}.text`);
+  else if (part.type === "refusal") out.refusal = streams.text.take(part.refusal, `${where}.refusal`);
+  else if (part.type === "input_image") {
+    out.image_url = imagesAreAttachments(message) ? attachmentUrl(streams.attachment(where), where) : streams.text.markerUrl(where);
+  } else throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Responses`);
+  return out;
+}
