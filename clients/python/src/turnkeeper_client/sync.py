@@ -19,9 +19,11 @@ from ._options import (
     Metadata,
     MetadataTuple,
     Timeout,
+    Transport,
     channel_options,
     resolve_timeout,
     target,
+    transport_of,
     with_token,
 )
 from ._watch import (
@@ -59,6 +61,8 @@ class TurnkeeperClient:
         self._timeout = timeout
         self._metadata = tuple(metadata)
         self._wait_for_ready = wait_for_ready
+        # Known when connect() opened the channel; a channel passed in could be anything.
+        self._transport: Transport | None = None
 
     @classmethod
     def connect(
@@ -85,12 +89,14 @@ class TurnkeeperClient:
             if credentials is not None
             else grpc.insecure_channel(where, options=opts)
         )
-        return cls(
+        client = cls(
             channel,
             timeout=timeout,
             metadata=with_token(metadata, token),
             wait_for_ready=wait_for_ready,
         )
+        client._transport = transport_of(credentials)
+        return client
 
     @property
     def channel(self) -> grpc.Channel:
@@ -125,7 +131,7 @@ class TurnkeeperClient:
                 wait_for_ready=self._wait_for_ready,
             )
         except grpc.RpcError as error:
-            raise decode_rpc_error(error) from error
+            raise decode_rpc_error(error, self._transport) from error
 
     def estimate_tokens(
         self,
