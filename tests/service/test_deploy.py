@@ -23,7 +23,9 @@ import grpc
 import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from turnkeeper.server.config import parse_config
 from turnkeeper.server.edge.auth import TokenFileError, load_tokens
+from turnkeeper.server.edge.server import server_options
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / ".venv" / "bin" / "turnkeeper-server"
@@ -166,3 +168,20 @@ def test_the_manifests_placeholder_tokens_are_refused_at_startup(tmp_path: Path)
         with pytest.raises(TokenFileError, match=r"not a random string|bits of entropy"):
             load_tokens(str(path))
         assert "REPLACE-ME" in text, where
+
+
+def test_the_fleet_ages_connections_so_an_l4_service_rebalances_them() -> None:
+    (deployment,) = [
+        document
+        for document in yaml.safe_load_all((REPO / "deploy/kubernetes/fleet.yaml").read_text())
+        if document
+        and document.get("kind") == "Deployment"
+        and document["metadata"]["name"] == "turnkeeper"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    config = parse_config([], env)
+    assert config.max_connection_age_seconds > 0
+    # The age outlasts the drain it grants, so a reconnect never overlaps the previous one's.
+    assert config.max_connection_age_seconds > 10 * config.grace_seconds
+    assert ("grpc.max_connection_age_ms", 300_000) in server_options(config)
