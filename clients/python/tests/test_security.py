@@ -104,6 +104,17 @@ def test_a_plaintext_client_on_a_tls_port_is_told_to_connect_with_tls(secure: Se
     assert "credentials=tls_credentials(" in caught.value.hint
 
 
+def test_a_tls_client_on_a_plaintext_port_is_told_so(secure: Secure) -> None:
+    with (
+        TurnkeeperClient.connect(
+            os.environ["TURNKEEPER_ADDRESS"], credentials=tls_credentials(ca=secure.ca), timeout=5
+        ) as client,
+        pytest.raises(TurnkeeperError) as caught,
+    ):
+        client.estimate_tokens(estimate())
+    assert "does not speak TLS" in caught.value.hint
+
+
 async def test_asyncio_client_with_mtls_and_a_token(secure: Secure) -> None:
     credentials = tls_credentials(
         ca=secure.ca, client_cert=secure.client_cert, client_key=secure.client_key

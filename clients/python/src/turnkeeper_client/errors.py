@@ -99,7 +99,7 @@ class TurnkeeperError(ClientError):
             text += f" ({self.reason})"
         text += f": {self.message}"
         if self.hint:
-            text += f" (likely: {self.hint}; {_SERVER_LOG})"
+            text += f" (likely: {self.hint})"
         if self.request_id:
             text += f" [request_id {self.request_id}]"
         return text
@@ -141,6 +141,26 @@ def _unpack(any_msg: object, message: _message.Message) -> bool:
     return bool(unpack is not None and unpack(message))
 
 
+def connection_hint(code: grpc.StatusCode, message: str, transport: Transport | None) -> str:
+    """What to check when the connection failed, from grpc's message and how the client
+    connected; empty for any other error."""
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return ""
+    if message.endswith(_CLOSED):
+        return f"{CLOSED_CONNECTION_HINTS[transport]}; {_SERVER_LOG}"
+    if "WRONG_VERSION_NUMBER" in message:
+        return (
+            "the port does not speak TLS (a sidecar without --tls-cert): connect without "
+            "credentials"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in message:
+        return (
+            "this client does not trust the server's certificate: tls_credentials(ca=...) must "
+            "name the CA that signed it, for the address dialled"
+        )
+    return ""
+
+
 def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -> TurnkeeperError:
     """Decodes the status code, message and rich details of a failed call.
 
@@ -148,9 +168,8 @@ def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -
     UNAVAILABLE "Socket closed".
     """
     code, message = _code_and_message(error)
-    request_id = hint = ""
-    if code == grpc.StatusCode.UNAVAILABLE and message.endswith(_CLOSED):
-        hint = CLOSED_CONNECTION_HINTS[transport]
+    request_id = ""
+    hint = connection_hint(code, message, transport)
     reason = domain = ""
     metadata: dict[str, str] = {}
     violations: list[FieldViolation] = []
