@@ -268,7 +268,7 @@ def test_off_loopback_with_token_auth_the_page_asks_for_a_token_that_may_subscri
     watcher, runtime = "w" * 32, "r" * 32
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(
-        f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\n'
+        f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\nread_all_runtimes = true\n'
         f'[[tokens]]\ntoken = "{runtime}"\nruntime_id = "rt-1"\ntrim_events = false\n'
     )
     port = http.rpartition(":")[2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -189,7 +190,7 @@ async def test_a_token_cannot_act_as_another_runtime(
             )
 
     assert (await trim(credentials.token, credentials.runtime_id)).outcome.trimmed
-    assert (await trim(credentials.token, "")).outcome.trimmed  # claims no runtime
+    assert (await trim(credentials.token, "")).outcome.trimmed  # filled with its own runtime
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await trim(credentials.token, "someone-else")
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -222,6 +223,140 @@ async def test_operators_limit_which_tokens_may_subscribe_to_trim_events(
         )
         assert (await allowed.read()).WhichOneof("item") == "heartbeat"
         allowed.cancel()
+
+
+SCOPED_TOKENS = {
+    "a": ("runtime-a-token-0123456789", "runtime-a", ""),
+    "b": ("runtime-b-token-0123456789", "runtime-b", ""),
+    "fleet": ("fleet-reader-token-012345", "dashboards", "read_all_runtimes = true\n"),
+    "operator": ("operator-token-0123456789", "*", "read_all_runtimes = true\n"),
+}
+
+
+@pytest.fixture
+async def scoped(tmp_path: Path, running: list[Sidecar]) -> Sidecar:
+    """A sidecar whose tokens are bound to runtime-a, runtime-b, a fleet reader and an operator."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(
+        "".join(
+            f'[[tokens]]\ntoken = "{token}"\nruntime_id = "{runtime}"\n{extra}'
+            for token, runtime, extra in SCOPED_TOKENS.values()
+        )
+    )
+    sidecar = await started(ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path)))
+    running.append(sidecar)
+    return sidecar
+
+
+def bearer(who: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {SCOPED_TOKENS[who][0]}"),)
+
+
+async def subscribe(
+    stub: history_service_pb2_grpc.HistoryServiceStub, who: str, **request: Any
+) -> Any:
+    """An open TrimEvents stream, past its opening heartbeat."""
+    call = stub.TrimEvents(svc.TrimEventsRequest(**request), metadata=bearer(who))
+    assert (await call.read()).WhichOneof("item") == "heartbeat"
+    return call
+
+
+async def trimmed_turns(call: Any, n: int) -> list[tuple[str, str]]:
+    """(runtime_id, session_id) of the next `n` events of a stream (heartbeats skipped)."""
+    seen: list[tuple[str, str]] = []
+    while len(seen) < n:
+        item = await asyncio.wait_for(call.read(), 5)
+        if item.WhichOneof("item") == "event":
+            caller = item.event.trimmed.caller
+            seen.append((caller.runtime_id, caller.session_id))
+    return seen
+
+
+async def test_a_runtime_token_reads_its_own_runtime_only(scoped: Sidecar) -> None:
+    """Issue 17 (1): runtime A's token asking for B's events is PERMISSION_DENIED; without a
+    runtime filter it gets A's events alone; the fleet reader and the operator see all."""
+    async with grpc.aio.insecure_channel(scoped.tcp_addresses[0]) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        for asked in (["runtime-b"], ["runtime-a", "runtime-b"]):
+            call = stub.TrimEvents(svc.TrimEventsRequest(runtime_ids=asked), metadata=bearer("a"))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+            assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert error_reason(caught.value) == "ERROR_REASON_PERMISSION_DENIED"
+            assert "'runtime-b'" in (caught.value.details() or "")
+        own = await subscribe(stub, "a")
+        named = await subscribe(stub, "a", runtime_ids=["runtime-a"])
+        b_sessions = await subscribe(stub, "a", session_ids=["b-session-1"])
+        fleet = await subscribe(stub, "fleet")
+        operator = await subscribe(stub, "operator")
+        for runtime, session in (("runtime-b", "b-session-1"), ("runtime-a", "a-session-1")):
+            request = trim_request(runtime)
+            request.caller.session_id = session
+            await stub.TrimHistory(request, metadata=bearer("operator"), timeout=5)
+        both = [("runtime-b", "b-session-1"), ("runtime-a", "a-session-1")]
+        assert await trimmed_turns(own, 1) == [("runtime-a", "a-session-1")]
+        assert await trimmed_turns(named, 1) == [("runtime-a", "a-session-1")]
+        assert await trimmed_turns(fleet, 2) == both
+        assert await trimmed_turns(operator, 2) == both
+        # The session filter narrows the token's scope, never widens it: B's session is not A's.
+        marker = trim_request("runtime-a")
+        marker.caller.session_id = "b-session-1"
+        await stub.TrimHistory(marker, metadata=bearer("a"), timeout=5)
+        assert await trimmed_turns(b_sessions, 1) == [("runtime-a", "b-session-1")]
+        for call in (own, named, b_sessions, fleet, operator):
+            call.cancel()
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+async def test_an_empty_runtime_id_is_filled_with_the_tokens_runtime(
+    tmp_path: Path, running: list[Sidecar], engine: str
+) -> None:
+    """Issue 17 (2): A's token with `caller{runtime_id: "", session_id: "b-session-1"}`
+    publishes as runtime-a; B's session watcher (B's token) does not see it."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(
+        "".join(
+            f'[[tokens]]\ntoken = "{token}"\nruntime_id = "{runtime}"\n{extra}'
+            for token, runtime, extra in SCOPED_TOKENS.values()
+        )
+    )
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path), engine=engine)
+    )
+    running.append(sidecar)
+    async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        b_watch = await subscribe(stub, "b", session_ids=["b-session-1"])
+        fleet = await subscribe(stub, "fleet", session_ids=["b-session-1"])
+        meters = await subscribe(stub, "fleet", include_meter_updates=True)
+        sneaky = trim_request("")
+        sneaky.caller.session_id = "b-session-1"
+        sneaky.caller.agent_id = "agent-7"
+        response = await stub.TrimHistory(sneaky, metadata=bearer("a"), timeout=5)
+        assert response.outcome.trimmed
+        item = await asyncio.wait_for(fleet.read(), 5)
+        caller = item.event.trimmed.caller
+        # Filled, and nothing else of the caller lost.
+        assert (caller.runtime_id, caller.session_id, caller.agent_id) == (
+            "runtime-a",
+            "b-session-1",
+            "agent-7",
+        )
+        # A request with no CallerContext at all gets one naming the token's runtime.
+        bare = svc.PrepareModelCallRequest(history=history())
+        await stub.PrepareModelCall(bare, metadata=bearer("a"), timeout=5)
+        while (update := await asyncio.wait_for(meters.read(), 5)).WhichOneof("item") != (
+            "meter_update"
+        ):
+            pass
+        assert update.meter_update.caller.runtime_id == "runtime-a"
+        # B's own event in its session reaches B's watcher first: A's never did.
+        own = trim_request("runtime-b")
+        own.caller.session_id = "b-session-1"
+        await stub.TrimHistory(own, metadata=bearer("b"), timeout=5)
+        assert await trimmed_turns(b_watch, 1) == [("runtime-b", "b-session-1")]
+        for call in (b_watch, fleet, meters):
+            call.cancel()
 
 
 async def list_services(target: str) -> list[str]:
@@ -284,6 +419,8 @@ async def test_the_warning_is_logged_at_startup(
             "the same token is listed twice",
         ),
         ("[[tokens]\n", "token file"),
+        # The fleet-wide reader is an explicit grant, even for an operator token.
+        ('[[tokens]]\ntoken = "0123456789abcdef"\nruntime_id = "*"\n', "read_all_runtimes = true"),
     ],
 )
 async def test_a_bad_token_file_is_a_startup_error(tmp_path: Path, text: str, message: str) -> None:

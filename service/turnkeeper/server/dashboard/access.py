@@ -4,7 +4,9 @@ On a loopback ops address, or without token auth (`--auth-tokens`), anyone who r
 may. Otherwise the page asks for a token of the token file that may subscribe to TrimEvents (the
 same rule as the gRPC TrimEvents call) and trades it for a browser session: an opaque,
 HttpOnly, SameSite=Strict cookie, because EventSource cannot send an Authorization header.
-The token itself is never stored in the browser or echoed back.
+The token itself is never stored in the browser or echoed back. A session sees what its token
+may read over gRPC: a token bound to a runtime, that runtime's trims and meters only; a
+`read_all_runtimes` token, every runtime's.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from aiohttp import web
 
 from turnkeeper.server.auth import TokenGrant, grant_for
 
+# What a browser session may read: one runtime's events, or every runtime's (None).
+Scope = str | None
+
 COOKIE = "turnkeeper_dashboard"
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 1000  # the oldest browser session is forgotten first
@@ -27,28 +32,32 @@ class DashboardAccess:
 
     def __init__(self, grants: dict[bytes, TokenGrant] | None) -> None:
         self._grants = grants
-        self._sessions: OrderedDict[str, float] = OrderedDict()  # id -> expiry (monotonic)
+        # id -> (expiry (monotonic), the token's read scope)
+        self._sessions: OrderedDict[str, tuple[float, Scope]] = OrderedDict()
 
     @property
     def login_required(self) -> bool:
         return self._grants is not None
 
-    def signed_in(self, request: web.Request) -> bool:
+    def session(self, request: web.Request) -> tuple[bool, Scope]:
+        """(signed in, what it may read); without login everything is readable."""
         if self._grants is None:
-            return True
+            return True, None
         session = request.cookies.get(COOKIE, "")
-        expiry = self._sessions.get(session)
-        if expiry is None:
-            return False
+        opened = self._sessions.get(session)
+        if opened is None:
+            return False, None
+        expiry, scope = opened
         if expiry < time.monotonic():
             del self._sessions[session]
-            return False
-        return True
+            return False, None
+        return True, scope
 
     async def status(self, request: web.Request) -> web.Response:
-        """GET: whether the page must sign in first."""
+        """GET: whether the page must sign in first, and which runtime it sees (null: all)."""
+        signed_in, scope = self.session(request)
         return web.json_response(
-            {"loginRequired": self.login_required, "signedIn": self.signed_in(request)}
+            {"loginRequired": self.login_required, "signedIn": signed_in, "runtime": scope}
         )
 
     async def sign_in(self, request: web.Request) -> web.Response:
@@ -64,7 +73,7 @@ class DashboardAccess:
                 {"error": "this token may not subscribe to TrimEvents"}, status=403
             )
         session = secrets.token_urlsafe(32)
-        self._sessions[session] = time.monotonic() + SESSION_SECONDS
+        self._sessions[session] = (time.monotonic() + SESSION_SECONDS, grant.events_runtime)
         while len(self._sessions) > MAX_SESSIONS:
             self._sessions.popitem(last=False)
         response = web.Response(status=204)
@@ -79,7 +88,10 @@ class DashboardAccess:
         )
         return response
 
-    def check(self, request: web.Request) -> None:
-        """Raises 401 for a stream request without a browser session when one is required."""
-        if not self.signed_in(request):
+    def check(self, request: web.Request) -> Scope:
+        """The scope of the request's session; raises 401 for a stream request without a
+        browser session when one is required."""
+        signed_in, scope = self.session(request)
+        if not signed_in:
             raise web.HTTPUnauthorized(text="sign in with a token first (POST /dashboard/session)")
+        return scope

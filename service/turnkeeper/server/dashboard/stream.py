@@ -64,13 +64,17 @@ def resume_cursor(request: web.Request) -> str:
 
 
 async def _items(
-    feed: EventFeed, after: str
+    feed: EventFeed, after: str, runtime: str | None = None
 ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
-    """The feed from `after`; an unreadable cursor is reported as a gap of unknown size (what was
-    missed is unknown, as after a restart) followed by a live tail. Ends when the feed closes."""
+    """The feed from `after` (one runtime's items, or every runtime's for None); an unreadable
+    cursor is reported as a gap of unknown size (what was missed is unknown, as after a restart)
+    followed by a live tail. Ends when the feed closes."""
     interval = duration_pb2.Duration(seconds=HEARTBEAT_SECONDS)
     request = history_service_pb2.TrimEventsRequest(
-        after_cursor=after, heartbeat_interval=interval, include_meter_updates=True
+        after_cursor=after,
+        heartbeat_interval=interval,
+        include_meter_updates=True,
+        runtime_ids=[runtime] if runtime is not None else [],
     )
     stream = feed.subscribe(request)
     try:
@@ -97,9 +101,12 @@ async def _items(
             await close()
 
 
-async def stream_feed(request: web.Request, feed: EventFeed) -> web.StreamResponse:
-    """GET handler body: streams until the feed closes (shutdown) or the browser goes away."""
-    async with contextlib.aclosing(_items(feed, resume_cursor(request))) as items:
+async def stream_feed(
+    request: web.Request, feed: EventFeed, runtime: str | None = None
+) -> web.StreamResponse:
+    """GET handler body: streams until the feed closes (shutdown) or the browser goes away;
+    `runtime` limits it to one runtime's items (the session's token scope)."""
+    async with contextlib.aclosing(_items(feed, resume_cursor(request), runtime)) as items:
         try:
             first = await anext(items)
         except StopAsyncIteration:  # the feed closed between subscribing and the first item
