@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 from aiohttp import web
 
-from turnkeeper.server.auth import TokenGrant, grant_for
+from turnkeeper.server.edge.auth import TokenGrant, grant_for
 
 # What a browser session may read: one runtime's events, or every runtime's (None).
 Scope = str | None

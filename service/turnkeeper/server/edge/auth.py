@@ -36,9 +36,9 @@ from pydantic import (
     model_validator,
 )
 
-from turnkeeper.server.caller import CALLER_FIELDS, caller_of
-from turnkeeper.server.errors import RequestError
-from turnkeeper.server.wire import encode_varint
+from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api.wire import encode_varint
 from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
 
 Req = TypeVar("Req")
