@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
+import aiohttp
 import grpc
 import pytest
+import trustme
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -17,6 +23,9 @@ from grpc_status import rpc_status
 from turnkeeper.server.api.caller import caller_from_wire
 from turnkeeper.server.app import Sidecar, StartupError, exposure_warnings
 from turnkeeper.server.config import ServerConfig, parse_config
+from turnkeeper.server.edge.auth import load_tokens
+from turnkeeper.server.ops.dashboard.access import COOKIE, DashboardAccess
+from turnkeeper.server.ops.http import ops_exposure_warnings
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -472,3 +481,127 @@ def test_the_caller_is_read_from_raw_request_bytes_as_protobuf_would() -> None:
     assert svc.TrimHistoryRequest.FromString(data).caller == caller_from_wire(data, number)
     with pytest.raises(ValueError):
         caller_from_wire(b"\x0a\xff", number)
+
+
+async def ops_get(
+    address: str, path: str, ca: Path | None, headers: dict[str, str] | None = None
+) -> int:
+    """The status of GET <path> on the ops port, over HTTPS trusting `ca`, or plain HTTP."""
+    scheme = "https" if ca else "http"
+    context = ssl.create_default_context(cafile=str(ca)) if ca else None
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{scheme}://{address}{path}", ssl=context or False, headers=headers) as r,
+    ):
+        return r.status
+
+
+async def test_the_ops_port_has_tls_when_grpc_has_it(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    """Issue 17 (3): the same certificate, re-read when it rotates; plain HTTP is refused."""
+    sidecar = await started(tls_config(credentials, http="127.0.0.1:0"))
+    running.append(sidecar)
+    address = sidecar.http_address
+    assert address is not None
+    assert await ops_get(address, "/healthz", credentials.ca) == 200
+    with pytest.raises(aiohttp.ClientError):
+        await ops_get(address, "/healthz", None)
+    rotated = credentials.rotate_server_pair()
+    assert await ops_get(address, "/metrics", rotated) == 200
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        await ops_get(address, "/metrics", credentials.ca)
+    plain = await started(tls_config(credentials, http="127.0.0.1:0", http_plaintext=True))
+    running.append(plain)
+    assert plain.http_address is not None
+    assert await ops_get(plain.http_address, "/healthz", None) == 200
+
+
+async def test_the_ops_port_can_have_its_own_certificate(
+    running: list[Sidecar], tmp_path: Path
+) -> None:
+    ca = trustme.CA()
+    cert, key, ca_file = tmp_path / "ops.pem", tmp_path / "ops.key", tmp_path / "ops-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    issued = ca.issue_cert("127.0.0.1")
+    issued.private_key_pem.write_to_path(str(key))
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    config = ServerConfig(
+        listen=("127.0.0.1:0",), http="127.0.0.1:0", http_tls_cert=str(cert), http_tls_key=str(key)
+    )
+    sidecar = await started(config)  # the gRPC port itself without TLS
+    running.append(sidecar)
+    assert sidecar.http_address is not None
+    assert await ops_get(sidecar.http_address, "/readyz", ca_file) == 200
+
+
+async def test_metrics_can_require_a_token_while_probes_stay_open(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(
+        tls_config(
+            credentials,
+            http="127.0.0.1:0",
+            auth_tokens=str(credentials.tokens),
+            metrics_auth=True,
+        )
+    )
+    running.append(sidecar)
+    address, ca = sidecar.http_address, credentials.ca
+    assert address is not None
+    assert await ops_get(address, "/metrics", ca) == 401
+    wrong = {"Authorization": "Bearer not-a-token-of-this-server"}
+    assert await ops_get(address, "/metrics", ca, wrong) == 401
+    good = {"Authorization": f"Bearer {credentials.events_denied_token}"}
+    assert await ops_get(address, "/metrics", ca, good) == 200
+    assert await ops_get(address, "/healthz", ca) == 200
+    assert await ops_get(address, "/readyz", ca) == 200
+    with pytest.raises(SystemExit):
+        parse_config(["--metrics-auth"], {})
+
+
+def test_an_open_ops_port_next_to_token_auth_is_warned_about(credentials: Credentials) -> None:
+    tokens = str(credentials.tokens)
+    open_port = ServerConfig(http="0.0.0.0:9464", auth_tokens=tokens)
+    warnings = ops_exposure_warnings(open_port)
+    assert len(warnings) == 2
+    assert "plain HTTP" in warnings[0] and "0.0.0.0:9464" in warnings[0]
+    assert "--metrics-auth" in warnings[1]
+    secured = tls_config(credentials, http="[::]:9464", auth_tokens=tokens, metrics_auth=True)
+    assert ops_exposure_warnings(secured) == []
+    assert ops_exposure_warnings(ServerConfig(http="127.0.0.1:9464", auth_tokens=tokens)) == []
+    assert ops_exposure_warnings(ServerConfig(http="0.0.0.0:9464")) == []  # no tokens to protect
+
+
+async def test_the_ops_warning_is_logged_at_startup(
+    credentials: Credentials, running: list[Sidecar], caplog: pytest.LogCaptureFixture
+) -> None:
+    config = ServerConfig(
+        listen=("127.0.0.1:0",), http="0.0.0.0:0", auth_tokens=str(credentials.tokens)
+    )
+    with caplog.at_level(logging.WARNING, logger="turnkeeper.server"):
+        running.append(await started(config))
+    assert any("answers /metrics to anyone" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_dashboard_sign_in_never_takes_a_token_in_clear_beyond_loopback(
+    credentials: Credentials,
+) -> None:
+    access = DashboardAccess(load_tokens(str(credentials.tokens)))
+    bearer = {"Authorization": f"Bearer {credentials.token}"}
+
+    def request(peer: str) -> web.Request:
+        transport = mock.Mock()
+        transport.get_extra_info.side_effect = lambda name, default=None: (
+            (peer, 40000) if name == "peername" else default
+        )
+        return make_mocked_request(
+            "POST", "/dashboard/session", headers=bearer, transport=transport
+        )
+
+    refused = await access.sign_in(request("10.1.2.3"))
+    assert refused.status == 403
+    accepted = await access.sign_in(request("127.0.0.1"))
+    assert accepted.status == 204
+    cookie = accepted.cookies[COOKIE]
+    assert cookie["secure"] and cookie["httponly"] and cookie["samesite"] == "Strict"

@@ -300,11 +300,13 @@ async def test_with_token_auth_the_stream_needs_a_session_opened_with_a_trim_eve
     async with guarded.post("/dashboard/session", headers=bearer) as response:
         assert response.status == 204
         cookie = response.cookies[COOKIE]
-        assert cookie["httponly"] and cookie["samesite"] == "Strict"
+        assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["secure"]
         assert TOKENS["watcher"].token not in cookie.value
-    async with guarded.get("/dashboard/session") as response:
+    # What a browser sends back (aiohttp's client keeps Secure cookies for https only).
+    session = {"Cookie": f"{COOKIE}={cookie.value}"}
+    async with guarded.get("/dashboard/session", headers=session) as response:
         assert await response.json() == {"loginRequired": True, "signedIn": True, "runtime": None}
-    async with guarded.get("/dashboard/events") as response:
+    async with guarded.get("/dashboard/events", headers=session) as response:
         assert response.status == 200
         (opening,) = await read_messages(response, 1)
         assert opening.event == "heartbeat"
@@ -323,13 +325,13 @@ async def test_a_session_sees_only_what_its_token_may_read(
 
     streams = {}
     for name in ("reader", "watcher"):
-        guarded.session.cookie_jar.clear()
         bearer = {"Authorization": f"Bearer {TOKENS[name].token}"}
         async with guarded.post("/dashboard/session", headers=bearer) as response:
             assert response.status == 204
-        async with guarded.get("/dashboard/session") as response:
+            session = {"Cookie": f"{COOKIE}={response.cookies[COOKIE].value}"}
+        async with guarded.get("/dashboard/session", headers=session) as response:
             assert (await response.json())["runtime"] == ("rt-2" if name == "reader" else None)
-        response = await guarded.get("/dashboard/events")
+        response = await guarded.get("/dashboard/events", headers=session)
         assert (await read_messages(response, 1))[0].event == "heartbeat"
         streams[name] = response
     try:

@@ -30,7 +30,7 @@ from turnkeeper.server.edge.tls import CertificateError, server_credentials
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed
 from turnkeeper.server.events.feed import EventFeed, FeedStatus
-from turnkeeper.server.ops.http import OpsContext, OpsRoutes, OpsServer, create_ops_app
+from turnkeeper.server.ops.http import OpsContext, OpsRoutes, OpsServer, ops_server_for
 from turnkeeper.server.telemetry import tracing
 from turnkeeper.server.telemetry.metrics import ENGINE, MeteredFeed, observe_feed_status
 from turnkeeper.server.version import server_version
@@ -399,12 +399,14 @@ class Sidecar:
         await server.start()
         ENGINE.info({"engine": engine.name})
         if config.http is not None:
-            self._ops = OpsServer(
-                create_ops_app(
+            try:
+                self._ops = ops_server_for(
+                    config,
                     OpsContext(health=self._health, feed=feed, ready_service=SERVICE_NAME),
                     self._ops_routes,
                 )
-            )
+            except (CertificateError, TokenFileError) as error:
+                raise StartupError(str(error)) from None
             try:
                 self.http_address = await self._ops.start(config.http)
             except OSError as error:

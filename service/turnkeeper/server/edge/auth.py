@@ -121,6 +121,12 @@ def grant_for(grants: dict[bytes, TokenGrant], token: str) -> TokenGrant | None:
     return grants.get(_digest(token))
 
 
+def grant_of_header(grants: dict[bytes, TokenGrant], authorization: str) -> TokenGrant | None:
+    """The grant of an HTTP `Authorization: Bearer <token>` header, or None."""
+    scheme, _, token = authorization.partition(" ")
+    return grant_for(grants, token.strip()) if scheme.lower() == "bearer" else None
+
+
 def _bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
     for key, value in metadata or ():
         if key == "authorization" and isinstance(value, str):

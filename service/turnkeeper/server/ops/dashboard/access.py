@@ -3,7 +3,8 @@
 On a loopback ops address, or without token auth (`--auth-tokens`), anyone who reaches the port
 may. Otherwise the page asks for a token of the token file that may subscribe to TrimEvents (the
 same rule as the gRPC TrimEvents call) and trades it for a browser session: an opaque,
-HttpOnly, SameSite=Strict cookie, because EventSource cannot send an Authorization header.
+Secure, HttpOnly, SameSite=Strict cookie, because EventSource cannot send an Authorization header.
+The token is taken over HTTPS only, or from a loopback peer.
 The token itself is never stored in the browser or echoed back. A session sees what its token
 may read over gRPC: a token bound to a runtime, that runtime's trims and meters only; a
 `read_all_runtimes` token, every runtime's.
@@ -11,13 +12,14 @@ may read over gRPC: a token bound to a runtime, that runtime's trims and meters 
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import time
 from collections import OrderedDict
 
 from aiohttp import web
 
-from turnkeeper.server.edge.auth import TokenGrant, grant_for
+from turnkeeper.server.edge.auth import TokenGrant, grant_of_header
 
 # What a browser session may read: one runtime's events, or every runtime's (None).
 Scope = str | None
@@ -25,6 +27,13 @@ Scope = str | None
 COOKIE = "turnkeeper_dashboard"
 SESSION_SECONDS = 12 * 3600
 MAX_SESSIONS = 1000  # the oldest browser session is forgotten first
+
+
+def is_loopback_peer(request: web.Request) -> bool:
+    try:
+        return ipaddress.ip_address(request.remote or "").is_loopback
+    except ValueError:
+        return False
 
 
 class DashboardAccess:
@@ -64,8 +73,13 @@ class DashboardAccess:
         """POST with `Authorization: Bearer <token>`: opens a browser session for the token."""
         if self._grants is None:
             return web.Response(status=204)
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        grant = grant_for(self._grants, token.strip()) if scheme.lower() == "bearer" else None
+        if not request.secure and not is_loopback_peer(request):
+            # The bearer token would cross the network in clear.
+            return web.json_response(
+                {"error": "sign in over HTTPS: the ops port has no TLS (see --http-tls-cert)"},
+                status=403,
+            )
+        grant = grant_of_header(self._grants, request.headers.get("Authorization", ""))
         if grant is None:
             return web.json_response({"error": "unknown token"}, status=401)
         if not grant.trim_events:
@@ -84,7 +98,8 @@ class DashboardAccess:
             path="/",
             httponly=True,
             samesite="Strict",
-            secure=request.secure,
+            # Browsers treat http://localhost and 127.0.0.1 as secure origins: loopback works too.
+            secure=True,
         )
         return response
 
