@@ -26,6 +26,7 @@ from turnkeeper.server.config import ServerConfig, is_loopback
 from turnkeeper.server.edge.access_log import AccessLogInterceptor
 from turnkeeper.server.edge.admission import Admission, AdmissionInterceptor, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenAuthInterceptor, TokenFileError, load_tokens
+from turnkeeper.server.edge.connection_guard import ConnectionGuard
 from turnkeeper.server.edge.tls import CertificateError, server_credentials
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed
@@ -206,8 +207,10 @@ def _server_options(config: ServerConfig) -> list[tuple[str, int]]:
         # noticed and its streams end.
         ("grpc.keepalive_time_ms", int(config.keepalive_seconds * 1000)),
         ("grpc.keepalive_timeout_ms", int(config.keepalive_timeout_seconds * 1000)),
-        # A connection that never completes the HTTP/2 handshake is closed after this.
+        # A connection that never completes the HTTP/2 handshake is closed after this; one that
+        # sent its preface and SETTINGS but never acknowledges ours, too.
         ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout_seconds * 1000)),
+        ("grpc.http2.settings_timeout", int(config.handshake_timeout_seconds * 1000)),
     ]
     if config.max_connections:
         options.append(("grpc.max_allowed_incoming_connections", config.max_connections))
@@ -291,6 +294,7 @@ class Sidecar:
         self.http_address: str | None = None
         self._ops_routes = tuple(ops_routes)
         self._ops: OpsServer | None = None
+        self._guard: ConnectionGuard | None = None
         self._locks: list[_UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
@@ -397,6 +401,16 @@ class Sidecar:
             self.unix_paths.append(lock.path)
 
         await server.start()
+        # Unused connections cannot hold every slot (edge/connection_guard.py).
+        self._guard = ConnectionGuard(
+            {
+                int(address.rpartition(":")[2]): credentials is not None
+                for address in self.tcp_addresses
+            },
+            config.max_connections,
+            config.max_connections_per_peer,
+        )
+        self._guard.start()
         ENGINE.info({"engine": engine.name})
         if config.http is not None:
             try:
@@ -494,6 +508,9 @@ class Sidecar:
                 self._own_provider = None
 
     async def _teardown_serving(self, grace: float) -> None:
+        if self._guard is not None:
+            await self._guard.stop()
+            self._guard = None
         await self._health.enter_graceful_shutdown()
         if self._poller is not None:
             self._poller.cancel()

@@ -282,6 +282,12 @@ class ServerConfig(BaseSettings):
         ge=0,
         description="open client connections; further ones are closed at once (0: no limit)",
     )
+    max_connections_per_peer: int = Field(
+        default=128,
+        ge=0,
+        description="unused connections (no call yet) one peer address (an IPv6 /64) may hold; "
+        "beyond it the most idle are closed (0: no limit)",
+    )
     max_connection_idle_seconds: float = Field(
         default=300.0,
         ge=0,
