@@ -38,7 +38,7 @@ from pydantic import (
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.api.wire import encode_varint
+from turnkeeper.server.api.wire import length_delimited
 from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
 
 Req = TypeVar("Req")
@@ -167,11 +167,6 @@ def _refusal(
     return grpc.stream_stream_rpc_method_handler(refuse_stream, None, serializer)
 
 
-def _tagged(number: int, payload: bytes) -> bytes:
-    """A length-delimited field occurrence; appended to a request, protobuf merges it in."""
-    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
-
-
 def _checking_caller(
     handler: grpc.RpcMethodHandler[Req, Resp], number: int, runtime_id: str
 ) -> grpc.RpcMethodHandler[Req, Resp]:
@@ -181,7 +176,9 @@ def _checking_caller(
         return handler
     # The sidecar's handlers are coroutines (grpc.aio) taking raw request bytes.
     inner = cast(Callable[..., Awaitable[Resp]], handler.unary_unary)
-    filled = _tagged(number, trim_pb2.CallerContext(runtime_id=runtime_id).SerializeToString())
+    filled = length_delimited(
+        number, trim_pb2.CallerContext(runtime_id=runtime_id).SerializeToString()
+    )
 
     async def checked(request: Any, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
         try:
@@ -220,7 +217,7 @@ def _scoped_subscription(
     if handler.unary_stream is None:
         return handler
     inner = cast(Callable[..., AsyncIterator[Resp]], handler.unary_stream)
-    own = _tagged(_RUNTIME_IDS.number, runtime_id.encode())
+    own = length_delimited(_RUNTIME_IDS.number, runtime_id.encode())
 
     async def scoped(request: Any, context: grpc.aio.ServicerContext[Req, Resp]) -> Any:
         try:
