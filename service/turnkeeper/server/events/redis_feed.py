@@ -57,8 +57,6 @@ from .common import (
 log = logging.getLogger(__name__)
 
 STREAM_KEY = "turnkeeper:events"
-COUNTER_KEY = "turnkeeper:events:n"
-EPOCH_KEY = "turnkeeper:events:epoch"
 
 # KEYS: stream, counter, epoch, epoch start. ARGV: maxlen, new epoch, the epoch and the highest `n`
 # the caller saw under it, the payload of the b"f" entry. When the counter is behind what the caller
