@@ -272,3 +272,45 @@ def test_kept_rows_are_the_request_bytes_unknown_fields_included() -> None:
     reply = answer(NATIVE, svc.SweepOrphansRequest, raw)[1]
     assert row in reply.body
     assert reply.body == answer(PYTHON, svc.SweepOrphansRequest, raw)[1].body
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])
+@pytest.mark.parametrize("rpc", ["sweep", "trim"])
+def test_unknown_fields_of_the_history_and_its_list_survive_a_rewrite(
+    conversation: bool, rpc: str
+) -> None:
+    """A history that is rewritten (rows swept or trimmed) keeps the unknown fields of the History
+    and of its message list, in both engines: nothing the caller sent is silently lost."""
+    chat = h.History(
+        chat=h.ChatHistory(
+            messages=[
+                h.ChatMessage(role=h.ROLE_SYSTEM, content="s"),
+                h.ChatMessage(role=h.ROLE_USER, content="u1"),
+                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id="orphan", content="r"),
+                h.ChatMessage(role=h.ROLE_USER, content="u2"),
+            ]
+        )
+    )
+    history = as_conversation(chat) if conversation else chat
+    list_unknown, history_unknown = b"\xfd\x07abcd", b"\xf8\x06\x07"
+    shape = 2 if conversation else 1
+    rows = getattr(history, "conversation" if conversation else "chat").SerializeToString()
+    rows += list_unknown
+    body = b"\x0a" if shape == 1 else b"\x12"
+    history_bytes = body + encode_varint(len(rows)) + rows + history_unknown
+    if rpc == "sweep":
+        request_type: type[Any] = svc.SweepOrphansRequest
+        tail = b""
+    else:
+        request_type = svc.TrimHistoryRequest
+        tail = svc.TrimHistoryRequest(
+            mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+            explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+        ).SerializeToString()
+    raw = b"\x0a" + encode_varint(len(history_bytes)) + history_bytes + tail
+    python, native = answer(PYTHON, request_type, raw), answer(NATIVE, request_type, raw)
+    assert python[0] == native[0] == "ok", (python, native)
+    assert native[1].body == python[1].body
+    assert list_unknown in python[1].body and history_unknown in python[1].body
+    response = RESPONSES[request_type].FromString(python[1].body)
+    assert response.history != history  # the rows were rewritten
