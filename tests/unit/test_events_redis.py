@@ -387,3 +387,29 @@ async def test_a_restart_with_its_data_stays_exact(tmp_path: Path) -> None:
         await a.close()
     finally:
         server.stop()
+
+
+async def test_a_cursor_that_claims_a_higher_number_forks_nothing(url: str, key: str) -> None:
+    """Cursors come from clients: one claiming a number the stream never reached gets its own
+    RESTART gap, while the epoch (every other reader's position) stays as it is."""
+    a = await feed(url, key)
+    watcher = await live(a, request())
+    for i in range(1, 4):
+        a.publish(trimmed(i))
+    got = await take(watcher, 3)
+    first = cursors.decode(got[0].event.cursor)
+    assert isinstance(first, cursors.RedisCursor)
+    forged = cursors.encode_redis(first.epoch, first.stream_id, 10**9)
+    resumed = a.subscribe(request(after_cursor=forged))
+    beat, gap, *rest = await take(resumed, 4)
+    assert beat.HasField("heartbeat") and gap.gap.cause == events_pb2.GAP_CAUSE_RESTART
+    assert turns(rest) == [2, 3]
+    raw = Redis.from_url(url)
+    try:
+        assert _text(await raw.get(f"{key}:epoch")) == first.epoch
+    finally:
+        await raw.aclose()
+    a.publish(trimmed(4))
+    (four,) = await take(watcher, 1)  # no gap for the others
+    assert turns([four]) == [4]
+    await a.close()
