@@ -27,7 +27,8 @@ def test_a_peer_keeps_its_share_and_loses_its_most_idle_unused_connections() -> 
     shed = to_shed(mine + busy + fresh + other, max_connections=100, per_peer=4)
     # 10 connections for a share of 4: the 6 idle unused ones go, most idle first, never a used
     # one (which carried calls) or one too fresh to judge.
-    assert sorted(c.fd for c in shed) == list(range(6))
+    assert sorted(c.fd for c, _ in shed) == list(range(6))
+    assert {why for _, why in shed} == {"peer_share"}
 
 
 def test_at_the_cap_every_idle_unused_connection_goes() -> None:
@@ -37,7 +38,8 @@ def test_at_the_cap_every_idle_unused_connection_goes() -> None:
     everything = unused + used + tls_hello
     assert to_shed(everything, max_connections=100, per_peer=0) == []
     shed = to_shed(everything, max_connections=len(everything) + 10, per_peer=0)
-    assert sorted(c.fd for c in shed) == list(range(10))
+    assert sorted(c.fd for c, _ in shed) == list(range(10))
+    assert {why for _, why in shed} == {"cap"}
 
 
 def test_the_scan_finds_the_accepted_side_only_and_shutting_down_frees_it() -> None:

@@ -32,6 +32,8 @@ import struct
 from collections import defaultdict
 from dataclasses import dataclass
 
+from turnkeeper.server.telemetry.metrics import CONNECTIONS_SHED
+
 log = logging.getLogger("turnkeeper.server")
 
 SCAN_S = 0.25
@@ -112,10 +114,15 @@ def accepted_connections(ports: dict[int, bool]) -> list[Accepted]:
     return found
 
 
-def to_shed(connections: list[Accepted], max_connections: int, per_peer: int) -> list[Accepted]:
-    """The unused connections to close: a peer's beyond `per_peer`, then all idle ones at the
-    cap (0 for either: no such limit)."""
-    shed: dict[int, Accepted] = {}
+PEER_SHARE, AT_CAP = "peer_share", "cap"
+
+
+def to_shed(
+    connections: list[Accepted], max_connections: int, per_peer: int
+) -> list[tuple[Accepted, str]]:
+    """The unused connections to close and why (PEER_SHARE, AT_CAP): a peer's beyond
+    `per_peer`, then all idle ones at the cap (0 for either: no such limit)."""
+    shed: dict[int, tuple[Accepted, str]] = {}
     if per_peer:
         by_peer: dict[str, list[Accepted]] = defaultdict(list)
         for connection in connections:
@@ -127,11 +134,11 @@ def to_shed(connections: list[Accepted], max_connections: int, per_peer: int) ->
                 key=lambda c: -c.idle_ms,
             )
             for connection in idle[: max(0, surplus)]:
-                shed[connection.fd] = connection
+                shed[connection.fd] = (connection, PEER_SHARE)
     if max_connections and len(connections) - len(shed) >= max_connections - RESERVE:
         for connection in connections:
             if connection.unused and connection.idle_ms >= CAP_IDLE_S * 1000:
-                shed[connection.fd] = connection
+                shed.setdefault(connection.fd, (connection, AT_CAP))
     return list(shed.values())
 
 
@@ -176,7 +183,11 @@ class ConnectionGuard:
         if len(os.listdir("/proc/self/fd")) < self._quiet_below:
             return 0
         chosen = to_shed(accepted_connections(self._ports), self._max, self._per_peer)
-        shed = [c for c in chosen if _shut_down(c, self._ports)]
+        shed = []
+        for connection, why in chosen:
+            if _shut_down(connection, self._ports):
+                CONNECTIONS_SHED.labels(why=why).inc()
+                shed.append(connection)
         if shed:
             self.shed_total += len(shed)
             peers = sorted({c.peer for c in shed})
