@@ -19,7 +19,18 @@ fn guarded<T>(work: impl FnOnce() -> T) -> PyResult<T> {
         .map_err(|_| PyRuntimeError::new_err("the native engine panicked (a bug)"))
 }
 
-type PlanTuple = (usize, usize, Option<usize>, u64, u64, u64, u64, u64);
+type PlanTuple = (
+    usize,
+    usize,
+    Option<usize>,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+    u64,
+);
 
 fn plan_tuple(p: Plan) -> PlanTuple {
     (
@@ -31,6 +42,8 @@ fn plan_tuple(p: Plan) -> PlanTuple {
         p.tokens_before,
         p.tokens_after,
         p.target_tokens,
+        p.cut_step,
+        p.cut_drop_target,
     )
 }
 
@@ -114,8 +127,14 @@ impl NativeHistory {
         self.working.system_floor_tokens()
     }
 
-    #[pyo3(signature = (budget, breadcrumb_cost))]
-    fn plan_token_budget(&self, budget: u64, breadcrumb_cost: Option<u64>) -> PyResult<PlanTuple> {
+    #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None))]
+    fn plan_token_budget(
+        &self,
+        budget: u64,
+        breadcrumb_cost: Option<u64>,
+        low_water: f64,
+        step_budget: Option<u64>,
+    ) -> PyResult<PlanTuple> {
         let w = &self.working;
         guarded(|| {
             plan_tuple(plan::token_budget(
@@ -123,11 +142,19 @@ impl NativeHistory {
                 &w.tokens,
                 budget,
                 breadcrumb_cost,
+                low_water,
+                step_budget.unwrap_or(budget),
             ))
         })
     }
 
-    fn plan_turn_count(&self, limit: u64, breadcrumb_cost: Option<u64>) -> PyResult<PlanTuple> {
+    #[pyo3(signature = (limit, breadcrumb_cost, low_water=1.0))]
+    fn plan_turn_count(
+        &self,
+        limit: u64,
+        breadcrumb_cost: Option<u64>,
+        low_water: f64,
+    ) -> PyResult<PlanTuple> {
         let w = &self.working;
         guarded(|| {
             plan_tuple(plan::turn_count(
@@ -135,6 +162,7 @@ impl NativeHistory {
                 &w.tokens,
                 limit,
                 breadcrumb_cost,
+                low_water,
             ))
         })
     }
@@ -163,6 +191,8 @@ impl NativeHistory {
             tokens_before: 0,
             tokens_after: 0,
             target_tokens: 0,
+            cut_step: 0,
+            cut_drop_target: 0,
         };
         if drop_start > drop_stop || drop_stop > w.history.rows.len() {
             return Err(PyRuntimeError::new_err("a plan outside the history"));

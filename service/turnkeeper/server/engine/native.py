@@ -28,12 +28,14 @@ _REMOVAL_KINDS = {
     False: trim_pb2.ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT,
 }
 
-PlanTuple = tuple[int, int, int | None, int, int, int, int, int]
+PlanTuple = tuple[int, int, int | None, int, int, int, int, int, int, int]
 
 
 def _plan(values: PlanTuple) -> TrimPlan:
-    start, stop, breadcrumb_at, dropped, kept, before, after, target = values
-    return TrimPlan(range(start, stop), breadcrumb_at, dropped, kept, before, after, target)
+    start, stop, breadcrumb_at, dropped, kept, before, after, target, step, drop = values
+    return TrimPlan(
+        range(start, stop), breadcrumb_at, dropped, kept, before, after, target, step, drop
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,11 +60,19 @@ class NativeHistoryView:
     def system_floor_tokens(self) -> int:
         return int(self.native.system_floor_tokens)
 
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan:
-        return _plan(self.native.plan_token_budget(budget, breadcrumb_cost))
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> TrimPlan:
+        return _plan(self.native.plan_token_budget(budget, breadcrumb_cost, low_water, step_budget))
 
-    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan:
-        return _plan(self.native.plan_turn_count(limit, breadcrumb_cost))
+    def plan_turn_count(
+        self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
+    ) -> TrimPlan:
+        return _plan(self.native.plan_turn_count(limit, breadcrumb_cost, low_water))
 
     def plan_row_count(self, limit: int) -> TrimPlan:
         return _plan(self.native.plan_row_count(limit))
