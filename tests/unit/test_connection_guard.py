@@ -7,6 +7,7 @@ import socket
 import time
 
 from turnkeeper.server.edge.connection_guard import (
+    CAP_IDLE_S,
     UNUSED_BYTES,
     Accepted,
     ConnectionGuard,
@@ -53,7 +54,7 @@ def test_the_scan_finds_the_accepted_side_only_and_shutting_down_frees_it() -> N
         assert seen.fd == accepted.fileno() and seen.received == 0 and seen.unused
         guard = ConnectionGuard({port: False}, max_connections=1, per_peer=0)
         guard._quiet_below = 0  # scan whatever the descriptor count
-        time.sleep(1.0)  # CAP_IDLE_S
+        time.sleep(CAP_IDLE_S + 0.2)
         assert guard.scan() == 1
         assert client.recv(1) == b""  # the peer sees the hang-up
         assert accepted.recv(1) == b""  # and the owner of the descriptor, which then closes it

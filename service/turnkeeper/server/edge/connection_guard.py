@@ -38,7 +38,7 @@ log = logging.getLogger("turnkeeper.server")
 
 SCAN_S = 0.25
 PEER_IDLE_S = 0.5
-CAP_IDLE_S = 1.0
+CAP_IDLE_S = 0.5
 RESERVE = 16
 UNUSED_BYTES = 160  # a client preface, SETTINGS, WINDOW_UPDATE and SETTINGS ack, with room
 _TCP_INFO = getattr(socket, "TCP_INFO", 11)
