@@ -19,7 +19,7 @@ help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
 	@echo "make test      install everything the tests need and run them all"
 	@echo "make generate  regenerate committed code from proto/"
-	@echo "make lint      buf lint/format, ruff, mypy --strict, hadolint, Kubernetes schemas"
+	@echo "make lint      buf lint/format, ruff, mypy --strict, hadolint, Kubernetes schemas, every client's lint"
 	@echo "make bench     run the benchmarks"
 	@echo "make soak      a long mixed load run (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SUBSCRIBERS)"
 
@@ -98,6 +98,8 @@ lint: $(STAMP)
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \
 	  cargo clippy --quiet --all-targets --features python -- -D warnings; fi
+	# Each client's own lint: ruff + mypy --strict, go vet + gofmt, rustfmt + clippy, tsc + ESLint.
+	@for d in $(CLIENT_DIRS); do $(MAKE) --no-print-directory -C $$d lint || exit 1; done
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w
@@ -140,6 +142,7 @@ bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_sidecar.py
+	$(PY) bench/bench_cache.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target

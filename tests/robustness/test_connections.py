@@ -124,7 +124,7 @@ def test_300_idle_connections_do_not_lock_a_new_client_out(
 ) -> None:
     """Issue 17 (4), with the default --max-connections 256: from one address the per-peer cap
     (128 unused connections) leaves room at once; from three (no peer over its share) the guard
-    closes every unused one once the server is at its cap. Either way a new client (another
+    closes the idle unused ones while the server is at its cap. Either way a new client (another
     address) is served within 1 s, and the cap never locks it out for the handshake timeout."""
     server = server_factory(unix=False)
     host, port = server.address.rsplit(":", 1)
@@ -151,7 +151,9 @@ def test_300_idle_connections_do_not_lock_a_new_client_out(
     if len(sources) == 1:
         assert closed >= 300 - 128  # one peer keeps its share, no more
     else:
-        assert closed == 300  # at the cap every unused connection goes
+        # At the cap the idle unused connections go until there is room again (the rest wait
+        # for the handshake or SETTINGS timeout).
+        assert len(held) - closed <= 256 - 16
 
 
 def test_300_silent_connections_on_a_tls_port_do_not_lock_a_new_client_out(

@@ -3,13 +3,14 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { AttachmentSchema, Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, splitMarkers, Streams, } from "./common.js";
+import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, shown, splitMarkers, Streams, plainJson, } from "./common.js";
 const FORMAT = "anthropic";
 /**
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
  * are not read), or a bare `messages` array, to a History.
  */
-export function fromAnthropic(request, options) {
+export function fromAnthropic(input, options) {
+    const request = plainJson(input, "request");
     const rows = [];
     let messages;
     if (Array.isArray(request)) {
@@ -36,7 +37,7 @@ export function fromAnthropic(request, options) {
         else if (message.role === "assistant")
             rows.push(importAssistant(message, where));
         else
-            throw new ConversionError(`${where}.role: unsupported role '${String(message.role)}'`);
+            throw new ConversionError(`${where}.role: unsupported role '${shown(message.role)}'`);
     });
     return finish(rows, FORMAT, defaultSkeleton, options);
 }
@@ -102,7 +103,7 @@ function importUserBlocks(row, run, where) {
                 row.add(marker(url, here));
         }
         else
-            throw new ConversionError(`${here}: unsupported user block type '${String(block.type)}'`);
+            throw new ConversionError(`${here}: unsupported user block type '${shown(block.type)}'`);
         return skeleton;
     });
 }
@@ -120,7 +121,7 @@ function importImage(block, skeleton, where) {
         delete source.url;
     }
     else {
-        throw new ConversionError(`${where}.source.type: unsupported image source '${String(source.type)}'`);
+        throw new ConversionError(`${where}.source.type: unsupported image source '${shown(source.type)}'`);
     }
     skeleton.source = source;
     return url;
@@ -150,7 +151,7 @@ function importToolResult(block, where) {
             else if (part.type === "image")
                 row.message.attachments.push(attachment(importImage(part, out, here), here));
             else
-                throw new ConversionError(`${here}: unsupported tool_result block type '${String(part.type)}'`);
+                throw new ConversionError(`${here}: unsupported tool_result block type '${shown(part.type)}'`);
             return out;
         });
     }
@@ -185,7 +186,7 @@ function importAssistant(message, where) {
             delete out.input;
         }
         else
-            throw new ConversionError(`${here}: unsupported assistant block type '${String(block.type)}'`);
+            throw new ConversionError(`${here}: unsupported assistant block type '${shown(block.type)}'`);
         return out;
     });
     return row;
@@ -240,7 +241,6 @@ function defaultSkeleton(row, previous) {
 function joinable(message) {
     return message?.role === "user" && Array.isArray(message.content);
 }
-/** Converts a History (either shape) to `{system?, messages}`. */
 export function toAnthropic(history) {
     const rows = flatRows(history, FORMAT);
     let lead = 0;
@@ -280,7 +280,7 @@ export function toAnthropic(history) {
         previous = { message: row.message, reasoning: row.reasoning, skeleton };
     }
     out.messages = messages;
-    return out;
+    return out; // plain JSON; `Conversation` is the caller's name for it
 }
 function exportMessage(row, skeleton, where) {
     const message = row.message;
@@ -358,7 +358,7 @@ function exportBlock(message, streams, block, where) {
             return out;
         }
         default:
-            throw new ConversionError(`${where}: passthrough block type '${String(block.type)}' is not Anthropic`);
+            throw new ConversionError(`${where}: passthrough block type '${shown(block.type)}' is not Anthropic`);
     }
 }
 //# sourceMappingURL=anthropic.js.map

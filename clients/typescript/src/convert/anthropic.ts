@@ -23,11 +23,14 @@ import {
   newRow,
   parseDataUrl,
   partTexts,
+  shown,
   splitMarkers,
   Streams,
   type ConvertOptions,
   type FlatRow,
   type Row,
+  plainJson,
+  type ProviderJson,
 } from "./common.js";
 
 const FORMAT = "anthropic";
@@ -36,7 +39,8 @@ const FORMAT = "anthropic";
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
  * are not read), or a bare `messages` array, to a History.
  */
-export function fromAnthropic(request: JsonValue, options?: ConvertOptions): History {
+export function fromAnthropic(input: ProviderJson, options?: ConvertOptions): History {
+  const request = plainJson(input, "request");
   const rows: Row[] = [];
   let messages: JsonValue[];
   if (Array.isArray(request)) {
@@ -58,7 +62,7 @@ export function fromAnthropic(request: JsonValue, options?: ConvertOptions): His
     const message = expectObject(raw, where);
     if (message.role === "user") rows.push(...importUser(message, where));
     else if (message.role === "assistant") rows.push(importAssistant(message, where));
-    else throw new ConversionError(`${where}.role: unsupported role '${String(message.role)}'`);
+    else throw new ConversionError(`${where}.role: unsupported role '${shown(message.role)}'`);
   });
   return finish(rows, FORMAT, defaultSkeleton, options);
 }
@@ -118,7 +122,7 @@ function importUserBlocks(row: Row, run: [number, JsonObject][], where: string):
       const url = importImage(block, skeleton, here);
       if (attach) row.message.attachments.push(attachment(url, here));
       else row.add(marker(url, here));
-    } else throw new ConversionError(`${here}: unsupported user block type '${String(block.type)}'`);
+    } else throw new ConversionError(`${here}: unsupported user block type '${shown(block.type)}'`);
     return skeleton;
   });
 }
@@ -135,7 +139,7 @@ function importImage(block: JsonObject, skeleton: JsonObject, where: string): st
     url = expectString(source.url, `${where}.source.url`);
     delete source.url;
   } else {
-    throw new ConversionError(`${where}.source.type: unsupported image source '${String(source.type)}'`);
+    throw new ConversionError(`${where}.source.type: unsupported image source '${shown(source.type)}'`);
   }
   skeleton.source = source;
   return url;
@@ -163,7 +167,7 @@ function importToolResult(block: JsonObject, where: string): [Row, JsonObject] {
       const out = copy(part);
       if (part.type === "text") out.text = row.add(expectString(part.text, `${here}.text`));
       else if (part.type === "image") row.message.attachments.push(attachment(importImage(part, out, here), here));
-      else throw new ConversionError(`${here}: unsupported tool_result block type '${String(part.type)}'`);
+      else throw new ConversionError(`${here}: unsupported tool_result block type '${shown(part.type)}'`);
       return out;
     });
   }
@@ -196,7 +200,7 @@ function importAssistant(message: JsonObject, where: string): Row {
       delete out.id;
       delete out.name;
       delete out.input;
-    } else throw new ConversionError(`${here}: unsupported assistant block type '${String(block.type)}'`);
+    } else throw new ConversionError(`${here}: unsupported assistant block type '${shown(block.type)}'`);
     return out;
   });
   return row;
@@ -254,8 +258,14 @@ function joinable(message: JsonObject | undefined): boolean {
   return message?.role === "user" && Array.isArray(message.content);
 }
 
-/** Converts a History (either shape) to `{system?, messages}`. */
-export function toAnthropic(history: History): JsonObject {
+/**
+ * Converts a History (either shape) to `{system?, messages}`: plain JSON, typed as `Conversation`
+ * when asked (`toAnthropic<Pick<MessageCreateParams, "system" | "messages">>(history)` with the
+ * Anthropic SDK).
+ */
+export function toAnthropic(history: History): JsonObject;
+export function toAnthropic<Conversation extends object>(history: History): Conversation;
+export function toAnthropic<Conversation extends object>(history: History): Conversation {
   const rows = flatRows(history, FORMAT);
   let lead = 0;
   while (lead < rows.length && rows[lead]?.message.role === Role.SYSTEM) lead++;
@@ -288,7 +298,7 @@ export function toAnthropic(history: History): JsonObject {
     previous = { message: row.message, reasoning: row.reasoning, skeleton };
   }
   out.messages = messages;
-  return out;
+  return out as Conversation; // plain JSON; `Conversation` is the caller's name for it
 }
 
 function exportMessage(row: FlatRow, skeleton: JsonObject, where: string): JsonObject {
@@ -359,6 +369,6 @@ function exportBlock(message: ChatMessage, streams: Streams, block: JsonObject, 
       return out;
     }
     default:
-      throw new ConversionError(`${where}: passthrough block type '${String(block.type)}' is not Anthropic`);
+      throw new ConversionError(`${where}: passthrough block type '${shown(block.type)}' is not Anthropic`);
   }
 }

@@ -4,7 +4,7 @@ The token file (TOML, `--auth-tokens`) lists every token, the runtime it may act
 TrimEvents it may read:
 
     [[tokens]]
-    token = "a long random string"
+    token = "a random string of at least 128 bits"  # openssl rand -hex 32
     runtime_id = "checkout-agent"   # "*" acts as any runtime (operators, tools)
     trim_events = false             # may subscribe to TrimEvents at all; default true
     read_all_runtimes = true        # may read every runtime's events; default false
@@ -41,13 +41,13 @@ from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
 from turnkeeper.server.api.wire import length_delimited
 from turnkeeper.server.edge.handlers import Continuation, refusal
+from turnkeeper.server.edge.token_strength import weakness
 from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 ANY_RUNTIME = "*"
-_MIN_TOKEN_CHARS = 16
 
 
 class TokenGrant(BaseModel):
@@ -55,7 +55,7 @@ class TokenGrant(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    token: str = Field(min_length=_MIN_TOKEN_CHARS)
+    token: str
     runtime_id: str = Field(min_length=1)
     trim_events: bool = True
     # The fleet-wide reader: every runtime's events, never a default.
@@ -75,6 +75,15 @@ class TokenGrant(BaseModel):
     def events_runtime(self) -> str | None:
         """The one runtime whose events this token may read; None for every runtime."""
         return None if self.read_all_runtimes else self.runtime_id
+
+    @field_validator("token")
+    @classmethod
+    def _strong(cls, token: str) -> str:
+        # At least 128 bits, no typed placeholder (edge/token_strength.py).
+        problem = weakness(token)
+        if problem is not None:
+            raise ValueError(f"the token {problem}")
+        return token
 
 
 class TokenFile(BaseModel):

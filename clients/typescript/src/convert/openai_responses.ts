@@ -19,11 +19,14 @@ import {
   markerTextRow,
   newRow,
   partTexts,
+  shown,
   splitMarkers,
   Streams,
   type ConvertOptions,
   type FlatRow,
   type Row,
+  plainJson,
+  type ProviderJson,
 } from "./common.js";
 
 const FORMAT = "openai_responses";
@@ -32,7 +35,8 @@ const ROLE_NAMES: Partial<Record<Role, string>> = { [Role.SYSTEM]: "system", [Ro
 const TEXT_PARTS = ["input_text", "output_text"];
 
 /** Converts Responses input items (or a request object holding them as `input`) to a History: one row per item. */
-export function fromOpenAIResponses(items: JsonValue, options?: ConvertOptions): History {
+export function fromOpenAIResponses(input: ProviderJson, options?: ConvertOptions): History {
+  const items = plainJson(input, "input");
   const list = Array.isArray(items) ? items : expectArray(expectObject(items, "request").input, "input");
   return finish(
     list.map((item, i) => importItem(item, `input[${i}]`)),
@@ -47,8 +51,8 @@ function importItem(raw: JsonValue, where: string): Row {
   const kind = item.type ?? "message";
   const skeleton = copy(item);
   if (kind === "message") {
-    const role = ROLES[String(item.role)];
-    if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${String(item.role)}'`);
+    const role = ROLES[shown(item.role)];
+    if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${shown(item.role)}'`);
     const row = newRow(role, skeleton);
     skeleton.content = typeof item.content === "string" ? row.add(item.content) : importParts(row, item.content, `${where}.content`);
     return row;
@@ -91,7 +95,7 @@ function importItem(raw: JsonValue, where: string): Row {
     if (typeof item.encrypted_content === "string") skeleton.encrypted_content = row.add(item.encrypted_content, "reasoning");
     return row;
   }
-  throw new ConversionError(`${where}.type: unsupported item type '${String(kind)}'`);
+  throw new ConversionError(`${where}.type: unsupported item type '${shown(kind)}'`);
 }
 
 function importParts(row: Row, content: JsonValue | undefined, where: string): JsonObject[] {
@@ -108,7 +112,7 @@ function importParts(row: Row, content: JsonValue | undefined, where: string): J
       delete skeleton.image_url;
       if (attach) row.message.attachments.push(attachmentFromUrl(url, here));
       else row.add(marker(url, here));
-    } else throw new ConversionError(`${here}: unsupported content part type '${String(part.type)}' here`);
+    } else throw new ConversionError(`${here}: unsupported content part type '${shown(part.type)}' here`);
     return skeleton;
   });
 }
@@ -147,8 +151,13 @@ function defaultItems(row: FlatRow): JsonObject[] {
   return [item];
 }
 
-/** Converts a History (either shape) to Responses input items. */
-export function toOpenAIResponses(history: History): JsonObject[] {
+/**
+ * Converts a History (either shape) to Responses input items: plain JSON objects, typed as `Item`
+ * when asked (`toOpenAIResponses<ResponseInputItem>(history)` with the openai SDK).
+ */
+export function toOpenAIResponses(history: History): JsonObject[];
+export function toOpenAIResponses<Item extends object>(history: History): Item[];
+export function toOpenAIResponses<Item extends object>(history: History): Item[] {
   const out: JsonObject[] = [];
   flatRows(history, FORMAT).forEach((row, i) => {
     const where = `rows[${i}]`;
@@ -156,14 +165,14 @@ export function toOpenAIResponses(history: History): JsonObject[] {
     for (const item of row.skeleton !== undefined ? [row.skeleton] : defaultItems(row)) out.push(exportItem(row.message, streams, item, where));
     streams.done();
   });
-  return out;
+  return out as Item[]; // plain JSON objects; `Item` is the caller's name for them
 }
 
 function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject, where: string): JsonObject {
   const out = copy(skeleton);
   const kind = skeleton.type ?? "message";
   if (kind === "message") {
-    if (ROLES[String(skeleton.role)] !== message.role) throw new ConversionError(`${where}: passthrough role does not match the row`);
+    if (ROLES[shown(skeleton.role)] !== message.role) throw new ConversionError(`${where}: passthrough role does not match the row`);
     const content = skeleton.content;
     out.content = Array.isArray(content)
       ? content.map((p) => exportPart(message, streams, expectObject(p, where), where))
@@ -193,7 +202,7 @@ function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject
       out.encrypted_content = streams.reasoning.take(skeleton.encrypted_content, where);
     }
   } else {
-    throw new ConversionError(`${where}: passthrough item type '${String(kind)}' is not Responses`);
+    throw new ConversionError(`${where}: passthrough item type '${shown(kind)}' is not Responses`);
   }
   return out;
 }
@@ -204,6 +213,6 @@ function exportPart(message: ChatMessage, streams: Streams, part: JsonObject, wh
   else if (part.type === "refusal") out.refusal = streams.text.take(part.refusal, `${where}.refusal`);
   else if (part.type === "input_image") {
     out.image_url = imagesAreAttachments(message) ? attachmentUrl(streams.attachment(where), where) : streams.text.markerUrl(where);
-  } else throw new ConversionError(`${where}: passthrough part type '${String(part.type)}' is not Responses`);
+  } else throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Responses`);
   return out;
 }
