@@ -139,6 +139,7 @@ soak: $(STAMP)
 bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_engine.py
+	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
 
 clean:

@@ -6,7 +6,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::history::{History, RowKind};
 
-/// What the sweep found: per row, the result positions and the call positions to remove.
+/// What the sweep found: per row, the result positions and the call positions to remove,
+/// ascending (`Working::without` walks them in step with the entries).
 #[derive(Debug, Default)]
 pub struct Orphans {
     pub results: HashMap<usize, Vec<usize>>,

@@ -228,7 +228,8 @@ impl Working {
             (false, 2) => 2, // AssistantToolCalls.tool_calls
             _ => 1,          // ToolResults.results
         };
-        let removed: &[usize] = if entries == 1 { results } else { calls };
+        // Ascending positions, walked in step with the entries: one pass, however many go.
+        let mut removed = if entries == 1 { results } else { calls }.iter().peekable();
         let mut payload = Vec::new();
         let mut index = 0usize;
         let mut kept_entries = 0u32;
@@ -238,7 +239,7 @@ impl Working {
             while !reader.at_end() {
                 let f = reader.next_message_field(0)?;
                 if f.wire_type == LEN && f.number == entries {
-                    let gone = removed.contains(&index);
+                    let gone = removed.next_if_eq(&&index).is_some();
                     index += 1;
                     if gone {
                         continue;

@@ -1,0 +1,82 @@
+//! The sweep is linear in the tool calls of one row (issue 19): a row with 8x the calls takes
+//! about 8x as long, where a scan per entry (the quadratic shape) takes 64x. Best-of-N timings
+//! and a generous bound (24x), so a loaded machine does not make it fail.
+
+use std::time::{Duration, Instant};
+
+use turnkeeper_native::history::scan;
+use turnkeeper_native::wire::put_len;
+use turnkeeper_native::working::Working;
+
+/// A user row, one assistant step with `calls` calls, a results row answering every other call,
+/// a user row: the sweep removes the calls/2 unanswered calls from the step.
+fn request(calls: usize) -> Vec<u8> {
+    let mut step = Vec::new();
+    put_len(&mut step, 1, b"working");
+    let mut results = Vec::new();
+    for n in 0..calls {
+        let id = format!("call-{n}");
+        let mut call = Vec::new();
+        put_len(&mut call, 1, id.as_bytes());
+        put_len(&mut call, 2, b"search");
+        put_len(&mut step, 2, &call);
+        if n % 2 == 0 {
+            let mut result = Vec::new();
+            put_len(&mut result, 1, id.as_bytes());
+            put_len(&mut result, 3, b"ok");
+            put_len(&mut results, 1, &result);
+        }
+    }
+    let user = |text: &[u8]| {
+        let mut chat = vec![0x08, 0x02];
+        put_len(&mut chat, 2, text);
+        let mut member = Vec::new();
+        put_len(&mut member, 1, &chat);
+        member
+    };
+    let mut members = vec![user(b"go")];
+    let mut member = Vec::new();
+    put_len(&mut member, 2, &step);
+    members.push(member);
+    let mut member = Vec::new();
+    put_len(&mut member, 3, &results);
+    members.push(member);
+    members.push(user(b"next"));
+    let mut list = Vec::new();
+    for m in &members {
+        put_len(&mut list, 1, m);
+    }
+    let mut history = Vec::new();
+    put_len(&mut history, 2, &list);
+    let mut out = Vec::new();
+    put_len(&mut out, 1, &history);
+    out
+}
+
+/// The best of `runs` sweeps of a request with `calls` calls; checks what it removed.
+fn best_sweep(calls: usize, runs: usize) -> Duration {
+    let raw = request(calls);
+    let scanned = scan(&raw, 10).expect("decodes");
+    assert_eq!(scanned.violations.total, 0);
+    let working = Working::of(scanned.history);
+    let mut best = Duration::MAX;
+    for _ in 0..runs {
+        let start = Instant::now();
+        let (swept, removals) = working.sweep(&raw).expect("re-reads");
+        best = best.min(start.elapsed());
+        assert_eq!(removals.len(), calls / 2);
+        assert_eq!(swept.history.rows.len(), 4);
+    }
+    best
+}
+
+#[test]
+fn sweeping_one_row_grows_linearly_with_its_calls() {
+    let small = best_sweep(4_000, 9);
+    let large = best_sweep(32_000, 5);
+    let ratio = large.as_secs_f64() / small.as_secs_f64();
+    assert!(
+        ratio < 24.0,
+        "8x the calls took {ratio:.1}x as long ({small:?} -> {large:?}): not linear"
+    );
+}
