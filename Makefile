@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 CLIENT_DIRS := $(patsubst %/Makefile,%,$(wildcard clients/*/Makefile))
 ADDRESS ?= 127.0.0.1:50051
 HTTP ?= 127.0.0.1:9464
-DASHBOARD := service/turnkeeper/server/dashboard
+DASHBOARD := service/turnkeeper/server/ops/dashboard
 DASHBOARD_VENDOR := $(DASHBOARD)/static/vendor
 
 .PHONY: help venv native test-native wheel run generate generate-python generate-version check-generated dashboard-vendor dashboard-screenshot check-vendored lint fmt test test-python test-clients test-install system-deps bench soak clean

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 from playwright.sync_api import BrowserContext, expect
-from turnkeeper.server.dashboard import add_dashboard_routes
 from turnkeeper.server.events import RingFeed
+from turnkeeper.server.ops.dashboard import add_dashboard_routes
 from turnkeeper.v1 import resolution_pb2, trim_pb2
 
 SESSIONS = 1000

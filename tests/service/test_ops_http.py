@@ -14,12 +14,13 @@ import grpc
 import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
-from turnkeeper.server import app, metrics
+from turnkeeper.server import app
 from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
-from turnkeeper.server.engines import default_engine_name
-from turnkeeper.server.feed import FeedStatus
-from turnkeeper.server.ops import OpsContext
+from turnkeeper.server.engine import default_engine_name
+from turnkeeper.server.events.feed import FeedStatus
+from turnkeeper.server.ops.http import OpsContext
+from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import events_pb2, history_pb2, history_service_pb2_grpc, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

@@ -15,7 +15,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
-from turnkeeper.server.wire import encode_varint, malformed_fields
+from turnkeeper.server.api.wire import encode_varint, malformed_fields
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc, profile_pb2
@@ -183,7 +183,7 @@ def test_startup_log_names_the_engine(server_factory: Any) -> None:
 
 def test_the_default_engine_is_native_when_built(live_server: Any) -> None:
     """Issue 8: `--engine` unset picks the native engine when the extension is built."""
-    from turnkeeper.server.engines import default_engine_name
+    from turnkeeper.server.engine import default_engine_name
 
     assert f"engine={default_engine_name()} " in live_server.log_text()
 
@@ -191,12 +191,12 @@ def test_the_default_engine_is_native_when_built(live_server: Any) -> None:
 def test_without_the_extension_the_python_engine_serves(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without cargo at install time there is no extension: the default falls back to the
     Python engine (the sidecar logs one warning), and asking for native fails to start."""
-    from turnkeeper.server import engines
+    from turnkeeper.server import engine
 
-    monkeypatch.setattr(engines, "native_available", lambda: False)
-    assert engines.create_engine(None).name == "python"
-    with pytest.raises(engines.EngineUnavailableError, match="--engine python"):
-        engines.create_engine("native")
+    monkeypatch.setattr(engine, "native_available", lambda: False)
+    assert engine.create_engine(None).name == "python"
+    with pytest.raises(engine.EngineUnavailableError, match="--engine python"):
+        engine.create_engine("native")
 
 
 def test_version_without_the_extension_names_the_python_engine() -> None:

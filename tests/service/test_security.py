@@ -13,8 +13,8 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
+from turnkeeper.server.api.caller import caller_from_wire
 from turnkeeper.server.app import Sidecar, StartupError, exposure_warnings
-from turnkeeper.server.caller import caller_from_wire
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc

@@ -17,7 +17,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from turnkeeper.server import app
 from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
-from turnkeeper.server.feed import FeedStatus
+from turnkeeper.server.events.feed import FeedStatus
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 SERVING = health_pb2.HealthCheckResponse.SERVING

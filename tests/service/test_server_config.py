@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from turnkeeper.server.config import ServerConfig, parse_config
-from turnkeeper.server.engines import default_engine_name
+from turnkeeper.server.engine import default_engine_name
 
 SERVICE_DIR = Path(__file__).resolve().parents[2] / "service"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from turnkeeper.server.admission import Admission, AdmissionLimits
-from turnkeeper.server.errors import RequestError
+from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 
 LIMITS = AdmissionLimits(max_inflight_bytes=1000, heavy_call_bytes=300, max_heavy_calls=2)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from turnkeeper.server.dashboard import STATIC_DIR
+from turnkeeper.server.ops.dashboard import STATIC_DIR
 
 CSS = (STATIC_DIR / "dashboard.css").read_text()
 

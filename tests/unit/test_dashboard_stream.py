@@ -13,14 +13,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from turnkeeper.server.auth import TokenGrant, load_tokens
 from turnkeeper.server.config import parse_config
-from turnkeeper.server.dashboard import STATIC_DIR, add_dashboard_routes
-from turnkeeper.server.dashboard.access import COOKIE, DashboardAccess
-from turnkeeper.server.dashboard.routes import dashboard_routes_for, needs_login
-from turnkeeper.server.dashboard.stream import to_message
+from turnkeeper.server.edge.auth import TokenGrant, load_tokens
 from turnkeeper.server.events import RingFeed
 from turnkeeper.server.events import cursor as cursors
+from turnkeeper.server.ops.dashboard import STATIC_DIR, add_dashboard_routes
+from turnkeeper.server.ops.dashboard.access import COOKIE, DashboardAccess
+from turnkeeper.server.ops.dashboard.routes import dashboard_routes_for, needs_login
+from turnkeeper.server.ops.dashboard.stream import to_message
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 

@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from turnkeeper.server import rpcs
-from turnkeeper.server.engines import PythonEngine, native_available
-from turnkeeper.server.errors import RequestError
-from turnkeeper.server.wire import encode_varint
+from turnkeeper.server.api import rpcs
+from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api.wire import encode_varint
+from turnkeeper.server.engine import native_available
+from turnkeeper.server.engine.python import PythonEngine
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
@@ -34,7 +35,7 @@ if not native_available():
         pytest.skip("the native engine is not built (no cargo)", allow_module_level=True)
     pytest.fail("the native engine is not built although cargo is here: run `make venv`")
 
-from turnkeeper.server.native import NativeEngine
+from turnkeeper.server.engine.native import NativeEngine
 
 MAX_ROWS = 40
 RPCS: dict[type[Any], Callable[..., rpcs.Reply]] = {

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 from google.protobuf import duration_pb2
-from turnkeeper.server.errors import RequestError
+from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.redis_feed import RedisFeed
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2

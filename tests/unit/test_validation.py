@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import grpc
 import pytest
-from turnkeeper.server import validation
-from turnkeeper.server.errors import RequestError
+from turnkeeper.server.api import validation
+from turnkeeper.server.api.errors import RequestError
 from turnkeeper.v1 import errors_pb2, history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

@@ -8,8 +8,8 @@ import sys
 
 from turnkeeper.server.app import StartupError, serve
 from turnkeeper.server.config import parse_config
-from turnkeeper.server.dashboard import dashboard_routes_for
-from turnkeeper.server.logs import configure_logging
+from turnkeeper.server.ops.dashboard import dashboard_routes_for
+from turnkeeper.server.telemetry.logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,18 +21,18 @@ from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server import tracing
-from turnkeeper.server.admission import Admission, AdmissionInterceptor, AdmissionLimits
-from turnkeeper.server.auth import TokenAuthInterceptor, TokenFileError, load_tokens
+from turnkeeper.server.api.servicer import SERVICE_NAME, HistoryServicer
 from turnkeeper.server.config import ServerConfig, is_loopback
-from turnkeeper.server.engines import NATIVE, EngineUnavailableError, create_engine
+from turnkeeper.server.edge.access_log import AccessLogInterceptor
+from turnkeeper.server.edge.admission import Admission, AdmissionInterceptor, AdmissionLimits
+from turnkeeper.server.edge.auth import TokenAuthInterceptor, TokenFileError, load_tokens
+from turnkeeper.server.edge.tls import CertificateError, server_credentials
+from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed
-from turnkeeper.server.feed import EventFeed, FeedStatus
-from turnkeeper.server.interceptors import AccessLogInterceptor
-from turnkeeper.server.metrics import ENGINE, MeteredFeed, observe_feed_status
-from turnkeeper.server.ops import OpsContext, OpsRoutes, OpsServer, create_ops_app
-from turnkeeper.server.servicer import SERVICE_NAME, HistoryServicer
-from turnkeeper.server.tls import CertificateError, server_credentials
+from turnkeeper.server.events.feed import EventFeed, FeedStatus
+from turnkeeper.server.ops.http import OpsContext, OpsRoutes, OpsServer, create_ops_app
+from turnkeeper.server.telemetry import tracing
+from turnkeeper.server.telemetry.metrics import ENGINE, MeteredFeed, observe_feed_status
 from turnkeeper.server.version import server_version
 
 log = logging.getLogger("turnkeeper.server")

@@ -441,7 +441,7 @@ class _Environment(EnvSettingsSource):
 def version_text() -> str:
     """The version and the engine a server started now would use."""
     # Imported here: the engines import the generated code, which option parsing does not need.
-    from turnkeeper.server.engines import default_engine_name
+    from turnkeeper.server.engine import default_engine_name
 
     return f"{PROG} {server_version()} (engine: {default_engine_name()})"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from turnkeeper.server.feed import EventFeed
+from turnkeeper.server.events.feed import EventFeed
 
 from .ring import RingFeed
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf import timestamp_pb2
 
-from turnkeeper.server.errors import FieldViolation, RequestError, invalid_argument
+from turnkeeper.server.api.errors import FieldViolation, RequestError, invalid_argument
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 DEFAULT_HEARTBEAT_S = 15.0

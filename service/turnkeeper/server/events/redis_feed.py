@@ -28,7 +28,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
-from turnkeeper.server.feed import FeedStatus
+from turnkeeper.server.events.feed import FeedStatus
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 from . import cursor as cursors

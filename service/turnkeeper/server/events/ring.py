@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from turnkeeper.server.feed import FeedStatus
+from turnkeeper.server.events.feed import FeedStatus
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 from . import cursor as cursors

@@ -17,9 +17,9 @@ import grpc
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
-from turnkeeper.server import metrics, tracing
-from turnkeeper.server.caller import CALLER_FIELDS, caller_of
-from turnkeeper.server.logs import reset_call_ids, set_call_ids
+from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.telemetry import metrics, tracing
+from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
 
 log = logging.getLogger("turnkeeper.access")
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from turnkeeper.server.metrics import version
+from turnkeeper.server.telemetry.metrics import version
 
 TracingMode = Literal["none", "otlp", "console"]
 

@@ -20,7 +20,7 @@ import grpc
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
 
-from turnkeeper.server.errors import RequestError
+from turnkeeper.server.api.errors import RequestError
 from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from turnkeeper.server.auth import load_tokens
 from turnkeeper.server.config import ServerConfig, is_loopback
-from turnkeeper.server.feed import EventFeed
-from turnkeeper.server.ops import OpsContext, OpsRoutes
+from turnkeeper.server.edge.auth import load_tokens
+from turnkeeper.server.events.feed import EventFeed
+from turnkeeper.server.ops.http import OpsContext, OpsRoutes
 
 from .access import DashboardAccess
 from .stream import stream_feed

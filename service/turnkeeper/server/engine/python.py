@@ -1,16 +1,10 @@
-"""The two history engines behind one interface: the pure-Python core and the native scanner.
-
-An engine reads a request's bytes into the request message minus its history plus a
-`HistorySource` (the history's violations and, when it is valid, its `HistoryView`). The RPC logic
-in `turnkeeper.server.rpcs` works on that interface only, so both engines share every decision
-that is not history work, and every error they raise is built by the same code.
-"""
+"""The reference engine: protobuf parses the whole request, the pure-Python core does the history
+work (`turnkeeper.core`), behind the interface of `protocol.py`."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from google.protobuf.message import Message
 
@@ -24,67 +18,12 @@ from turnkeeper.core.trimming import (
     plan_turn_count,
 )
 from turnkeeper.core.working import WorkingHistory
-from turnkeeper.server import validation, wire
+from turnkeeper.server.api import validation, wire
+from turnkeeper.server.engine.protocol import PYTHON, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 M = TypeVar("M", bound=Message)
-
-PYTHON = "python"
-NATIVE = "native"
-
-
-class HistoryView(Protocol):
-    """A valid history with its row view and pricing; plans are judged and applied on it."""
-
-    @property
-    def total_tokens(self) -> int: ...
-
-    @property
-    def image_tokens(self) -> int: ...
-
-    @property
-    def turns(self) -> int:
-        """Every turn boundary (EstimateTokens `turns`)."""
-        ...
-
-    @property
-    def system_floor_tokens(self) -> int: ...
-
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan: ...
-
-    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan: ...
-
-    def plan_row_count(self, limit: int) -> TrimPlan: ...
-
-    def apply(self, plan: TrimPlan, breadcrumb_text: str) -> HistoryView: ...
-
-    def sweep(self) -> tuple[HistoryView, list[trim_pb2.OrphanRemoval]]: ...
-
-    def history_field(self) -> bytes:
-        """Field 1 (`history`) of a response, encoded: every response puts its history there."""
-        ...
-
-    def estimates_field(self) -> bytes:
-        """Field 2 (`messages`) of EstimateTokensResponse, encoded."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class HistorySource:
-    """The request's history as an engine read it: its violations, or a view when it has none."""
-
-    violations: validation.Violations
-    view: HistoryView | None
-
-
-class Engine(Protocol):
-    name: str
-
-    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
-        """The request (its `history` field is not to be read) and its history. Raises
-        RequestError (MALFORMED_REQUEST) when the bytes do not decode."""
-        ...
 
 
 def _tagged(number: int, payload: bytes) -> bytes:
@@ -171,35 +110,3 @@ class PythonEngine:
         request = wire.decode(raw, request_type)
         history: history_pb2.History = getattr(request, "history")  # noqa: B009 (typed field)
         return request, python_history_source(history, max_rows)
-
-
-def native_available() -> bool:
-    """Whether the Rust extension (`turnkeeper._native`) was built into this installation."""
-    try:
-        importlib.import_module("turnkeeper._native")
-    except ImportError:
-        return False
-    return True
-
-
-def default_engine_name() -> str:
-    return NATIVE if native_available() else PYTHON
-
-
-class EngineUnavailableError(Exception):
-    """The configured engine cannot run in this installation."""
-
-
-def create_engine(name: str | None) -> Engine:
-    """The named engine; None picks the native one when it is built, else the Python one."""
-    chosen = name or default_engine_name()
-    if chosen == PYTHON:
-        return PythonEngine()
-    if not native_available():
-        raise EngineUnavailableError(
-            "the native engine is not built into this installation (it needs cargo when "
-            "turnkeeper is installed); use --engine python"
-        )
-    from turnkeeper.server.native import NativeEngine  # the extension is imported only here
-
-    return NativeEngine()

@@ -23,7 +23,7 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from turnkeeper.server.feed import EventFeed, FeedStatus
+from turnkeeper.server.events.feed import EventFeed, FeedStatus
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 REGISTRY = CollectorRegistry()

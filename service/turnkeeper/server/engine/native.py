@@ -17,8 +17,8 @@ from google.protobuf.message import DecodeError, Message
 
 from turnkeeper import _native  # type: ignore[attr-defined]
 from turnkeeper.core.trimming import TrimPlan
-from turnkeeper.server import validation, wire
-from turnkeeper.server.engines import NATIVE, HistorySource
+from turnkeeper.server.api import validation, wire
+from turnkeeper.server.engine.protocol import NATIVE, HistorySource
 from turnkeeper.v1 import trim_pb2
 
 M = TypeVar("M", bound=Message)

@@ -29,9 +29,10 @@ from turnkeeper.core.trimming import (
     TrimPlan,
 )
 from turnkeeper.core.working import breadcrumb_cost
-from turnkeeper.server import metrics, tracing, validation
-from turnkeeper.server.engines import HistorySource, HistoryView
-from turnkeeper.server.errors import RequestError
+from turnkeeper.server.api import validation
+from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.engine.protocol import HistorySource, HistoryView
+from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.v1 import errors_pb2, events_pb2, profile_pb2, resolution_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

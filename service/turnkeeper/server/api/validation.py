@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeAlias
 
 from turnkeeper.core.rows import RowKind, classify_chat
-from turnkeeper.server.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
+from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
     history_pb2,

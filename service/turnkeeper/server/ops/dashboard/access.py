@@ -15,7 +15,7 @@ from collections import OrderedDict
 
 from aiohttp import web
 
-from turnkeeper.server.auth import TokenGrant, grant_for
+from turnkeeper.server.edge.auth import TokenGrant, grant_for
 
 COOKIE = "turnkeeper_dashboard"
 SESSION_SECONDS = 12 * 3600

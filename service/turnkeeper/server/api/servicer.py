@@ -21,11 +21,11 @@ import grpc
 from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server import rpcs, validation, wire
-from turnkeeper.server.engines import Engine, HistorySource
-from turnkeeper.server.errors import RequestError, stream_errors
+from turnkeeper.server.api import rpcs, validation, wire
+from turnkeeper.server.api.errors import RequestError, stream_errors
+from turnkeeper.server.engine.protocol import Engine, HistorySource
 from turnkeeper.server.events.common import encode_item
-from turnkeeper.server.feed import EventFeed
+from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.v1 import errors_pb2, history_service_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

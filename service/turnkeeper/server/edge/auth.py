@@ -23,8 +23,8 @@ from typing import Any, TypeVar, cast
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from turnkeeper.server.caller import CALLER_FIELDS, caller_of
-from turnkeeper.server.errors import RequestError
+from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.api.errors import RequestError
 from turnkeeper.v1 import errors_pb2, history_service_pb2
 
 Req = TypeVar("Req")

@@ -20,8 +20,8 @@ from aiohttp import web
 from aiohttp_sse import EventSourceResponse, sse_response
 from google.protobuf import duration_pb2, json_format
 
-from turnkeeper.server.errors import RequestError
-from turnkeeper.server.feed import EventFeed
+from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from aiohttp import web
 from grpc_health.v1 import health_pb2
 from prometheus_client.exposition import choose_encoder
 
-from turnkeeper.server.feed import EventFeed
-from turnkeeper.server.metrics import REGISTRY
+from turnkeeper.server.events.feed import EventFeed
+from turnkeeper.server.telemetry.metrics import REGISTRY
 
 METRICS_PATH = "/metrics"
 HEALTHZ_PATH = "/healthz"

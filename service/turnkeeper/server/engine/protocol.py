@@ -1,0 +1,76 @@
+"""The interface both history engines implement, and the names they are chosen by.
+
+An engine reads a request's bytes into the request message minus its history plus a
+`HistorySource` (the history's violations and, when it is valid, its `HistoryView`). The RPC logic
+in `turnkeeper.server.api.rpcs` works on that interface only, so both engines share every decision
+that is not history work, and every error they raise is built by the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from google.protobuf.message import Message
+
+from turnkeeper.core.trimming import TrimPlan
+from turnkeeper.server.api import validation
+from turnkeeper.v1 import trim_pb2
+
+M = TypeVar("M", bound=Message)
+
+PYTHON = "python"
+NATIVE = "native"
+
+
+class HistoryView(Protocol):
+    """A valid history with its row view and pricing; plans are judged and applied on it."""
+
+    @property
+    def total_tokens(self) -> int: ...
+
+    @property
+    def image_tokens(self) -> int: ...
+
+    @property
+    def turns(self) -> int:
+        """Every turn boundary (EstimateTokens `turns`)."""
+        ...
+
+    @property
+    def system_floor_tokens(self) -> int: ...
+
+    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+
+    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+
+    def plan_row_count(self, limit: int) -> TrimPlan: ...
+
+    def apply(self, plan: TrimPlan, breadcrumb_text: str) -> HistoryView: ...
+
+    def sweep(self) -> tuple[HistoryView, list[trim_pb2.OrphanRemoval]]: ...
+
+    def history_field(self) -> bytes:
+        """Field 1 (`history`) of a response, encoded: every response puts its history there."""
+        ...
+
+    def estimates_field(self) -> bytes:
+        """Field 2 (`messages`) of EstimateTokensResponse, encoded."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HistorySource:
+    """The request's history as an engine read it: its violations, or a view when it has none."""
+
+    violations: validation.Violations
+    view: HistoryView | None
+
+
+class Engine(Protocol):
+    name: str
+
+    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+        """The request (its `history` field is not to be read) and its history. Raises
+        RequestError (MALFORMED_REQUEST) when the bytes do not decode."""
+        ...
