@@ -86,7 +86,7 @@ check-vendored: dashboard-vendor
 	  git status --porcelain -- $(DASHBOARD_VENDOR); \
 	  echo "vendored dashboard assets drifted: run 'make dashboard-vendor' and commit"; exit 1; fi
 
-lint: $(STAMP)
+lint: $(NATIVE_STAMP)
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
 	@if git rev-parse --verify -q HEAD~1 >/dev/null; then \
@@ -98,6 +98,8 @@ lint: $(STAMP)
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \
 	  cargo clippy --quiet --all-targets --features python -- -D warnings; fi
+	# The native module's stub (service/turnkeeper/_native.pyi) against the built module.
+	@if [ -n "$(CARGO)" ]; then MYPYPATH=service $(PY) -m mypy.stubtest turnkeeper._native; fi
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w

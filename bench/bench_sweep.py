@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "service"))
 
-from turnkeeper.server import rpcs  # noqa: E402
-from turnkeeper.server.engines import create_engine, native_available  # noqa: E402
+from turnkeeper.server.api import rpcs  # noqa: E402
+from turnkeeper.server.engine import create_engine, native_available  # noqa: E402
 from turnkeeper.v1 import history_pb2 as h  # noqa: E402
 from turnkeeper.v1 import history_service_pb2 as svc  # noqa: E402
 

@@ -7,6 +7,10 @@ pub const DEFAULT_ROW_LIMIT: u64 = 50;
 
 /// What a trim does, in input indices (`TrimPlan` in trimming.py); `drop` empty: unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(frozen, get_all, module = "turnkeeper._native")
+)]
 pub struct Plan {
     pub drop_start: usize,
     pub drop_stop: usize,

@@ -2,8 +2,11 @@
 //! about 8x as long, where a scan per entry (the quadratic shape) takes 64x. Best-of-N timings
 //! and a generous bound (24x), so a loaded machine does not make it fail.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::conventions;
 use turnkeeper_native::history::scan;
 use turnkeeper_native::wire::put_len;
 use turnkeeper_native::working::Working;
@@ -56,9 +59,9 @@ fn request(calls: usize) -> Vec<u8> {
 /// The best of `runs` sweeps of a request with `calls` calls; checks what it removed.
 fn best_sweep(calls: usize, runs: usize) -> Duration {
     let raw = request(calls);
-    let scanned = scan(&raw, 10).expect("decodes");
+    let scanned = scan(&raw, 10, &conventions()).expect("decodes");
     assert_eq!(scanned.violations.total, 0);
-    let working = Working::of(scanned.history);
+    let working = Working::of(scanned.history, conventions().prices);
     let mut best = Duration::MAX;
     for _ in 0..runs {
         let start = Instant::now();
