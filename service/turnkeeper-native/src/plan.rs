@@ -3,8 +3,6 @@
 
 use crate::history::{Row, RowKind};
 
-pub const DEFAULT_ROW_LIMIT: u64 = 50;
-
 /// What a trim does, in input indices (`TrimPlan` in trimming.py); `drop` empty: unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(
@@ -143,10 +141,10 @@ pub fn turn_count(rows: &[Row], costs: &[u64], limit: u64, crumb: Option<u64>) -
     lay.drop_turns(costs, total, j, crumb, 0)
 }
 
-pub fn row_count(rows: &[Row], costs: &[u64], limit: u64) -> Plan {
+/// `keep`: the limit in effect (`trimming.rows_to_keep` resolves 0 to the default).
+pub fn row_count(rows: &[Row], costs: &[u64], keep: u64) -> Plan {
     let lay = Layout::of(rows);
     let total: u64 = costs.iter().sum();
-    let keep = if limit == 0 { DEFAULT_ROW_LIMIT } else { limit };
     let others = (rows.len() - lay.system_rows) as u64;
     if others <= keep {
         return Plan {

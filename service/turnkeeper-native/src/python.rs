@@ -181,9 +181,10 @@ impl NativeHistory {
         guarded(|| plan::turn_count(&w.history.rows, &w.tokens, limit, breadcrumb_cost))
     }
 
-    fn plan_row_count(&self, limit: u64) -> PyResult<Plan> {
+    /// `keep`: the limit in effect, never 0 (Python resolves the default).
+    fn plan_row_count(&self, keep: u64) -> PyResult<Plan> {
         let w = &self.working;
-        guarded(|| plan::row_count(&w.history.rows, &w.tokens, limit))
+        guarded(|| plan::row_count(&w.history.rows, &w.tokens, keep))
     }
 
     /// The history after a plan: rows `drop_start..drop_stop` out, a breadcrumb if asked.

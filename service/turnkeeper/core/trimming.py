@@ -168,6 +168,11 @@ def plan_turn_count(
     return _drop_turns(lay, pricing.tokens, total, k - max(limit, 1), breadcrumb_cost, 0)
 
 
+def rows_to_keep(limit: int) -> int:
+    """The row-count limit in effect: 0 means the default of 50 (§6, §9)."""
+    return limit or DEFAULT_ROW_LIMIT
+
+
 def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPlan:
     """The channel sender cache: leading system rows kept and not counted, newest N others kept.
 
@@ -175,7 +180,7 @@ def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPla
     """
     lay = layout(rows)
     total = pricing.total
-    keep = limit or DEFAULT_ROW_LIMIT
+    keep = rows_to_keep(limit)
     others = len(rows) - lay.system_rows
     if others <= keep:
         return TrimPlan(

@@ -13,7 +13,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeAlias
 
-from turnkeeper.core.rows import RowKind, classify_chat
+from turnkeeper.core.rows import TOOL_RESULTS_PREFIX, RowKind, classify_chat
 from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
@@ -141,7 +141,7 @@ HISTORY_RULES: dict[HistoryRule, tuple[Reason, str]] = {
     HistoryRule.ATTACHMENTS: (
         INVALID_HISTORY,
         "Attachments are allowed only on tool rows and on user rows whose content starts with "
-        "[Tool results].",
+        f"{TOOL_RESULTS_PREFIX}.",
     ),
     HistoryRule.BREADCRUMB_ROLE: (INVALID_HISTORY, "Only a user row can be the breadcrumb."),
     HistoryRule.BREADCRUMB_PLACE: (

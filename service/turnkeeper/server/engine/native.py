@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError, Message
 from turnkeeper import _native
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
-from turnkeeper.core.trimming import TrimPlan
+from turnkeeper.core.trimming import TrimPlan, rows_to_keep
 from turnkeeper.server.api import validation, wire
 from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS
 from turnkeeper.server.engine.protocol import NATIVE, HistorySource
@@ -86,7 +86,7 @@ class NativeHistoryView:
         return _plan(self.native.plan_turn_count(limit, breadcrumb_cost))
 
     def plan_row_count(self, limit: int) -> TrimPlan:
-        return _plan(self.native.plan_row_count(limit))
+        return _plan(self.native.plan_row_count(rows_to_keep(limit)))
 
     def apply(self, plan: TrimPlan, breadcrumb_text: str) -> NativeHistoryView:
         if not plan.trimmed:
