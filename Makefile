@@ -19,7 +19,7 @@ help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
 	@echo "make test      install everything the tests need and run them all"
 	@echo "make generate  regenerate committed code from proto/"
-	@echo "make lint      buf lint/format, ruff, mypy --strict, hadolint, Kubernetes schemas"
+	@echo "make lint      buf lint/format, ruff, mypy --strict, stubtest, hadolint, Kubernetes schemas"
 	@echo "make bench     run the benchmarks"
 	@echo "make soak      a long mixed load run (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SUBSCRIBERS)"
 
