@@ -86,6 +86,7 @@ check-vendored: dashboard-vendor
 	  git status --porcelain -- $(DASHBOARD_VENDOR); \
 	  echo "vendored dashboard assets drifted: run 'make dashboard-vendor' and commit"; exit 1; fi
 
+# Needs the built native module: stubtest checks service/turnkeeper/_native.pyi against it.
 lint: $(NATIVE_STAMP)
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
@@ -98,7 +99,6 @@ lint: $(NATIVE_STAMP)
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \
 	  cargo clippy --quiet --all-targets --features python -- -D warnings; fi
-	# The native module's stub (service/turnkeeper/_native.pyi) against the built module.
 	@if [ -n "$(CARGO)" ]; then MYPYPATH=service $(PY) -m mypy.stubtest turnkeeper._native; fi
 
 fmt: $(STAMP)
