@@ -15,10 +15,13 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from turnkeeper.server import app
-from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, StartupError
+from turnkeeper.server.api.methods import SERVICE_NAME
+from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.engine import default_engine_name
 from turnkeeper.server.events.feed import FeedStatus
+from turnkeeper.server.events.metered import MeteredFeed
+from turnkeeper.server.ops.health import EVENTS_HEALTH_NAME
 from turnkeeper.server.ops.http import OpsContext
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import events_pb2, history_pb2, history_service_pb2_grpc, profile_pb2, trim_pb2
@@ -254,7 +257,7 @@ class ScriptedFeed:
 async def test_gaps_are_counted_by_cause() -> None:
     before = sample("turnkeeper_event_gaps_total", cause="restart")
     gap = svc.TrimEventsResponse(gap=events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART))
-    feed = metrics.MeteredFeed(ScriptedFeed(items=(gap,)))
+    feed = MeteredFeed(ScriptedFeed(items=(gap,)))
     items = [item async for item in feed.subscribe(svc.TrimEventsRequest())]
     assert [item.WhichOneof("item") for item in items] == ["gap"]
     assert sample("turnkeeper_event_gaps_total", cause="restart") == before + 1

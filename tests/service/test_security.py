@@ -14,8 +14,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 from turnkeeper.server.api.caller import caller_from_wire
-from turnkeeper.server.app import Sidecar, StartupError, exposure_warnings
+from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
+from turnkeeper.server.edge.security import exposure_warnings
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -224,15 +225,32 @@ async def test_operators_limit_which_tokens_may_subscribe_to_trim_events(
         allowed.cancel()
 
 
-async def list_services(target: str) -> list[str]:
+async def list_services(target: str, token: str | None = None) -> list[str]:
     async with grpc.aio.insecure_channel(target) as channel:
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
         calls = stub.ServerReflectionInfo(
-            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]),
+            metadata=(("authorization", f"Bearer {token}"),) if token else None,
         )
         async for response in calls:
             return [s.name for s in response.list_services_response.service]
     return []
+
+
+async def test_with_tokens_reflection_needs_one_and_health_does_not(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    """Probes carry no token, so health is exempt; reflection describes every method, so it is
+    not (admission exempts both: they are cheap)."""
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(credentials.tokens))
+    )
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await list_services(target)
+    assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
+    assert "turnkeeper.v1.HistoryService" in await list_services(target, credentials.token)
 
 
 async def test_reflection_can_be_switched_off(running: list[Sidecar]) -> None:

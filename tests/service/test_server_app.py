@@ -15,9 +15,12 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from turnkeeper.server import app
-from turnkeeper.server.app import EVENTS_HEALTH_NAME, SERVICE_NAME, Sidecar, StartupError
+from turnkeeper.server.api.methods import SERVICE_NAME
+from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.events.feed import FeedStatus
+from turnkeeper.server.ops import health as ops_health
+from turnkeeper.server.ops.health import EVENTS_HEALTH_NAME
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
@@ -58,7 +61,7 @@ class ControlledFeed:
 def feed(monkeypatch: pytest.MonkeyPatch) -> ControlledFeed:
     controlled = ControlledFeed()
     monkeypatch.setattr(app, "create_feed", lambda config: controlled)
-    monkeypatch.setattr(app, "FEED_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(ops_health, "FEED_POLL_SECONDS", 0.05)
     return controlled
 
 

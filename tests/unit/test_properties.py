@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from turnkeeper.core.recovery import plan_recovery
 from turnkeeper.core.rows import price, rows_of
 from turnkeeper.core.sweep import sweep
 from turnkeeper.core.trimming import (
     layout,
-    plan_overflow_recovery,
     plan_token_budget,
     plan_turn_count,
 )
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.server.engine.python import PythonHistoryView
 from turnkeeper.v1 import history_pb2 as h
 
 from .histories import assistant, chat, crumb, system, tool, user
@@ -128,8 +129,9 @@ def test_turn_count_properties(history: h.History, limit: int, agent_path: bool)
 def test_overflow_recovery_properties(history: h.History) -> None:
     target = 2 * price(rows_of(history)).total // 3
     w = WorkingHistory.of(history)
-    plan = plan_overflow_recovery(w.rows, w.pricing, CRUMB)
+    plan = plan_recovery(PythonHistoryView(w), CRUMB).plan
     assert plan.target_tokens == target
+    assert plan.tokens_after <= w.pricing.total  # recovery never grows the request
     check_trim_invariants(
         history, lambda w: plan_token_budget(w.rows, w.pricing, target, CRUMB), budget=target
     )

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from turnkeeper.core.recovery import plan_recovery
 from turnkeeper.core.rows import RowKind, price, rows_of
 from turnkeeper.core.trimming import (
     layout,
-    plan_overflow_recovery,
     plan_row_count,
     plan_token_budget,
     plan_turn_count,
     recovery_target,
 )
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.server.engine.python import PythonHistoryView
 from turnkeeper.v1 import history_pb2 as h
 
 from .histories import (
@@ -156,7 +157,7 @@ def test_section6_conversation_turn_count_keeps_tool_exchange_whole() -> None:
 def test_section5_overflow_recovery_targets_two_thirds_of_current_estimate() -> None:
     """§5/§9: target = floor(2 x estimate / 3) on the history as it stands."""
     w = WorkingHistory.of(history_of_turns(6))
-    plan = plan_overflow_recovery(w.rows, w.pricing, CRUMB)
+    plan = plan_recovery(PythonHistoryView(w), CRUMB).plan
     assert plan.target_tokens == recovery_target(w.pricing.total) == 2 * w.pricing.total // 3
     assert plan.tokens_after <= plan.target_tokens
 

@@ -1,18 +1,27 @@
-"""docs/conventions.md "Validation rules": one test per rule, named after it."""
+"""docs/conventions.md "Validation rules": one test per rule, named after it.
+
+Each request is checked the way the server checks it: the engine reads its bytes, then the RPC's
+function (`api/rpcs.py`) validates it before any work.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TypeVar
 
 import grpc
 import pytest
-from turnkeeper.server.api import validation
+from google.protobuf.message import Message
+from turnkeeper.server.api import rpcs, validation
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.engine.protocol import HistorySource
+from turnkeeper.server.engine.python import PythonEngine
 from turnkeeper.v1 import errors_pb2, history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 ROWS = 100_000
+M = TypeVar("M", bound=Message)
 SYS, USER, ASSISTANT, TOOL = (
     history_pb2.ROLE_SYSTEM,
     history_pb2.ROLE_USER,
@@ -55,21 +64,26 @@ def reason_of(check: Callable[[], None]) -> str:
     return errors_pb2.ErrorReason.Name(error_of(check).reason)
 
 
+def served(rpc: Callable[[M, HistorySource], rpcs.Reply], request: M, max_rows: int = ROWS) -> None:
+    """Runs `rpc` on `request` as the servicer does (with the reference engine)."""
+    rpc(*PythonEngine().read(request.SerializeToString(), type(request), max_rows))
+
+
 def estimate(history: history_pb2.History, max_rows: int = ROWS) -> Callable[[], None]:
     request = svc.EstimateTokensRequest(history=history)
-    return lambda: validation.check_estimate_tokens(request, max_rows)
+    return lambda: served(rpcs.estimate_tokens, request, max_rows)
 
 
 def trim(max_rows: int = ROWS, **fields: object) -> Callable[[], None]:
     fields.setdefault("history", chat(row(USER)))
     fields.setdefault("mode", trim_pb2.TRIM_MODE_TURN_COUNT)
     request = svc.TrimHistoryRequest(**fields)  # type: ignore[arg-type]
-    return lambda: validation.check_trim_history(request, max_rows)
+    return lambda: served(rpcs.trim_history, request, max_rows)
 
 
 def resolve(profiles: profile_pb2.Profiles) -> Callable[[], None]:
     request = svc.ResolveBudgetRequest(profiles=profiles)
-    return lambda: validation.check_resolve_budget(request)
+    return lambda: rpcs.resolve_budget(request)
 
 
 # --- valid requests pass --------------------------------------------------------------------
@@ -84,7 +98,7 @@ def test_valid_histories_in_both_shapes_pass() -> None:
         row(TOOL, "r", tool_call_id="a", attachments=[IMAGE]),
         row(USER, "[Tool results] b", attachments=[IMAGE]),
     )
-    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=good_chat), ROWS)
+    estimate(good_chat)()
     good_conversation = conversation(
         history_pb2.ConversationMessage(chat=row(SYS)),
         history_pb2.ConversationMessage(chat=row(USER, "crumb", breadcrumb=True)),
@@ -97,8 +111,8 @@ def test_valid_histories_in_both_shapes_pass() -> None:
             )
         ),
     )
-    validation.check_sweep_orphans(svc.SweepOrphansRequest(history=good_conversation), ROWS)
-    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=chat()), ROWS)
+    served(rpcs.sweep_orphans, svc.SweepOrphansRequest(history=good_conversation))
+    estimate(chat())()
 
 
 # --- History (ERROR_REASON_INVALID_HISTORY) --------------------------------------------------
@@ -111,7 +125,7 @@ def test_history_unset_or_neither_shape_set_names_history(
     history: history_pb2.History | None,
 ) -> None:
     request = svc.EstimateTokensRequest(history=history)
-    check = lambda: validation.check_estimate_tokens(request, ROWS)  # noqa: E731
+    check = lambda: served(rpcs.estimate_tokens, request)  # noqa: E731
     assert fields_of(check) == ["history"]
     assert reason_of(check) == "ERROR_REASON_INVALID_HISTORY"
 
@@ -171,9 +185,9 @@ def test_chat_row_breadcrumb_on_a_non_user_row(role: int) -> None:
 def test_chat_row_breadcrumb_only_directly_after_the_leading_system_rows() -> None:
     crumb = row(USER, "crumb", breadcrumb=True)
     # Valid slots: index 0 with no system rows, index 2 after two.
-    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=chat(crumb, row(USER))), 9)
+    estimate(chat(crumb, row(USER)), max_rows=9)()
     ok = chat(row(SYS), row(SYS), crumb, row(USER), row(SYS))
-    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=ok), 9)
+    estimate(ok, max_rows=9)()
     late = chat(row(SYS), row(USER), crumb)
     assert fields_of(estimate(late)) == ["history.chat.messages[2].breadcrumb"]
 
@@ -204,9 +218,7 @@ def test_conversation_breadcrumb_slot_counts_only_chat_system_rows() -> None:
         assistant_tool_calls=history_pb2.AssistantToolCalls(tool_calls=[call()])
     )
     system = history_pb2.ConversationMessage(chat=row(SYS))
-    validation.check_estimate_tokens(
-        svc.EstimateTokensRequest(history=conversation(system, crumb, calls)), ROWS
-    )
+    estimate(conversation(system, crumb, calls))()
     check = estimate(conversation(system, calls, crumb))
     assert fields_of(check) == ["history.conversation.messages[2].chat.breadcrumb"]
 
@@ -244,7 +256,7 @@ def test_tool_results_result_with_empty_tool_call_id() -> None:
 
 def test_more_rows_than_max_history_rows_is_request_too_large() -> None:
     history = chat(*(row(USER) for _ in range(4)))
-    validation.check_estimate_tokens(svc.EstimateTokensRequest(history=history), 4)
+    estimate(history, max_rows=4)()
     check = estimate(history, max_rows=3)
     assert fields_of(check) == ["history"]
     assert reason_of(check) == "ERROR_REASON_REQUEST_TOO_LARGE"
@@ -260,7 +272,7 @@ def test_section10_7_ratio_outside_range_is_not_an_error(ratio: float) -> None:
     """§10.7: values outside (0, 1], NaN and infinities included, are treated as unset
     (ratio_ignored), not rejected."""
     profiles = profile_pb2.Profiles(runtime=profile_pb2.RuntimeProfile(context_compact_ratio=ratio))
-    validation.check_resolve_budget(svc.ResolveBudgetRequest(profiles=profiles))
+    rpcs.resolve_budget(svc.ResolveBudgetRequest(profiles=profiles))
 
 
 def test_profile_provider_alias_empty_or_duplicate() -> None:
@@ -309,7 +321,7 @@ def test_profile_session_switch_present_with_empty_provider() -> None:
         selection=profile_pb2.RouteSelection(session_switch=profile_pb2.SessionSwitch(model="m"))
     )
     assert fields_of(resolve(switch)) == ["profiles.selection.session_switch.provider"]
-    validation.check_resolve_budget(svc.ResolveBudgetRequest())  # absent switch: fine
+    rpcs.resolve_budget(svc.ResolveBudgetRequest())  # absent switch: fine
 
 
 def test_profile_rules_apply_to_every_request_carrying_profiles() -> None:
@@ -318,8 +330,8 @@ def test_profile_rules_apply_to_every_request_carrying_profiles() -> None:
     prepare = svc.PrepareModelCallRequest(history=history, profiles=bad)
     capacity = svc.CheckCapacityRequest(history=history, profiles=bad)
     for check in (
-        lambda: validation.check_prepare_model_call(prepare, ROWS),
-        lambda: validation.check_check_capacity(capacity, ROWS),
+        lambda: served(rpcs.prepare_model_call, prepare),
+        lambda: served(rpcs.check_capacity_rpc, capacity),
         trim(profiles=bad),
     ):
         assert fields_of(check) == ["profiles.providers[0].alias"]
@@ -422,14 +434,6 @@ def test_all_violations_collected_in_one_error_reason_of_the_first() -> None:
 def test_a_too_large_history_reports_only_its_size() -> None:
     history = chat(*(row(99) for _ in range(5)))
     assert fields_of(estimate(history, max_rows=4)) == ["history"]
-
-
-def test_every_request_type_has_a_check() -> None:
-    names = {m.name for m in svc.DESCRIPTOR.services_by_name["HistoryService"].methods}
-    snake = {
-        "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_") for name in names
-    }
-    assert {f"check_{s}" for s in snake} <= set(dir(validation))
 
 
 def test_history_violations_on_a_large_history_name_the_one_bad_row() -> None:

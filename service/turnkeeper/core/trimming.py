@@ -150,12 +150,6 @@ def recovery_target(total: int) -> int:
     return 2 * total // 3
 
 
-def plan_overflow_recovery(
-    rows: Sequence[Row], pricing: Pricing, breadcrumb_cost: int | None
-) -> TrimPlan:
-    return plan_token_budget(rows, pricing, recovery_target(pricing.total), breadcrumb_cost)
-
-
 def plan_turn_count(
     rows: Sequence[Row], pricing: Pricing, limit: int, breadcrumb_cost: int | None
 ) -> TrimPlan:

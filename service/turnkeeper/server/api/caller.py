@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnkeeper.v1 import history_service_pb2, trim_pb2
-
-SERVICE = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"]
+from turnkeeper.server.api.methods import SERVICE, method_path
+from turnkeeper.v1 import trim_pb2
 
 
 def _caller_fields() -> dict[str, int]:
@@ -18,7 +17,7 @@ def _caller_fields() -> dict[str, int]:
     for method in SERVICE.methods:
         for field in method.input_type.fields:
             if field.message_type is trim_pb2.CallerContext.DESCRIPTOR:
-                fields[f"/{SERVICE.full_name}/{method.name}"] = field.number
+                fields[method_path(method.name)] = field.number
     return fields
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import grpc
@@ -128,22 +128,6 @@ def invalid_argument(
         violations,
         violation_total=count,
     )
-
-
-def unary_errors(
-    handler: Callable[[S, Req, Ctx], Awaitable[Resp]],
-) -> Callable[[S, Req, Ctx], Awaitable[Resp]]:
-    """Turns a RequestError raised by a unary handler into its rich status."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: S, request: Req, context: Ctx) -> Resp:
-        try:
-            return await handler(self, request, context)
-        except RequestError as error:
-            await context.abort_with_status(error.to_status())
-            raise AssertionError("abort_with_status returned") from error  # pragma: no cover
-
-    return wrapper
 
 
 def stream_errors(

@@ -23,15 +23,14 @@ from google.protobuf.message import Message
 from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api import rpcs, validation, wire
 from turnkeeper.server.api.errors import RequestError, stream_errors
+from turnkeeper.server.api.methods import SERVICE_NAME, method_path
 from turnkeeper.server.engine.protocol import Engine, HistorySource
 from turnkeeper.server.events.common import encode_item
 from turnkeeper.server.events.feed import EventFeed
-from turnkeeper.v1 import errors_pb2, history_service_pb2
+from turnkeeper.v1 import errors_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 log = logging.getLogger("turnkeeper.server")
-
-SERVICE_NAME: str = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"].full_name
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -85,7 +84,7 @@ class HistoryServicer:
         return work
 
     def _unary(self, name: str, work: Work) -> Callable[[bytes, Context], Any]:
-        method = f"/{SERVICE_NAME}/{name}"
+        method = method_path(name)
 
         async def handle(raw: bytes, context: Context) -> bytes:
             loop = asyncio.get_running_loop()

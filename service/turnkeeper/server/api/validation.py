@@ -82,9 +82,6 @@ class Violations:
     def __iter__(self) -> Iterator[Violation]:
         return iter(self.kept)
 
-    def __len__(self) -> int:
-        return self.total
-
 
 def _v(reason: Reason, field: str, description: str) -> Violation:
     return reason, FieldViolation(field=field, description=description)
@@ -382,13 +379,7 @@ def usage_violations(usage: trim_pb2.ReportedUsage, path: str) -> Violations:
     return out
 
 
-# --- one check per request type -------------------------------------------------------------
-
-
-def check_estimate_tokens(
-    request: history_service_pb2.EstimateTokensRequest, max_history_rows: int
-) -> None:
-    raise_if_any(history_violations(request.history, "history", max_history_rows))
+# --- each request outside its history (the engine that read it checked the history) ---------
 
 
 def check_resolve_budget(request: history_service_pb2.ResolveBudgetRequest) -> None:
@@ -469,14 +460,6 @@ def trim_request_violations(request: history_service_pb2.TrimHistoryRequest) -> 
     return violations
 
 
-def check_trim_history(
-    request: history_service_pb2.TrimHistoryRequest, max_history_rows: int
-) -> None:
-    violations = history_violations(request.history, "history", max_history_rows)
-    violations += trim_request_violations(request)
-    raise_if_any(violations)
-
-
 def prepare_request_violations(
     request: history_service_pb2.PrepareModelCallRequest,
 ) -> Violations:
@@ -485,28 +468,6 @@ def prepare_request_violations(
     if request.HasField("reported_usage"):
         violations += usage_violations(request.reported_usage, "reported_usage")
     return violations
-
-
-def check_prepare_model_call(
-    request: history_service_pb2.PrepareModelCallRequest, max_history_rows: int
-) -> None:
-    violations = history_violations(request.history, "history", max_history_rows)
-    violations += prepare_request_violations(request)
-    raise_if_any(violations)
-
-
-def check_check_capacity(
-    request: history_service_pb2.CheckCapacityRequest, max_history_rows: int
-) -> None:
-    violations = history_violations(request.history, "history", max_history_rows)
-    violations += profiles_violations(request.profiles, "profiles")
-    raise_if_any(violations)
-
-
-def check_sweep_orphans(
-    request: history_service_pb2.SweepOrphansRequest, max_history_rows: int
-) -> None:
-    raise_if_any(history_violations(request.history, "history", max_history_rows))
 
 
 def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -> None:

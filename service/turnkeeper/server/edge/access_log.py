@@ -18,6 +18,8 @@ from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.api.methods import PROBE_PREFIXES
+from turnkeeper.server.edge.handlers import Continuation
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
 
@@ -26,8 +28,6 @@ log = logging.getLogger("turnkeeper.access")
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
-# Probes poll these constantly; they go to DEBUG so they do not drown real traffic.
-_QUIET_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # (request_streaming, response_streaming) -> go-grpc-prometheus grpc_type.
 _RPC_TYPES = {
@@ -129,7 +129,8 @@ def _finish(
         stats.responses,
         reason,
     )
-    level = logging.DEBUG if stats.method.startswith(_QUIET_PREFIXES) else logging.INFO
+    # Probes poll constantly; at DEBUG they do not drown real traffic.
+    level = logging.DEBUG if stats.method.startswith(PROBE_PREFIXES) else logging.INFO
     if not log.isEnabledFor(level):
         return
     duration_ms = round(seconds * 1000.0, 2)
@@ -167,9 +168,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(handler_call_details)

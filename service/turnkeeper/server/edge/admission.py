@@ -21,13 +21,12 @@ from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
 
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api.methods import PROBE_PREFIXES
+from turnkeeper.server.edge.handlers import Continuation, refusal
 from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
-
-# Health checks and reflection are never refused: a probe must see the server even when it is busy.
-_EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
 @dataclass(frozen=True)
@@ -162,8 +161,8 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
 
     gRPC reads a unary request whole before any handler runs, so the number of calls receiving
     their request at once is capped here, before the read: a call over that cap waits for a slot,
-    and if none comes free in time it is refused by a handler that never reads it (a
-    client-streaming one; the wire framing is the same), so its bytes never enter the process.
+    and if none comes free in time it is refused by a handler that never reads it
+    (`handlers.refusal`), so its bytes never enter the process.
     """
 
     def __init__(self, admission: Admission) -> None:
@@ -171,9 +170,7 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Req, Resp] | None:
         handler = await continuation(handler_call_details)
@@ -182,24 +179,16 @@ class AdmissionInterceptor(grpc.aio.ServerInterceptor):
             handler is None
             or behavior is None
             or not inspect.iscoroutinefunction(behavior)
-            or handler_call_details.method.startswith(_EXEMPT_PREFIXES)
+            # A probe must see the server even when it is busy.
+            or handler_call_details.method.startswith(PROBE_PREFIXES)
         ):
             return handler
         admission = self.admission
         if not await admission.receiving_slot():
-            return _refused(handler, admission.receiving_refusal())
+            return refusal(handler, admission.receiving_refusal())
         return _admitted(
             handler, cast(Callable[..., Awaitable[Any]], behavior), admission, _Receiving(admission)
         )
-
-
-def _refused(
-    handler: grpc.RpcMethodHandler[Req, Resp], refusal: RequestError
-) -> grpc.RpcMethodHandler[Req, Resp]:
-    async def refuse(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort_with_status(refusal.to_status())
-
-    return grpc.stream_unary_rpc_method_handler(refuse, None, handler.response_serializer)
 
 
 def _admitted(

@@ -25,16 +25,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.v1 import errors_pb2, history_service_pb2
+from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
+from turnkeeper.server.edge.handlers import Continuation, refusal
+from turnkeeper.v1 import errors_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 ANY_RUNTIME = "*"
-_EXEMPT_PREFIX = "/grpc.health.v1.Health/"
-TRIM_EVENTS_METHOD = (
-    f"/{history_service_pb2.DESCRIPTOR.services_by_name['HistoryService'].full_name}/TrimEvents"
-)
 _MIN_TOKEN_CHARS = 16
 
 
@@ -108,28 +106,6 @@ def _error(code: grpc.StatusCode, message: str) -> RequestError:
     return RequestError(code, reason, message)
 
 
-def _refusal(
-    handler: grpc.RpcMethodHandler[Req, Resp], error: RequestError
-) -> grpc.RpcMethodHandler[Any, Any]:
-    """A handler of the same shape that fails at once; the request is never deserialized."""
-
-    async def refuse(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort_with_status(error.to_status())
-
-    async def refuse_stream(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        await context.abort_with_status(error.to_status())
-        yield  # pragma: no cover (abort raises)
-
-    serializer = handler.response_serializer
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(refuse, None, serializer)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(refuse_stream, None, serializer)
-    if handler.stream_unary is not None:
-        return grpc.stream_unary_rpc_method_handler(refuse, None, serializer)
-    return grpc.stream_stream_rpc_method_handler(refuse_stream, None, serializer)
-
-
 def _checking_caller(
     handler: grpc.RpcMethodHandler[Req, Resp], number: int, runtime_id: str
 ) -> grpc.RpcMethodHandler[Req, Resp]:
@@ -170,20 +146,20 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(
         self,
-        continuation: Callable[
-            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]
-        ],
+        continuation: Continuation[Req, Resp],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(details)
         method = details.method
-        if handler is None or method.startswith(_EXEMPT_PREFIX):
+        # Health alone is exempt: probes carry no token. Reflection describes every method, so
+        # a server that asks for tokens asks for one there too (admission exempts it: cheap).
+        if handler is None or method.startswith(HEALTH_PREFIX):
             return handler
         token = _bearer(details.invocation_metadata)
         grant = self._grants.get(_digest(token)) if token is not None else None
         if grant is None:
             why = "no bearer token" if token is None else "an unknown bearer token"
-            return _refusal(
+            return refusal(
                 handler,
                 _error(
                     grpc.StatusCode.UNAUTHENTICATED,
@@ -191,7 +167,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
                 ),
             )
         if method == TRIM_EVENTS_METHOD and not grant.trim_events:
-            return _refusal(
+            return refusal(
                 handler,
                 _error(
                     grpc.StatusCode.PERMISSION_DENIED,

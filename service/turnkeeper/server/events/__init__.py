@@ -1,8 +1,14 @@
-"""The TrimEvents feed backends and the factory the server app uses."""
+"""The TrimEvents feed: what trims publish and subscribers (TrimEvents, the dashboard) read.
+
+`feed.py` is the `EventFeed` protocol; its backends are `ring.py` (in-process, the default) and
+`redis_feed.py` (a Redis Stream shared by a fleet), both on `common.py` and `cursor.py`;
+`metered.py` counts what passes through any of them. `create_feed` picks the backend.
+"""
 
 from __future__ import annotations
 
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from turnkeeper.server.events.feed import EventFeed
 
@@ -34,4 +40,13 @@ def create_feed(config: FeedConfig) -> EventFeed:
     raise ValueError(f"unsupported events url {url!r}: expected redis://HOST:PORT")
 
 
-__all__ = ["FeedConfig", "RingFeed", "create_feed"]
+def describe_events_url(url: str | None) -> str:
+    """The backend for the startup line: "memory", or the URL without its credentials."""
+    if url is None:
+        return "memory"
+    parts = urlsplit(url)
+    # Never log credentials embedded in the URL.
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+
+
+__all__ = ["FeedConfig", "RingFeed", "create_feed", "describe_events_url"]

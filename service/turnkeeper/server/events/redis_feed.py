@@ -47,8 +47,6 @@ from .common import (
 log = logging.getLogger(__name__)
 
 STREAM_KEY = "turnkeeper:events"
-COUNTER_KEY = "turnkeeper:events:n"
-EPOCH_KEY = "turnkeeper:events:epoch"
 
 # KEYS: stream, counter, epoch, batch marker. ARGV: maxlen, candidate epoch, then (kind, payload)
 # pairs. Atomic, so the entry order in the stream is the order of `n`. Idempotent: the marker

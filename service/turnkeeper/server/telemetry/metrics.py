@@ -4,13 +4,12 @@ The RPC families follow the go-grpc-prometheus names (`grpc_server_*`), so stock
 dashboards work; everything else is `turnkeeper_*`. Labels never carry message text or ids,
 only bounded sets (method, code, reason, path, cause). Collectors live in one module-level
 registry, as prometheus-client intends, and are thread-safe: engine workers record into them.
+The feed's counters are recorded by `events/metered.py`, each RPC's by `edge/access_log.py`.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import platform
-from collections.abc import AsyncIterator
 
 import grpc
 from prometheus_client import (
@@ -23,8 +22,8 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from turnkeeper.server.events.feed import EventFeed, FeedStatus
-from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+from turnkeeper.server.version import distribution_version, server_version
+from turnkeeper.v1 import trim_pb2
 
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
@@ -151,24 +150,12 @@ ENGINE = Info("turnkeeper_engine", "The trimming engine serving requests.", regi
 BUILD = Info("turnkeeper_build", "Versions of turnkeeper and what it runs on.", registry=REGISTRY)
 
 
-def _version(distribution: str) -> str:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
-
-def version() -> str:
-    """turnkeeper's installed version."""
-    return _version("turnkeeper")
-
-
 BUILD.info(
     {
-        "version": version(),
+        "version": server_version(),
         "python": platform.python_version(),
-        "grpcio": _version("grpcio"),
-        "protobuf": _version("protobuf"),
+        "grpcio": distribution_version("grpcio"),
+        "protobuf": distribution_version("protobuf"),
     }
 )
 
@@ -205,7 +192,8 @@ def observe_rpc(
         ADMISSION_REJECTIONS.labels(method, error_reason or "none").inc()
 
 
-def _label(enum_name: str, prefix: str) -> str:
+def enum_label(enum_name: str, prefix: str) -> str:
+    """A label value from a protobuf enum name: TRIM_REASON_TURN_LIMIT -> turn_limit."""
     return enum_name.removeprefix(prefix).lower()
 
 
@@ -219,7 +207,7 @@ def observe_trim(
     tokens_after: int,
 ) -> None:
     """One trim that dropped history. `reason`: token_budget, turn_limit or row_limit."""
-    path = _label(
+    path = enum_label(
         trim_pb2.CallerPath.Name(caller_path or trim_pb2.CALLER_PATH_AGENT), "CALLER_PATH_"
     )
     TRIMS.labels(reason, path).inc()
@@ -229,51 +217,5 @@ def observe_trim(
     TOKENS_AFTER.labels(reason).observe(tokens_after)
 
 
-def observe_feed_status(status: FeedStatus) -> None:
-    FEED_HEALTHY.set(1 if status.healthy else 0)
-
-
-class MeteredFeed:
-    """An EventFeed that counts what passes through it, around any backend."""
-
-    def __init__(self, inner: EventFeed) -> None:
-        self.inner = inner
-
-    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
-        EVENTS_PUBLISHED.inc()
-        self.inner.publish(trimmed)
-
-    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
-        self.inner.publish_meter(update)  # not a trim event: not counted as one
-
-    async def subscribe(
-        self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
-        EVENT_SUBSCRIBERS.inc()
-        stream = self.inner.subscribe(request)
-        try:
-            async for item in stream:
-                kind = item.WhichOneof("item")
-                if kind == "gap":
-                    EVENT_GAPS.labels(
-                        _label(events_pb2.GapCause.Name(item.gap.cause), "GAP_CAUSE_")
-                    ).inc()
-                elif kind == "event":
-                    EVENTS_DELIVERED.inc()
-                yield item
-        finally:
-            EVENT_SUBSCRIBERS.dec()
-            # Close the backend's generator now (its cleanup unregisters the subscriber),
-            # not whenever the garbage collector finalizes it.
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-
-    async def start(self) -> None:
-        await self.inner.start()
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-    def status(self) -> FeedStatus:
-        return self.inner.status()
+def observe_feed_health(healthy: bool) -> None:
+    FEED_HEALTHY.set(1 if healthy else 0)

@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 
-from turnkeeper.server.telemetry.metrics import version
+from turnkeeper.server.version import server_version
 
 TracingMode = Literal["none", "otlp", "console"]
 
@@ -43,7 +43,7 @@ def tracer_provider(mode: TracingMode) -> TracerProvider | None:
     """The provider for `mode` (None for "none"); OTEL_SERVICE_NAME overrides the name."""
     if mode == "none":
         return None
-    resource = Resource.create({SERVICE_NAME: "turnkeeper", "service.version": version()})
+    resource = Resource.create({SERVICE_NAME: "turnkeeper", "service.version": server_version()})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(_exporter(mode)))
     return provider

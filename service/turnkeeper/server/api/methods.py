@@ -1,0 +1,30 @@
+"""The services the sidecar serves, by name, and the method paths other rooms match calls on.
+
+gRPC hands interceptors the full method path (`/package.Service/Method`): authentication,
+admission and the access log decide by it, so the paths and prefixes are written here once.
+"""
+
+from __future__ import annotations
+
+from grpc_health.v1 import health
+
+from turnkeeper.v1 import history_service_pb2
+
+SERVICE = history_service_pb2.DESCRIPTOR.services_by_name["HistoryService"]
+SERVICE_NAME: str = SERVICE.full_name
+
+
+def method_path(method: str) -> str:
+    """The full path gRPC names a HistoryService method by: `/turnkeeper.v1.HistoryService/M`."""
+    return f"/{SERVICE_NAME}/{method}"
+
+
+TRIM_EVENTS_METHOD = method_path("TrimEvents")
+
+# grpc.health.v1: probes (kubelet, load balancers) call it constantly, and never with a token.
+HEALTH_PREFIX = f"/{health.SERVICE_NAME}/"
+# Server reflection, v1alpha and v1 alike (`/grpc.reflection.v1alpha.ServerReflection/...`).
+REFLECTION_PREFIX = "/grpc.reflection."
+# The cheap introspection calls: admission never refuses them (a probe must see a busy server)
+# and the access log writes them at DEBUG. Authentication exempts HEALTH_PREFIX alone.
+PROBE_PREFIXES = (HEALTH_PREFIX, REFLECTION_PREFIX)

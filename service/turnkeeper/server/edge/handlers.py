@@ -1,0 +1,45 @@
+"""What the interceptors share: the type of the continuation gRPC hands them, and `refusal`.
+
+`refusal` is the handler a refused call gets: it fails the call at once and never reads the
+request. gRPC reads a unary request whole before the handler runs; a client-streaming handler
+gets an iterator instead, and one message is framed the same either way. So a refusal is a
+streaming-request handler, of the call's response shape, that aborts without iterating: the
+request's bytes stay in the client. Authentication and admission both refuse with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias, TypeVar
+
+import grpc
+
+from turnkeeper.server.api.errors import RequestError
+
+Req = TypeVar("Req")
+Resp = TypeVar("Resp")
+
+# The next interceptor (or the server's handler lookup), as `intercept_service` receives it.
+Continuation: TypeAlias = (
+    "Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Req, Resp] | None]]"
+)
+
+
+def refusal(
+    handler: grpc.RpcMethodHandler[Req, Resp], error: RequestError
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler answering `error` in place of `handler`, without reading the request."""
+
+    async def refuse(requests: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        await context.abort_with_status(error.to_status())
+
+    async def refuse_stream(
+        requests: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        await context.abort_with_status(error.to_status())
+        yield  # pragma: no cover (abort raises)
+
+    serializer = handler.response_serializer
+    if handler.response_streaming:
+        return grpc.stream_stream_rpc_method_handler(refuse_stream, None, serializer)
+    return grpc.stream_unary_rpc_method_handler(refuse, None, serializer)

@@ -1,0 +1,98 @@
+"""The sockets the sidecar listens on: TCP addresses and Unix sockets, each held exclusively.
+
+grpc's SO_REUSEPORT is off (edge/server.py), so a second server on a TCP port fails to bind. A
+Unix socket path is guarded by an flock on `<path>.lock`, taken before anything else starts.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import stat
+
+import grpc
+
+from turnkeeper.server.startup import StartupError
+
+
+class UnixSocketLock:
+    """An exclusive flock on "<socket>.lock", held for the server's life.
+
+    The kernel drops it when the process dies, so a leftover socket file whose lock is free
+    is stale and safe to remove, while a held lock means a live server owns the path.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lock_path = f"{path}.lock"
+        try:
+            self._fd: int | None = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except FileNotFoundError:
+            raise StartupError(f"the directory of unix socket {path} does not exist") from None
+        except OSError as error:
+            raise StartupError(
+                f"cannot open lock file {self.lock_path}: {error.strerror}"
+            ) from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.pread(self._fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            self.release()
+            raise StartupError(
+                f"unix socket {path} is in use by another turnkeeper server (pid {owner}; "
+                f"it holds {self.lock_path})"
+            ) from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
+
+    def remove_stale_socket(self) -> None:
+        try:
+            mode = os.lstat(self.path).st_mode
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(mode):
+            raise StartupError(f"{self.path} exists and is not a socket; refusing to replace it")
+        os.unlink(self.path)
+
+    def release(self) -> None:
+        # The lock file itself stays: unlinking it would let a racing server lock a new inode.
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _bind(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    try:
+        port = (
+            server.add_secure_port(address, credentials)
+            if credentials is not None
+            else server.add_insecure_port(address)
+        )
+    except RuntimeError as error:
+        raise StartupError(f"cannot listen on {address}: {error}") from None
+    if port == 0:
+        raise StartupError(f"cannot listen on {address}")
+    return port
+
+
+def bind_tcp(
+    server: grpc.aio.Server, address: str, credentials: grpc.ServerCredentials | None
+) -> str:
+    """Binds HOST:PORT (TLS when `credentials` are given); returns it with the port bound."""
+    port = _bind(server, address, credentials)
+    return f"{address.rpartition(':')[0]}:{port}"
+
+
+def bind_unix(server: grpc.aio.Server, lock: UnixSocketLock, permissions: int) -> None:
+    """Binds the locked path, replacing a stale socket, with exactly `permissions`."""
+    lock.remove_stale_socket()
+    # The umask keeps the socket from ever existing with wider permissions; chmod then
+    # sets exactly the configured mode.
+    previous_umask = os.umask(0o777 & ~permissions)
+    try:
+        _bind(server, f"unix:{lock.path}")
+    finally:
+        os.umask(previous_umask)
+    os.chmod(lock.path, permissions)

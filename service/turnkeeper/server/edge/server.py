@@ -1,0 +1,67 @@
+"""The grpc.aio server: its channel options (limits, keepalive) and its interceptor chain."""
+
+from __future__ import annotations
+
+import grpc
+from opentelemetry.sdk.trace import TracerProvider
+
+from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.edge.access_log import AccessLogInterceptor
+from turnkeeper.server.edge.admission import Admission, AdmissionInterceptor
+from turnkeeper.server.telemetry import tracing
+
+
+def server_options(config: ServerConfig) -> list[tuple[str, int]]:
+    """gRPC channel arguments: message sizes, stream and connection limits, keepalive policy."""
+    options = [
+        ("grpc.so_reuseport", 0),
+        ("grpc.max_receive_message_length", config.max_receive_bytes),
+        ("grpc.max_send_message_length", config.max_send_bytes),
+        ("grpc.max_concurrent_streams", config.max_concurrent_streams),
+        # No flow-control window growth: a request the server has not started to read (admission
+        # refused it, or it waits) stays in the client instead of piling up in this process.
+        ("grpc.http2.bdp_probe", 0),
+        # A client may ping (keepalive) at most every min_client_ping_seconds, with or without
+        # calls; the second ping too early ends its connection (GOAWAY "too_many_pings").
+        (
+            "grpc.http2.min_ping_interval_without_data_ms",
+            int(config.min_client_ping_seconds * 1000),
+        ),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.keepalive_permit_without_calls", 1),
+        # The server pings quiet peers so that a vanished one (host down, network cut) is
+        # noticed and its streams end.
+        ("grpc.keepalive_time_ms", int(config.keepalive_seconds * 1000)),
+        ("grpc.keepalive_timeout_ms", int(config.keepalive_timeout_seconds * 1000)),
+        # A connection that never completes the HTTP/2 handshake is closed after this.
+        ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout_seconds * 1000)),
+    ]
+    if config.max_connections:
+        options.append(("grpc.max_allowed_incoming_connections", config.max_connections))
+    if config.max_connection_idle_seconds:
+        options.append(
+            ("grpc.max_connection_idle_ms", int(config.max_connection_idle_seconds * 1000))
+        )
+    if config.max_connection_age_seconds:
+        options.append(
+            ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000))
+        )
+        options.append(("grpc.max_connection_age_grace_ms", int(config.grace_seconds * 1000)))
+    return options
+
+
+def create_server(
+    config: ServerConfig,
+    admission: Admission,
+    auth: list[grpc.aio.ServerInterceptor],
+    tracer_provider: TracerProvider | None,
+) -> grpc.aio.Server:
+    """The server with its interceptors; nothing is registered or bound yet."""
+    traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
+    return grpc.aio.server(
+        # The span opens first, so the access log and every line below carry its trace id;
+        # the access log is next, so refused calls are logged with their status;
+        # authentication comes before admission, so strangers use none of its budget.
+        interceptors=[*traced, AccessLogInterceptor(), *auth, AdmissionInterceptor(admission)],
+        options=server_options(config),
+    )

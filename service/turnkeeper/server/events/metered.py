@@ -1,0 +1,64 @@
+"""The metered decorator of any EventFeed: counts publications, subscribers, deliveries, gaps.
+
+The app wraps whichever backend `create_feed` chose, so every backend is counted alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from turnkeeper.server.events.feed import EventFeed, FeedStatus
+from turnkeeper.server.telemetry.metrics import (
+    EVENT_GAPS,
+    EVENT_SUBSCRIBERS,
+    EVENTS_DELIVERED,
+    EVENTS_PUBLISHED,
+    enum_label,
+)
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+
+
+class MeteredFeed:
+    """An EventFeed that counts what passes through it, around any backend."""
+
+    def __init__(self, inner: EventFeed) -> None:
+        self.inner = inner
+
+    def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
+        EVENTS_PUBLISHED.inc()
+        self.inner.publish(trimmed)
+
+    def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
+        self.inner.publish_meter(update)  # not a trim event: not counted as one
+
+    async def subscribe(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+        EVENT_SUBSCRIBERS.inc()
+        stream = self.inner.subscribe(request)
+        try:
+            async for item in stream:
+                kind = item.WhichOneof("item")
+                if kind == "gap":
+                    EVENT_GAPS.labels(
+                        enum_label(events_pb2.GapCause.Name(item.gap.cause), "GAP_CAUSE_")
+                    ).inc()
+                elif kind == "event":
+                    EVENTS_DELIVERED.inc()
+                yield item
+        finally:
+            EVENT_SUBSCRIBERS.dec()
+            # Close the backend's generator now (its cleanup unregisters the subscriber),
+            # not whenever the garbage collector finalizes it.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def status(self) -> FeedStatus:
+        return self.inner.status()
