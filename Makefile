@@ -19,7 +19,7 @@ help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
 	@echo "make test      install everything the tests need and run them all"
 	@echo "make generate  regenerate committed code from proto/"
-	@echo "make lint      buf lint/format, ruff, mypy --strict, stubtest, hadolint, Kubernetes schemas"
+	@echo "make lint      buf lint/format, ruff, mypy --strict, stubtest, hadolint, Kubernetes schemas, every client's lint"
 	@echo "make bench     run the benchmarks"
 	@echo "make soak      a long mixed load run (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SUBSCRIBERS)"
 
@@ -100,6 +100,8 @@ lint: $(NATIVE_STAMP)
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \
 	  cargo clippy --quiet --all-targets --features python -- -D warnings; fi
 	@if [ -n "$(CARGO)" ]; then MYPYPATH=service $(PY) -m mypy.stubtest turnkeeper._native; fi
+	# Each client's own lint: ruff + mypy --strict, go vet + gofmt, rustfmt + clippy, tsc + ESLint.
+	@for d in $(CLIENT_DIRS); do $(MAKE) --no-print-directory -C $$d lint || exit 1; done
 
 fmt: $(STAMP)
 	$(BIN)/buf format -w

@@ -67,6 +67,12 @@ class Plan:
     def tokens_after(self) -> int: ...
     @property
     def target_tokens(self) -> int: ...
+    @property
+    def cut_step(self) -> int:
+        """The low-water grid step (§11.1), tokens or turns; 0 for the minimal cut of §9."""
+    @property
+    def cut_drop_target(self) -> int:
+        """The drop the grid rounded the minimal cut up to; 0 with the minimal cut."""
 
 @final
 class OrphanKind:
@@ -98,8 +104,17 @@ class NativeHistory:
     def turns(self) -> int: ...
     @property
     def system_floor_tokens(self) -> int: ...
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> Plan: ...
-    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> Plan: ...
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> Plan:
+        """`step_budget`: the budget the §11.1 grid step comes from, when not `budget`."""
+    def plan_turn_count(
+        self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
+    ) -> Plan: ...
     def plan_row_count(self, keep: int) -> Plan:
         """`keep`: the row limit in effect (`trimming.rows_to_keep`), never 0."""
     def apply(

@@ -16,9 +16,12 @@ from . import vectors_lib as vl
 from .vectors_lib import Vector
 
 MIN_VECTORS = 60
-SPEC_SECTIONS = frozenset(range(1, 10))
+SPEC_SECTIONS = frozenset(range(1, 10)) | {11, 12}
+"""§1-§9, and the third edition's §11 and §12."""
 AMENDMENTS = frozenset(range(1, 8))
 """§10.1-§10.7, the second edition."""
+THIRD_EDITION = frozenset({(11, 1), (11, 2)})
+"""§11.1-§11.2 cache-stable trimming, of the third edition."""
 VECTORS: list[Vector] = vl.load_vectors()
 
 
@@ -41,8 +44,8 @@ def server_address(request: pytest.FixtureRequest) -> str:
 
 
 def test_suite_shape() -> None:
-    """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section
-    and every §10 rule covered."""
+    """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section,
+    every §10 rule and every third-edition section covered."""
     assert len(VECTORS) >= MIN_VECTORS, f"only {len(VECTORS)} vectors"
     names = [v.name for v in VECTORS]
     assert len(set(names)) == len(names), sorted({n for n in names if names.count(n) > 1})
@@ -54,6 +57,8 @@ def test_suite_shape() -> None:
     assert not missing, f"spec sections no vector covers: {sorted(missing)}"
     amended = frozenset(n for v in VECTORS for n in v.amendments)
     assert not AMENDMENTS - amended, f"§10 rules no vector covers: {sorted(AMENDMENTS - amended)}"
+    third = THIRD_EDITION - frozenset(s for v in VECTORS for s in v.subsections)
+    assert not third, f"third-edition rules no vector covers: {sorted(third)}"
     assert {v.rpc for v in VECTORS} == set(vl.RPCS), "every unary RPC has at least one vector"
 
 

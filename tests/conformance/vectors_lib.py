@@ -38,6 +38,8 @@ VECTOR_FILE = re.compile(r"^(\d{3})-([a-z0-9][a-z0-9-]*)\.json$")
 SECTION = re.compile(r"§\s*(\d+)")
 AMENDMENT = re.compile(r"§10\.(\d+)")
 """A second-edition rule, such as §10.3."""
+SUBSECTION = re.compile(r"§(\d+)\.(\d+)")
+"""A numbered subsection, such as §11.1."""
 
 _TOP_KEYS = frozenset({"name", "rule", "description", "rpc", "request", "expect"})
 _ERROR_KEYS = frozenset({"code", "reason", "fieldViolations", "capacityReport"})
@@ -108,6 +110,11 @@ class Vector:
     def amendments(self) -> frozenset[int]:
         """The second-edition rules (§10.N) the rule names, as N."""
         return frozenset(int(n) for n in AMENDMENT.findall(self.rule))
+
+    @property
+    def subsections(self) -> frozenset[tuple[int, int]]:
+        """The numbered subsections (§N.M) the rule names, as (N, M)."""
+        return frozenset((int(a), int(b)) for a, b in SUBSECTION.findall(self.rule))
 
     def request_message(self) -> Message:
         message = self.spec.request_type()

@@ -10,6 +10,7 @@ encoding (the native engine copies kept rows as sent): then both must parse to e
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 from collections.abc import Callable
@@ -58,6 +59,16 @@ texts = st.lists(
     max_size=8,
 ).map("".join)
 ids = st.sampled_from(["", "c1", "c2", "c3"])
+# §11 low-water fractions: ignored ones (NaN, 0, negative, above 1, infinities), 1, values just
+# below 1 and tiny ones, and ordinary grids.
+low_waters = st.one_of(
+    st.sampled_from(
+        [math.nan, 0.0, -0.5, 1.0, 1.5, math.inf, -math.inf, 0.9999999999999999, 5e-324, 1e-300]
+    ),
+    st.floats(0.01, 0.99),
+)
+NEAR_2_64 = [2**64 - 1, 2**64 - 2, 2**64 - 2049, 2**63 + 1, 2**53 + 1]
+budgets = st.one_of(st.integers(0, 300), st.sampled_from(NEAR_2_64))
 
 
 @st.composite
@@ -143,9 +154,11 @@ def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
         breadcrumb_text=draw(st.sampled_from(["", "[older turns cut]"])),
     )
     if draw(st.booleans()):
-        runtime.max_context_tokens = draw(st.sampled_from([0, 20, 60, 200, 5000]))
+        runtime.max_context_tokens = draw(st.sampled_from([0, 20, 60, 200, 5000, *NEAR_2_64]))
     if draw(st.booleans()):
         runtime.max_history_messages = draw(st.integers(0, 4))
+    if draw(st.booleans()):
+        runtime.history_trim_low_water = draw(low_waters)
     provider = profile_pb2.ProviderProfile(
         alias=draw(st.sampled_from(["p", "p", "p", ""])), model="m"
     )
@@ -157,8 +170,8 @@ def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
 @st.composite
 def usages(draw: st.DrawFn) -> trim_pb2.ReportedUsage:
     return trim_pb2.ReportedUsage(
-        reported_input_tokens=draw(st.integers(0, 400)),
-        estimated_input_tokens=draw(st.integers(20, 400)),
+        reported_input_tokens=draw(st.one_of(st.integers(0, 400), st.sampled_from(NEAR_2_64))),
+        estimated_input_tokens=draw(st.one_of(st.integers(20, 400), st.just(0))),
         tool_schema_tokens=draw(st.integers(0, 20)),
     )
 
@@ -178,9 +191,11 @@ def requests(draw: st.DrawFn) -> Any:
         if draw(st.booleans()):
             explicit = request.explicit_limits
             if draw(st.integers(0, 4)) > 0:
-                explicit.budget_tokens = draw(st.integers(0, 300))
+                explicit.budget_tokens = draw(budgets)
             if draw(st.booleans()):
                 explicit.max_history_messages = draw(st.integers(0, 4))
+            if draw(st.booleans()):
+                explicit.history_trim_low_water = draw(low_waters)
             explicit.breadcrumb_text = draw(st.sampled_from(["", "[cut]"]))
         elif draw(st.booleans()):
             request.profiles.CopyFrom(draw(profiles()))
@@ -193,7 +208,8 @@ def requests(draw: st.DrawFn) -> Any:
             profiles=draw(profiles()),
             overflow_recovery=draw(st.booleans()),
             hook_texts=draw(st.lists(texts, max_size=2)),
-            reserved_output_tokens=draw(st.sampled_from([0, 10, 1000])),
+            tool_schemas=draw(st.lists(texts, max_size=2)),
+            reserved_output_tokens=draw(st.sampled_from([0, 10, 40, 150, 1000, 2**64 - 1])),
         )
         if draw(st.integers(0, 3)) == 0:
             request.reported_usage.CopyFrom(draw(usages()))
@@ -272,3 +288,109 @@ def test_kept_rows_are_the_request_bytes_unknown_fields_included() -> None:
     reply = answer(NATIVE, svc.SweepOrphansRequest, raw)[1]
     assert row in reply.body
     assert reply.body == answer(PYTHON, svc.SweepOrphansRequest, raw)[1].body
+
+
+def _same(request: Any) -> trim_pb2.HistoryTrimmed | None:
+    """Both engines' replies to a valid request are identical; returns the last event, if any."""
+    raw = request.SerializeToString()
+    expected = answer(PYTHON, type(request), raw)
+    actual = answer(NATIVE, type(request), raw)
+    assert actual == expected
+    return expected[1].events[-1] if expected[0] == "ok" and expected[1].events else None
+
+
+def _grid_history(turns: int, conversation: bool) -> h.History:
+    rows = [h.ChatMessage(role=h.ROLE_SYSTEM, content="s" * 400)]
+    for i in range(turns):
+        rows.append(h.ChatMessage(role=h.ROLE_USER, content=f"{i:03d}" + "u" * (40 * (i % 5))))
+        rows.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content="a" * (13 * i)))
+    history = h.History(chat=h.ChatHistory(messages=rows))
+    return as_conversation(history) if conversation else history
+
+
+@pytest.mark.parametrize("conversation", [False, True])
+@pytest.mark.parametrize(
+    "fraction", [0.7, 0.5, 0.9999999999999999, 5e-324, 1e-300, 0.13, 1.0, math.nan]
+)
+def test_low_water_grid_cuts_identically(conversation: bool, fraction: float) -> None:
+    """§11 in both engines over a sweep of budgets, turn limits and reported usages (near 2^64 too)."""
+    history = _grid_history(18, conversation)  # 37 rows, within MAX_ROWS
+    grids = 0
+    for budget in [150, 400, 700, 950, 1200, 2**64 - 1]:
+        limits = svc.ExplicitLimits(budget_tokens=budget, history_trim_low_water=fraction)
+        for mode in (trim_pb2.TRIM_MODE_TOKEN_BUDGET, trim_pb2.TRIM_MODE_REPORTED_USAGE):
+            request = svc.TrimHistoryRequest(history=history, mode=mode, explicit_limits=limits)
+            if mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
+                request.reported_usage.reported_input_tokens = 2**64 - 1
+                request.reported_usage.estimated_input_tokens = 2**63 // 9000 * (1 + budget % 7)
+            event = _same(request)
+            grids += event is not None and event.cut_step > 0
+        for limit in [0, 1, 7, 17]:
+            turns = svc.ExplicitLimits(max_history_messages=limit, history_trim_low_water=fraction)
+            request = svc.TrimHistoryRequest(
+                history=history, mode=trim_pb2.TRIM_MODE_TURN_COUNT, explicit_limits=turns
+            )
+            event = _same(request)
+            grids += event is not None and event.cut_step > 0
+        runtime = profile_pb2.RuntimeProfile(
+            default_provider="p",
+            max_context_tokens=budget,
+            max_history_messages=12,
+            history_trim_low_water=fraction,
+        )
+        for reserved, schemas in ((0, []), (300, ['{"name":"f"}']), (2**64 - 1, [])):
+            # §12: the room beside reserved output and tool schemas, on the safety window.
+            prepare = svc.PrepareModelCallRequest(
+                history=history,
+                profiles=profile_pb2.Profiles(runtime=runtime),
+                reserved_output_tokens=reserved,
+                tool_schemas=schemas,
+            )
+            _same(prepare)
+            for reported, estimated in ((2**64 - 1, 2**63 // 4000), (budget, 900), (1, 0)):
+                prepare.reported_usage.reported_input_tokens = reported
+                prepare.reported_usage.estimated_input_tokens = estimated
+                _same(prepare)
+    assert (grids > 0) == (0.0 < fraction < 1.0)
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])
+@pytest.mark.parametrize("rpc", ["sweep", "trim"])
+def test_unknown_fields_of_the_history_and_its_list_survive_a_rewrite(
+    conversation: bool, rpc: str
+) -> None:
+    """A history that is rewritten (rows swept or trimmed) keeps the unknown fields of the History
+    and of its message list, in both engines: nothing the caller sent is silently lost."""
+    chat = h.History(
+        chat=h.ChatHistory(
+            messages=[
+                h.ChatMessage(role=h.ROLE_SYSTEM, content="s"),
+                h.ChatMessage(role=h.ROLE_USER, content="u1"),
+                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id="orphan", content="r"),
+                h.ChatMessage(role=h.ROLE_USER, content="u2"),
+            ]
+        )
+    )
+    history = as_conversation(chat) if conversation else chat
+    list_unknown, history_unknown = b"\xfd\x07abcd", b"\xf8\x06\x07"
+    shape = 2 if conversation else 1
+    rows = getattr(history, "conversation" if conversation else "chat").SerializeToString()
+    rows += list_unknown
+    body = b"\x0a" if shape == 1 else b"\x12"
+    history_bytes = body + encode_varint(len(rows)) + rows + history_unknown
+    if rpc == "sweep":
+        request_type: type[Any] = svc.SweepOrphansRequest
+        tail = b""
+    else:
+        request_type = svc.TrimHistoryRequest
+        tail = svc.TrimHistoryRequest(
+            mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+            explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+        ).SerializeToString()
+    raw = b"\x0a" + encode_varint(len(history_bytes)) + history_bytes + tail
+    python, native = answer(PYTHON, request_type, raw), answer(NATIVE, request_type, raw)
+    assert python[0] == native[0] == "ok", (python, native)
+    assert native[1].body == python[1].body
+    assert list_unknown in python[1].body and history_unknown in python[1].body
+    response = RESPONSES[request_type].FromString(python[1].body)
+    assert response.history != history  # the rows were rewritten

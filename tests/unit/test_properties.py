@@ -6,6 +6,8 @@ carrier rows, system rows inside turns and an optional existing breadcrumb.
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from turnkeeper.core.recovery import plan_recovery
@@ -284,4 +286,127 @@ def test_passthrough_is_never_priced(
     assert carried.pricing == plain.pricing
     assert plan_token_budget(carried.rows, carried.pricing, budget, CRUMB) == plan_token_budget(
         plain.rows, plain.pricing, budget, CRUMB
+    )
+
+
+# §11 cache-stable trimming: the low-water grid cut.
+fractions = st.floats(0.02, 0.98)
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> tuple[list[h.ChatMessage], list[list[h.ChatMessage]]]:
+    """A session's leading rows and the turns it appends, one at a time."""
+    head = [system(draw(texts)) for _ in range(draw(st.integers(0, 2)))]
+    if draw(st.booleans()):
+        head.append(crumb())
+    appended = [draw(turns(i)) for i in range(draw(st.integers(2, 14)))]
+    # Declared attachments are priced only in the current turn, so appending a turn can make a
+    # history cheaper; without them an appending session's estimate only grows.
+    for turn_rows in appended:
+        for row in turn_rows:
+            del row.attachments[:]
+    return head, appended
+
+
+def _body_cost(w: WorkingHistory, j: int) -> int:
+    """D(j): the estimate of the body rows before turn boundary j, re-summed from the rows."""
+    lay = layout(w.rows)
+    return sum(w.pricing.tokens[lay.prefix : lay.boundaries[j]])
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.integers(0, 4000), fractions, st.booleans())
+def test_grid_cut_is_the_rule_and_fits_when_the_minimal_cut_does(
+    history: h.History, budget: int, fraction: float, conversation: bool
+) -> None:
+    """§11.1 restated from the rows: the cut is the smallest j >= j0 with D(j) >= ceil(D(j0) / S)
+    x S (else k-1); it drops at least what §9 drops, so it fits whenever §9's cut does; L = 1 (and
+    an ignored value) is §9 itself; both shapes cut alike."""
+    w = WorkingHistory.of(as_conversation(history) if conversation else history)
+    minimal = plan_token_budget(w.rows, w.pricing, budget, CRUMB)
+    grid = plan_token_budget(w.rows, w.pricing, budget, CRUMB, fraction)
+    for same in (1.0, 0.0, 1.5, float("nan")):
+        assert plan_token_budget(w.rows, w.pricing, budget, CRUMB, same) == minimal
+    assert grid.trimmed == minimal.trimmed
+    if not minimal.trimmed:
+        assert grid == minimal
+        return
+    k = layout(w.rows).turns
+    step = max(1, budget - min(budget, math.floor(budget * fraction)))
+    target = -(-_body_cost(w, minimal.dropped_turns) // step) * step
+    reaching = [j for j in range(minimal.dropped_turns, k) if _body_cost(w, j) >= target]
+    assert grid.dropped_turns == (reaching[0] if reaching else k - 1)
+    assert (grid.cut_step, grid.cut_drop_target) == (step, target)
+    assert grid.tokens_after <= minimal.tokens_after
+    if minimal.tokens_after <= budget:
+        assert grid.tokens_after <= budget
+    check_trim_invariants(
+        history,
+        lambda v: plan_token_budget(v.rows, v.pricing, budget, CRUMB, fraction),
+        budget=budget,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(sessions(), st.integers(30, 1500), fractions)
+def test_an_appending_session_keeps_its_cut_until_it_grows_a_step(
+    session: tuple[list[h.ChatMessage], list[list[h.ChatMessage]]], budget: int, fraction: float
+) -> None:
+    """§11.1 "Why a grid": a runtime that resends its whole history, one turn longer each call.
+    The cut (an input row index, counted from the start) never moves back; while the rounded
+    target ceil(D(j0) / S) x S stays the same, the cut stays on the same row; it moves only when
+    the minimal drop has passed the previous target, that is after about S tokens of growth."""
+    head, appended = session
+    rows = list(head)
+    previous: tuple[int, int, int, bool] | None = None  # (cut row, target, D(j0), fallback)
+    for turn_rows in appended:
+        rows.extend(turn_rows)
+        w = WorkingHistory.of(chat(*rows))
+        plan = plan_token_budget(w.rows, w.pricing, budget, CRUMB, fraction)
+        if not plan.trimmed:
+            assert previous is None  # once over the budget, a growing session stays over it
+            continue
+        minimal = plan_token_budget(w.rows, w.pricing, budget, CRUMB)
+        k = plan.dropped_turns + plan.kept_turns
+        fallback = plan.dropped_turns == k - 1 and _body_cost(w, k - 1) < plan.cut_drop_target
+        current = (
+            plan.drop.stop,
+            plan.cut_drop_target,
+            _body_cost(w, minimal.dropped_turns),
+            fallback,
+        )
+        if previous is not None:
+            cut, target, _, was_fallback = previous
+            assert current[0] >= cut and current[1] >= target
+            if current[1] == target and not was_fallback:
+                assert current[0] == cut
+            if current[0] != cut and not was_fallback:
+                # The minimal drop passed the old target: the grid target moved by whole steps.
+                assert current[2] > target and current[1] >= target + plan.cut_step
+        previous = current
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories(), st.integers(0, 8), fractions, st.booleans())
+def test_turn_grid_keeps_at_least_one_turn_and_l_one_is_section_9(
+    history: h.History, limit: int, fraction: float, agent_path: bool
+) -> None:
+    """§11.1 turn-count: j = min(k - 1, ceil(j0 / s) x s) >= j0; L = 1 is §9's cut."""
+    crumb_cost = CRUMB if agent_path else None
+    w = WorkingHistory.of(history)
+    minimal = plan_turn_count(w.rows, w.pricing, limit, crumb_cost)
+    assert plan_turn_count(w.rows, w.pricing, limit, crumb_cost, 1.0) == minimal
+    grid = plan_turn_count(w.rows, w.pricing, limit, crumb_cost, fraction)
+    assert grid.trimmed == minimal.trimmed
+    if minimal.trimmed:
+        keep = max(limit, 1)
+        step = max(1, keep - min(keep, math.floor(keep * fraction)))
+        k = layout(w.rows).turns
+        target = -(-minimal.dropped_turns // step) * step
+        assert grid.dropped_turns == min(k - 1, target) >= minimal.dropped_turns
+        assert (grid.cut_step, grid.cut_drop_target) == (step, target)
+    check_trim_invariants(
+        history,
+        lambda v: plan_turn_count(v.rows, v.pricing, limit, crumb_cost, fraction),
+        budget=None,
     )

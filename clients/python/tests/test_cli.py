@@ -18,10 +18,17 @@ from typing import IO, Any
 
 import pytest
 from google.protobuf import json_format
-from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
+from turnkeeper.v1 import history_pb2, profile_pb2, resolution_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
-from turnkeeper_client import TurnkeeperClient, from_anthropic, from_openai, to_anthropic
+from turnkeeper_client import (
+    TurnkeeperClient,
+    _render,
+    cli,
+    from_anthropic,
+    from_openai,
+    to_anthropic,
+)
 from turnkeeper_client.convert import to_openai
 
 from .conftest import Endpoints
@@ -534,3 +541,63 @@ def test_watch_prints_its_resume_cursor_on_sigterm(spawn: Any) -> None:
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(15) == 128 + signal.SIGTERM
     assert f"resume with --after {beat.group(1)}" in err.rest()
+
+
+def _low_water_request(*argv: str) -> svc.TrimHistoryRequest:
+    """The TrimHistoryRequest `turnkeeper trim` would send, built without a server."""
+    args = cli._parser().parse_args(["trim", *argv])
+    return cli._trim_request(args, cli._load_input(args))
+
+
+def test_low_water_joins_explicit_limits_else_the_runtime_profile(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    history = str(files["proto"])
+    explicit = _low_water_request(history, "--budget", "100", "--low-water", "0.7")
+    assert explicit.explicit_limits.budget_tokens == 100
+    assert explicit.explicit_limits.history_trim_low_water == 0.7
+    profiled = _low_water_request(
+        history, "--profiles", str(files["profiles"]), "--low-water", "0.5"
+    )
+    assert profiled.profiles.runtime.context_compact_ratio == 0.5  # the file's, kept
+    assert profiled.profiles.runtime.history_trim_low_water == 0.5
+    defaults = _low_water_request(history, "--low-water", "0.9")
+    assert defaults.WhichOneof("limits") == "profiles"
+    assert defaults.profiles == profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(history_trim_low_water=0.9)
+    )
+    # A request file's explicit limits take the flag too, and keep their other fields.
+    request = svc.TrimHistoryRequest(
+        history=three_turns(), explicit_limits=svc.ExplicitLimits(budget_tokens=80)
+    )
+    path = tmp_path / "request.json"
+    path.write_text(json_format.MessageToJson(request))
+    from_file = _low_water_request(str(path), "--low-water", "0.8")
+    assert from_file.explicit_limits == svc.ExplicitLimits(
+        budget_tokens=80, history_trim_low_water=0.8
+    )
+    assert not _low_water_request(history).HasField("profiles")
+
+
+def test_low_water_and_the_grid_cut_are_rendered() -> None:
+    resolution = resolution_pb2.Resolution(budget_tokens=2000, history_trim_low_water=0.7)
+    assert "low water  0.7" in _render.resolution(resolution)
+    ignored = resolution_pb2.Resolution(history_trim_low_water=1.0, low_water_ignored=True)
+    assert (
+        "low water  1 (minimal cut) (history_trim_low_water outside (0, 1] was ignored)"
+        in _render.resolution(ignored)
+    )
+    response = svc.TrimHistoryResponse(
+        outcome=svc.TrimOutcome(
+            trimmed=True, target_tokens=2000, cut_step=600, cut_drop_target=600
+        ),
+        history_trimmed=trim_pb2.HistoryTrimmed(
+            reason=trim_pb2.TRIM_REASON_TURN_LIMIT, cut_step=2, cut_drop_target=4
+        ),
+        resolution=resolution,
+    )
+    text = _render.trim(response)
+    assert "\ngrid cut: step 600 tokens, drop target 600 tokens\n" in text
+    assert "(grid cut: step 2 turns, drop target 4 turns)" in text
+    assert "max turns 0, low water 0.7, route" in text
+    assert "grid cut" not in _render.trim(svc.TrimHistoryResponse())

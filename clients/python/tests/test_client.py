@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
+import typing
 from pathlib import Path
 
 import grpc
@@ -19,6 +22,7 @@ from turnkeeper_client import (
     TurnkeeperError,
     target,
 )
+from turnkeeper_client._rpcs import unary_rpcs
 
 from .conftest import Endpoints
 from .helpers import budget_trim, three_turns
@@ -221,3 +225,35 @@ def test_defaults_are_the_ones_every_client_shares() -> None:
     shared = json.loads((base / "client-defaults.json").read_text(encoding="utf-8"))
     assert shared["unaryDeadlineSeconds"] == DEFAULT_TIMEOUT
     assert shared["maxMessageBytes"] == MAX_MESSAGE_BYTES
+
+
+def test_one_table_of_unary_rpcs_serves_both_clients(
+    client: TurnkeeperClient, aclient: AsyncTurnkeeperClient
+) -> None:
+    """Every unary RPC of the contract is one `Rpc` entry, with the contract's message types; it
+    is a blocking method on the sync client and a coroutine method on the asyncio one."""
+    service = svc.DESCRIPTOR.services_by_name["HistoryService"]
+    unary = {m.name for m in service.methods if not m.server_streaming}
+    table = unary_rpcs()
+    assert {rpc.rpc_name for rpc in table.values()} == unary
+    for name, rpc in table.items():
+        method = service.methods_by_name[rpc.rpc_name]
+        assert name == re.sub(r"(?<!^)(?=[A-Z])", "_", method.name).lower()
+        request, response = typing.get_args(rpc.__orig_class__)  # type: ignore[attr-defined]
+        assert (method.input_type, method.output_type) == (request.DESCRIPTOR, response.DESCRIPTOR)
+        for owner, bound, coroutine in (
+            (TurnkeeperClient, getattr(client, name), False),
+            (AsyncTurnkeeperClient, getattr(aclient, name), True),
+        ):
+            assert inspect.iscoroutinefunction(bound) is coroutine
+            assert bound.__name__ == name and bound.__doc__ == rpc.__doc__ != ""
+            assert list(inspect.signature(bound).parameters) == ["request", "timeout", "metadata"]
+            # On the class, the function itself, as for any method: help() shows it.
+            function = getattr(owner, name)
+            assert inspect.iscoroutinefunction(function) is coroutine
+            assert function.__doc__ == rpc.__doc__
+            assert function.__qualname__ == f"HistoryServiceMethods.{name}"
+            signature = inspect.signature(function)
+            assert list(signature.parameters)[:2] == ["self", "request"]
+            assert signature.parameters["request"].annotation is request
+            assert signature.return_annotation is response

@@ -402,3 +402,21 @@ async fn round_trip_properties() {
         }
     }
 }
+
+/// serde_json's default float parser can be one ULP off (0.9999999999999999 read as 1.0); the
+/// crate turns on `float_roundtrip`, so a passthrough number comes back exactly and the
+/// conformance runner reads vector values such as a low water of 1 - 2^-53 as written.
+#[test]
+fn passthrough_floats_round_trip_exactly() {
+    let text = r#"[{"role": "user", "content": "hi", "x_score": 0.9999999999999999}]"#;
+    let messages: Value = serde_json::from_str(text).expect("JSON");
+    assert_eq!(
+        messages[0]["x_score"].as_f64(),
+        Some(1.0 - f64::EPSILON / 2.0)
+    );
+    let history = convert::from_openai(&messages, &ConvertOptions::default()).expect("import");
+    assert_eq!(
+        Value::Array(convert::to_openai(&history).expect("export")),
+        messages
+    );
+}

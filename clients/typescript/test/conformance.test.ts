@@ -120,7 +120,7 @@ describe("conformance vectors", () => {
       }
 
       if (expected.response !== undefined) {
-        if (failure !== undefined) throw failure;
+        assert.ifError(failure);
         const want = fromJson(target.output, expected.response);
         const got = actual as MessageShape<typeof target.output>;
         // The diff of the JSON forms explains a failure; equality is decided by proto equality.
@@ -133,7 +133,7 @@ describe("conformance vectors", () => {
 
       const want = expected.error!;
       assert.ok(failure !== undefined, `expected ${want.code}, got a response:\n${show(actual)}`);
-      if (!(failure instanceof TurnkeeperError)) throw failure;
+      assert.ok(failure instanceof TurnkeeperError, `not a TurnkeeperError: ${show(failure)}`);
       assert.equal(failure.codeName, want.code, failure.message);
       assert.equal(failure.domain, ERROR_DOMAIN);
       assert.equal(failure.reasonName, want.reason);

@@ -18,10 +18,10 @@ export class FlakyProxy {
     const split = upstream.lastIndexOf(":");
     const host = upstream.slice(0, split);
     const port = Number(upstream.slice(split + 1));
-    let self: FlakyProxy | undefined;
-    const server = createServer((client) => self?.accept(client, host, port));
+    const server = createServer();
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    self = new FlakyProxy(server, `127.0.0.1:${(server.address() as { port: number }).port}`);
+    const self = new FlakyProxy(server, `127.0.0.1:${(server.address() as { port: number }).port}`);
+    server.on("connection", (client) => self.accept(client, host, port));
     return self;
   }
 

@@ -178,21 +178,26 @@ describe("spec §10 wrappers", () => {
     try {
       const prepared = await client.prepareModelCall({ history: sevenRows(), profiles: pricedProfiles(), caller: { sessionId } });
       const items = metered[Symbol.asyncIterator]();
-      const kind = async (it: AsyncIterator<TrimEventsResponse>) => (await it.next()).value?.item;
+      const kind = async (it: AsyncIterator<TrimEventsResponse>) => {
+        const next = await it.next();
+        return next.done ? undefined : next.value.item;
+      };
       assert.equal((await kind(items))?.case, "heartbeat"); // the subscription's answer
       const item = await kind(items);
-      assert.equal(item?.case, "meterUpdate");
+      assert.ok(item?.case === "meterUpdate", `got ${item?.case}`);
       const update = item.value;
       assert.equal(update.caller?.sessionId, sessionId);
-      assert.ok(equals(ContextMeterSchema, update.meter!, prepared.contextMeter!));
-      assert.ok(equals(RouteSchema, update.route!, prepared.resolution!.route!));
+      assert.ok(update.meter && prepared.contextMeter && prepared.resolution?.route && update.route);
+      assert.ok(equals(ContextMeterSchema, update.meter, prepared.contextMeter));
+      assert.ok(equals(RouteSchema, update.route, prepared.resolution.route));
       assert.equal(metered.cursor, update.cursor);
       // With no trim in between the next update shares that cursor (the feed position of the trims
       // before it): it is delivered all the same.
       const again = await client.prepareModelCall({ history: sevenRows(), profiles: pricedProfiles(), caller: { sessionId } });
       const next = await kind(items);
-      assert.equal(next?.case, "meterUpdate");
-      assert.ok(equals(ContextMeterSchema, next.value.meter!, again.contextMeter!));
+      assert.ok(next?.case === "meterUpdate", `got ${next?.case}`);
+      assert.ok(next.value.meter && again.contextMeter);
+      assert.ok(equals(ContextMeterSchema, next.value.meter, again.contextMeter));
       // The plain subscriber sees the answer, then an idle heartbeat: no meter update.
       const plainItems = plain[Symbol.asyncIterator]();
       assert.deepEqual([(await kind(plainItems))?.case, (await kind(plainItems))?.case], ["heartbeat", "heartbeat"]);

@@ -170,15 +170,45 @@ impl NativeHistory {
         self.working.system_floor_tokens()
     }
 
-    #[pyo3(signature = (budget, breadcrumb_cost))]
-    fn plan_token_budget(&self, budget: u64, breadcrumb_cost: Option<u64>) -> PyResult<Plan> {
+    #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None))]
+    fn plan_token_budget(
+        &self,
+        budget: u64,
+        breadcrumb_cost: Option<u64>,
+        low_water: f64,
+        step_budget: Option<u64>,
+    ) -> PyResult<Plan> {
         let w = &self.working;
-        guarded(|| plan::token_budget(&w.history.rows, &w.tokens, budget, breadcrumb_cost))
+        let step_budget = step_budget.unwrap_or(budget);
+        guarded(|| {
+            plan::token_budget(
+                &w.history.rows,
+                &w.tokens,
+                budget,
+                breadcrumb_cost,
+                low_water,
+                step_budget,
+            )
+        })
     }
 
-    fn plan_turn_count(&self, limit: u64, breadcrumb_cost: Option<u64>) -> PyResult<Plan> {
+    #[pyo3(signature = (limit, breadcrumb_cost, low_water=1.0))]
+    fn plan_turn_count(
+        &self,
+        limit: u64,
+        breadcrumb_cost: Option<u64>,
+        low_water: f64,
+    ) -> PyResult<Plan> {
         let w = &self.working;
-        guarded(|| plan::turn_count(&w.history.rows, &w.tokens, limit, breadcrumb_cost))
+        guarded(|| {
+            plan::turn_count(
+                &w.history.rows,
+                &w.tokens,
+                limit,
+                breadcrumb_cost,
+                low_water,
+            )
+        })
     }
 
     /// `keep`: the limit in effect, never 0 (Python resolves the default).
@@ -206,6 +236,8 @@ impl NativeHistory {
             tokens_before: 0,
             tokens_after: 0,
             target_tokens: 0,
+            cut_step: 0,
+            cut_drop_target: 0,
         };
         if drop_start > drop_stop || drop_stop > w.history.rows.len() {
             return Err(PyRuntimeError::new_err("a plan outside the history"));

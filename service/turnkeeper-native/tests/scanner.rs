@@ -66,14 +66,19 @@ fn exercise(raw: &[u8]) {
     let working = Working::of(scanned.history, conventions().prices);
     let rows = &working.history.rows;
     let costs = &working.tokens;
-    for budget in [0, 1, 50, 10_000] {
-        let planned = plan::token_budget(rows, costs, budget, Some(7));
-        let applied = working.apply(&planned, "[cut]");
-        let written = applied.history_field(raw);
-        // What is written decodes again, as a request with only its history.
-        assert!(scan(&written, 1000, &conventions()).is_ok());
+    for budget in [0, 1, 50, 10_000, u64::MAX] {
+        for low_water in [1.0, 0.7, 1e-300, f64::NAN] {
+            let planned = plan::token_budget(rows, costs, budget, Some(7), low_water, budget);
+            let applied = working.apply(&planned, "[cut]");
+            let written = applied.history_field(raw);
+            // What is written decodes again, as a request with only its history.
+            assert!(scan(&written, 1000, &conventions()).is_ok());
+        }
     }
-    let _ = plan::turn_count(rows, costs, 1, None);
+    for low_water in [1.0, 0.5, f64::MIN_POSITIVE] {
+        let _ = plan::turn_count(rows, costs, 1, None, low_water);
+        let _ = plan::turn_count(rows, costs, u64::MAX, None, low_water);
+    }
     let _ = plan::row_count(rows, costs, 2);
     let _ = working.estimates_field();
     if scanned.violations.total == 0 {

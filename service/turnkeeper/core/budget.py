@@ -84,7 +84,24 @@ def valid_ratio(runtime: profile_pb2.RuntimeProfile) -> float | None:
     if not runtime.HasField("context_compact_ratio"):
         return None
     ratio = runtime.context_compact_ratio
-    return ratio if math.isfinite(ratio) and 0.0 < ratio <= 1.0 else None
+    return ratio if in_unit_interval(ratio) else None
+
+
+def in_unit_interval(value: float) -> bool:
+    """Whether a fraction takes effect: in (0.0, 1.0]; NaN and infinities are outside (§10.7)."""
+    return math.isfinite(value) and 0.0 < value <= 1.0
+
+
+def low_water(value: float | None) -> tuple[float, bool]:
+    """The `history_trim_low_water` in effect and whether a set value was ignored (§11.1).
+
+    Unset, or outside (0.0, 1.0] (NaN and infinities too), is 1.0: the minimal cut of §9.
+    """
+    if value is None:
+        return 1.0, False
+    if in_unit_interval(value):
+        return value, False
+    return 1.0, True
 
 
 def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
@@ -127,6 +144,9 @@ def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
             budget = step(resolution_pb2.BUDGET_RULE_MODEL_CAPACITY, window)
 
     ratio_set = runtime.HasField("context_compact_ratio")
+    fraction, fraction_ignored = low_water(
+        runtime.history_trim_low_water if runtime.HasField("history_trim_low_water") else None
+    )
     return resolution_pb2.Resolution(
         route=route,
         capacity=capacity,
@@ -140,4 +160,6 @@ def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
         ),
         # NaN and infinities are out of range like any other value (§10.7).
         ratio_ignored=ratio_set and ratio is None,
+        history_trim_low_water=fraction,
+        low_water_ignored=fraction_ignored,
     )

@@ -56,6 +56,9 @@ class CalibratedTrim:
     tokens_after: int
     calibration: trim_pb2.UsageCalibration | None
     """The estimate-space steps 2-4; None when step 1 decided there is nothing to trim."""
+    reported: bool = True
+    """False when the counts are the estimate's: a §12 room trim with `estimated = 0`, where
+    nothing relates the estimate to the provider's count."""
 
 
 def plan_reported_usage(
@@ -63,13 +66,37 @@ def plan_reported_usage(
     budget: int,
     usage: ReportedUsage,
     breadcrumb_cost: int | None,
+    low_water: float = 1.0,
+    room: int | None = None,
 ) -> CalibratedTrim:
+    """The §10.3 trim; its grid step (§11.1) comes from `budget`, not from the calibrated
+    target, so it does not move with the provider's counts.
+
+    `room` (§12, PrepareModelCall only) is what the prepared messages may use beside the rest of
+    the request, in estimate units: step 1's "no trim" also needs the estimate to fit it, and the
+    history target is at most it. It is ignored with a budget of 0 (proactive trimming off).
+    """
+    if room is not None and budget == 0:
+        room = None
     if not applies(budget, usage):
-        unchanged = history.plan_token_budget(0, breadcrumb_cost)  # §9: budget 0 keeps all
-        return CalibratedTrim(unchanged, usage.reported, usage.reported, None)
+        if room is None or history.total_tokens <= room:
+            unchanged = history.plan_token_budget(0, breadcrumb_cost)  # §9: budget 0 keeps all
+            return CalibratedTrim(unchanged, usage.reported, usage.reported, None)
+        plan = history.plan_token_budget(room, breadcrumb_cost, low_water, step_budget=budget)
+        if usage.estimated == 0:
+            return CalibratedTrim(plan, plan.tokens_before, plan.tokens_after, None, reported=False)
+        # Steps 2-3 did not run (step 1 stopped them); the room alone set the target.
+        calibration = trim_pb2.UsageCalibration(
+            history_target_tokens=room, kept_estimate_tokens=plan.tokens_after
+        )
+        return CalibratedTrim(
+            plan, usage.reported, reported_tokens_after(plan.tokens_after, usage), calibration
+        )
     target = calibrated_target(budget, usage)
     scaled = history_target(target, usage)
-    plan = history.plan_token_budget(scaled, breadcrumb_cost)
+    if room is not None:
+        scaled = min(scaled, room)
+    plan = history.plan_token_budget(scaled, breadcrumb_cost, low_water, step_budget=budget)
     calibration = trim_pb2.UsageCalibration(
         calibrated_target_tokens=target,
         history_target_tokens=scaled,

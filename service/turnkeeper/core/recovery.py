@@ -5,10 +5,11 @@ same PrepareModelCall would have prepared without recovery, which is what the pr
 
 PrepareModelCall runs it as one token-budget trim of the turn-limited history to the recovery
 target rather than as a second trim of the baseline. Both choose the same cut: estimates of
-`P + crumb + B[bj:]` strictly fall as j grows (every row costs at least 4), the baseline is the
-smallest fitting j0 for the budget trim, and the recovery target is below the baseline's
-estimate, so no j <= j0 fits it; for j > j0 both ask the same question of the same rows
-(the crumb is reserved either way); and when nothing fits both keep only the newest turn.
+`P + crumb + B[bj:]` strictly fall as j grows (every row costs at least 4), the baseline cuts
+at some jb (the smallest fitting j, or the §11 grid cut after it), and the recovery target is
+below the baseline's estimate, so no j <= jb fits it; for j > jb both ask the same question of
+the same rows (the crumb is reserved either way); and when nothing fits both keep only the
+newest turn. Recovery itself always cuts minimally (§11.1 "Where it applies").
 """
 
 from __future__ import annotations

@@ -162,3 +162,27 @@ def price(rows: Sequence[Row]) -> Pricing:
 def breadcrumb_row(text: str) -> Row:
     nbytes = utf8_len(text)
     return Row(RowKind.BREADCRUMB, 1, nbytes, text_tokens(nbytes), 0, 0)
+
+
+def with_chat_messages(
+    history: history_pb2.History, messages: Iterable[history_pb2.ChatMessage]
+) -> history_pb2.History:
+    """`history` with other chat rows. Every other field the caller sent, unknown fields of the
+    History and of its message list included, is kept: nothing sent is silently lost, and the
+    native engine, which copies them as sent, answers the same bytes."""
+    out = history_pb2.History()
+    out.CopyFrom(history)
+    del out.chat.messages[:]
+    out.chat.messages.extend(messages)
+    return out
+
+
+def with_conversation_messages(
+    history: history_pb2.History, messages: Iterable[history_pb2.ConversationMessage]
+) -> history_pb2.History:
+    """`history` with other conversation rows, everything else kept (see `with_chat_messages`)."""
+    out = history_pb2.History()
+    out.CopyFrom(history)
+    del out.conversation.messages[:]
+    out.conversation.messages.extend(messages)
+    return out

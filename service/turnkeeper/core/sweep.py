@@ -11,7 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from turnkeeper.core.rows import RowKind, classify_chat
+from turnkeeper.core.rows import (
+    RowKind,
+    classify_chat,
+    with_chat_messages,
+    with_conversation_messages,
+)
 from turnkeeper.v1 import history_pb2, trim_pb2
 
 RESULT_WITHOUT_CALL = trim_pb2.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL
@@ -115,10 +120,10 @@ def sweep(history: history_pb2.History) -> SweepResult:
             out.append(repaired)
     if conversation:
         conv = [m for m in out if isinstance(m, history_pb2.ConversationMessage)]
-        swept = history_pb2.History(conversation=history_pb2.ConversationHistory(messages=conv))
+        swept = with_conversation_messages(history, conv)
     else:
         chat = [m for m in out if isinstance(m, history_pb2.ChatMessage)]
-        swept = history_pb2.History(chat=history_pb2.ChatHistory(messages=chat))
+        swept = with_chat_messages(history, chat)
     return SweepResult(swept, removals)
 
 

@@ -6,11 +6,13 @@ candidate cut is judged from running sums, so each operation is one O(n) pass.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar
 
 from turnkeeper.core.rows import Pricing, Row, RowKind
+from turnkeeper.core.saturation import saturate
 
 T = TypeVar("T")
 
@@ -63,6 +65,10 @@ class TrimPlan:
     tokens_before: int
     tokens_after: int
     target_tokens: int
+    cut_step: int = 0
+    """The low-water grid step (§11.1): tokens or turns; 0 for the minimal cut of §9."""
+    cut_drop_target: int = 0
+    """The drop (tokens or turns) the grid rounded the minimal cut up to; 0 with the minimal cut."""
 
     @property
     def trimmed(self) -> bool:
@@ -100,14 +106,45 @@ def _drop_turns(
     )
 
 
+def minimal_cut(low_water: float) -> bool:
+    """Whether the fraction in effect asks for the minimal cut of §9: 1.0, or anything outside
+    (0.0, 1.0) (the resolution already maps ignored values to 1.0; this guards the engine)."""
+    return not 0.0 < low_water < 1.0
+
+
+def grid_step(amount: int, low_water: float) -> int:
+    """The §11.1 step `max(1, amount - min(amount, floor(amount x L)))`, 0 for the minimal cut.
+
+    `amount` is the budget (tokens) or `max(limit, 1)` (turns). The product is taken in IEEE-754
+    doubles, like the ratio budget (§3.3): Python rounds the integer to the nearest double (ties
+    to even) first, as Rust's `as f64` does; `min` compares the exact integers.
+    """
+    if minimal_cut(low_water):
+        return 0
+    return max(1, amount - min(amount, math.floor(amount * low_water)))
+
+
+def round_up(value: int, step: int) -> int:
+    """`ceil(value / step) x step`, exact."""
+    return -(-value // step) * step
+
+
 def plan_token_budget(
-    rows: Sequence[Row], pricing: Pricing, budget: int, breadcrumb_cost: int | None
+    rows: Sequence[Row],
+    pricing: Pricing,
+    budget: int,
+    breadcrumb_cost: int | None,
+    low_water: float = 1.0,
+    step_budget: int | None = None,
 ) -> TrimPlan:
-    """Drops the fewest oldest whole turns so the output, breadcrumb included, fits the budget.
+    """Drops the fewest oldest whole turns so the output, breadcrumb included, fits the budget;
+    with a low water below 1, as many more as reach the next multiple of the grid step (§11.1).
 
     Unchanged when the budget is 0 (disabled), the estimate already fits, or fewer than two turns
     exist. When no cut fits, only the newest turn is kept: the budget is a target, not a hard cap.
     `breadcrumb_cost` is the estimate of the breadcrumb this path inserts; None where there is none.
+    `step_budget` is the budget the grid step is computed from when it is not the target (the
+    reported-usage trim, §10.3 step 4; the room of §12).
     """
     lay = layout(rows)
     costs = pricing.tokens
@@ -116,7 +153,7 @@ def plan_token_budget(
     if budget == 0 or total <= budget or k < 2:
         return _unchanged(lay, total, budget)
     insert_cost = _new_breadcrumb_cost(lay, breadcrumb_cost) or 0
-    # kept(j) = total - cost(B[:bj]); walk the boundaries with a running sum of B.
+    # kept(j) = total - D(j), D(j) = cost(B[:bj]); walk the boundaries with a running sum of B.
     dropped = 0
     pos = lay.prefix
     chosen = k - 1
@@ -127,7 +164,19 @@ def plan_token_budget(
         if total - dropped + insert_cost <= budget:
             chosen = j
             break
-    return _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+    step = grid_step(budget if step_budget is None else step_budget, low_water)
+    if step == 0:
+        return _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+    # The grid (§11.1): the smallest j >= j0 whose D(j) reaches ceil(D(j0) / S) x S, else k-1.
+    # D(j) counts B from its start: rows before bj (j <= k-1) are all outside the current turn.
+    drop_target = round_up(dropped, step)
+    while chosen < k - 1 and dropped < drop_target:
+        chosen += 1
+        end = lay.boundaries[chosen]
+        dropped += sum(costs[pos:end])
+        pos = end
+    plan = _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+    return replace(plan, cut_step=step, cut_drop_target=saturate(drop_target))
 
 
 class BudgetPlanner(Protocol):
@@ -142,7 +191,13 @@ class BudgetPlanner(Protocol):
         """The estimate of the leading system rows, which no trim drops."""
         ...
 
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> TrimPlan: ...
 
 
 def recovery_target(total: int) -> int:
@@ -151,15 +206,27 @@ def recovery_target(total: int) -> int:
 
 
 def plan_turn_count(
-    rows: Sequence[Row], pricing: Pricing, limit: int, breadcrumb_cost: int | None
+    rows: Sequence[Row],
+    pricing: Pricing,
+    limit: int,
+    breadcrumb_cost: int | None,
+    low_water: float = 1.0,
 ) -> TrimPlan:
-    """Keeps the newest max(limit, 1) turns: an explicit 0 still keeps the running turn (§2, §6)."""
+    """Keeps the newest max(limit, 1) turns: an explicit 0 still keeps the running turn (§2, §6);
+    with a low water below 1 the cut is rounded up to a multiple of the turn step (§11.1)."""
     lay = layout(rows)
     total = pricing.total
     k = lay.turns
     if k <= limit or k <= 1:
         return _unchanged(lay, total, 0)
-    return _drop_turns(lay, pricing.tokens, total, k - max(limit, 1), breadcrumb_cost, 0)
+    keep = max(limit, 1)
+    j0 = k - keep
+    step = grid_step(keep, low_water)
+    if step == 0:
+        return _drop_turns(lay, pricing.tokens, total, j0, breadcrumb_cost, 0)
+    drop_target = round_up(j0, step)
+    plan = _drop_turns(lay, pricing.tokens, total, min(k - 1, drop_target), breadcrumb_cost, 0)
+    return replace(plan, cut_step=step, cut_drop_target=drop_target)
 
 
 def rows_to_keep(limit: int) -> int:

@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turnkeeper.core.pricing import price_text
-from turnkeeper.core.rows import Pricing, Row, breadcrumb_row, price, rows_of
+from turnkeeper.core.rows import (
+    Pricing,
+    Row,
+    breadcrumb_row,
+    price,
+    rows_of,
+    with_chat_messages,
+    with_conversation_messages,
+)
 from turnkeeper.core.trimming import TrimPlan, apply_plan
 from turnkeeper.v1 import history_pb2
 
@@ -46,14 +54,12 @@ class WorkingHistory:
                 plan,
                 lambda: history_pb2.ConversationMessage(chat=breadcrumb_message(breadcrumb_text)),
             )
-            history = history_pb2.History(
-                conversation=history_pb2.ConversationHistory(messages=conversation)
-            )
+            history = with_conversation_messages(self.history, conversation)
         else:
             chat = apply_plan(
                 self.history.chat.messages, plan, lambda: breadcrumb_message(breadcrumb_text)
             )
-            history = history_pb2.History(chat=history_pb2.ChatHistory(messages=chat))
+            history = with_chat_messages(self.history, chat)
         crumb_tokens = breadcrumb_cost(breadcrumb_text)
         pricing = Pricing(
             apply_plan(self.pricing.tokens, plan, lambda: crumb_tokens),

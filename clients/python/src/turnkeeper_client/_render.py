@@ -139,10 +139,36 @@ def resolution(res: resolution_pb2.Resolution) -> str:
         f"budget     {budget}",
         f"steps      {steps or '(none)'}",
         f"max turns  {res.max_history_turns}",
+        f"low water  {_low_water(res)}",
     ]
     if res.ratio_ignored:
         lines.append("note       context_compact_ratio outside (0, 1] was ignored")
     return "\n".join(lines)
+
+
+def _low_water(res: resolution_pb2.Resolution) -> str:
+    """The low-water fraction in effect (spec §11); 1 (or 0, from a server before §11) is the
+    minimal cut."""
+    value = res.history_trim_low_water
+    text = f"{value:g}" if 0 < value < 1 else "1 (minimal cut)"
+    return (
+        text + " (history_trim_low_water outside (0, 1] was ignored)"
+        if res.low_water_ignored
+        else text
+    )
+
+
+def _limits(res: resolution_pb2.Resolution) -> str:
+    return (
+        f"limits: budget {res.budget_tokens} "
+        f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
+        f"max turns {res.max_history_turns}, low water {_low_water(res)}, route {_route(res.route)}"
+    )
+
+
+def _grid_cut(step: int, target: int, unit: str) -> str:
+    """The low-water grid cut of spec §11.2: the step and the drop it rounded up to."""
+    return f"grid cut: step {_plural(step, unit)}, drop target {_plural(target, unit)}"
 
 
 def history_trimmed(event: trim_pb2.HistoryTrimmed) -> str:
@@ -158,6 +184,9 @@ def history_trimmed(event: trim_pb2.HistoryTrimmed) -> str:
         text += f" (target {event.target_tokens})"
     if event.turn_limit:
         text += f" (turn limit {event.turn_limit})"
+    if event.cut_step:
+        unit = "turn" if event.reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token"
+        text += f" ({_grid_cut(event.cut_step, event.cut_drop_target, unit)})"
     if event.HasField("route"):
         text += f", route {_route(event.route)}"
     caller = event.caller
@@ -191,17 +220,16 @@ def trim(response: svc.TrimHistoryResponse) -> str:
     if outcome.target_tokens:
         head += f" (target {outcome.target_tokens})"
     lines = [head]
+    if outcome.cut_step:
+        # Only token-budget trims have a token target; the turn-count grid counts turns.
+        unit = "token" if outcome.target_tokens else "turn"
+        lines.append(_grid_cut(outcome.cut_step, outcome.cut_drop_target, unit))
     if outcome.HasField("breadcrumb_index"):
         lines.append(f"breadcrumb inserted at row {outcome.breadcrumb_index}")
     if response.HasField("history_trimmed"):
         lines.append("event: " + history_trimmed(response.history_trimmed))
     if response.HasField("resolution"):
-        res = response.resolution
-        lines.append(
-            f"limits: budget {res.budget_tokens} "
-            f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
-            f"max turns {res.max_history_turns}, route {_route(res.route)}"
-        )
+        lines.append(_limits(response.resolution))
     lines.extend(_history_lines(response.history))
     return "\n".join(lines)
 
@@ -244,9 +272,7 @@ def prepare(response: svc.PrepareModelCallResponse) -> str:
         f"prepared: tokens {response.tokens_before} -> {response.capacity_report.total_tokens} "
         f"with hooks, tools and reserved output; {_plural(len(response.trims), 'trim')}, "
         f"{_plural(len(response.orphans_removed), 'orphan')} removed",
-        f"limits: budget {res.budget_tokens} "
-        f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
-        f"max turns {res.max_history_turns}, route {_route(res.route)}",
+        _limits(res),
         "capacity: " + capacity_report(response.capacity_report),
     ]
     lines.extend("orphan: " + orphan(removal) for removal in response.orphans_removed)

@@ -210,6 +210,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Resolve profiles; FILE (or --profiles) is turnkeeper.v1.Profiles JSON.",
     )
     resolve.add_argument("file", metavar="FILE", nargs="?", help="profiles JSON (default: none)")
+    _low_water_flag(resolve)
 
     trim = commands.add_parser(
         "trim",
@@ -223,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     trim.add_argument("--budget", type=int, metavar="TOKENS", help="explicit token budget")
     trim.add_argument("--max-turns", type=int, metavar="N", help="explicit turn limit (turn-count)")
     trim.add_argument("--max-rows", type=int, metavar="N", help="explicit row limit (row-count)")
+    _low_water_flag(trim)
 
     prepare = commands.add_parser(
         "prepare",
@@ -237,6 +239,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the provider rejected the last call as too long: recover instead of trimming",
     )
+    _low_water_flag(prepare)
 
     commands.add_parser(
         "check",
@@ -300,6 +303,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     watch.add_argument("--limit", type=int, metavar="N", help="exit after N events")
     return parser
+
+
+def _low_water_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--low-water",
+        type=float,
+        metavar="L",
+        help="history_trim_low_water (spec §11): cut on a grid of budget - floor(budget x L) "
+        "tokens so the prompt-cache prefix holds; in (0, 1], 1 is the minimal cut. Sets the "
+        "explicit limits when they are given, else the runtime profile",
+    )
 
 
 def _read_text(path: str) -> str:
@@ -381,6 +395,20 @@ def _load_profiles(args: argparse.Namespace, path: str | None) -> profile_pb2.Pr
             profiles.selection.session_switch.provider = provider
             profiles.selection.session_switch.model = model
     return profiles
+
+
+def _set_low_water(
+    args: argparse.Namespace,
+    request: svc.ResolveBudgetRequest | svc.TrimHistoryRequest | svc.PrepareModelCallRequest,
+) -> None:
+    """--low-water into the explicit limits when the request has them, else into the runtime
+    profile (the defaults when no profiles were given: unset profiles resolve to the same)."""
+    if args.low_water is None:
+        return
+    if isinstance(request, svc.TrimHistoryRequest) and request.HasField("explicit_limits"):
+        request.explicit_limits.history_trim_low_water = args.low_water
+    else:
+        request.profiles.runtime.history_trim_low_water = args.low_water
 
 
 def _set_caller(args: argparse.Namespace, caller: trim_pb2.CallerContext) -> None:
@@ -479,6 +507,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         raise UsageError("give profiles either as FILE or with --profiles")
     profiles = _load_profiles(args, args.file or args.profiles)
     request = svc.ResolveBudgetRequest(profiles=profiles)
+    _set_low_water(args, request)
     with _connect(args) as client:
         response = client.resolve_budget(request)
     _print_message(args, response, _render.resolution(response.resolution))
@@ -512,6 +541,7 @@ def _trim_request(args: argparse.Namespace, loaded: Loaded) -> svc.TrimHistoryRe
         limits.breadcrumb_text = args.breadcrumb_text
     elif profiles is not None:
         request.profiles.CopyFrom(profiles)
+    _set_low_water(args, request)
     _set_caller(args, request.caller)
     return request
 
@@ -545,6 +575,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     loaded = _load_input(args)
     request = svc.PrepareModelCallRequest()
     _preflight_request(args, loaded, request)
+    _set_low_water(args, request)
     _set_caller(args, request.caller)
     if args.overflow_recovery:
         request.overflow_recovery = True

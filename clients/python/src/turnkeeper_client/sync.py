@@ -3,247 +3,30 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self
 
 import grpc
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc as svc_grpc
-from turnkeeper.v1 import trim_pb2
 
 from ._options import (
     DEFAULT,
     DEFAULT_TIMEOUT,
-    ChannelOption,
-    Metadata,
     MetadataTuple,
     Timeout,
-    channel_options,
     resolve_timeout,
-    target,
-    with_token,
 )
+from ._rpcs import BlockingCalls, HistoryServiceMethods
 from ._watch import (
     Backoff,
     CursorState,
     DisconnectHook,
-    build_request,
     is_retryable,
     not_subscribed,
 )
 from .errors import TurnkeeperError, decode_rpc_error
-
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
-
-
-class TurnkeeperClient:
-    """A blocking turnkeeper client over one gRPC channel.
-
-    Use `TurnkeeperClient.connect("host:port")` or `TurnkeeperClient.connect(unix_path=...)`;
-    pass an existing channel to the constructor for custom credentials or interceptors.
-    Every unary method raises `TurnkeeperError` with the decoded status details.
-    """
-
-    def __init__(
-        self,
-        channel: grpc.Channel,
-        *,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        metadata: Metadata = (),
-        wait_for_ready: bool = False,
-    ) -> None:
-        self._channel = channel
-        self._stub = svc_grpc.HistoryServiceStub(channel)
-        self._timeout = timeout
-        self._metadata = tuple(metadata)
-        self._wait_for_ready = wait_for_ready
-
-    @classmethod
-    def connect(
-        cls,
-        address: str | None = None,
-        *,
-        unix_path: str | None = None,
-        timeout: float | None = DEFAULT_TIMEOUT,
-        metadata: Metadata = (),
-        wait_for_ready: bool = False,
-        options: Sequence[ChannelOption] = (),
-        credentials: grpc.ChannelCredentials | None = None,
-        token: str | None = None,
-    ) -> Self:
-        """Opens a channel to a TCP `host:port` address or a Unix socket path (exactly one).
-
-        `credentials` (e.g. `tls_credentials(ca=..., client_cert=..., client_key=...)`) makes it
-        TLS or mTLS; `token` sends `authorization: Bearer <token>` with every call.
-        """
-        where = target(address, unix_path)
-        opts = channel_options(options)
-        channel = (
-            grpc.secure_channel(where, credentials, options=opts)
-            if credentials is not None
-            else grpc.insecure_channel(where, options=opts)
-        )
-        return cls(
-            channel,
-            timeout=timeout,
-            metadata=with_token(metadata, token),
-            wait_for_ready=wait_for_ready,
-        )
-
-    @property
-    def channel(self) -> grpc.Channel:
-        return self._channel
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def _call(
-        self,
-        method: grpc.UnaryUnaryMultiCallable[Req, Resp],
-        request: Req,
-        timeout: Timeout,
-        metadata: Metadata | None,
-    ) -> Resp:
-        try:
-            return method(
-                request,
-                timeout=resolve_timeout(timeout, self._timeout),
-                metadata=(*self._metadata, *(metadata or ())),
-                wait_for_ready=self._wait_for_ready,
-            )
-        except grpc.RpcError as error:
-            raise decode_rpc_error(error) from error
-
-    def estimate_tokens(
-        self,
-        request: svc.EstimateTokensRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.EstimateTokensResponse:
-        """Prices a history: the total, each row, the turn count and the image part."""
-        return self._call(self._stub.EstimateTokens, request, timeout, metadata)
-
-    def resolve_budget(
-        self,
-        request: svc.ResolveBudgetRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.ResolveBudgetResponse:
-        """Resolves the route, its capacity, the token budget and the turn limit."""
-        return self._call(self._stub.ResolveBudget, request, timeout, metadata)
-
-    def trim_history(
-        self,
-        request: svc.TrimHistoryRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.TrimHistoryResponse:
-        """Applies one trimming operation; `history_trimmed` is set when turns were dropped."""
-        return self._call(self._stub.TrimHistory, request, timeout, metadata)
-
-    def prepare_model_call(
-        self,
-        request: svc.PrepareModelCallRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.PrepareModelCallResponse:
-        """Resolve, sweep, trim and pre-flight in one call; raises FAILED_PRECONDITION when it
-        does not fit (the `TurnkeeperError.capacity_report` says by how much)."""
-        return self._call(self._stub.PrepareModelCall, request, timeout, metadata)
-
-    def check_capacity(
-        self,
-        request: svc.CheckCapacityRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.CheckCapacityResponse:
-        """The capacity pre-flight alone; raises FAILED_PRECONDITION when it does not fit."""
-        return self._call(self._stub.CheckCapacity, request, timeout, metadata)
-
-    def sweep_orphans(
-        self,
-        request: svc.SweepOrphansRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.SweepOrphansResponse:
-        """Removes tool results without a call and tool calls without a result."""
-        return self._call(self._stub.SweepOrphans, request, timeout, metadata)
-
-    def classify_provider_error(
-        self,
-        request: svc.ClassifyProviderErrorRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.ClassifyProviderErrorResponse:
-        """Says whether a provider error is a context-window overflow (spec §10.4) and which
-        phrase matched: the decision that starts reactive recovery (`overflow_recovery`)."""
-        return self._call(self._stub.ClassifyProviderError, request, timeout, metadata)
-
-    def cap_tool_results(
-        self,
-        request: svc.CapToolResultsRequest,
-        *,
-        timeout: Timeout = DEFAULT,
-        metadata: Metadata | None = None,
-    ) -> svc.CapToolResultsResponse:
-        """Applies `max_tool_result_chars` to tool results as they are recorded."""
-        return self._call(self._stub.CapToolResults, request, timeout, metadata)
-
-    def watch_trims(
-        self,
-        *,
-        session_ids: Iterable[str] = (),
-        runtime_ids: Iterable[str] = (),
-        reasons: Iterable[trim_pb2.TrimReason.ValueType] = (),
-        after_cursor: str = "",
-        heartbeat_interval: float | None = None,
-        include_meter_updates: bool = False,
-        backoff: Backoff | None = None,
-        on_disconnect: DisconnectHook | None = None,
-        metadata: Metadata | None = None,
-    ) -> TrimWatch:
-        """Subscribes to TrimEvents; the iterator reconnects and resumes after disconnects.
-
-        Yields every `TrimEventsResponse` item (event, heartbeat, gap, and with
-        `include_meter_updates` a `meter_update` per successful PrepareModelCall, spec §10.5).
-        `after_cursor` resumes an earlier subscription (see `TrimWatch.cursor`); empty means a live
-        tail from now.
-        """
-        request = build_request(
-            session_ids=session_ids,
-            runtime_ids=runtime_ids,
-            reasons=reasons,
-            heartbeat_interval=heartbeat_interval,
-            include_meter_updates=include_meter_updates,
-        )
-        return TrimWatch(
-            self._stub,
-            CursorState(request, after_cursor),
-            backoff or Backoff(),
-            on_disconnect,
-            (*self._metadata, *(metadata or ())),
-            self._timeout,
-        )
 
 
 class TrimWatch(Iterator[svc.TrimEventsResponse]):
@@ -379,3 +162,35 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
             if self._on_disconnect is not None:
                 self._on_disconnect(error, delay)
             self._closed.wait(delay)
+
+
+class TurnkeeperClient(HistoryServiceMethods, BlockingCalls[TrimWatch]):
+    """A blocking turnkeeper client over one gRPC channel.
+
+    Use `TurnkeeperClient.connect("host:port")` or `TurnkeeperClient.connect(unix_path=...)`;
+    pass an existing channel to the constructor for custom credentials or interceptors.
+    Every unary method raises `TurnkeeperError` with the decoded status details.
+    """
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _watch(
+        self,
+        state: CursorState,
+        backoff: Backoff,
+        on_disconnect: DisconnectHook | None,
+        metadata: MetadataTuple,
+    ) -> TrimWatch:
+        return TrimWatch(self._stub, state, backoff, on_disconnect, metadata, self._timeout)

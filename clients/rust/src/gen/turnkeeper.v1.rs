@@ -325,10 +325,12 @@ impl ::prost::Name for ReportedUsage {
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct UsageCalibration {
-    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic.
+    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
+    /// only the room of spec §12 (PrepareModelCall) made the trim.
     #[prost(uint64, tag = "1")]
     pub calibrated_target_tokens: u64,
-    /// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it.
+    /// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
+    /// it is at most `capacity - extras` (spec §12).
     #[prost(uint64, tag = "2")]
     pub history_target_tokens: u64,
     /// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
@@ -419,7 +421,7 @@ pub struct HistoryTrimmed {
     #[prost(uint64, tag = "7")]
     pub tokens_after: u64,
     /// The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
-    /// 0 for turn-limit trims.
+    /// 0 for turn-limit trims. PrepareModelCall's budget trim aims at min(budget, capacity - extras) (spec §12).
     #[prost(uint64, tag = "8")]
     pub target_tokens: u64,
     /// The resolved proactive budget in tokens, when profiles were supplied; 0 otherwise or when disabled.
@@ -1820,7 +1822,8 @@ pub struct TrimOutcome {
     #[prost(uint64, tag = "12")]
     pub cut_step: u64,
     /// What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
-    /// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
+    /// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0. When no turn
+    /// boundary reaches it, only the newest turn is kept and this is the target the cut fell short of.
     #[prost(uint64, tag = "13")]
     pub cut_drop_target: u64,
 }

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { AttachmentSchema, Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, splitMarkers, Streams, } from "./common.js";
+import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, shown, splitMarkers, Streams, } from "./common.js";
 const FORMAT = "anthropic";
 /**
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
@@ -36,7 +36,7 @@ export function fromAnthropic(request, options) {
         else if (message.role === "assistant")
             rows.push(importAssistant(message, where));
         else
-            throw new ConversionError(`${where}.role: unsupported role '${String(message.role)}'`);
+            throw new ConversionError(`${where}.role: unsupported role '${shown(message.role)}'`);
     });
     return finish(rows, FORMAT, defaultSkeleton, options);
 }
@@ -102,7 +102,7 @@ function importUserBlocks(row, run, where) {
                 row.add(marker(url, here));
         }
         else
-            throw new ConversionError(`${here}: unsupported user block type '${String(block.type)}'`);
+            throw new ConversionError(`${here}: unsupported user block type '${shown(block.type)}'`);
         return skeleton;
     });
 }
@@ -120,7 +120,7 @@ function importImage(block, skeleton, where) {
         delete source.url;
     }
     else {
-        throw new ConversionError(`${where}.source.type: unsupported image source '${String(source.type)}'`);
+        throw new ConversionError(`${where}.source.type: unsupported image source '${shown(source.type)}'`);
     }
     skeleton.source = source;
     return url;
@@ -150,7 +150,7 @@ function importToolResult(block, where) {
             else if (part.type === "image")
                 row.message.attachments.push(attachment(importImage(part, out, here), here));
             else
-                throw new ConversionError(`${here}: unsupported tool_result block type '${String(part.type)}'`);
+                throw new ConversionError(`${here}: unsupported tool_result block type '${shown(part.type)}'`);
             return out;
         });
     }
@@ -185,7 +185,7 @@ function importAssistant(message, where) {
             delete out.input;
         }
         else
-            throw new ConversionError(`${here}: unsupported assistant block type '${String(block.type)}'`);
+            throw new ConversionError(`${here}: unsupported assistant block type '${shown(block.type)}'`);
         return out;
     });
     return row;
@@ -358,7 +358,7 @@ function exportBlock(message, streams, block, where) {
             return out;
         }
         default:
-            throw new ConversionError(`${where}: passthrough block type '${String(block.type)}' is not Anthropic`);
+            throw new ConversionError(`${where}: passthrough block type '${shown(block.type)}' is not Anthropic`);
     }
 }
 //# sourceMappingURL=anthropic.js.map

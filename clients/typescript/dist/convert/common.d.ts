@@ -16,6 +16,8 @@ export declare function isObject(value: unknown): value is JsonObject;
 export declare function expectString(value: unknown, where: string): string;
 export declare function expectObject(value: unknown, where: string): JsonObject;
 export declare function expectArray(value: unknown, where: string): JsonValue[];
+/** A JSON value for an error message: strings as they are, anything else as JSON. */
+export declare function shown(value: unknown): string;
 /** The length of a string in code points, the unit of every skeleton slot. */
 export declare function codePoints(text: string): number;
 export declare function copy<T extends JsonValue>(value: T): T;

@@ -34,6 +34,10 @@ function expectLength(value, where) {
     }
     return value;
 }
+/** A JSON value for an error message: strings as they are, anything else as JSON. */
+export function shown(value) {
+    return typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+}
 /** The length of a string in code points, the unit of every skeleton slot. */
 export function codePoints(text) {
     let n = 0;

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, splitMarkers, Streams, } from "./common.js";
+import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, } from "./common.js";
 const FORMAT = "openai_chat";
 const ROLES = {
     system: Role.SYSTEM,
@@ -66,7 +66,7 @@ function importParts(row, content, where) {
         const here = `${where}[${k}]`;
         const kind = part.type;
         if (typeof kind !== "string" || !(PART_TYPES[role] ?? []).includes(kind)) {
-            throw new ConversionError(`${here}: unsupported content part type '${String(kind)}' here`);
+            throw new ConversionError(`${here}: unsupported content part type '${shown(kind)}' here`);
         }
         const skeleton = copy(part);
         if (kind === "text")
@@ -89,7 +89,7 @@ function importParts(row, content, where) {
 function importCall(row, raw, where) {
     const call = expectObject(raw, where);
     if ((call.type ?? "function") !== "function")
-        throw new ConversionError(`${where}.type: unsupported tool call type '${String(call.type)}'`);
+        throw new ConversionError(`${where}.type: unsupported tool call type '${shown(call.type)}'`);
     const fn = expectObject(call.function, `${where}.function`);
     row.message.toolCalls.push(create(ToolCallSchema, {
         id: expectString(call.id, `${where}.id`),
@@ -138,8 +138,8 @@ export function toOpenAI(history) {
 }
 function exportRow(row, skeleton, where) {
     const message = row.message;
-    if (ROLES[String(skeleton.role)] !== message.role) {
-        throw new ConversionError(`${where}: passthrough role '${String(skeleton.role)}' does not match the row`);
+    if (ROLES[shown(skeleton.role)] !== message.role) {
+        throw new ConversionError(`${where}: passthrough role '${shown(skeleton.role)}' does not match the row`);
     }
     const streams = new Streams(row, where);
     const out = copy(skeleton);
@@ -185,7 +185,7 @@ function exportPart(message, streams, part, where) {
         out.image_url = image;
     }
     else {
-        throw new ConversionError(`${where}: passthrough part type '${String(part.type)}' is not Chat Completions`);
+        throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Chat Completions`);
     }
     return out;
 }

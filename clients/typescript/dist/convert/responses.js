@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, splitMarkers, Streams, } from "./common.js";
+import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, } from "./common.js";
 const FORMAT = "openai_responses";
 const ROLES = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
@@ -18,9 +18,9 @@ function importItem(raw, where) {
     const kind = item.type ?? "message";
     const skeleton = copy(item);
     if (kind === "message") {
-        const role = ROLES[String(item.role)];
+        const role = ROLES[shown(item.role)];
         if (role === undefined)
-            throw new ConversionError(`${where}.role: unsupported role '${String(item.role)}'`);
+            throw new ConversionError(`${where}.role: unsupported role '${shown(item.role)}'`);
         const row = newRow(role, skeleton);
         skeleton.content = typeof item.content === "string" ? row.add(item.content) : importParts(row, item.content, `${where}.content`);
         return row;
@@ -64,7 +64,7 @@ function importItem(raw, where) {
             skeleton.encrypted_content = row.add(item.encrypted_content, "reasoning");
         return row;
     }
-    throw new ConversionError(`${where}.type: unsupported item type '${String(kind)}'`);
+    throw new ConversionError(`${where}.type: unsupported item type '${shown(kind)}'`);
 }
 function importParts(row, content, where) {
     const parts = expectArray(content, where).map((p, k) => expectObject(p, `${where}[${k}]`));
@@ -86,7 +86,7 @@ function importParts(row, content, where) {
                 row.add(marker(url, here));
         }
         else
-            throw new ConversionError(`${here}: unsupported content part type '${String(part.type)}' here`);
+            throw new ConversionError(`${here}: unsupported content part type '${shown(part.type)}' here`);
         return skeleton;
     });
 }
@@ -139,7 +139,7 @@ function exportItem(message, streams, skeleton, where) {
     const out = copy(skeleton);
     const kind = skeleton.type ?? "message";
     if (kind === "message") {
-        if (ROLES[String(skeleton.role)] !== message.role)
+        if (ROLES[shown(skeleton.role)] !== message.role)
             throw new ConversionError(`${where}: passthrough role does not match the row`);
         const content = skeleton.content;
         out.content = Array.isArray(content)
@@ -176,7 +176,7 @@ function exportItem(message, streams, skeleton, where) {
         }
     }
     else {
-        throw new ConversionError(`${where}: passthrough item type '${String(kind)}' is not Responses`);
+        throw new ConversionError(`${where}: passthrough item type '${shown(kind)}' is not Responses`);
     }
     return out;
 }
@@ -190,7 +190,7 @@ function exportPart(message, streams, part, where) {
         out.image_url = imagesAreAttachments(message) ? attachmentUrl(streams.attachment(where), where) : streams.text.markerUrl(where);
     }
     else
-        throw new ConversionError(`${where}: passthrough part type '${String(part.type)}' is not Responses`);
+        throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Responses`);
     return out;
 }
 //# sourceMappingURL=responses.js.map

@@ -23,6 +23,7 @@ import {
   newRow,
   parseDataUrl,
   partTexts,
+  shown,
   splitMarkers,
   Streams,
   type ConvertOptions,
@@ -58,7 +59,7 @@ export function fromAnthropic(request: JsonValue, options?: ConvertOptions): His
     const message = expectObject(raw, where);
     if (message.role === "user") rows.push(...importUser(message, where));
     else if (message.role === "assistant") rows.push(importAssistant(message, where));
-    else throw new ConversionError(`${where}.role: unsupported role '${String(message.role)}'`);
+    else throw new ConversionError(`${where}.role: unsupported role '${shown(message.role)}'`);
   });
   return finish(rows, FORMAT, defaultSkeleton, options);
 }
@@ -118,7 +119,7 @@ function importUserBlocks(row: Row, run: [number, JsonObject][], where: string):
       const url = importImage(block, skeleton, here);
       if (attach) row.message.attachments.push(attachment(url, here));
       else row.add(marker(url, here));
-    } else throw new ConversionError(`${here}: unsupported user block type '${String(block.type)}'`);
+    } else throw new ConversionError(`${here}: unsupported user block type '${shown(block.type)}'`);
     return skeleton;
   });
 }
@@ -135,7 +136,7 @@ function importImage(block: JsonObject, skeleton: JsonObject, where: string): st
     url = expectString(source.url, `${where}.source.url`);
     delete source.url;
   } else {
-    throw new ConversionError(`${where}.source.type: unsupported image source '${String(source.type)}'`);
+    throw new ConversionError(`${where}.source.type: unsupported image source '${shown(source.type)}'`);
   }
   skeleton.source = source;
   return url;
@@ -163,7 +164,7 @@ function importToolResult(block: JsonObject, where: string): [Row, JsonObject] {
       const out = copy(part);
       if (part.type === "text") out.text = row.add(expectString(part.text, `${here}.text`));
       else if (part.type === "image") row.message.attachments.push(attachment(importImage(part, out, here), here));
-      else throw new ConversionError(`${here}: unsupported tool_result block type '${String(part.type)}'`);
+      else throw new ConversionError(`${here}: unsupported tool_result block type '${shown(part.type)}'`);
       return out;
     });
   }
@@ -196,7 +197,7 @@ function importAssistant(message: JsonObject, where: string): Row {
       delete out.id;
       delete out.name;
       delete out.input;
-    } else throw new ConversionError(`${here}: unsupported assistant block type '${String(block.type)}'`);
+    } else throw new ConversionError(`${here}: unsupported assistant block type '${shown(block.type)}'`);
     return out;
   });
   return row;
@@ -359,6 +360,6 @@ function exportBlock(message: ChatMessage, streams: Streams, block: JsonObject, 
       return out;
     }
     default:
-      throw new ConversionError(`${where}: passthrough block type '${String(block.type)}' is not Anthropic`);
+      throw new ConversionError(`${where}: passthrough block type '${shown(block.type)}' is not Anthropic`);
   }
 }

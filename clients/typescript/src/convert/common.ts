@@ -63,6 +63,11 @@ function expectLength(value: unknown, where: string): number {
   return value;
 }
 
+/** A JSON value for an error message: strings as they are, anything else as JSON. */
+export function shown(value: unknown): string {
+  return typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+}
+
 /** The length of a string in code points, the unit of every skeleton slot. */
 export function codePoints(text: string): number {
   let n = 0;

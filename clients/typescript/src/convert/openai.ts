@@ -19,6 +19,7 @@ import {
   markerTextRow,
   newRow,
   partTexts,
+  shown,
   splitMarkers,
   Streams,
   type ConvertOptions,
@@ -85,7 +86,7 @@ function importParts(row: Row, content: JsonValue, where: string): JsonObject[] 
     const here = `${where}[${k}]`;
     const kind = part.type;
     if (typeof kind !== "string" || !(PART_TYPES[role] ?? []).includes(kind)) {
-      throw new ConversionError(`${here}: unsupported content part type '${String(kind)}' here`);
+      throw new ConversionError(`${here}: unsupported content part type '${shown(kind)}' here`);
     }
     const skeleton = copy(part);
     if (kind === "text") skeleton.text = row.add(expectString(part.text, `${here}.text`));
@@ -104,7 +105,7 @@ function importParts(row: Row, content: JsonValue, where: string): JsonObject[] 
 
 function importCall(row: Row, raw: JsonValue, where: string): JsonObject {
   const call = expectObject(raw, where);
-  if ((call.type ?? "function") !== "function") throw new ConversionError(`${where}.type: unsupported tool call type '${String(call.type)}'`);
+  if ((call.type ?? "function") !== "function") throw new ConversionError(`${where}.type: unsupported tool call type '${shown(call.type)}'`);
   const fn = expectObject(call.function, `${where}.function`);
   row.message.toolCalls.push(
     create(ToolCallSchema, {
@@ -153,8 +154,8 @@ export function toOpenAI(history: History): JsonObject[] {
 
 function exportRow(row: FlatRow, skeleton: JsonObject, where: string): JsonObject {
   const message = row.message;
-  if (ROLES[String(skeleton.role)] !== message.role) {
-    throw new ConversionError(`${where}: passthrough role '${String(skeleton.role)}' does not match the row`);
+  if (ROLES[shown(skeleton.role)] !== message.role) {
+    throw new ConversionError(`${where}: passthrough role '${shown(skeleton.role)}' does not match the row`);
   }
   const streams = new Streams(row, where);
   const out = copy(skeleton);
@@ -194,7 +195,7 @@ function exportPart(message: ChatMessage, streams: Streams, part: JsonObject, wh
     image.url = imagesAreAttachments(message) ? attachmentUrl(streams.attachment(where), where) : streams.text.markerUrl(where);
     out.image_url = image;
   } else {
-    throw new ConversionError(`${where}: passthrough part type '${String(part.type)}' is not Chat Completions`);
+    throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Chat Completions`);
   }
   return out;
 }

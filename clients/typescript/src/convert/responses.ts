@@ -19,6 +19,7 @@ import {
   markerTextRow,
   newRow,
   partTexts,
+  shown,
   splitMarkers,
   Streams,
   type ConvertOptions,
@@ -47,8 +48,8 @@ function importItem(raw: JsonValue, where: string): Row {
   const kind = item.type ?? "message";
   const skeleton = copy(item);
   if (kind === "message") {
-    const role = ROLES[String(item.role)];
-    if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${String(item.role)}'`);
+    const role = ROLES[shown(item.role)];
+    if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${shown(item.role)}'`);
     const row = newRow(role, skeleton);
     skeleton.content = typeof item.content === "string" ? row.add(item.content) : importParts(row, item.content, `${where}.content`);
     return row;
@@ -91,7 +92,7 @@ function importItem(raw: JsonValue, where: string): Row {
     if (typeof item.encrypted_content === "string") skeleton.encrypted_content = row.add(item.encrypted_content, "reasoning");
     return row;
   }
-  throw new ConversionError(`${where}.type: unsupported item type '${String(kind)}'`);
+  throw new ConversionError(`${where}.type: unsupported item type '${shown(kind)}'`);
 }
 
 function importParts(row: Row, content: JsonValue | undefined, where: string): JsonObject[] {
@@ -108,7 +109,7 @@ function importParts(row: Row, content: JsonValue | undefined, where: string): J
       delete skeleton.image_url;
       if (attach) row.message.attachments.push(attachmentFromUrl(url, here));
       else row.add(marker(url, here));
-    } else throw new ConversionError(`${here}: unsupported content part type '${String(part.type)}' here`);
+    } else throw new ConversionError(`${here}: unsupported content part type '${shown(part.type)}' here`);
     return skeleton;
   });
 }
@@ -163,7 +164,7 @@ function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject
   const out = copy(skeleton);
   const kind = skeleton.type ?? "message";
   if (kind === "message") {
-    if (ROLES[String(skeleton.role)] !== message.role) throw new ConversionError(`${where}: passthrough role does not match the row`);
+    if (ROLES[shown(skeleton.role)] !== message.role) throw new ConversionError(`${where}: passthrough role does not match the row`);
     const content = skeleton.content;
     out.content = Array.isArray(content)
       ? content.map((p) => exportPart(message, streams, expectObject(p, where), where))
@@ -193,7 +194,7 @@ function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject
       out.encrypted_content = streams.reasoning.take(skeleton.encrypted_content, where);
     }
   } else {
-    throw new ConversionError(`${where}: passthrough item type '${String(kind)}' is not Responses`);
+    throw new ConversionError(`${where}: passthrough item type '${shown(kind)}' is not Responses`);
   }
   return out;
 }
@@ -204,6 +205,6 @@ function exportPart(message: ChatMessage, streams: Streams, part: JsonObject, wh
   else if (part.type === "refusal") out.refusal = streams.text.take(part.refusal, `${where}.refusal`);
   else if (part.type === "input_image") {
     out.image_url = imagesAreAttachments(message) ? attachmentUrl(streams.attachment(where), where) : streams.text.markerUrl(where);
-  } else throw new ConversionError(`${where}: passthrough part type '${String(part.type)}' is not Responses`);
+  } else throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Responses`);
   return out;
 }

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import grpc
 from google.rpc import error_details_pb2
 
-from turnkeeper.core.budget import resolve, tool_result_cap
+from turnkeeper.core.budget import low_water, resolve, tool_result_cap
 from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_reported_usage
 from turnkeeper.core.meter import context_meter, input_cost, input_tokens, route_prices
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
-from turnkeeper.core.preflight import check_capacity
+from turnkeeper.core.preflight import Extras, check_capacity, room
 from turnkeeper.core.recovery import plan_recovery
 from turnkeeper.core.toolcap import cap_tool_result
 from turnkeeper.core.trimming import (
@@ -67,6 +67,8 @@ class TrimLimits:
     turn_limit: int
     row_limit: int
     breadcrumb_text: str
+    low_water: float
+    """The §11 fraction in effect (1.0: the minimal cut)."""
     resolution: resolution_pb2.Resolution | None
 
 
@@ -79,6 +81,11 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
             turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
             row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
             breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+            low_water=low_water(
+                explicit.history_trim_low_water
+                if explicit.HasField("history_trim_low_water")
+                else None
+            )[0],
             resolution=None,
         )
     resolution = resolve(request.profiles)
@@ -88,6 +95,7 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
         turn_limit=resolution.max_history_turns,
         row_limit=runtime.max_history_messages,
         breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
+        low_water=resolution.history_trim_low_water,
         resolution=resolution,
     )
 
@@ -113,6 +121,8 @@ class Counts:
 
     @classmethod
     def reported(cls, trim: CalibratedTrim, budget: int) -> Counts:
+        if not trim.reported:
+            return cls.estimated(trim.plan)
         return cls(
             trim_pb2.COUNT_SOURCE_PROVIDER_REPORTED,
             trim.tokens_before,
@@ -140,6 +150,8 @@ def _outcome(plan: TrimPlan, counts: Counts) -> svc.TrimOutcome:
         tokens_after=counts.tokens_after,
         target_tokens=counts.target_tokens,
         count_source=counts.source,
+        cut_step=plan.cut_step,
+        cut_drop_target=plan.cut_drop_target,
     )
     if counts.calibration is not None:
         outcome.calibration.CopyFrom(counts.calibration)
@@ -176,6 +188,8 @@ def _history_trimmed(
         turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
         breadcrumb_inserted=plan.breadcrumb_at is not None,
         count_source=counts.source,
+        cut_step=plan.cut_step,
+        cut_drop_target=plan.cut_drop_target,
     )
     if counts.calibration is not None:
         trimmed.calibration.CopyFrom(counts.calibration)
@@ -232,20 +246,15 @@ def _record_trim(
         )
 
 
+def _extras(request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest) -> Extras:
+    return Extras.of(request.hook_texts, request.tool_schemas, request.reserved_output_tokens)
+
+
 def _preflight(
-    view: HistoryView,
-    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
-    resolution: resolution_pb2.Resolution,
+    view: HistoryView, extras: Extras, resolution: resolution_pb2.Resolution
 ) -> trim_pb2.CapacityReport:
     """The capacity pre-flight of a prepared request (§3, §9 Capacity); raises unless it fits."""
-    report = check_capacity(
-        view.total_tokens,
-        view.image_tokens,
-        request.hook_texts,
-        request.tool_schemas,
-        request.reserved_output_tokens,
-        resolution.capacity,
-    )
+    report = check_capacity(view.total_tokens, view.image_tokens, extras, resolution.capacity)
     if not report.fits:
         raise _capacity_exceeded(report, resolution.route)
     return report
@@ -322,7 +331,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     budget = limits.budget_tokens or 0
     recovery = None
     if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
-        plan = view.plan_token_budget(budget, crumb)
+        plan = view.plan_token_budget(budget, crumb, limits.low_water)
         counts = Counts.estimated(plan)
     elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
         route = limits.resolution.route if limits.resolution is not None else None
@@ -331,12 +340,12 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
         counts = Counts.estimated(plan)
     elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
         usage = _usage(request.reported_usage)
-        calibrated = plan_reported_usage(view, budget, usage, crumb)
+        calibrated = plan_reported_usage(view, budget, usage, crumb, limits.low_water)
         plan = calibrated.plan
         counts = Counts.reported(calibrated, budget)
     elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
         reason = trim_pb2.TRIM_REASON_TURN_LIMIT
-        plan = view.plan_turn_count(limits.turn_limit, crumb)
+        plan = view.plan_turn_count(limits.turn_limit, crumb, limits.low_water)
         counts = Counts.estimated(plan)
     else:
         plan = view.plan_row_count(limits.row_limit)
@@ -378,17 +387,23 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     working, removals = view.sweep()
 
     # The turn limit, then the token budget (calibrated by reported usage when given).
-    limited = working.plan_turn_count(resolution.max_history_turns, crumb)
+    fraction = resolution.history_trim_low_water
+    limited = working.plan_turn_count(resolution.max_history_turns, crumb, fraction)
     steps: list[tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]] = [
         (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
     ]
     working = working.apply(limited, text)
     budget = resolution.budget_tokens
+    # §12: the budget trim leaves room for what the pre-flight adds; its §11 step is the budget's.
+    extras = _extras(request)
+    space = room(resolution.capacity, extras) if budget else None
     if request.HasField("reported_usage"):
-        calibrated = plan_reported_usage(working, budget, _usage(request.reported_usage), crumb)
+        usage = _usage(request.reported_usage)
+        calibrated = plan_reported_usage(working, budget, usage, crumb, fraction, space)
         baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
     else:
-        baseline = working.plan_token_budget(budget, crumb)
+        target = budget if space is None else min(budget, space)
+        baseline = working.plan_token_budget(target, crumb, fraction, step_budget=budget)
         counts = Counts.estimated(baseline)
     recovery = None
     if request.overflow_recovery:
@@ -408,7 +423,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     working = working.apply(steps[-1][0], text)
 
     # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
-    report = _preflight(working, request, resolution)
+    report = _preflight(working, extras, resolution)
     trims = [
         _history_trimmed(
             plan,
@@ -449,7 +464,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
     view = _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
     resolution = resolve(request.profiles)
-    report = _preflight(view, request, resolution)
+    report = _preflight(view, _extras(request), resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
     return Reply(response.SerializeToString())
 

@@ -54,6 +54,8 @@ def _plan(plan: _native.Plan) -> TrimPlan:
         plan.tokens_before,
         plan.tokens_after,
         plan.target_tokens,
+        plan.cut_step,
+        plan.cut_drop_target,
     )
 
 
@@ -79,11 +81,19 @@ class NativeHistoryView:
     def system_floor_tokens(self) -> int:
         return self.native.system_floor_tokens
 
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan:
-        return _plan(self.native.plan_token_budget(budget, breadcrumb_cost))
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> TrimPlan:
+        return _plan(self.native.plan_token_budget(budget, breadcrumb_cost, low_water, step_budget))
 
-    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan:
-        return _plan(self.native.plan_turn_count(limit, breadcrumb_cost))
+    def plan_turn_count(
+        self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
+    ) -> TrimPlan:
+        return _plan(self.native.plan_turn_count(limit, breadcrumb_cost, low_water))
 
     def plan_row_count(self, limit: int) -> TrimPlan:
         return _plan(self.native.plan_row_count(rows_to_keep(limit)))

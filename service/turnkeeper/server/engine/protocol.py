@@ -40,9 +40,21 @@ class HistoryView(Protocol):
     @property
     def system_floor_tokens(self) -> int: ...
 
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> TrimPlan:
+        """The §9 token-budget trim with the §11 grid (`core.trimming.plan_token_budget`)."""
+        ...
 
-    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan: ...
+    def plan_turn_count(
+        self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
+    ) -> TrimPlan:
+        """The §9 turn-count trim with the §11 turn grid."""
+        ...
 
     def plan_row_count(self, limit: int) -> TrimPlan: ...
 

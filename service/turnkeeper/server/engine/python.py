@@ -53,11 +53,21 @@ class PythonHistoryView:
     def system_floor_tokens(self) -> int:
         return sum(self.working.pricing.tokens[: layout(self.working.rows).system_rows])
 
-    def plan_token_budget(self, budget: int, breadcrumb_cost: int | None) -> TrimPlan:
-        return plan_token_budget(self.working.rows, self.working.pricing, budget, breadcrumb_cost)
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> TrimPlan:
+        w = self.working
+        return plan_token_budget(w.rows, w.pricing, budget, breadcrumb_cost, low_water, step_budget)
 
-    def plan_turn_count(self, limit: int, breadcrumb_cost: int | None) -> TrimPlan:
-        return plan_turn_count(self.working.rows, self.working.pricing, limit, breadcrumb_cost)
+    def plan_turn_count(
+        self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
+    ) -> TrimPlan:
+        w = self.working
+        return plan_turn_count(w.rows, w.pricing, limit, breadcrumb_cost, low_water)
 
     def plan_row_count(self, limit: int) -> TrimPlan:
         return plan_row_count(self.working.rows, self.working.pricing, limit)

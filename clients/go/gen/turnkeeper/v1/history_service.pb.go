@@ -524,7 +524,8 @@ type TrimOutcome struct {
 	// grid does not apply to).
 	CutStep uint64 `protobuf:"varint,12,opt,name=cut_step,json=cutStep,proto3" json:"cut_step,omitempty"`
 	// What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
-	// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
+	// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0. When no turn
+	// boundary reaches it, only the newest turn is kept and this is the target the cut fell short of.
 	CutDropTarget uint64 `protobuf:"varint,13,opt,name=cut_drop_target,json=cutDropTarget,proto3" json:"cut_drop_target,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

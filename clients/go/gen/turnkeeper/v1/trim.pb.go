@@ -430,9 +430,11 @@ func (x *ReportedUsage) GetToolSchemaTokens() uint64 {
 // UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
 type UsageCalibration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic.
+	// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
+	// only the room of spec §12 (PrepareModelCall) made the trim.
 	CalibratedTargetTokens uint64 `protobuf:"varint,1,opt,name=calibrated_target_tokens,json=calibratedTargetTokens,proto3" json:"calibrated_target_tokens,omitempty"`
-	// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it.
+	// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
+	// it is at most `capacity - extras` (spec §12).
 	HistoryTargetTokens uint64 `protobuf:"varint,2,opt,name=history_target_tokens,json=historyTargetTokens,proto3" json:"history_target_tokens,omitempty"`
 	// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
 	KeptEstimateTokens uint64 `protobuf:"varint,3,opt,name=kept_estimate_tokens,json=keptEstimateTokens,proto3" json:"kept_estimate_tokens,omitempty"`
@@ -637,7 +639,7 @@ type HistoryTrimmed struct {
 	// The history after the trim, breadcrumb included, in tokens: the estimate, or scaled to the provider's count.
 	TokensAfter uint64 `protobuf:"varint,7,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
 	// The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
-	// 0 for turn-limit trims.
+	// 0 for turn-limit trims. PrepareModelCall's budget trim aims at min(budget, capacity - extras) (spec §12).
 	TargetTokens uint64 `protobuf:"varint,8,opt,name=target_tokens,json=targetTokens,proto3" json:"target_tokens,omitempty"`
 	// The resolved proactive budget in tokens, when profiles were supplied; 0 otherwise or when disabled.
 	BudgetTokens uint64 `protobuf:"varint,9,opt,name=budget_tokens,json=budgetTokens,proto3" json:"budget_tokens,omitempty"`

@@ -248,9 +248,13 @@ class UsageCalibration(_message.Message):
     HISTORY_TARGET_TOKENS_FIELD_NUMBER: _builtins.int
     KEPT_ESTIMATE_TOKENS_FIELD_NUMBER: _builtins.int
     calibrated_target_tokens: _builtins.int
-    """Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic."""
+    """Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
+    only the room of spec §12 (PrepareModelCall) made the trim.
+    """
     history_target_tokens: _builtins.int
-    """Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it."""
+    """Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
+    it is at most `capacity - extras` (spec §12).
+    """
     kept_estimate_tokens: _builtins.int
     """Step 4: the estimate of the trimmed history, breadcrumb included (`kept`)."""
     def __init__(
@@ -368,7 +372,7 @@ class HistoryTrimmed(_message.Message):
     """The history after the trim, breadcrumb included, in tokens: the estimate, or scaled to the provider's count."""
     target_tokens: _builtins.int
     """The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
-    0 for turn-limit trims.
+    0 for turn-limit trims. PrepareModelCall's budget trim aims at min(budget, capacity - extras) (spec §12).
     """
     budget_tokens: _builtins.int
     """The resolved proactive budget in tokens, when profiles were supplied; 0 otherwise or when disabled."""

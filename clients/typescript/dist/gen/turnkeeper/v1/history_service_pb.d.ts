@@ -288,7 +288,8 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
     cutStep: bigint;
     /**
      * What the grid cut rounded the minimal drop up to: `ceil(D(j0) / step) x step` tokens for a token-budget trim,
-     * `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0.
+     * `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0. When no turn
+     * boundary reaches it, only the newest turn is kept and this is the target the cut fell short of.
      *
      * @generated from field: uint64 cut_drop_target = 13;
      */

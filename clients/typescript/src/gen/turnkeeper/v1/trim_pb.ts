@@ -57,14 +57,16 @@ export const ReportedUsageSchema: GenMessage<ReportedUsage> = /*@__PURE__*/
  */
 export type UsageCalibration = Message<"turnkeeper.v1.UsageCalibration"> & {
   /**
-   * Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic.
+   * Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
+   * only the room of spec §12 (PrepareModelCall) made the trim.
    *
    * @generated from field: uint64 calibrated_target_tokens = 1;
    */
   calibratedTargetTokens: bigint;
 
   /**
-   * Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it.
+   * Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
+   * it is at most `capacity - extras` (spec §12).
    *
    * @generated from field: uint64 history_target_tokens = 2;
    */
@@ -212,7 +214,7 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
 
   /**
    * The token target the trim aimed for: the budget (reported-usage trims included), or the recovery target;
-   * 0 for turn-limit trims.
+   * 0 for turn-limit trims. PrepareModelCall's budget trim aims at min(budget, capacity - extras) (spec §12).
    *
    * @generated from field: uint64 target_tokens = 8;
    */

@@ -118,13 +118,15 @@ def test_section10_1_recovery_is_at_most_two_thirds_of_the_call_without_it(
 
 
 @settings(max_examples=200, deadline=None)
-@given(histories(), st.integers(0, 3000))
-def test_section10_1_one_trim_equals_budget_then_recovery(history: Any, budget: int) -> None:
+@given(histories(), st.integers(0, 3000), st.sampled_from([1.0, 0.9, 0.7, 0.3, 0.01]))
+def test_section10_1_one_trim_equals_budget_then_recovery(
+    history: Any, budget: int, low_water: float
+) -> None:
     """§10.1 as PrepareModelCall runs it: one token-budget trim of the input to
     floor(2/3 x baseline) drops exactly what the budget trim followed by a recovery trim of its
-    output would (the proof is in core/recovery.py)."""
+    output would (the proof is in core/recovery.py), also when the baseline is a §11 grid cut."""
     w = WorkingHistory.of(history)
-    baseline_plan = plan_token_budget(w.rows, w.pricing, budget, CRUMB)
+    baseline_plan = plan_token_budget(w.rows, w.pricing, budget, CRUMB, low_water)
     baseline = w.apply(baseline_plan, TEXT)
     target = 2 * baseline.pricing.total // 3
     two_step = baseline.apply(
