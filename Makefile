@@ -145,6 +145,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
+	$(PY) bench/bench_cache.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target

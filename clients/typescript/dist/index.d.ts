@@ -6,7 +6,7 @@ export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./e
 export type { WatchOptions, BackoffOptions } from "./events.js";
 export { reportedUsageOf } from "./usage.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAnthropic, fromOpenAI, fromOpenAIResponses, toAnthropic, toOpenAI, toOpenAIResponses, } from "./convert/index.js";
-export type { ConvertOptions, Shape } from "./convert/index.js";
+export type { ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 export type { CallOptions } from "@connectrpc/connect";
 export * from "./gen/turnkeeper/v1/errors_pb.js";
