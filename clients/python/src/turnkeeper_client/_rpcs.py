@@ -29,9 +29,11 @@ from ._options import (
     Metadata,
     MetadataTuple,
     Timeout,
+    Transport,
     channel_options,
     resolve_timeout,
     target,
+    transport_of,
     with_token,
 )
 from ._watch import Backoff, CursorState, DisconnectHook, build_request
@@ -82,6 +84,9 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         self._timeout = timeout
         self._metadata = tuple(metadata)
         self._wait_for_ready = wait_for_ready
+        # Known when connect() opened the channel (a channel passed in could be anything): it
+        # picks the hint of a connection the server closed.
+        self._transport: Transport | None = None
 
     @classmethod
     def connect(
@@ -108,12 +113,14 @@ class ClientCore(ABC, Generic[Channel, Watch]):
             if credentials is not None
             else cls._insecure_channel(where, options=opts)
         )
-        return cls(
+        client = cls(
             channel,
             timeout=timeout,
             metadata=with_token(metadata, token),
             wait_for_ready=wait_for_ready,
         )
+        client._transport = transport_of(credentials)
+        return client
 
     @property
     def channel(self) -> Channel:
@@ -188,7 +195,7 @@ class BlockingCalls(ClientCore[grpc.Channel, Watch]):
         try:
             return method(request, **self._call_options(timeout, metadata))
         except grpc.RpcError as error:
-            raise decode_rpc_error(error) from error
+            raise decode_rpc_error(error, self._transport) from error
 
 
 class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
@@ -207,7 +214,7 @@ class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
         try:
             return await method(request, **self._call_options(timeout, metadata))
         except grpc.RpcError as error:
-            raise decode_rpc_error(error) from error
+            raise decode_rpc_error(error, self._transport) from error
 
 
 class Rpc(Generic[Req, Resp]):

@@ -111,6 +111,13 @@ ADMISSION_WAIT_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+CONNECTIONS_SHED = Counter(
+    "turnkeeper_connections_shed",
+    "Unused connections (no call yet) the connection guard closed: a peer over its share "
+    "(peer_share) or the server at its connection cap (cap).",
+    ("why",),
+    registry=REGISTRY,
+)
 
 _TRIM_LABELS = ("reason", "caller_path")
 TRIMS = Counter(
