@@ -4,12 +4,15 @@
 docstring. Each entry is an `Rpc` descriptor: on a `TurnkeeperClient` it is a blocking method, on
 an `AsyncTurnkeeperClient` a coroutine method, both with the same keyword arguments and decoded
 errors. `ClientCore` holds the rest the two clients share: the constructor, `connect`, the channel
-and `watch_trims`. What differs is the transport call (`BlockingCalls._call`, `AsyncCalls._call`)
-and the kind of watch each client opens (sync.py, aio.py).
+and `watch_trims`. What differs is the transport call (`BlockingCalls._call`, `AsyncCalls._call`,
+both retrying per the client's `RetryPolicy`, _retry.py) and the kind of watch each client opens
+(sync.py, aio.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -34,6 +37,7 @@ from ._options import (
     target,
     with_token,
 )
+from ._retry import DEFAULT_RETRY, Attempts, RetryPolicy
 from ._watch import Backoff, CursorState, DisconnectHook, build_request
 from .errors import decode_rpc_error
 
@@ -76,12 +80,14 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         timeout: float | None = DEFAULT_TIMEOUT,
         metadata: Metadata = (),
         wait_for_ready: bool = False,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
     ) -> None:
         self._channel: Channel = channel
         self._stub: svc_grpc.HistoryServiceStub = svc_grpc.HistoryServiceStub(channel)
         self._timeout = timeout
         self._metadata = tuple(metadata)
         self._wait_for_ready = wait_for_ready
+        self._retry = retry
 
     @classmethod
     def connect(
@@ -95,11 +101,13 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         options: Sequence[ChannelOption] = (),
         credentials: grpc.ChannelCredentials | None = None,
         token: str | None = None,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
     ) -> Self:
         """Opens a channel to a TCP `host:port` address or a Unix socket path (exactly one).
 
         `credentials` (e.g. `tls_credentials(ca=..., client_cert=..., client_key=...)`) makes it
-        TLS or mTLS; `token` sends `authorization: Bearer <token>` with every call.
+        TLS or mTLS; `token` sends `authorization: Bearer <token>` with every call. `retry` is
+        how unary calls refused with RESOURCE_EXHAUSTED or UNAVAILABLE are retried (None: never).
         """
         where = target(address, unix_path)
         opts = channel_options(options)
@@ -113,6 +121,7 @@ class ClientCore(ABC, Generic[Channel, Watch]):
             timeout=timeout,
             metadata=with_token(metadata, token),
             wait_for_ready=wait_for_ready,
+            retry=retry,
         )
 
     @property
@@ -164,9 +173,11 @@ class ClientCore(ABC, Generic[Channel, Watch]):
     ) -> Watch:
         """The client's kind of watch over its stub."""
 
-    def _call_options(self, timeout: Timeout, metadata: Metadata | None) -> dict[str, Any]:
+    def _attempts(self, timeout: Timeout) -> Attempts:
+        return Attempts(self._retry, resolve_timeout(timeout, self._timeout))
+
+    def _call_options(self, metadata: Metadata | None) -> dict[str, Any]:
         return {
-            "timeout": resolve_timeout(timeout, self._timeout),
             "metadata": (*self._metadata, *(metadata or ())),
             "wait_for_ready": self._wait_for_ready,
         }
@@ -185,10 +196,16 @@ class BlockingCalls(ClientCore[grpc.Channel, Watch]):
         timeout: Timeout,
         metadata: Metadata | None,
     ) -> Resp:
-        try:
-            return method(request, **self._call_options(timeout, metadata))
-        except grpc.RpcError as error:
-            raise decode_rpc_error(error) from error
+        attempts, options = self._attempts(timeout), self._call_options(metadata)
+        while True:
+            try:
+                return method(request, timeout=attempts.timeout(), **options)
+            except grpc.RpcError as rpc_error:
+                error = decode_rpc_error(rpc_error)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from rpc_error
+            time.sleep(delay)
 
 
 class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
@@ -204,10 +221,16 @@ class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
         timeout: Timeout,
         metadata: Metadata | None,
     ) -> Resp:
-        try:
-            return await method(request, **self._call_options(timeout, metadata))
-        except grpc.RpcError as error:
-            raise decode_rpc_error(error) from error
+        attempts, options = self._attempts(timeout), self._call_options(metadata)
+        while True:
+            try:
+                return await method(request, timeout=attempts.timeout(), **options)
+            except grpc.RpcError as rpc_error:
+                error = decode_rpc_error(rpc_error)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from rpc_error
+            await asyncio.sleep(delay)
 
 
 class Rpc(Generic[Req, Resp]):

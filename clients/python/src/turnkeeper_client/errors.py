@@ -7,7 +7,8 @@ converter cannot carry).
 Every error status the server sends carries a `google.rpc.Status` in the `grpc-status-details-bin`
 trailer: one `google.rpc.ErrorInfo` (domain `turnkeeper.v1`), a `google.rpc.BadRequest` for bad
 input, and a `google.rpc.PreconditionFailure` plus a `turnkeeper.v1.CapacityReport` when a prepared
-request does not fit the model's capacity.
+request does not fit the model's capacity. An overloaded server adds a `google.rpc.RetryInfo`: how
+long to wait before calling again (the clients' retry policy honours it, `_retry.py`).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class TurnkeeperError(ClientError):
     field_violations: tuple[FieldViolation, ...] = ()
     precondition_violations: tuple[PreconditionViolation, ...] = ()
     capacity_report: trim_pb2.CapacityReport | None = None
+    # `google.rpc.RetryInfo.retry_delay` in seconds, when the server sent one.
+    retry_delay: float | None = None
 
     def __post_init__(self) -> None:
         # The dataclass __init__ does not call Exception.__init__; set args for pickling/repr.
@@ -122,6 +125,7 @@ def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
     violations: list[FieldViolation] = []
     preconditions: list[PreconditionViolation] = []
     report: trim_pb2.CapacityReport | None = None
+    retry_delay: float | None = None
     for key, value in _metadata_items(error):
         if key != _DETAILS_KEY or not isinstance(value, bytes):
             continue
@@ -132,6 +136,7 @@ def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
             bad = error_details_pb2.BadRequest()
             pre = error_details_pb2.PreconditionFailure()
             cap = trim_pb2.CapacityReport()
+            retry = error_details_pb2.RetryInfo()
             if _unpack(detail, info):
                 # The first ErrorInfo wins: the server sends exactly one.
                 if not reason:
@@ -148,6 +153,8 @@ def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
                 )
             elif _unpack(detail, cap):
                 report = cap
+            elif _unpack(detail, retry):
+                retry_delay = retry.retry_delay.ToNanoseconds() / 1e9
     return TurnkeeperError(
         code=code,
         message=message,
@@ -157,4 +164,5 @@ def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
         field_violations=tuple(violations),
         precondition_violations=tuple(preconditions),
         capacity_report=report,
+        retry_delay=retry_delay,
     )
