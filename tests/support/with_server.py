@@ -16,8 +16,9 @@ acting as TURNKEEPER_TOKEN_RUNTIME) and TURNKEEPER_TOKEN_NO_EVENTS (a token that
 subscribe to TrimEvents).
 
 --overloaded also starts a server that refuses every unary call with RESOURCE_EXHAUSTED
-(OVERLOADED) + RetryInfo (support/overloaded.py, needs grpcio) and exports
-TURNKEEPER_OVERLOADED_ADDRESS (127.0.0.1:PORT), for the clients' retry tests.
+(OVERLOADED) + RetryInfo (support/overloaded.py, needs grpcio) and a scripted fake that refuses
+as each request asks (support/flaky.py), for the clients' retry tests. It exports
+TURNKEEPER_OVERLOADED_ADDRESS and TURNKEEPER_FLAKY_ADDRESS (both 127.0.0.1:PORT).
 """
 
 from __future__ import annotations
@@ -78,11 +79,14 @@ def main(argv: list[str]) -> int:
         if secure:
             _start_secure(extra, env, certificates)
         if overloaded:
+            import flaky
             import overloaded as overload
 
             extra.append(start_server(*overload.SERVER_FLAGS, unix=False))
             releases.append(overload.hold(extra[-1].address))
             env["TURNKEEPER_OVERLOADED_ADDRESS"] = extra[-1].address
+            fake, env["TURNKEEPER_FLAKY_ADDRESS"] = flaky.start()
+            releases.append(lambda: fake.stop(None))
     except ServerStartError as error:
         print(f"with_server: {error}", file=sys.stderr)
         for release in releases:

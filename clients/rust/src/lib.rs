@@ -28,6 +28,7 @@ pub mod convert;
 mod error;
 mod events;
 mod history;
+mod retry;
 mod usage;
 
 #[cfg(feature = "tls")]
@@ -38,6 +39,7 @@ pub use client::{
 };
 pub use error::{ConversionError, ERROR_DOMAIN, Error, Result, RpcError};
 pub use events::{FeedItem, ReconnectPolicy, TrimEventStream};
+pub use retry::{RETRYABLE_CODES, RetryPolicy};
 pub use tonic::Code;
 pub use tonic_types::{ErrorInfo, FieldViolation, PreconditionFailure};
 
