@@ -19,7 +19,7 @@ help:
 	@echo "make run       start the sidecar on $(ADDRESS) (embedded defaults), dashboard on http://$(HTTP)/"
 	@echo "make test      install everything the tests need and run them all"
 	@echo "make generate  regenerate committed code from proto/"
-	@echo "make lint      buf lint/format, ruff, mypy --strict, hadolint, Kubernetes schemas, every client's lint"
+	@echo "make lint      buf lint/format, ruff, mypy --strict, stubtest, hadolint, Kubernetes schemas, every client's lint"
 	@echo "make bench     run the benchmarks"
 	@echo "make soak      a long mixed load run (SOAK_SECONDS, SOAK_CLIENTS, SOAK_SUBSCRIBERS)"
 
@@ -86,7 +86,8 @@ check-vendored: dashboard-vendor
 	  git status --porcelain -- $(DASHBOARD_VENDOR); \
 	  echo "vendored dashboard assets drifted: run 'make dashboard-vendor' and commit"; exit 1; fi
 
-lint: $(STAMP)
+# Needs the built native module: stubtest checks service/turnkeeper/_native.pyi against it.
+lint: $(NATIVE_STAMP)
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
 	@if git rev-parse --verify -q HEAD~1 >/dev/null; then \
@@ -98,6 +99,7 @@ lint: $(STAMP)
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \
 	  cargo clippy --quiet --all-targets --features python -- -D warnings; fi
+	@if [ -n "$(CARGO)" ]; then MYPYPATH=service $(PY) -m mypy.stubtest turnkeeper._native; fi
 	# Each client's own lint: ruff + mypy --strict, go vet + gofmt, rustfmt + clippy, tsc + ESLint.
 	@for d in $(CLIENT_DIRS); do $(MAKE) --no-print-directory -C $$d lint || exit 1; done
 
@@ -141,7 +143,9 @@ soak: $(STAMP)
 bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_engine.py
+	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
+	$(PY) bench/bench_cache.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target

@@ -2,7 +2,9 @@
 
 Every call is a real PrepareModelCall: sessions on the `main` route (capacity known) and on the
 `small` route (capacity unknown) grow until the turn limit or the token budget trims them, so the
-page fills with meters, trims and charts.
+page fills with meters, trims and charts. Every runtime resends its whole history; half the
+sessions trim with the minimal cut (which moves on nearly every call: the page flags them as
+burning their prompt cache), the others with `history_trim_low_water = 0.7` (spec §11).
 
     make run                                   # the sidecar, dashboard on http://127.0.0.1:9464/
     .venv/bin/python examples/dashboard_traffic.py --sessions 40 --rate 20
@@ -22,12 +24,13 @@ from turnkeeper.v1 import history_service_pb2 as svc
 RUNTIMES = ("runtime-eu-1", "runtime-eu-2", "runtime-us-1")
 
 
-def profiles(cheap: bool) -> profile_pb2.Profiles:
+def profiles(cheap: bool, low_water: float) -> profile_pb2.Profiles:
     return profile_pb2.Profiles(
         runtime=profile_pb2.RuntimeProfile(
             max_context_tokens=20_000,
             context_compact_ratio=0.6,
             max_history_messages=14,
+            history_trim_low_water=low_water,
             default_provider="main",
             classifier_routes=[profile_pb2.ClassifierRoute(hint="cheap", provider="small")],
         ),
@@ -44,6 +47,7 @@ class Session:
         self.id = f"session-{index:04d}"
         self.runtime = RUNTIMES[index % len(RUNTIMES)]
         self.cheap = index % 8 == 0
+        self.low_water = 0.7 if index % 2 else 1.0
         self.turn_words = rng.choice((200, 800, 1500, 2500))
         self.rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="You help.")]
         self.turns = 0
@@ -60,7 +64,7 @@ class Session:
         self.add_turn()
         return svc.PrepareModelCallRequest(
             history=history_pb2.History(chat=history_pb2.ChatHistory(messages=self.rows)),
-            profiles=profiles(self.cheap),
+            profiles=profiles(self.cheap, self.low_water),
             caller=trim_pb2.CallerContext(
                 session_id=self.id, runtime_id=self.runtime, turn_id=f"turn-{self.turns}"
             ),

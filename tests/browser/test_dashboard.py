@@ -158,8 +158,13 @@ def test_trims_show_as_rows_meters_and_charts_and_a_restart_as_a_gap(
     expect(session_row(page, "s-alpha")).to_contain_text(arrow(alpha2))
     expect(session_row(page, "s-beta")).to_contain_text("Turn limit")
     expect(page.locator("#total-trims")).to_have_text("3")
+    # Each session's latest state: s-alpha's second trim of its full history replaces its first.
+    latest = sum(t.tokens_before - t.tokens_after for t in (beta, alpha2))
+    expect(page.locator("#total-saved")).to_have_text(f"{latest:,}")
+    expect(page.locator("#total-dropped")).to_have_text(
+        str(alpha2.dropped_turns + beta.dropped_turns)
+    )
     saved = sum(t.tokens_before - t.tokens_after for t in (alpha, beta, alpha2))
-    expect(page.locator("#total-saved")).to_have_text(f"{saved:,}")
 
     # Meters (spec §10.5): per prepared call, the used tokens against budget and capacity, and
     # "capacity unknown" where the route's window is not configured.
@@ -191,10 +196,7 @@ def test_trims_show_as_rows_meters_and_charts_and_a_restart_as_a_gap(
     )
     assert chart_data(page, "chart-reasons") == {"Token budget": 2, "Turn limit": 1}
     dropped = chart_data(page, "chart-dropped")
-    assert dropped == {
-        "s-alpha": alpha.dropped_turns + alpha2.dropped_turns,
-        "s-beta": beta.dropped_turns,
-    }
+    assert dropped == {"s-alpha": alpha2.dropped_turns, "s-beta": beta.dropped_turns}
     assert sum(chart_data(page, "chart-saved").values()) == saved
 
     # Filters narrow every view; gaps are never filtered away.
@@ -245,6 +247,109 @@ def test_trims_show_as_rows_meters_and_charts_and_a_restart_as_a_gap(
     assert not errors, errors
 
 
+def prepare_history(
+    address: str, session: str, turns: int, budget: int = 600
+) -> svc.PrepareModelCallResponse:
+    """A prepared call of a runtime that resends its whole `turns`-turn history."""
+    request = svc.PrepareModelCallRequest(
+        history=history(turns, size=100),
+        profiles=profile_pb2.Profiles(
+            runtime=profile_pb2.RuntimeProfile(max_context_tokens=budget, default_provider="main"),
+            providers=[profile_pb2.ProviderProfile(alias="main", context_window=16_000)],
+        ),
+        caller=caller(session, "rt-1"),
+    )
+    with grpc.insecure_channel(address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        response: svc.PrepareModelCallResponse = stub.PrepareModelCall(request, timeout=5)
+    assert len(response.trims) == 1, "each call must trim for this test to mean anything"
+    return response
+
+
+def chart_tick_color(page: Page, canvas: str) -> str:
+    color: str = page.evaluate(
+        "(id) => Chart.getChart(document.getElementById(id)).options.scales.x.ticks.color",
+        canvas,
+    )
+    return color
+
+
+def test_a_page_opened_later_is_backfilled_counts_each_session_once_and_shows_cut_moves(
+    browser: BrowserContext, server_factory: Callable[..., Any], http: str
+) -> None:
+    """Issue 18: a page opened after the trims shows them (backfilled from the ring, then live
+    with nothing twice); a resent history trimmed at the same row again and again counts once;
+    issue 16: each session shows how often its cut moved over its last prepared calls."""
+    server = server_factory("--http", http, unix=False)
+    # Before any page is open: a session resending the same history (its cut holds), and one
+    # whose history grows by a turn per call (its minimal cut moves every time).
+    steady = [prepare_history(server.address, "s-steady", 12) for _ in range(3)]
+    burning = [prepare_history(server.address, "s-burning", 8 + i) for i in range(3)]
+    page, errors = open_dashboard(browser, http)
+
+    expect(timeline_rows(page, "s-steady")).to_have_count(3, timeout=APPEAR_MS)
+    expect(timeline_rows(page, "s-burning")).to_have_count(3)
+    expect(page.locator("#total-trims")).to_have_text("6")
+    cut = steady[-1].trims[0]
+    last_trim = session_row(page, "s-steady").locator("td[data-dropped-turns]")
+    expect(last_trim).to_have_attribute("data-dropped-turns", str(cut.dropped_turns))
+    expect(last_trim).to_contain_text(f"{cut.dropped_turns} turns dropped from its history")
+    # Meter updates are live only, so the backfill has trims but no prepared calls yet.
+    expect(session_row(page, "s-steady")).to_contain_text("1 move; no prepared call seen yet")
+
+    # Live: the same two runtimes go on.
+    for i in range(6):
+        steady.append(prepare_history(server.address, "s-steady", 12))
+        burning.append(prepare_history(server.address, "s-burning", 11 + i))
+    steady_cut = session_row(page, "s-steady").locator("td[data-recent-calls]")
+    expect(steady_cut).to_have_attribute("data-recent-calls", "6", timeout=APPEAR_MS)
+    expect(steady_cut).to_have_attribute("data-recent-moves", "0")
+    expect(steady_cut).to_contain_text("moved on 0 of the last 6 calls")
+    burning_cut = session_row(page, "s-burning").locator("td[data-recent-calls]")
+    expect(burning_cut).to_have_attribute("data-recent-calls", "6", timeout=APPEAR_MS)
+    expect(burning_cut).to_have_attribute("data-recent-moves", "6")
+    expect(burning_cut).to_contain_text("burning its prompt cache")
+    expect(steady_cut).not_to_contain_text("burning")
+    # Nothing lost or shown twice between the backfill and the live tail.
+    expect(timeline_rows(page, "s-steady")).to_have_count(9)
+    expect(timeline_rows(page, "s-burning")).to_have_count(9)
+    expect(page.locator("#total-trims")).to_have_text("18")
+    expect(page.locator("#total-moves")).to_have_text(str(1 + 9))
+    latest = [calls[-1].trims[0] for calls in (steady, burning)]
+    expect(page.locator("#total-dropped")).to_have_text(str(sum(t.dropped_turns for t in latest)))
+    saved = sum(t.tokens_before - t.tokens_after for t in latest)
+    expect(page.locator("#total-saved")).to_have_text(f"{saved:,}")
+    assert chart_data(page, "chart-dropped") == {
+        "s-steady": latest[0].dropped_turns,
+        "s-burning": latest[1].dropped_turns,
+    }
+
+    # The OS theme changes while the page is open: the charts' axis labels follow it.
+    page.emulate_media(color_scheme="light")
+    page.wait_for_function(
+        "() => Chart.getChart(document.getElementById('chart-saved')).options.scales.x.ticks.color === '#1b1f24'",
+        timeout=APPEAR_MS,
+    )
+    page.emulate_media(color_scheme="dark")
+    for canvas in ("chart-saved", "chart-reasons", "chart-dropped"):
+        page.wait_for_function(
+            "(id) => Chart.getChart(document.getElementById(id)).options.scales.x.ticks.color === '#e6edf3'",
+            arg=canvas,
+            timeout=APPEAR_MS,
+        )
+    bars = page.evaluate(
+        "() => Chart.getChart(document.getElementById('chart-dropped')).data.datasets[0].backgroundColor"
+    )
+    assert set(bars) == {"#3fb950"}  # the dark theme's --ok
+    page.emulate_media(color_scheme="light")
+    page.wait_for_function(
+        "() => Chart.getChart(document.getElementById('chart-dropped')).options.scales.y.ticks.color === '#1b1f24'",
+        timeout=APPEAR_MS,
+    )
+    assert chart_tick_color(page, "chart-reasons") == "#1b1f24"
+    assert not errors, errors
+
+
 def test_one_page_shows_the_whole_fleet(
     browser: BrowserContext, server_factory: Callable[..., Any], redis_server: Any, http: str
 ) -> None:
@@ -265,7 +370,7 @@ def test_off_loopback_with_token_auth_the_page_asks_for_a_token_that_may_subscri
 ) -> None:
     """The ops port bound beyond loopback follows --auth-tokens: no stream without a token that
     may subscribe to TrimEvents; with one, the page is live."""
-    watcher, runtime = "w" * 32, "r" * 32
+    watcher, runtime = "w-f6970cd7033b3127607c969b21cccf68", "r-18a2fbc930028b3aa483a16994deb255"
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(
         f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\n'

@@ -121,26 +121,23 @@ def check_typescript(project: Path) -> None:
     tarball_dir.mkdir()
     packed = run([*npm[:1], "pack", "--silent", client, "--pack-destination", tarball_dir], project)
     tarball = tarball_dir / packed.strip().splitlines()[-1]
-    # The packed tarball and the folder itself (as a package, not a symlink) must both work; the
-    # example is type-checked and compiled once, in the first, and run in both.
+    # The README's two routes, the packed tarball and the folder itself with `install-links=true` in
+    # the project's .npmrc (a package, not a symlink), must both work, also after the project's next
+    # plain `npm install` (a one-off --install-links did not survive it). The example is type-checked
+    # and compiled once, in the first, and run in both.
     compiled: Path | None = None
     for name, source in (("from-tarball", str(tarball)), ("from-folder", str(client))):
         app = project / name
         app.mkdir()
         (app / "package.json").write_text(json.dumps({"name": name, "type": "module"}))
-        links = ["--install-links"] if source == str(client) else []
+        if source == str(client):
+            (app / ".npmrc").write_text("install-links=true\n")
         # --engine-strict: fail when a package (ours or a dependency) does not support this Node.
         run(
-            [
-                *npm,
-                "install",
-                "--engine-strict",
-                *links,
-                source,
-                *(tools if compiled is None else []),
-            ],
+            [*npm, "install", "--engine-strict", source, *(tools if compiled is None else [])],
             app,
         )
+        run([*npm, "install", "--engine-strict"], app)
         if compiled is None:
             write_examples("typescript", app)
             (app / "tsconfig.json").write_text(json.dumps(_TSCONFIG))

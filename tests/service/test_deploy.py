@@ -20,7 +20,10 @@ import urllib.request
 from pathlib import Path
 
 import grpc
+import pytest
+import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from turnkeeper.server.edge.auth import TokenFileError, load_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / ".venv" / "bin" / "turnkeeper-server"
@@ -139,3 +142,27 @@ def test_the_systemd_unit_runs_the_console_script_with_its_socket_permissions(
     assert env["TURNKEEPER_UNIX"].startswith("/run/turnkeeper/")
     assert env["TURNKEEPER_UNIX_MODE"] == "660"
     serve_like(argv, env, tmp_path)
+
+
+def manifest_token_files() -> dict[str, str]:
+    """The token files the Kubernetes manifests carry in their Secrets, by manifest and key."""
+    found = {}
+    for path in sorted((REPO / "deploy" / "kubernetes").glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            if document and document.get("kind") == "Secret":
+                for key, value in document.get("stringData", {}).items():
+                    if key.endswith(".toml"):
+                        found[f"{path.name}:{key}"] = value
+    return found
+
+
+def test_the_manifests_placeholder_tokens_are_refused_at_startup(tmp_path: Path) -> None:
+    """A manifest applied without replacing its tokens must not serve with a published token."""
+    files = manifest_token_files()
+    assert len(files) == 2, files
+    for where, text in files.items():
+        path = tmp_path / "tokens.toml"
+        path.write_text(text)
+        with pytest.raises(TokenFileError, match=r"not a random string|bits of entropy"):
+            load_tokens(str(path))
+        assert "REPLACE-ME" in text, where

@@ -244,6 +244,9 @@ class ScriptedFeed:
         for item in self.items:
             yield item
 
+    async def oldest_cursor(self) -> str:
+        return ""
+
     async def start(self) -> None:
         pass
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
+from google.protobuf import descriptor_pb2, message_factory
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
@@ -17,6 +19,7 @@ from turnkeeper.server.api.caller import caller_from_wire
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.server.edge.security import exposure_warnings
+from turnkeeper.server.ops.reflection import v1_file
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -124,6 +127,53 @@ async def test_a_rotated_certificate_is_served_to_new_connections_without_a_rest
         await estimate(target, channel_credentials(credentials.ca))
 
 
+# The certificate names both loopbacks (support/certs.py).
+TWO_PORTS = ("127.0.0.1:0", "[::1]:0")
+
+
+async def test_two_tls_listeners_each_serve_tls_and_each_reload_a_rotated_certificate(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(tls_config(credentials, listen=TWO_PORTS))
+    running.append(sidecar)
+    assert len(sidecar.tcp_addresses) == 2
+    for target in sidecar.tcp_addresses:
+        assert (await estimate(target, channel_credentials(credentials.ca))).turns == 2
+        with pytest.raises(grpc.aio.AioRpcError):
+            await estimate(target, None)
+    # Each port has its own file stamps: the first to reload must not hide the change from
+    # the other.
+    rotated_ca = credentials.rotate_server_pair()
+    for target in sidecar.tcp_addresses:
+        assert (await estimate(target, channel_credentials(rotated_ca))).turns == 2
+
+
+async def test_mtls_on_two_listeners_requires_the_client_certificate_on_both(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    config = tls_config(credentials, listen=TWO_PORTS, tls_client_ca=str(credentials.ca))
+    sidecar = await started(config)
+    running.append(sidecar)
+    for target in sidecar.tcp_addresses:
+        mutual = channel_credentials(credentials.ca, credentials)
+        assert (await estimate(target, mutual)).turns == 2
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await estimate(target, channel_credentials(credentials.ca))
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_a_port_that_cannot_be_bound_names_the_os_error(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    first = await started(tls_config(credentials))
+    running.append(first)
+    taken = first.tcp_addresses[0]
+    with pytest.raises(StartupError, match=rf"cannot listen on {re.escape(taken)}: .*EADDRINUSE"):
+        await started(tls_config(credentials, listen=("127.0.0.1:0", taken)))
+    with pytest.raises(StartupError, match=r"cannot resolve 'no-such-host\.invalid'"):
+        await started(ServerConfig(listen=("no-such-host.invalid:1",)))
+
+
 async def test_unix_sockets_stay_plaintext_next_to_a_tls_port(
     credentials: Credentials, running: list[Sidecar], tmp_path: Path
 ) -> None:
@@ -146,6 +196,9 @@ async def test_calls_without_a_known_token_are_unauthenticated_with_error_info(
             await estimate(target, None, token)
         assert caught.value.code() == grpc.StatusCode.UNAUTHENTICATED
         assert error_reason(caught.value) == "ERROR_REASON_UNAUTHENTICATED"
+        # A refusal returns the call's request id too, for the operator to find its log line.
+        trailers = caught.value.trailing_metadata() or ()
+        assert [key for key, _ in trailers].count("x-request-id") == 1
     assert (await estimate(target, None, credentials.token)).turns == 2
 
 
@@ -253,6 +306,54 @@ async def test_with_tokens_reflection_needs_one_and_health_does_not(
     assert "turnkeeper.v1.HistoryService" in await list_services(target, credentials.token)
 
 
+def v1_reflection_messages() -> tuple[Any, Any]:
+    """grpc.reflection.v1's request and response classes (grpcio-reflection ships no v1 code)."""
+    file = v1_file()
+    return (
+        message_factory.GetMessageClass(file.message_types_by_name["ServerReflectionRequest"]),
+        message_factory.GetMessageClass(file.message_types_by_name["ServerReflectionResponse"]),
+    )
+
+
+async def reflect_v1(target: str, **request: Any) -> Any:
+    """One grpc.reflection.v1 request, answered by its response."""
+    request_class, response_class = v1_reflection_messages()
+    async with grpc.aio.insecure_channel(target) as channel:
+        info = channel.stream_stream(
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            request_serializer=request_class.SerializeToString,
+            response_deserializer=response_class.FromString,
+        )
+        call = info(iter([request_class(**request)]), timeout=5)
+        async for response in call:
+            return response
+    raise AssertionError("no reflection response")
+
+
+async def test_reflection_answers_v1_and_v1alpha_clients(running: list[Sidecar]) -> None:
+    sidecar = await started(ServerConfig(listen=("127.0.0.1:0",)))
+    running.append(sidecar)
+    target = sidecar.tcp_addresses[0]
+    both = {"grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"}
+    listed_alpha = set(await list_services(target))
+    response = await reflect_v1(target, list_services="")
+    assert response.DESCRIPTOR.full_name == "grpc.reflection.v1.ServerReflectionResponse"
+    listed_v1 = {service.name for service in response.list_services_response.service}
+    assert listed_v1 == listed_alpha
+    assert {"turnkeeper.v1.HistoryService", "grpc.health.v1.Health"} | both <= listed_v1
+    # A v1 client can describe the service (grpcurl's `describe`), and v1 itself.
+    for symbol, file in [
+        ("turnkeeper.v1.HistoryService", "turnkeeper/v1/history_service.proto"),
+        ("grpc.reflection.v1.ServerReflection", "grpc/reflection/v1/reflection.proto"),
+    ]:
+        described = await reflect_v1(target, file_containing_symbol=symbol)
+        names = [
+            descriptor_pb2.FileDescriptorProto.FromString(raw).name
+            for raw in described.file_descriptor_response.file_descriptor_proto
+        ]
+        assert file in names, names
+
+
 async def test_reflection_can_be_switched_off(running: list[Sidecar]) -> None:
     on = await started(ServerConfig(listen=("127.0.0.1:0",)))
     off = await started(ServerConfig(listen=("127.0.0.1:0",), reflection=False))
@@ -260,11 +361,13 @@ async def test_reflection_can_be_switched_off(running: list[Sidecar]) -> None:
     assert "turnkeeper.v1.HistoryService" in await list_services(on.tcp_addresses[0])
     # Nothing is written on the call: a request still being sent when the server answers
     # UNIMPLEMENTED would fail on the client's side as INTERNAL instead.
-    async with grpc.aio.insecure_channel(off.tcp_addresses[0]) as channel:
-        call = reflection_pb2_grpc.ServerReflectionStub(channel).ServerReflectionInfo()
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await call.read()
-    assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    for version in ("v1alpha", "v1"):
+        async with grpc.aio.insecure_channel(off.tcp_addresses[0]) as channel:
+            path = f"/grpc.reflection.{version}.ServerReflection/ServerReflectionInfo"
+            call = channel.stream_stream(path)()
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+        assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED, version
     assert parse_config(["--no-reflection"], {}).reflection is False
     assert parse_config([], {"TURNKEEPER_REFLECTION": "false"}).reflection is False
 
@@ -291,15 +394,22 @@ async def test_the_warning_is_logged_at_startup(
     assert any("without TLS" in record.getMessage() for record in caplog.records)
 
 
+STRONG = "6f354f389d5c6a18c763bcbc035e0cb4"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("", "tokens: Field required"),
-        ('[[tokens]]\ntoken = "short"\nruntime_id = "r"\n', "at least 16 characters"),
-        ('[[tokens]]\ntoken = "0123456789abcdef"\n', "runtime_id: Field required"),
+        ('[[tokens]]\ntoken = "short"\nruntime_id = "r"\n', "about 24 bits of entropy"),
+        (f'[[tokens]]\ntoken = "{STRONG}"\n', "runtime_id: Field required"),
         (
-            '[[tokens]]\ntoken = "0123456789abcdef"\nruntime_id = "a"\n' * 2,
+            f'[[tokens]]\ntoken = "{STRONG}"\nruntime_id = "a"\n' * 2,
             "the same token is listed twice",
+        ),
+        (
+            '[[tokens]]\ntoken = "changeme-changeme-changeme-12345"\nruntime_id = "r"\n',
+            "tokens.0.token: .* 18 of them in repeats or runs",
         ),
         ("[[tokens]\n", "token file"),
     ],

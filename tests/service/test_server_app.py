@@ -47,6 +47,9 @@ class ControlledFeed:
         for item in ():
             yield item
 
+    async def oldest_cursor(self) -> str:
+        return ""
+
     async def start(self) -> None:
         self.started = True
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import trustme
 
 TEST_RUNTIME = "tk-test-runtime"
-# Long enough for the server's minimum; fixed so a failing test's log can be read.
-TEST_TOKEN = "tk-test-token-0123456789abcdef"
-EVENTS_DENIED_TOKEN = "tk-no-events-token-0123456789ab"
-ANY_RUNTIME_TOKEN = "tk-operator-token-0123456789abc"
+# Random (128 bits and more, as the server requires), fixed so a failing test's log can be read.
+TEST_TOKEN = "tk-test-token-5bfb03e10354276afc18e300da6c4a2e"
+EVENTS_DENIED_TOKEN = "tk-no-events-token-553ea20211a281188866ac20af8e1c9e"
+ANY_RUNTIME_TOKEN = "tk-operator-token-eb2c7b20973adf43291714143f226633"
 
 
 @dataclass(frozen=True)

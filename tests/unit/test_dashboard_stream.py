@@ -249,8 +249,10 @@ async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
 
 
 TOKENS = {
-    "watcher": TokenGrant(token="w" * 24, runtime_id="*"),
-    "runtime": TokenGrant(token="r" * 24, runtime_id="rt-1", trim_events=False),
+    "watcher": TokenGrant(token="w-f6970cd7033b3127607c969b21cccf68", runtime_id="*"),
+    "runtime": TokenGrant(
+        token="r-18a2fbc930028b3aa483a16994deb255", runtime_id="rt-1", trim_events=False
+    ),
 }
 
 
@@ -321,3 +323,71 @@ def test_login_is_required_only_off_loopback_and_with_token_auth(
     with caplog.at_level(logging.WARNING):
         dashboard_routes_for(exposed)
     assert "set --auth-tokens" in caplog.text
+
+
+async def test_a_page_that_opens_is_backfilled_from_the_ring_then_follows_live(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    for turns in (1, 2, 3):
+        feed.publish(trimmed(turns))
+    async with client.get("/dashboard/events") as response:
+        backfill = await read_messages(response, 3)
+        feed.publish(trimmed(4))
+        (live,) = await read_messages(response, 1)
+    # One subscription from just before the oldest retained event: nothing lost, nothing twice.
+    assert [m.event for m in backfill] == ["trim"] * 3
+    assert [m.id for m in [*backfill, live]] == [
+        cursors.encode_ring(feed.epoch, n) for n in (1, 2, 3, 4)
+    ]
+    # Each trim carries the session's state, counted over the backfill too: these trims were of
+    # a history that already had a breadcrumb, so each dropped turns on top of the last.
+    state = live.data["dashboard"]["session"]  # type: ignore[index]
+    assert state["trimEvents"] == 4 and state["droppedTurns"] == 10  # type: ignore[index]
+
+
+async def test_a_backfill_starts_at_the_oldest_event_the_ring_still_holds() -> None:
+    ring = RingFeed(ring_size=2, subscriber_queue_size=10)
+    app = web.Application()
+    add_dashboard_routes(app, ring)
+    try:
+        for turns in (1, 2, 3):
+            ring.publish(trimmed(turns))
+        async with (
+            TestClient(TestServer(app)) as test_client,
+            test_client.get("/dashboard/events") as response,
+        ):
+            first, second = await read_messages(response, 2)
+        # The evicted event is older than the page: no gap is shown for it.
+        assert (first.event, second.event) == ("trim", "trim")
+        assert first.data["trimmed"]["droppedTurns"] == 2  # type: ignore[index]
+    finally:
+        await ring.close()
+
+
+async def test_a_resumed_page_keeps_its_counts_without_being_sent_the_events_again(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    full = trimmed(5)
+    full.breadcrumb_inserted = True
+    for _ in range(3):  # a resent history trimmed at the same row, three calls in a row
+        feed.publish(full)
+    resume = cursors.encode_ring(feed.epoch, 2)
+    async with client.get("/dashboard/events", headers={"Last-Event-ID": resume}) as response:
+        (third,) = await read_messages(response, 1)
+    assert third.id == cursors.encode_ring(feed.epoch, 3)
+    state = third.data["dashboard"]["session"]  # type: ignore[index]
+    assert state["trimEvents"] == 3  # the two before the cursor were read, not sent
+    assert state["cutMoves"] == 1 and state["droppedTurns"] == 5  # type: ignore[index]
+
+
+async def test_meter_messages_carry_the_sessions_recent_calls(
+    client: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    async with client.get("/dashboard/events") as response:
+        await read_messages(response, 1)  # the opening heartbeat
+        feed.publish(trimmed(2, session="m"))
+        feed.publish_meter(events_pb2.MeterUpdate(caller=trim_pb2.CallerContext(session_id="m")))
+        _, meter = await read_messages(response, 2)
+    assert meter.event == "meter"
+    state = meter.data["dashboard"]["session"]  # type: ignore[index]
+    assert (state["recentCalls"], state["recentCutMoves"]) == (1, 1)  # type: ignore[index]

@@ -293,3 +293,34 @@ async def test_meter_updates_reach_opted_in_subscribers_on_every_replica_and_cou
     assert turns(await take(plain, 2)) == [1, 2]
     for f in (a, b):
         await f.close()
+
+
+async def test_the_oldest_cursor_replays_the_whole_stream_without_a_gap(url: str, key: str) -> None:
+    a = await feed(url, key, ring=10)
+    assert await a.oldest_cursor() == ""  # nothing published yet: a live tail
+    first = await live(a, request())
+    a.publish(trimmed(1))
+    await take(first, 1)
+    for i in range(2, 401):
+        a.publish(trimmed(i))
+    await asyncio.sleep(0.5)
+    stream = a.subscribe(request(after_cursor=await a.oldest_cursor()))
+    beat, *items = await take(stream, 3)
+    assert beat.HasField("heartbeat")
+    # MAXLEN evicted the oldest entries; the backfill starts at the oldest kept one, no gap.
+    assert all(i.HasField("event") for i in items)
+    kept = turns(items)
+    assert kept[0] > 1 and kept[1] == kept[0] + 1
+    await a.close()
+
+
+async def test_the_oldest_cursor_counts_a_leading_meter_update_right(url: str, key: str) -> None:
+    a = await feed(url, key)
+    a.publish_meter(meter("s1", 100))
+    a.publish(trimmed(1))
+    await asyncio.sleep(0.3)
+    stream = a.subscribe(request(after_cursor=await a.oldest_cursor(), include_meter_updates=True))
+    beat, update, event = await take(stream, 3)
+    assert beat.HasField("heartbeat") and update.HasField("meter_update")
+    assert turns([event]) == [1]  # no gap between the meter update and the event
+    await a.close()

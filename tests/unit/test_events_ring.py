@@ -424,3 +424,17 @@ async def test_meter_updates_are_not_replayed_and_never_make_a_gap() -> None:
     (heartbeat,) = await take(beat, 1)
     assert heartbeat.heartbeat.dropped_events == 0
     await feed.close()
+
+
+async def test_the_oldest_cursor_replays_everything_retained_without_a_gap() -> None:
+    feed = RingFeed(ring_size=5, subscriber_queue_size=100)
+    empty = await feed.oldest_cursor()
+    assert empty == cursors.encode_ring(feed.epoch, 0)  # the head of an empty ring
+    for i in range(1, 9):
+        feed.publish(trimmed(i))
+    stream = feed.subscribe(request(after_cursor=await feed.oldest_cursor()))
+    # Events 1..3 were evicted before anyone asked: the backfill starts at what is retained.
+    assert turns(await take(stream, 5)) == [4, 5, 6, 7, 8]
+    feed.publish(trimmed(9))
+    assert turns(await take(stream, 1)) == [9]
+    await feed.close()

@@ -126,6 +126,32 @@ func TestDeadlines(t *testing.T) {
 	if e := asError(t, err); e.Code != codes.DeadlineExceeded {
 		t.Errorf("default deadline: got %v, want DeadlineExceeded", err)
 	}
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		t.Errorf("timed-out call %v: errors.Is(context.DeadlineExceeded) must hold, Canceled not", err)
+	}
+	// The caller's own expired deadline, and a cancelled context, match their context errors.
+	expired, cancelExpired := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancelExpired()
+	<-expired.Done()
+	if _, err := client.CapToolResults(expired, req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("call on an expired context: %v, want errors.Is(context.DeadlineExceeded)", err)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = client.CapToolResults(cancelled, req)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("call on a cancelled context: %v, want errors.Is(context.Canceled) only", err)
+	}
+	if e := asError(t, err); e.Code != codes.Canceled {
+		t.Errorf("cancelled call: code %s, want Canceled", e.Code)
+	}
+	// A status error from the server counts the same way, wrapped or not.
+	if !errors.Is(fmt.Errorf("calling: %w", turnkeeper.FromError(status.Error(codes.Canceled, "x"))), context.Canceled) {
+		t.Error("a CANCELLED status must match context.Canceled")
+	}
+	if errors.Is(turnkeeper.FromError(status.Error(codes.Internal, "x")), context.Canceled) {
+		t.Error("an INTERNAL status must not match context.Canceled")
+	}
 	// A deadline on the caller's context overrides the client default.
 	if _, err := client.CapToolResults(testContext(t), req); err != nil {
 		t.Errorf("call with its own deadline: %v", err)

@@ -1,6 +1,7 @@
 package turnkeeper
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -106,6 +107,20 @@ func (e *Error) GRPCStatus() *status.Status { return e.status }
 
 // Unwrap returns the error the call failed with.
 func (e *Error) Unwrap() error { return e.cause }
+
+// Is makes a call that failed with DEADLINE_EXCEEDED or CANCELLED match context.DeadlineExceeded or
+// context.Canceled under errors.Is, whichever side set it: grpc-go reports an expired or cancelled
+// context as a status error that does not wrap the context's error, and the server may send the
+// code itself.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case context.DeadlineExceeded:
+		return e.Code == codes.DeadlineExceeded
+	case context.Canceled:
+		return e.Code == codes.Canceled
+	}
+	return false
+}
 
 // ErrorReason returns Reason as the contract's enum; ERROR_REASON_UNSPECIFIED when absent,
 // from another domain, or unknown to this client version.

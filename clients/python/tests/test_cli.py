@@ -601,3 +601,33 @@ def test_low_water_and_the_grid_cut_are_rendered() -> None:
     assert "(grid cut: step 2 turns, drop target 4 turns)" in text
     assert "max turns 0, low water 0.7, route" in text
     assert "grid cut" not in _render.trim(svc.TrimHistoryResponse())
+
+
+def test_low_water_trims_on_the_grid_of_the_spec_example(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """Spec §11.1's example: rows of 104 tokens, 10 turns, budget 2,000; the minimal cut drops one
+    turn, L = 0.7 rounds the drop up to the 600-token step: three turns."""
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="s" * 400)]
+    for _ in range(10):
+        rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="u" * 400))
+        rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, content="a" * 400))
+    path = tmp_path / "history.json"
+    path.write_text(
+        json_format.MessageToJson(history_pb2.History(chat=history_pb2.ChatHistory(messages=rows)))
+    )
+    flags = ["trim", str(path), "--budget", "2000"]
+    minimal = json_format.Parse(run(endpoints, *flags, "--json").stdout, svc.TrimHistoryResponse())
+    assert (minimal.outcome.dropped_turns, minimal.outcome.cut_step) == (1, 0)
+    result = run(endpoints, *flags, "--low-water", "0.7", "--json")
+    assert result.returncode == 0, result.stderr
+    outcome = json_format.Parse(result.stdout, svc.TrimHistoryResponse()).outcome
+    assert (outcome.dropped_turns, outcome.cut_step, outcome.cut_drop_target) == (3, 600, 600)
+    text = run(endpoints, *flags, "--low-water", "0.7").stdout
+    assert "\ngrid cut: step 600 tokens, drop target 600 tokens\n" in text
+    resolved = run(endpoints, "resolve", "--low-water", "0.7").stdout
+    assert "low water  0.7\n" in resolved
+    ignored = run(endpoints, "resolve", "--low-water", "1.5").stdout
+    assert (
+        "low water  1 (minimal cut) (history_trim_low_water outside (0, 1] was ignored)" in ignored
+    )

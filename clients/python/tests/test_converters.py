@@ -381,3 +381,10 @@ def test_anthropic_round_trip_is_exact(
     client: TurnkeeperClient, request: dict[str, Any], shape: str
 ) -> None:
     round_trip(client, request, from_anthropic, to_anthropic, shape)
+
+
+def test_the_former_module_name_still_imports() -> None:
+    from turnkeeper_client.convert import openai, openai_chat
+
+    assert openai.from_openai is openai_chat.from_openai is from_openai
+    assert openai.to_openai is openai_chat.to_openai is to_openai

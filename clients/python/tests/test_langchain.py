@@ -3,6 +3,8 @@ trim_messages, against a live server."""
 
 from __future__ import annotations
 
+import inspect
+import re
 from typing import Any
 
 import pytest
@@ -148,6 +150,61 @@ def test_trim_messages_keeps_newest_whole_turns_and_says_so(client: TurnkeeperCl
     assert kept[1] == HumanMessage(DEFAULT_BREADCRUMB)
     assert kept[2:] == messages[-2:]
     assert trim_messages(messages, max_tokens=10_000, client=client) == messages
+
+
+def test_trim_messages_takes_langchains_keywords(client: TurnkeeperClient) -> None:
+    """LangChain code swapped to this trim_messages runs: every keyword of
+    langchain_core.messages.trim_messages is accepted, and those a whole-turn trim honours give
+    the same trim as without them."""
+    from langchain_core.messages import trim_messages as langchain_trim
+
+    ours = inspect.signature(trim_messages).parameters
+    theirs = inspect.signature(langchain_trim).parameters
+    assert set(theirs) <= set(ours)
+    for name in theirs.keys() & ours.keys():
+        assert ours[name].kind == theirs[name].kind, name
+    messages = turns(4)
+    expected = trim_messages(messages, max_tokens=60, client=client)
+    for counter in ("approximate", lambda ms: sum(len(str(m.content)) for m in ms)):
+        kept = trim_messages(
+            messages,
+            max_tokens=60,
+            client=client,
+            strategy="last",
+            token_counter=counter,
+            include_system=True,
+            start_on="human",
+            allow_partial=False,
+            end_on=None,
+            text_splitter=None,
+        )
+        assert kept == expected
+    assert (
+        trim_messages(messages, max_tokens=60, client=client, start_on=[HumanMessage]) == expected
+    )
+    # Message-like representations convert as in LangChain.
+    as_tuples = [(m.type, m.content) for m in messages]
+    assert [m.content for m in trim_messages(as_tuples, max_tokens=60, client=client)] == [
+        m.content for m in expected
+    ]
+
+
+@pytest.mark.parametrize(
+    ("keywords", "match"),
+    [
+        ({"strategy": "first"}, "strategy='first'"),
+        ({"allow_partial": True}, "allow_partial"),
+        ({"include_system": False}, "include_system=False"),
+        ({"end_on": "human"}, "end_on"),
+        ({"start_on": "ai"}, "start_on='ai'"),
+        ({"token_counter": len}, "token_counter=len"),
+    ],
+)
+def test_trim_messages_refuses_what_a_whole_turn_trim_cannot_do(
+    client: TurnkeeperClient, keywords: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(match)):
+        trim_messages(turns(2), max_tokens=60, client=client, **keywords)
 
 
 async def test_atrim_messages_with_a_custom_breadcrumb(aclient: AsyncTurnkeeperClient) -> None:

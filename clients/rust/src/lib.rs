@@ -40,6 +40,10 @@ pub use client::{
 pub use error::{ConversionError, ERROR_DOMAIN, Error, Result, RpcError};
 pub use events::{FeedItem, ReconnectPolicy, TrimEventStream};
 pub use retry::{RETRYABLE_CODES, RetryPolicy};
+/// The converters take and give `serde_json::Value`: re-exported so that
+/// `turnkeeper_client::serde_json::json!` works without a dependency of your own (and cannot
+/// differ in version from the one the converters use).
+pub use serde_json;
 pub use tonic::Code;
 pub use tonic_types::{ErrorInfo, FieldViolation, PreconditionFailure};
 

@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { isIP, connect as netConnect } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -22,7 +23,7 @@ export class TurnkeeperClient {
     raw;
     session;
     timeoutMs;
-    closing = new AbortController();
+    closing = closingController();
     constructor(target, options = {}) {
         const { baseUrl, socketPath } = secured(parseTarget(target), options.tls);
         const maxBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
@@ -125,7 +126,7 @@ export class TurnkeeperClient {
      */
     close() {
         this.closing.abort();
-        this.closing = new AbortController();
+        this.closing = closingController();
         this.session.abort();
     }
     [Symbol.dispose]() {
@@ -139,6 +140,16 @@ export class TurnkeeperClient {
             throw callError(e, options?.signal);
         }
     }
+}
+/**
+ * The controller whose signal ends a client's subscriptions. Each open subscription listens to it
+ * (and removes its listener when it ends), so any number of them at once is expected: no
+ * MaxListenersExceededWarning at 11.
+ */
+function closingController() {
+    const controller = new AbortController();
+    setMaxListeners(0, controller.signal);
+    return controller;
 }
 /** Opens a client; see {@link TurnkeeperClient}. */
 export function connect(target, options) {

@@ -66,6 +66,8 @@ export declare class TrimEventSubscription implements AsyncIterable<TrimEventsRe
     private lastCursor;
     private readonly request;
     private readonly closer;
+    /** Removes the abort listeners on the caller's and the client's signals. */
+    private readonly unlisten;
     private readonly idleTimeoutMs;
     private started;
     private source;

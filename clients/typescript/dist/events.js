@@ -27,6 +27,8 @@ export class TrimEventSubscription {
     lastCursor;
     request;
     closer = new AbortController();
+    /** Removes the abort listeners on the caller's and the client's signals. */
+    unlisten = [];
     idleTimeoutMs;
     started = false;
     source;
@@ -43,9 +45,16 @@ export class TrimEventSubscription {
         this.lastCursor = options.afterCursor ?? this.request.afterCursor;
         this.idleTimeoutMs = options.idleTimeoutMs ?? 3 * heartbeatMs(this.request);
         for (const signal of [options.signal, host.closed]) {
-            if (signal?.aborted)
+            if (signal === undefined)
+                continue;
+            if (signal.aborted) {
                 this.close();
-            signal?.addEventListener("abort", () => this.close(), { once: true });
+                continue;
+            }
+            // Removed again by close(): the client's signal outlives every subscription made on it.
+            const onAbort = () => this.close();
+            signal.addEventListener("abort", onAbort, { once: true });
+            this.unlisten.push(() => signal.removeEventListener("abort", onAbort));
         }
     }
     /** The last cursor seen (event or heartbeat); pass it as `afterCursor` to resume in a later subscription. */
@@ -54,6 +63,8 @@ export class TrimEventSubscription {
     }
     /** Ends the subscription; a pending `next()` resolves as done. */
     close() {
+        for (const remove of this.unlisten.splice(0))
+            remove();
         this.closer.abort();
     }
     [Symbol.asyncIterator]() {
@@ -104,15 +115,21 @@ export class TrimEventSubscription {
     }
     /** What the consumer sees: the held answer, then the stream; each item's cursor counts as it is yielded. */
     async *iterate() {
-        const first = this.first;
-        this.first = undefined;
-        if (first !== undefined) {
-            this.remember(first);
-            yield first;
+        try {
+            const first = this.first;
+            this.first = undefined;
+            if (first !== undefined) {
+                this.remember(first);
+                yield first;
+            }
+            for await (const item of this.items()) {
+                this.remember(item);
+                yield item;
+            }
         }
-        for await (const item of this.items()) {
-            this.remember(item);
-            yield item;
+        finally {
+            // However the iteration ended (a break, the error it gave up on), nothing stays registered.
+            this.close();
         }
     }
     async *run() {

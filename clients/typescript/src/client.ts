@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { isIP, connect as netConnect, type Socket } from "node:net";
 import { connect as tlsConnect } from "node:tls";
 import type { MessageInitShape } from "@bufbuild/protobuf";
@@ -80,7 +81,7 @@ export class TurnkeeperClient {
   readonly raw: Client<typeof HistoryService>;
   private readonly session: Http2SessionManager;
   private readonly timeoutMs: number;
-  private closing = new AbortController();
+  private closing = closingController();
 
   constructor(target: Target, options: ClientOptions = {}) {
     const { baseUrl, socketPath } = secured(parseTarget(target), options.tls);
@@ -205,7 +206,7 @@ export class TurnkeeperClient {
    */
   close(): void {
     this.closing.abort();
-    this.closing = new AbortController();
+    this.closing = closingController();
     this.session.abort();
   }
 
@@ -220,6 +221,17 @@ export class TurnkeeperClient {
       throw callError(e, options?.signal);
     }
   }
+}
+
+/**
+ * The controller whose signal ends a client's subscriptions. Each open subscription listens to it
+ * (and removes its listener when it ends), so any number of them at once is expected: no
+ * MaxListenersExceededWarning at 11.
+ */
+function closingController(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }
 
 /** Opens a client; see {@link TurnkeeperClient}. */

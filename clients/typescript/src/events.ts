@@ -75,6 +75,8 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
   private lastCursor: string;
   private readonly request: TrimEventsRequest;
   private readonly closer = new AbortController();
+  /** Removes the abort listeners on the caller's and the client's signals. */
+  private readonly unlisten: (() => void)[] = [];
   private readonly idleTimeoutMs: number;
   private started = false;
   private source: AsyncGenerator<TrimEventsResponse, void, undefined> | undefined;
@@ -94,8 +96,15 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
     this.lastCursor = options.afterCursor ?? this.request.afterCursor;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 3 * heartbeatMs(this.request);
     for (const signal of [options.signal, host.closed]) {
-      if (signal?.aborted) this.close();
-      signal?.addEventListener("abort", () => this.close(), { once: true });
+      if (signal === undefined) continue;
+      if (signal.aborted) {
+        this.close();
+        continue;
+      }
+      // Removed again by close(): the client's signal outlives every subscription made on it.
+      const onAbort = (): void => this.close();
+      signal.addEventListener("abort", onAbort, { once: true });
+      this.unlisten.push(() => signal.removeEventListener("abort", onAbort));
     }
   }
 
@@ -106,6 +115,7 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
 
   /** Ends the subscription; a pending `next()` resolves as done. */
   close(): void {
+    for (const remove of this.unlisten.splice(0)) remove();
     this.closer.abort();
   }
 
@@ -157,15 +167,20 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
 
   /** What the consumer sees: the held answer, then the stream; each item's cursor counts as it is yielded. */
   private async *iterate(): AsyncGenerator<TrimEventsResponse, void, undefined> {
-    const first = this.first;
-    this.first = undefined;
-    if (first !== undefined) {
-      this.remember(first);
-      yield first;
-    }
-    for await (const item of this.items()) {
-      this.remember(item);
-      yield item;
+    try {
+      const first = this.first;
+      this.first = undefined;
+      if (first !== undefined) {
+        this.remember(first);
+        yield first;
+      }
+      for await (const item of this.items()) {
+        this.remember(item);
+        yield item;
+      }
+    } finally {
+      // However the iteration ended (a break, the error it gave up on), nothing stays registered.
+      this.close();
     }
   }
 

@@ -17,7 +17,7 @@ export {
   toOpenAI,
   toOpenAIResponses,
 } from "./convert/index.js";
-export type { ConvertOptions, Shape } from "./convert/index.js";
+export type { ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 export type { CallOptions } from "@connectrpc/connect";
 

@@ -1,8 +1,11 @@
 // TrimEvents through the subscription helper: delivery, resume after a disconnect, reconnects.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { getEventListeners } from "node:events";
 import { after, describe, test } from "node:test";
 import { setTimeout as sleep } from "node:timers/promises";
+import { runInNewContext } from "node:vm";
+import { setFlagsFromString } from "node:v8";
 import { equals } from "@bufbuild/protobuf";
 import {
   CallerPath,
@@ -303,5 +306,54 @@ describe("TrimEvents subscription", () => {
     const pending = items.next();
     own.close();
     assert.deepEqual(await pending, { done: true, value: undefined });
+  });
+
+  test("2,000 subscribe/close cycles on one client leave no abort listener and a bounded heap", async () => {
+    const own = tcpClient();
+    const caller = new AbortController();
+    // The client's own signal, which every subscription listens to (private: read for this test).
+    const clientSignal = (): AbortSignal => (own as unknown as { closing: AbortController }).closing.signal;
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error): void => {
+      if (warning.name === "MaxListenersExceededWarning") warnings.push(warning);
+    };
+    process.on("warning", onWarning);
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    const heap = (): number => {
+      gc();
+      return process.memoryUsage().heapUsed;
+    };
+    const cycles = async (n: number): Promise<void> => {
+      // In batches of 8 (the caller's signal warns past 10 listeners at once), so the run stays short
+      // on a loaded machine; each subscription is answered by the server before it is closed.
+      for (let done = 0; done < n; done += 8) {
+        await Promise.all(
+          Array.from({ length: Math.min(8, n - done) }, async (_, k) => {
+            const sub = await own.subscribeTrimEvents({ sessionIds: [`ts-leak-${done + k}`] }, { signal: caller.signal });
+            if (k % 2 === 0) {
+              sub.close();
+            } else {
+              // The other half ends by breaking out of the iteration rather than by close().
+              for await (const _item of sub) break;
+            }
+          }),
+        );
+      }
+    };
+    try {
+      await cycles(200);
+      const before = heap();
+      await cycles(2000);
+      const grown = heap() - before;
+      assert.equal(getEventListeners(caller.signal, "abort").length, 0, "listeners left on the caller's signal");
+      assert.equal(getEventListeners(clientSignal(), "abort").length, 0, "listeners left on the client's signal");
+      assert.deepEqual(warnings, []);
+      // A leaked subscription kept about 39 KB alive (+77.8 MB over 2,000): 8 MB is far below that.
+      assert.ok(grown < 8 * 1024 * 1024, `heap grew by ${(grown / 1048576).toFixed(1)} MB over 2,000 cycles`);
+    } finally {
+      process.off("warning", onWarning);
+      own.close();
+    }
   });
 });

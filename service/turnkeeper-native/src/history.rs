@@ -5,16 +5,9 @@
 //! Merging follows protobuf: repeated occurrences of a message field merge (last scalar wins,
 //! repeated fields append), a oneof member replaces a different earlier one.
 
-use crate::pricing::{strip_sent_images, text_tokens, TOOL_RESULTS_PREFIX};
+use crate::conventions::Conventions;
+use crate::pricing::{strip_sent_images, text_tokens};
 use crate::wire::{self, Field, Malformed, Reader, Result, LEN, VARINT};
-
-pub const ROLE_SYSTEM: i32 = 1;
-pub const ROLE_USER: i32 = 2;
-pub const ROLE_ASSISTANT: i32 = 3;
-pub const ROLE_TOOL: i32 = 4;
-
-/// The most violations named; the rest are only counted (validation.MAX_FIELD_VIOLATIONS).
-pub const MAX_NAMED_VIOLATIONS: usize = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
@@ -61,25 +54,103 @@ impl Row {
     }
 }
 
-/// A violation of a history rule: `rule` names it for `turnkeeper.server.validation`, which
-/// holds the reason and the description; `count` is the row count of `too_many_rows`.
+/// The history rules of docs/conventions.md, by the names both engines report them under. The
+/// Python side's enum (`HistoryRule`) holds each rule's reason and description; a test checks
+/// that the two sets of names are equal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    HistoryRequired,
+    TooManyRows,
+    Role,
+    ToolCallId,
+    ToolCalls,
+    CallId,
+    CallName,
+    Attachments,
+    BreadcrumbRole,
+    BreadcrumbPlace,
+    ResultsRequired,
+    ResultId,
+    MessageRequired,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 13] = [
+        Rule::HistoryRequired,
+        Rule::TooManyRows,
+        Rule::Role,
+        Rule::ToolCallId,
+        Rule::ToolCalls,
+        Rule::CallId,
+        Rule::CallName,
+        Rule::Attachments,
+        Rule::BreadcrumbRole,
+        Rule::BreadcrumbPlace,
+        Rule::ResultsRequired,
+        Rule::ResultId,
+        Rule::MessageRequired,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Rule::HistoryRequired => "history_required",
+            Rule::TooManyRows => "too_many_rows",
+            Rule::Role => "role",
+            Rule::ToolCallId => "tool_call_id",
+            Rule::ToolCalls => "tool_calls",
+            Rule::CallId => "call_id",
+            Rule::CallName => "call_name",
+            Rule::Attachments => "attachments",
+            Rule::BreadcrumbRole => "breadcrumb_role",
+            Rule::BreadcrumbPlace => "breadcrumb_place",
+            Rule::ResultsRequired => "results_required",
+            Rule::ResultId => "result_id",
+            Rule::MessageRequired => "message_required",
+        }
+    }
+}
+
+/// A violation of a history rule at `path`; `count` is the row count of `TooManyRows`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
-    pub rule: &'static str,
+    pub rule: Rule,
     pub path: String,
     pub count: u64,
 }
 
-#[derive(Debug, Default)]
+/// The first `cap` violations in request order, and how many there are.
+#[derive(Debug)]
 pub struct Violations {
     pub named: Vec<Violation>,
     pub total: u64,
+    cap: usize,
 }
 
 impl Violations {
-    fn add(&mut self, rule: &'static str, path: impl FnOnce() -> String) {
+    fn new(cap: usize) -> Violations {
+        Violations {
+            named: Vec::new(),
+            total: 0,
+            cap,
+        }
+    }
+
+    /// A history-wide violation (its path is the history), the only one reported.
+    fn only(rule: Rule, count: u64) -> Violations {
+        Violations {
+            named: vec![Violation {
+                rule,
+                path: "history".to_owned(),
+                count,
+            }],
+            total: 1,
+            cap: 1,
+        }
+    }
+
+    fn add(&mut self, rule: Rule, path: impl FnOnce() -> String) {
         self.total += 1;
-        if self.named.len() < MAX_NAMED_VIOLATIONS {
+        if self.named.len() < self.cap {
             self.named.push(Violation {
                 rule,
                 path: path(),
@@ -113,7 +184,7 @@ pub struct History {
 const HISTORY_FIELD: u32 = 1;
 
 /// Scans a request. `Err` means the bytes do not decode (the caller names the culprit).
-pub fn scan(buf: &[u8], max_rows: u64) -> Result<Scan> {
+pub fn scan(buf: &[u8], max_rows: u64, conventions: &Conventions) -> Result<Scan> {
     let mut top = Reader::new(buf, 0, buf.len());
     let mut rest = Vec::new();
     let mut history_payloads = Vec::new();
@@ -125,19 +196,7 @@ pub fn scan(buf: &[u8], max_rows: u64) -> Result<Scan> {
             rest.push((field.start, field.end));
         }
     }
-    let mut scanner = Scanner {
-        buf,
-        history: History {
-            shape: None,
-            rows: Vec::new(),
-            history_unknown: Vec::new(),
-            list_unknown: Vec::new(),
-            ids: Vec::new(),
-        },
-        list_payloads: Vec::new(),
-        violations: Violations::default(),
-        all_system_before: true,
-    };
+    let mut scanner = Scanner::new(buf, conventions, None);
     let present = !history_payloads.is_empty();
     for payload in &history_payloads {
         scanner.read_history(payload)?;
@@ -146,22 +205,17 @@ pub fn scan(buf: &[u8], max_rows: u64) -> Result<Scan> {
     for list in &lists {
         scanner.read_list(list)?;
     }
-    let mut violations = std::mem::take(&mut scanner.violations);
-    if !present || scanner.history.shape.is_none() {
-        violations = Violations::default();
-        violations.add("history_required", || "history".to_owned());
-    } else if scanner.history.rows.len() as u64 > max_rows {
+    let Scanner {
+        history,
+        mut violations,
+        ..
+    } = scanner;
+    if !present || history.shape.is_none() {
+        violations = Violations::only(Rule::HistoryRequired, 0);
+    } else if history.rows.len() as u64 > max_rows {
         // Only the size is reported: the rows of a too-large history are not inspected.
-        violations = Violations {
-            named: vec![Violation {
-                rule: "too_many_rows",
-                path: "history".to_owned(),
-                count: scanner.history.rows.len() as u64,
-            }],
-            total: 1,
-        };
+        violations = Violations::only(Rule::TooManyRows, history.rows.len() as u64);
     }
-    let history = scanner.history;
     Ok(Scan {
         rest,
         history,
@@ -171,6 +225,7 @@ pub fn scan(buf: &[u8], max_rows: u64) -> Result<Scan> {
 
 struct Scanner<'a> {
     buf: &'a [u8],
+    conventions: &'a Conventions,
     history: History,
     /// Payloads of the current shape's list occurrences (merged in order).
     list_payloads: Vec<Field>,
@@ -179,7 +234,24 @@ struct Scanner<'a> {
     all_system_before: bool,
 }
 
-impl Scanner<'_> {
+impl<'a> Scanner<'a> {
+    fn new(buf: &'a [u8], conventions: &'a Conventions, shape: Option<Shape>) -> Scanner<'a> {
+        Scanner {
+            buf,
+            conventions,
+            history: History {
+                shape,
+                rows: Vec::new(),
+                history_unknown: Vec::new(),
+                list_unknown: Vec::new(),
+                ids: Vec::new(),
+            },
+            list_payloads: Vec::new(),
+            violations: Violations::new(conventions.max_named_violations),
+            all_system_before: true,
+        }
+    }
+
     /// A History occurrence (depth 1): its shape fields are collected, the rest kept as unknown.
     fn read_history(&mut self, occurrence: &Field) -> Result<()> {
         let mut reader = Reader::new(self.buf, occurrence.payload_start, occurrence.end);
@@ -209,19 +281,7 @@ impl Scanner<'_> {
 
     /// Reads the list occurrences of a replaced shape into a scratch history, for their errors.
     fn check_replaced(&mut self, shape: Shape) -> Result<()> {
-        let mut scratch = Scanner {
-            buf: self.buf,
-            history: History {
-                shape: Some(shape),
-                rows: Vec::new(),
-                history_unknown: Vec::new(),
-                list_unknown: Vec::new(),
-                ids: Vec::new(),
-            },
-            list_payloads: Vec::new(),
-            violations: Violations::default(),
-            all_system_before: true,
-        };
+        let mut scratch = Scanner::new(self.buf, self.conventions, Some(shape));
         for list in &self.list_payloads {
             scratch.read_list(list)?;
         }
@@ -246,12 +306,13 @@ impl Scanner<'_> {
                     chat.merge(self.buf, &field, 3, &mut self.history.ids)?;
                     chat_violations(
                         self.buf,
+                        self.conventions,
                         &chat,
                         || format!("history.chat.messages[{i}]"),
                         crumb_slot,
                         &mut self.violations,
                     );
-                    chat.finish(self.buf, &mut self.history.ids, &field)
+                    chat.finish(self.buf, self.conventions, &mut self.history.ids, &field)
                 }
             };
             self.all_system_before = self.all_system_before && row.kind == RowKind::System;
@@ -263,6 +324,7 @@ impl Scanner<'_> {
     /// A ConversationMessage occurrence (depth 3); its member is one level deeper.
     fn conversation_row(&mut self, occurrence: &Field, i: usize, crumb_slot: bool) -> Result<Row> {
         let buf = self.buf;
+        let conventions = self.conventions;
         let out = &mut self.violations;
         let path = || format!("history.conversation.messages[{i}]");
         let ids = &mut self.history.ids;
@@ -295,8 +357,9 @@ impl Scanner<'_> {
         }
         Ok(match member {
             Member::Chat(chat) => {
-                chat_violations(buf, &chat, || format!("{}.chat", path()), crumb_slot, out);
-                chat.finish(buf, ids, occurrence)
+                let chat_path = || format!("{}.chat", path());
+                chat_violations(buf, conventions, &chat, chat_path, crumb_slot, out);
+                chat.finish(buf, conventions, ids, occurrence)
             }
             Member::Calls(calls) => {
                 calls.calls.violations(
@@ -307,19 +370,19 @@ impl Scanner<'_> {
             }
             Member::Results(results) => {
                 if results.results == 0 {
-                    out.add("results_required", || {
+                    out.add(Rule::ResultsRequired, || {
                         format!("{}.tool_results.results", path())
                     });
                 }
                 for j in &results.empty_ids {
-                    out.add("result_id", || {
+                    out.add(Rule::ResultId, || {
                         format!("{}.tool_results.results[{j}].tool_call_id", path())
                     });
                 }
                 results.finish(occurrence)
             }
             Member::None => {
-                out.add("message_required", || format!("{}.message", path()));
+                out.add(Rule::MessageRequired, || format!("{}.message", path()));
                 Row {
                     kind: RowKind::Assistant,
                     provider_rows: 1,
@@ -455,19 +518,28 @@ impl ChatState {
         Ok(())
     }
 
-    fn kind(&self, buf: &[u8]) -> RowKind {
+    fn kind(&self, buf: &[u8], conventions: &Conventions) -> RowKind {
+        let roles = &conventions.roles;
+        let prefix = conventions.tool_results_prefix.as_str();
         match self.role {
-            ROLE_USER if self.breadcrumb => RowKind::Breadcrumb,
-            ROLE_USER if self.content.str(buf).starts_with(TOOL_RESULTS_PREFIX) => RowKind::Carrier,
-            ROLE_USER => RowKind::User,
-            ROLE_SYSTEM => RowKind::System,
-            ROLE_TOOL => RowKind::Tool,
+            r if r == roles.user && self.breadcrumb => RowKind::Breadcrumb,
+            r if r == roles.user && self.content.str(buf).starts_with(prefix) => RowKind::Carrier,
+            r if r == roles.user => RowKind::User,
+            r if r == roles.system => RowKind::System,
+            r if r == roles.tool => RowKind::Tool,
             _ => RowKind::Assistant,
         }
     }
 
-    fn finish(self, buf: &[u8], ids: &mut Vec<(usize, usize)>, occurrence: &Field) -> Row {
-        let kind = self.kind(buf);
+    fn finish(
+        self,
+        buf: &[u8],
+        conventions: &Conventions,
+        ids: &mut Vec<(usize, usize)>,
+        occurrence: &Field,
+    ) -> Row {
+        let roles = &conventions.roles;
+        let kind = self.kind(buf, conventions);
         let (mut nbytes, images) = if kind == RowKind::User {
             strip_sent_images(self.content.str(buf))
         } else {
@@ -476,12 +548,12 @@ impl ChatState {
         nbytes += self.tool_call_id.len() + self.calls.bytes;
         let calls_end = self.calls_from + self.calls.count as usize;
         // Calls count for the sweep only on assistant rows; results only on tool rows.
-        let calls = if self.role == ROLE_ASSISTANT {
+        let calls = if self.role == roles.assistant {
             (self.calls_from, calls_end)
         } else {
             (calls_end, calls_end)
         };
-        let results = if self.role == ROLE_TOOL {
+        let results = if self.role == roles.tool {
             ids.push((self.tool_call_id.0, self.tool_call_id.1));
             (calls_end, calls_end + 1)
         } else {
@@ -659,34 +731,36 @@ impl ResultsState {
 
 fn chat_violations(
     buf: &[u8],
+    conventions: &Conventions,
     chat: &ChatState,
     path: impl Fn() -> String,
     crumb_slot: bool,
     out: &mut Violations,
 ) {
-    if !(ROLE_SYSTEM..=ROLE_TOOL).contains(&chat.role) {
-        out.add("role", || format!("{}.role", path()));
+    let roles = &conventions.roles;
+    if !roles.is_known(chat.role) {
+        out.add(Rule::Role, || format!("{}.role", path()));
     }
-    if chat.role == ROLE_TOOL && chat.tool_call_id.is_empty() {
-        out.add("tool_call_id", || format!("{}.tool_call_id", path()));
+    if chat.role == roles.tool && chat.tool_call_id.is_empty() {
+        out.add(Rule::ToolCallId, || format!("{}.tool_call_id", path()));
     }
     if chat.calls.count > 0 {
-        if chat.role != ROLE_ASSISTANT {
-            out.add("tool_calls", || format!("{}.tool_calls", path()));
+        if chat.role != roles.assistant {
+            out.add(Rule::ToolCalls, || format!("{}.tool_calls", path()));
         } else {
             chat.calls
                 .violations(|| format!("{}.tool_calls", path()), out);
         }
     }
-    let kind = chat.kind(buf);
+    let kind = chat.kind(buf, conventions);
     if chat.attachments > 0 && !matches!(kind, RowKind::Tool | RowKind::Carrier) {
-        out.add("attachments", || format!("{}.attachments", path()));
+        out.add(Rule::Attachments, || format!("{}.attachments", path()));
     }
     if chat.breadcrumb {
-        if chat.role != ROLE_USER {
-            out.add("breadcrumb_role", || format!("{}.breadcrumb", path()));
+        if chat.role != roles.user {
+            out.add(Rule::BreadcrumbRole, || format!("{}.breadcrumb", path()));
         } else if !crumb_slot {
-            out.add("breadcrumb_place", || format!("{}.breadcrumb", path()));
+            out.add(Rule::BreadcrumbPlace, || format!("{}.breadcrumb", path()));
         }
     }
 }
@@ -729,10 +803,10 @@ impl CallTally {
         let mut names = self.empty_names.iter().peekable();
         for j in 0..self.count {
             if ids.next_if_eq(&&j).is_some() {
-                out.add("call_id", || format!("{}[{j}].id", path()));
+                out.add(Rule::CallId, || format!("{}[{j}].id", path()));
             }
             if names.next_if_eq(&&j).is_some() {
-                out.add("call_name", || format!("{}[{j}].name", path()));
+                out.add(Rule::CallName, || format!("{}[{j}].name", path()));
             }
         }
     }

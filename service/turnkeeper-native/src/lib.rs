@@ -5,6 +5,7 @@
 //! (feature `python`) also catches any panic and raises it as an exception.
 #![forbid(unsafe_code)]
 
+pub mod conventions;
 pub mod history;
 pub mod plan;
 pub mod pricing;

@@ -3,10 +3,12 @@
 
 use crate::history::{Row, RowKind};
 
-pub const DEFAULT_ROW_LIMIT: u64 = 50;
-
 /// What a trim does, in input indices (`TrimPlan` in trimming.py); `drop` empty: unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(frozen, get_all, module = "turnkeeper._native")
+)]
 pub struct Plan {
     pub drop_start: usize,
     pub drop_stop: usize,
@@ -218,10 +220,10 @@ pub fn turn_count(
     }
 }
 
-pub fn row_count(rows: &[Row], costs: &[u64], limit: u64) -> Plan {
+/// `keep`: the limit in effect (`trimming.rows_to_keep` resolves 0 to the default).
+pub fn row_count(rows: &[Row], costs: &[u64], keep: u64) -> Plan {
     let lay = Layout::of(rows);
     let total: u64 = costs.iter().sum();
-    let keep = if limit == 0 { DEFAULT_ROW_LIMIT } else { limit };
     let others = (rows.len() - lay.system_rows) as u64;
     if others <= keep {
         return Plan {

@@ -1,8 +1,5 @@
-//! Token pricing (spec §4, §9), as `turnkeeper/core/pricing.py` pins it.
-
-pub const FRAMING_TOKENS: u64 = 4;
-pub const TOKENS_PER_IMAGE: u64 = 1600;
-pub const TOOL_RESULTS_PREFIX: &str = "[Tool results]";
+//! Token pricing (spec §4, §9), as `turnkeeper/core/pricing.py` pins it; its constants are
+//! `conventions::Prices`.
 
 const MARKER_OPEN: &str = "[IMAGE:";
 const LOADABLE_PREFIXES: [&str; 5] = ["/", "http://", "https://", "data:", "\\\\"];
@@ -31,11 +28,6 @@ fn strip(text: &str) -> &str {
 /// ceil(bytes / 4), without floats.
 pub fn text_tokens(text_bytes: u64) -> u64 {
     text_bytes.div_ceil(4)
-}
-
-/// A text priced like one row: ceil(bytes / 4) + 4.
-pub fn price_text(text: &str) -> u64 {
-    text_tokens(text.len() as u64) + FRAMING_TOKENS
 }
 
 fn is_loadable_ref(reference: &str) -> bool {
@@ -89,6 +81,5 @@ mod tests {
             (19, 1)
         );
         assert_eq!(strip_sent_images("\u{3000}é\u{1c}"), (3, 0));
-        assert_eq!(price_text("abcde"), 6);
     }
 }

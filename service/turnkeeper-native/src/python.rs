@@ -1,4 +1,5 @@
-//! The `turnkeeper._native` Python module: thin bindings over the engine.
+//! The `turnkeeper._native` Python module: thin bindings over the engine. Its types are
+//! declared for Python in `turnkeeper/_native.pyi` (checked against this module by stubtest).
 //!
 //! Every heavy call releases the GIL (`Python::detach`), so the worker pool runs requests on
 //! every core. A panic never crosses into Python: it is caught and raised as RuntimeError,
@@ -8,10 +9,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple};
 
-use crate::history::{self, Violation};
+use crate::conventions::{self, Prices, Roles};
+use crate::history::{self, Rule};
 use crate::plan::{self, Plan};
+use crate::sweep::OrphanKind;
 use crate::working::Working;
 
 fn guarded<T>(work: impl FnOnce() -> T) -> PyResult<T> {
@@ -19,32 +22,68 @@ fn guarded<T>(work: impl FnOnce() -> T) -> PyResult<T> {
         .map_err(|_| PyRuntimeError::new_err("the native engine panicked (a bug)"))
 }
 
-type PlanTuple = (
-    usize,
-    usize,
-    Option<usize>,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-    u64,
-);
+/// The values the Python side defines and the engine must agree on, handed over once.
+#[pyclass(frozen, module = "turnkeeper._native")]
+struct Conventions(conventions::Conventions);
 
-fn plan_tuple(p: Plan) -> PlanTuple {
-    (
-        p.drop_start,
-        p.drop_stop,
-        p.breadcrumb_at,
-        p.dropped_turns,
-        p.kept_turns,
-        p.tokens_before,
-        p.tokens_after,
-        p.target_tokens,
-        p.cut_step,
-        p.cut_drop_target,
-    )
+#[pymethods]
+impl Conventions {
+    #[new]
+    #[pyo3(signature = (
+        *,
+        role_system,
+        role_user,
+        role_assistant,
+        role_tool,
+        tool_results_prefix,
+        max_named_violations,
+        framing_tokens,
+        tokens_per_image,
+    ))]
+    #[allow(clippy::too_many_arguments)] // keyword-only: each one is named at the call
+    fn new(
+        role_system: i32,
+        role_user: i32,
+        role_assistant: i32,
+        role_tool: i32,
+        tool_results_prefix: String,
+        max_named_violations: usize,
+        framing_tokens: u64,
+        tokens_per_image: u64,
+    ) -> Self {
+        Conventions(conventions::Conventions {
+            roles: Roles {
+                system: role_system,
+                user: role_user,
+                assistant: role_assistant,
+                tool: role_tool,
+            },
+            tool_results_prefix,
+            max_named_violations,
+            prices: Prices {
+                framing_tokens,
+                tokens_per_image,
+            },
+        })
+    }
+}
+
+/// A violation of a history rule (`HISTORY_RULES` names them); `count` is the row count of
+/// `too_many_rows`.
+#[pyclass(frozen, get_all, module = "turnkeeper._native")]
+struct Violation {
+    rule: &'static str,
+    path: String,
+    count: u64,
+}
+
+/// One removal of the sweep, in the terms of trim.proto's `OrphanRemoval`.
+#[pyclass(frozen, get_all, module = "turnkeeper._native")]
+struct Removal {
+    kind: OrphanKind,
+    message_index: usize,
+    tool_call_id: String,
+    row_removed: bool,
 }
 
 /// A scanned request: the non-history fields' bytes, the history's violations and view.
@@ -52,8 +91,10 @@ fn plan_tuple(p: Plan) -> PlanTuple {
 struct Scan {
     raw: Py<PyBytes>,
     rest: Vec<(usize, usize)>,
-    total_violations: u64,
-    violations: Vec<Violation>,
+    /// Every violation found; at most `max_named_violations` of them are named.
+    #[pyo3(get)]
+    violation_total: u64,
+    violations: Vec<history::Violation>,
     working: Working,
 }
 
@@ -69,14 +110,16 @@ impl Scan {
         PyBytes::new(py, &out)
     }
 
-    /// (total, [(rule, path, count)]): at most 100 are named, all are counted.
-    fn violations(&self) -> (u64, Vec<(&'static str, String, u64)>) {
-        let named = self
-            .violations
+    /// The first violations in request order (`violation_total` counts them all).
+    fn violations(&self) -> Vec<Violation> {
+        self.violations
             .iter()
-            .map(|v| (v.rule, v.path.clone(), v.count))
-            .collect();
-        (self.total_violations, named)
+            .map(|v| Violation {
+                rule: v.rule.name(),
+                path: v.path.clone(),
+                count: v.count,
+            })
+            .collect()
     }
 
     fn view(&self, py: Python<'_>) -> PyResult<NativeHistory> {
@@ -134,17 +177,18 @@ impl NativeHistory {
         breadcrumb_cost: Option<u64>,
         low_water: f64,
         step_budget: Option<u64>,
-    ) -> PyResult<PlanTuple> {
+    ) -> PyResult<Plan> {
         let w = &self.working;
+        let step_budget = step_budget.unwrap_or(budget);
         guarded(|| {
-            plan_tuple(plan::token_budget(
+            plan::token_budget(
                 &w.history.rows,
                 &w.tokens,
                 budget,
                 breadcrumb_cost,
                 low_water,
-                step_budget.unwrap_or(budget),
-            ))
+                step_budget,
+            )
         })
     }
 
@@ -154,22 +198,23 @@ impl NativeHistory {
         limit: u64,
         breadcrumb_cost: Option<u64>,
         low_water: f64,
-    ) -> PyResult<PlanTuple> {
+    ) -> PyResult<Plan> {
         let w = &self.working;
         guarded(|| {
-            plan_tuple(plan::turn_count(
+            plan::turn_count(
                 &w.history.rows,
                 &w.tokens,
                 limit,
                 breadcrumb_cost,
                 low_water,
-            ))
+            )
         })
     }
 
-    fn plan_row_count(&self, limit: u64) -> PyResult<PlanTuple> {
+    /// `keep`: the limit in effect, never 0 (Python resolves the default).
+    fn plan_row_count(&self, keep: u64) -> PyResult<Plan> {
         let w = &self.working;
-        guarded(|| plan_tuple(plan::row_count(&w.history.rows, &w.tokens, limit)))
+        guarded(|| plan::row_count(&w.history.rows, &w.tokens, keep))
     }
 
     /// The history after a plan: rows `drop_start..drop_stop` out, a breadcrumb if asked.
@@ -202,9 +247,8 @@ impl NativeHistory {
         Ok(self.with(py, applied))
     }
 
-    /// (swept history, [(is_result, row index, tool_call_id, row_removed)]).
-    #[allow(clippy::type_complexity)]
-    fn sweep(&self, py: Python<'_>) -> PyResult<(NativeHistory, Vec<(bool, usize, String, bool)>)> {
+    /// The swept history and its removals, in input order.
+    fn sweep(&self, py: Python<'_>) -> PyResult<(NativeHistory, Vec<Removal>)> {
         let buf = self.raw.as_bytes(py);
         let w = &self.working;
         let swept = py.detach(|| guarded(|| w.sweep(buf)))?;
@@ -212,9 +256,11 @@ impl NativeHistory {
             .map_err(|_| PyRuntimeError::new_err("a scanned row no longer decodes (a bug)"))?;
         let removals = removals
             .into_iter()
-            .map(|r| {
-                let id = String::from_utf8_lossy(&buf[r.id.0..r.id.1]).into_owned();
-                (r.result, r.index, id, r.row_removed)
+            .map(|r| Removal {
+                kind: r.kind,
+                message_index: r.index,
+                tool_call_id: String::from_utf8_lossy(&buf[r.id.0..r.id.1]).into_owned(),
+                row_removed: r.row_removed,
             })
             .collect();
         Ok((self.with(py, working), removals))
@@ -236,25 +282,38 @@ impl NativeHistory {
 
 /// Scans a request's bytes with the GIL released; None when they do not decode.
 #[pyfunction]
-fn scan(py: Python<'_>, raw: &Bound<'_, PyBytes>, max_rows: u64) -> PyResult<Option<Scan>> {
+fn scan(
+    py: Python<'_>,
+    raw: &Bound<'_, PyBytes>,
+    max_rows: u64,
+    conventions: &Conventions,
+) -> PyResult<Option<Scan>> {
     let buf = raw.as_bytes();
-    let scanned = py.detach(|| guarded(|| history::scan(buf, max_rows)))?;
+    let conventions = &conventions.0;
+    let scanned = py.detach(|| guarded(|| history::scan(buf, max_rows, conventions)))?;
     let Ok(scanned) = scanned else {
         return Ok(None);
     };
     Ok(Some(Scan {
         raw: raw.clone().unbind(),
         rest: scanned.rest,
-        total_violations: scanned.violations.total,
+        violation_total: scanned.violations.total,
         violations: scanned.violations.named,
-        working: Working::of(scanned.history),
+        working: Working::of(scanned.history, conventions.prices),
     }))
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    let rules = Rule::ALL.map(Rule::name);
+    m.add("HISTORY_RULES", PyTuple::new(m.py(), rules)?)?;
+    m.add_class::<Conventions>()?;
     m.add_class::<Scan>()?;
+    m.add_class::<Violation>()?;
     m.add_class::<NativeHistory>()?;
+    m.add_class::<Plan>()?;
+    m.add_class::<Removal>()?;
+    m.add_class::<OrphanKind>()?;
     Ok(())
 }

@@ -6,7 +6,25 @@ use std::collections::{HashMap, HashSet};
 
 use crate::history::{History, RowKind};
 
-/// What the sweep found: per row, the result positions and the call positions to remove.
+/// What a removal took out (`OrphanKind` of trim.proto).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(
+        eq,
+        frozen,
+        hash,
+        module = "turnkeeper._native",
+        rename_all = "SCREAMING_SNAKE_CASE"
+    )
+)]
+pub enum OrphanKind {
+    ToolResultWithoutCall,
+    ToolCallWithoutResult,
+}
+
+/// What the sweep found: per row, the result positions and the call positions to remove,
+/// ascending (`Working::without` walks them in step with the entries).
 #[derive(Debug, Default)]
 pub struct Orphans {
     pub results: HashMap<usize, Vec<usize>>,

@@ -2,10 +2,11 @@
 //! (`turnkeeper/core/working.py`), and written back as response bytes: kept rows are copied
 //! from the request, never re-encoded.
 
+use crate::conventions::Prices;
 use crate::history::{History, Row, RowBytes, RowKind, Shape};
 use crate::plan::Plan;
-use crate::pricing::{price_text, text_tokens, FRAMING_TOKENS, TOKENS_PER_IMAGE};
-use crate::sweep;
+use crate::pricing::text_tokens;
+use crate::sweep::{self, OrphanKind};
 use crate::wire::{self, put_len, put_len_header, put_uint, varint_len, Field, Reader, LEN};
 
 #[derive(Debug, Clone)]
@@ -13,12 +14,13 @@ pub struct Working {
     pub history: History,
     pub tokens: Vec<u64>,
     pub images: Vec<u64>,
+    pub prices: Prices,
 }
 
-/// One removal of the sweep: (result?, input row, tool-call id range, row removed).
+/// One removal of the sweep: what, in which input row, the tool-call id's range, row removed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Removal {
-    pub result: bool,
+    pub kind: OrphanKind,
     pub index: usize,
     pub id: (usize, usize),
     pub row_removed: bool,
@@ -26,7 +28,7 @@ pub struct Removal {
 
 impl Working {
     /// Prices every row (§9): attachments are sent only in the current user turn.
-    pub fn of(history: History) -> Working {
+    pub fn of(history: History, prices: Prices) -> Working {
         let rows = &history.rows;
         let current_from = rows
             .iter()
@@ -44,14 +46,15 @@ impl Working {
             images.push(sent);
             tokens.push(
                 row.text_tokens
-                    + FRAMING_TOKENS * u64::from(row.provider_rows)
-                    + TOKENS_PER_IMAGE * sent,
+                    + prices.framing_tokens * u64::from(row.provider_rows)
+                    + prices.tokens_per_image * sent,
             );
         }
         Working {
             history,
             tokens,
             images,
+            prices,
         }
     }
 
@@ -60,7 +63,7 @@ impl Working {
     }
 
     pub fn image_tokens(&self) -> u64 {
-        TOKENS_PER_IMAGE * self.images.iter().sum::<u64>()
+        self.prices.tokens_per_image * self.images.iter().sum::<u64>()
     }
 
     /// The estimate of the leading system rows, which no trim drops.
@@ -96,7 +99,7 @@ impl Working {
             out.extend_from_slice(&v[stop..]);
             out
         };
-        let tokens = keep(&self.tokens, price_text(breadcrumb_text));
+        let tokens = keep(&self.tokens, self.prices.price_text(breadcrumb_text));
         let images = keep(&self.images, 0);
         let old = &self.history.rows;
         let mut rows = Vec::with_capacity(old.len() - (stop - start) + 1);
@@ -113,6 +116,7 @@ impl Working {
             history,
             tokens,
             images,
+            prices: self.prices,
         }
     }
 
@@ -175,7 +179,7 @@ impl Working {
             let ids = &self.history.ids;
             for &j in results {
                 removals.push(Removal {
-                    result: true,
+                    kind: OrphanKind::ToolResultWithoutCall,
                     index: i,
                     id: ids[row.results.0 + j],
                     row_removed: gone,
@@ -183,7 +187,7 @@ impl Working {
             }
             for &j in calls {
                 removals.push(Removal {
-                    result: false,
+                    kind: OrphanKind::ToolCallWithoutResult,
                     index: i,
                     id: ids[row.calls.0 + j],
                     row_removed: gone,
@@ -195,7 +199,7 @@ impl Working {
             rows,
             ..self.history_without_rows()
         };
-        Ok((Working::of(history), removals))
+        Ok((Working::of(history, self.prices), removals))
     }
 
     /// The row without the given results and calls (positions), or None when nothing worth
@@ -228,7 +232,8 @@ impl Working {
             (false, 2) => 2, // AssistantToolCalls.tool_calls
             _ => 1,          // ToolResults.results
         };
-        let removed: &[usize] = if entries == 1 { results } else { calls };
+        // Ascending positions, walked in step with the entries: one pass, however many go.
+        let mut removed = if entries == 1 { results } else { calls }.iter().peekable();
         let mut payload = Vec::new();
         let mut index = 0usize;
         let mut kept_entries = 0u32;
@@ -238,7 +243,7 @@ impl Working {
             while !reader.at_end() {
                 let f = reader.next_message_field(0)?;
                 if f.wire_type == LEN && f.number == entries {
-                    let gone = removed.contains(&index);
+                    let gone = removed.next_if_eq(&&index).is_some();
                     index += 1;
                     if gone {
                         continue;
@@ -335,9 +340,13 @@ impl Working {
             put_uint(&mut estimate, 1, provider_rows);
             put_uint(&mut estimate, 2, row.text_bytes);
             put_uint(&mut estimate, 3, row.text_tokens);
-            put_uint(&mut estimate, 4, FRAMING_TOKENS * provider_rows);
+            put_uint(&mut estimate, 4, self.prices.framing_tokens * provider_rows);
             put_uint(&mut estimate, 5, self.images[i]);
-            put_uint(&mut estimate, 6, TOKENS_PER_IMAGE * self.images[i]);
+            put_uint(
+                &mut estimate,
+                6,
+                self.prices.tokens_per_image * self.images[i],
+            );
             put_uint(&mut estimate, 7, self.tokens[i]);
             put_uint(&mut estimate, 8, u64::from(row.is_turn_boundary()));
             put_len(&mut out, 2, &estimate);

@@ -1,6 +1,9 @@
 //! The scanner on hostile bytes: no input panics, and whatever decodes can be trimmed, swept
 //! and written back as bytes that decode again. Bounded proptest runs, part of `make test`.
 
+mod common;
+
+use common::conventions;
 use proptest::prelude::*;
 use turnkeeper_native::history::{scan, RowKind};
 use turnkeeper_native::plan;
@@ -57,10 +60,10 @@ fn rows_strategy() -> impl Strategy<Value = Vec<Vec<u8>>> {
 
 /// Every operation the engine offers on a scanned request; none may panic.
 fn exercise(raw: &[u8]) {
-    let Ok(scanned) = scan(raw, 100) else {
+    let Ok(scanned) = scan(raw, 100, &conventions()) else {
         return;
     };
-    let working = Working::of(scanned.history);
+    let working = Working::of(scanned.history, conventions().prices);
     let rows = &working.history.rows;
     let costs = &working.tokens;
     for budget in [0, 1, 50, 10_000, u64::MAX] {
@@ -69,7 +72,7 @@ fn exercise(raw: &[u8]) {
             let applied = working.apply(&planned, "[cut]");
             let written = applied.history_field(raw);
             // What is written decodes again, as a request with only its history.
-            assert!(scan(&written, 1000).is_ok());
+            assert!(scan(&written, 1000, &conventions()).is_ok());
         }
     }
     for low_water in [1.0, 0.5, f64::MIN_POSITIVE] {
@@ -81,7 +84,7 @@ fn exercise(raw: &[u8]) {
     if scanned.violations.total == 0 {
         let (swept, _) = working.sweep(raw).expect("a scanned history re-reads");
         let written = swept.history_field(raw);
-        assert!(scan(&written, 1000).is_ok());
+        assert!(scan(&written, 1000, &conventions()).is_ok());
     }
 }
 
@@ -122,7 +125,7 @@ fn a_valid_chat_history_is_read_row_by_row() {
         chat_row(4, b"result", None, b"c1"),
     ];
     let raw = request(&rows, false);
-    let scanned = scan(&raw, 100).expect("decodes");
+    let scanned = scan(&raw, 100, &conventions()).expect("decodes");
     assert_eq!(scanned.violations.total, 0);
     let kinds: Vec<RowKind> = scanned.history.rows.iter().map(|r| r.kind).collect();
     assert_eq!(
@@ -137,18 +140,18 @@ fn a_valid_chat_history_is_read_row_by_row() {
     assert_eq!(scanned.history.rows[1].marker_images, 1);
     assert_eq!(scanned.rest, vec![(raw.len() - 2, raw.len())]);
     // Untrimmed, the history comes back byte for byte.
-    let working = Working::of(scanned.history);
+    let working = Working::of(scanned.history, conventions().prices);
     assert_eq!(working.history_field(&raw), raw[..raw.len() - 2].to_vec());
 }
 
 #[test]
 fn invalid_utf8_truncation_and_deep_groups_do_not_decode() {
     let bad_utf8 = request(&[chat_row(2, b"\xff", None, b"")], false);
-    assert!(scan(&bad_utf8, 10).is_err());
+    assert!(scan(&bad_utf8, 10, &conventions()).is_err());
     let good = request(&[chat_row(2, b"ok", None, b"")], true);
-    assert!(scan(&good[..good.len() - 3], 10).is_err());
+    assert!(scan(&good[..good.len() - 3], 10, &conventions()).is_err());
     let mut deep = vec![0x08, 0x02];
     deep.extend(std::iter::repeat_n(0x7b, 120));
     deep.extend(std::iter::repeat_n(0x7c, 120));
-    assert!(scan(&request(&[deep], false), 10).is_err());
+    assert!(scan(&request(&[deep], false), 10, &conventions()).is_err());
 }

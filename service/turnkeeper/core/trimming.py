@@ -229,6 +229,11 @@ def plan_turn_count(
     return replace(plan, cut_step=step, cut_drop_target=drop_target)
 
 
+def rows_to_keep(limit: int) -> int:
+    """The row-count limit in effect: 0 means the default of 50 (§6, §9)."""
+    return limit or DEFAULT_ROW_LIMIT
+
+
 def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPlan:
     """The channel sender cache: leading system rows kept and not counted, newest N others kept.
 
@@ -236,7 +241,7 @@ def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPla
     """
     lay = layout(rows)
     total = pricing.total
-    keep = limit or DEFAULT_ROW_LIMIT
+    keep = rows_to_keep(limit)
     others = len(rows) - lay.system_rows
     if others <= keep:
         return TrimPlan(

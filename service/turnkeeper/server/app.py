@@ -17,7 +17,6 @@ from collections.abc import Sequence
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.core.overflow import OverflowClassifier
@@ -35,6 +34,7 @@ from turnkeeper.server.events.metered import MeteredFeed
 from turnkeeper.server.ops.health import SERVING, SERVING_NAMES, HealthService, watch_feed_health
 from turnkeeper.server.ops.http import OpsContext, OpsRoutes, OpsServer, create_ops_app
 from turnkeeper.server.ops.ready_file import remove_ready_file, write_ready_file
+from turnkeeper.server.ops.reflection import enable_reflection
 from turnkeeper.server.startup import StartupError
 from turnkeeper.server.telemetry import tracing
 from turnkeeper.server.telemetry.metrics import ENGINE
@@ -157,15 +157,15 @@ class Sidecar:
         server.add_generic_rpc_handlers((servicer.generic_handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if self.config.reflection:
-            reflection.enable_server_reflection(
-                (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-            )
+            enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
 
-    def _listen(self, server: grpc.aio.Server, credentials: grpc.ServerCredentials | None) -> None:
+    def _listen(
+        self, server: grpc.aio.Server, credentials: list[grpc.ServerCredentials | None]
+    ) -> None:
         for warning in exposure_warnings(self.config):
             log.warning("%s", warning)
-        for address in self.config.listen:
-            self.tcp_addresses.append(bind_tcp(server, address, credentials))
+        for address, port_credentials in zip(self.config.listen, credentials, strict=True):
+            self.tcp_addresses.append(bind_tcp(server, address, port_credentials))
         for lock in self._locks:
             bind_unix(server, lock, self.config.unix_permissions)
             self.unix_paths.append(lock.path)

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::common::{
-    ConvertOptions, FlatRow, Object, Res, Row, Stream, Streams, canonical_json, code_points, err,
-    expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
+    ConvertOptions, Field, FlatRow, Object, Res, Row, Stream, Streams, canonical_json, code_points,
+    err, expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
     marker_text_row, marker_url, obj, objects, parse_data_url, part_texts, role, split_markers,
     type_of,
 };
@@ -21,7 +21,7 @@ pub fn from_anthropic(request: &Value, options: &ConvertOptions) -> Res<History>
         Value::Array(messages) => messages,
         other => {
             let request = expect_object(Some(other), "request")?;
-            match request.get("system") {
+            match request.field("system") {
                 Some(Value::String(system)) => {
                     let mut row = Row::new(Role::System, Object::new());
                     row.add(system);
@@ -34,13 +34,13 @@ pub fn from_anthropic(request: &Value, options: &ConvertOptions) -> Res<History>
                     }
                 }
             }
-            expect_array(request.get("messages"), "messages")?
+            expect_array(request.field("messages"), "messages")?
         }
     };
     for (i, raw) in messages.iter().enumerate() {
         let path = format!("messages[{i}]");
         let message = expect_object(Some(raw), &path)?;
-        match message.get("role").and_then(Value::as_str) {
+        match message.field("role").and_then(Value::as_str) {
             Some("user") => rows.extend(import_user(message, &path)?),
             Some("assistant") => rows.push(import_assistant(message, &path)?),
             other => {
@@ -60,7 +60,7 @@ fn import_system_block(raw: &Value, path: &str) -> Res<Row> {
         return Err(err(path, "only text blocks are supported"));
     }
     let mut row = Row::new(Role::System, block.clone());
-    let n = row.add(expect_str(block.get("text"), &format!("{path}.text"))?);
+    let n = row.add(expect_str(block.field("text"), &format!("{path}.text"))?);
     row.skeleton.insert("text".into(), n);
     Ok(row)
 }
@@ -69,14 +69,14 @@ fn import_system_block(raw: &Value, path: &str) -> Res<Row> {
 /// have a skeleton without `role`: they continue the same message.
 fn import_user(message: &Object, path: &str) -> Res<Vec<Row>> {
     let mut skeleton = message.clone();
-    if let Some(Value::String(content)) = message.get("content") {
+    if let Some(Value::String(content)) = message.field("content") {
         let mut row = Row::new(Role::User, skeleton);
         let n = row.add(content);
         row.skeleton.insert("content".into(), n);
         return Ok(vec![row]);
     }
     let blocks = objects(
-        expect_array(message.get("content"), &format!("{path}.content"))?,
+        expect_array(message.field("content"), &format!("{path}.content"))?,
         &format!("{path}.content"),
     )?;
     let mut runs: Vec<Vec<(usize, &Object)>> = Vec::new();
@@ -118,7 +118,7 @@ fn import_user(message: &Object, path: &str) -> Res<Vec<Row>> {
                 let mut block_skeleton = block.clone();
                 match type_of(block) {
                     Some("text") => {
-                        let n = row.add(expect_str(block.get("text"), &format!("{here}.text"))?);
+                        let n = row.add(expect_str(block.field("text"), &format!("{here}.text"))?);
                         block_skeleton.insert("text".into(), n);
                     }
                     Some("image") => {
@@ -141,20 +141,20 @@ fn import_user(message: &Object, path: &str) -> Res<Vec<Row>> {
 
 /// The image's URL (a data URL for base64 sources); the skeleton keeps the rest of the source.
 fn import_image(block: &Object, skeleton: &mut Object, path: &str) -> Res<String> {
-    let mut source = expect_object(block.get("source"), &format!("{path}.source"))?.clone();
-    let url = match source.get("type").and_then(Value::as_str) {
+    let mut source = expect_object(block.field("source"), &format!("{path}.source"))?.clone();
+    let url = match source.field("type").and_then(Value::as_str) {
         Some("base64") => {
             let media_type = expect_str(
-                source.get("media_type"),
+                source.field("media_type"),
                 &format!("{path}.source.media_type"),
             )?;
-            let data = expect_str(source.get("data"), &format!("{path}.source.data"))?;
+            let data = expect_str(source.field("data"), &format!("{path}.source.data"))?;
             let url = format!("data:{media_type};base64,{data}");
             source.remove("data");
             url
         }
         Some("url") => {
-            let url = expect_str(source.get("url"), &format!("{path}.source.url"))?.to_owned();
+            let url = expect_str(source.field("url"), &format!("{path}.source.url"))?.to_owned();
             source.remove("url");
             url
         }
@@ -172,10 +172,10 @@ fn import_image(block: &Object, skeleton: &mut Object, path: &str) -> Res<String
 fn import_tool_result(block: &Object, path: &str) -> Res<(Row, Object)> {
     let mut row = Row::new(Role::Tool, Object::new());
     row.message.tool_call_id =
-        expect_str(block.get("tool_use_id"), &format!("{path}.tool_use_id"))?.to_owned();
+        expect_str(block.field("tool_use_id"), &format!("{path}.tool_use_id"))?.to_owned();
     let mut skeleton = block.clone();
     skeleton.remove("tool_use_id");
-    match block.get("content") {
+    match block.field("content") {
         Some(Value::String(content)) => {
             let n = row.add(content);
             skeleton.insert("content".into(), n);
@@ -192,7 +192,7 @@ fn import_tool_result(block: &Object, path: &str) -> Res<(Row, Object)> {
                 let mut part_skeleton = part.clone();
                 match type_of(part) {
                     Some("text") => {
-                        let n = row.add(expect_str(part.get("text"), &format!("{here}.text"))?);
+                        let n = row.add(expect_str(part.field("text"), &format!("{here}.text"))?);
                         part_skeleton.insert("text".into(), n);
                     }
                     Some("image") => {
@@ -216,13 +216,13 @@ fn import_tool_result(block: &Object, path: &str) -> Res<(Row, Object)> {
 
 fn import_assistant(message: &Object, path: &str) -> Res<Row> {
     let mut row = Row::new(Role::Assistant, message.clone());
-    if let Some(Value::String(content)) = message.get("content") {
+    if let Some(Value::String(content)) = message.field("content") {
         let n = row.add(content);
         row.skeleton.insert("content".into(), n);
         return Ok(row);
     }
     let mut blocks = Vec::new();
-    for (k, raw) in expect_array(message.get("content"), &format!("{path}.content"))?
+    for (k, raw) in expect_array(message.field("content"), &format!("{path}.content"))?
         .iter()
         .enumerate()
     {
@@ -248,10 +248,10 @@ fn import_assistant(message: &Object, path: &str) -> Res<Row> {
             );
             out.insert(key.into(), n);
         } else {
-            let input = expect_object(block.get("input"), &format!("{here}.input"))?;
+            let input = expect_object(block.field("input"), &format!("{here}.input"))?;
             row.message.tool_calls.push(ToolCall {
-                id: expect_str(block.get("id"), &format!("{here}.id"))?.to_owned(),
-                name: expect_str(block.get("name"), &format!("{here}.name"))?.to_owned(),
+                id: expect_str(block.field("id"), &format!("{here}.id"))?.to_owned(),
+                name: expect_str(block.field("name"), &format!("{here}.name"))?.to_owned(),
                 arguments: canonical_json(&Value::Object(input.clone())),
             });
             for key in ["id", "name", "input"] {
@@ -402,7 +402,7 @@ pub fn to_anthropic(history: &History) -> Res<Value> {
             let mut block = skeleton.clone();
             block.insert(
                 "text".into(),
-                s.text(skeleton.get("text"), &format!("{path}.text"))?,
+                s.text(skeleton.field("text"), &format!("{path}.text"))?,
             );
             s.done()?;
             blocks.push(Value::Object(block));
@@ -462,7 +462,7 @@ fn export_message(row: &FlatRow, skeleton: &Object, path: &str) -> Res<Object> {
     }
     let mut s = Streams::new(row, path)?;
     let mut out = skeleton.clone();
-    match skeleton.get("content") {
+    match skeleton.field("content") {
         Some(Value::Array(content)) => {
             let mut blocks = Vec::new();
             for (k, raw) in content.iter().enumerate() {
@@ -491,19 +491,19 @@ fn export_block(s: &mut Streams, block: &Object, path: &str) -> Res<Option<Value
         Some("text") => {
             out.insert(
                 "text".into(),
-                s.text(block.get("text"), &format!("{path}.text"))?,
+                s.text(block.field("text"), &format!("{path}.text"))?,
             );
         }
         Some("thinking") => {
             out.insert(
                 "thinking".into(),
-                s.reasoning(block.get("thinking"), &format!("{path}.thinking"))?,
+                s.reasoning(block.field("thinking"), &format!("{path}.thinking"))?,
             );
         }
         Some("redacted_thinking") => {
             out.insert(
                 "data".into(),
-                s.reasoning(block.get("data"), &format!("{path}.data"))?,
+                s.reasoning(block.field("data"), &format!("{path}.data"))?,
             );
         }
         Some("tool_use") => {
@@ -535,7 +535,7 @@ fn export_block(s: &mut Streams, block: &Object, path: &str) -> Res<Option<Value
                 .tool_call_id()
                 .ok_or_else(|| err(path, "passthrough tool_result on a row that is not a tool"))?;
             out.insert("tool_use_id".into(), id.into());
-            match block.get("content") {
+            match block.field("content") {
                 Some(Value::Array(inner)) => {
                     let mut parts = Vec::new();
                     for raw in inner {
@@ -558,11 +558,11 @@ fn export_block(s: &mut Streams, block: &Object, path: &str) -> Res<Option<Value
         Some("image") => {
             let url = s.image_url(path)?;
             let mut source = block
-                .get("source")
+                .field("source")
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
-            if source.get("type").and_then(Value::as_str) == Some("base64") {
+            if source.field("type").and_then(Value::as_str) == Some("base64") {
                 let (media_type, payload) = parse_data_url(&url)
                     .ok_or_else(|| err(path, "a base64 image needs a data: URL"))?;
                 source

@@ -50,6 +50,19 @@ pub(crate) enum Stream {
     Reasoning,
 }
 
+/// Reads a provider object's key with null as absent (docs/converters.md): SDK dumps write
+/// `"function_call": null`, `"tool_calls": null` and the like, which mean "not there". The
+/// skeleton keeps the null, so it round-trips.
+pub(crate) trait Field {
+    fn field(&self, key: &str) -> Option<&Value>;
+}
+
+impl Field for Object {
+    fn field(&self, key: &str) -> Option<&Value> {
+        self.get(key).filter(|value| !value.is_null())
+    }
+}
+
 pub(crate) fn err(path: impl Into<String>, reason: impl Into<String>) -> ConversionError {
     ConversionError::new(path, reason)
 }

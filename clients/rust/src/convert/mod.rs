@@ -6,10 +6,10 @@
 
 mod anthropic;
 mod common;
-mod openai;
-mod responses;
+mod openai_chat;
+mod openai_responses;
 
 pub use anthropic::{from_anthropic, to_anthropic};
 pub use common::{CARRIER_PREFIX, ConvertOptions, DEFAULT_BREADCRUMB, Shape};
-pub use openai::{from_openai, to_openai};
-pub use responses::{from_openai_responses, to_openai_responses};
+pub use openai_chat::{from_openai, to_openai};
+pub use openai_responses::{from_openai_responses, to_openai_responses};

@@ -3,13 +3,14 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { AttachmentSchema, Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, shown, splitMarkers, Streams, } from "./common.js";
+import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, shown, splitMarkers, Streams, plainJson, } from "./common.js";
 const FORMAT = "anthropic";
 /**
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
  * are not read), or a bare `messages` array, to a History.
  */
-export function fromAnthropic(request, options) {
+export function fromAnthropic(input, options) {
+    const request = plainJson(input, "request");
     const rows = [];
     let messages;
     if (Array.isArray(request)) {
@@ -240,7 +241,6 @@ function defaultSkeleton(row, previous) {
 function joinable(message) {
     return message?.role === "user" && Array.isArray(message.content);
 }
-/** Converts a History (either shape) to `{system?, messages}`. */
 export function toAnthropic(history) {
     const rows = flatRows(history, FORMAT);
     let lead = 0;
@@ -280,7 +280,7 @@ export function toAnthropic(history) {
         previous = { message: row.message, reasoning: row.reasoning, skeleton };
     }
     out.messages = messages;
-    return out;
+    return out; // plain JSON; `Conversation` is the caller's name for it
 }
 function exportMessage(row, skeleton, where) {
     const message = row.message;

@@ -12,6 +12,18 @@ export interface ConvertOptions {
     /** User texts right after the leading system rows that mark the breadcrumb (default: the server's). */
     breadcrumbTexts?: readonly string[];
 }
+/**
+ * What the converters take: parsed JSON, or the same values as the SDKs type them (the `openai` and
+ * `@anthropic-ai/sdk` interfaces such as `ChatCompletionMessageParam[]`, `ResponseInputItem[]`,
+ * `MessageCreateParams`, which are not `JsonValue`s to the compiler). It is read as JSON (see
+ * {@link plainJson}) and checked at run time.
+ */
+export type ProviderJson = JsonValue | object;
+/**
+ * The input as plain JSON: what `JSON.stringify` makes of it (a property whose value is
+ * `undefined` is dropped, `toJSON` is honoured), so SDK objects read as the JSON their SDK sends.
+ */
+export declare function plainJson(value: ProviderJson, where: string): JsonValue;
 export declare function isObject(value: unknown): value is JsonObject;
 export declare function expectString(value: unknown, where: string): string;
 export declare function expectObject(value: unknown, where: string): JsonObject;

@@ -7,6 +7,22 @@ import { AttachmentSchema, AssistantToolCallsSchema, ChatMessageSchema, Conversa
 export const DEFAULT_BREADCRUMB = "[earlier turns omitted to fit the context window]";
 export const CARRIER_PREFIX = "[Tool results]";
 const MARKER_OPEN = "[IMAGE:";
+/**
+ * The input as plain JSON: what `JSON.stringify` makes of it (a property whose value is
+ * `undefined` is dropped, `toJSON` is honoured), so SDK objects read as the JSON their SDK sends.
+ */
+export function plainJson(value, where) {
+    let text;
+    try {
+        text = JSON.stringify(value);
+    }
+    catch (e) {
+        throw new ConversionError(`${where}: not JSON: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    if (text === undefined)
+        throw new ConversionError(`${where}: not JSON`);
+    return JSON.parse(text);
+}
 export function isObject(value) {
     return typeof value === "object" && value !== null && !Array.isArray(value);
 }

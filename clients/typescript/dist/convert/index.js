@@ -1,6 +1,6 @@
 // Lossless converters between provider conversation JSON and turnkeeper.v1 histories (docs/converters.md).
-export { fromOpenAI, toOpenAI } from "./openai.js";
-export { fromOpenAIResponses, toOpenAIResponses } from "./responses.js";
+export { fromOpenAI, toOpenAI } from "./openai_chat.js";
+export { fromOpenAIResponses, toOpenAIResponses } from "./openai_responses.js";
 export { fromAnthropic, toAnthropic } from "./anthropic.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, canonicalJson } from "./common.js";
 //# sourceMappingURL=index.js.map

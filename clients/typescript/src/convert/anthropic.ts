@@ -29,6 +29,8 @@ import {
   type ConvertOptions,
   type FlatRow,
   type Row,
+  plainJson,
+  type ProviderJson,
 } from "./common.js";
 
 const FORMAT = "anthropic";
@@ -37,7 +39,8 @@ const FORMAT = "anthropic";
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
  * are not read), or a bare `messages` array, to a History.
  */
-export function fromAnthropic(request: JsonValue, options?: ConvertOptions): History {
+export function fromAnthropic(input: ProviderJson, options?: ConvertOptions): History {
+  const request = plainJson(input, "request");
   const rows: Row[] = [];
   let messages: JsonValue[];
   if (Array.isArray(request)) {
@@ -255,8 +258,14 @@ function joinable(message: JsonObject | undefined): boolean {
   return message?.role === "user" && Array.isArray(message.content);
 }
 
-/** Converts a History (either shape) to `{system?, messages}`. */
-export function toAnthropic(history: History): JsonObject {
+/**
+ * Converts a History (either shape) to `{system?, messages}`: plain JSON, typed as `Conversation`
+ * when asked (`toAnthropic<Pick<MessageCreateParams, "system" | "messages">>(history)` with the
+ * Anthropic SDK).
+ */
+export function toAnthropic(history: History): JsonObject;
+export function toAnthropic<Conversation extends object>(history: History): Conversation;
+export function toAnthropic<Conversation extends object>(history: History): Conversation {
   const rows = flatRows(history, FORMAT);
   let lead = 0;
   while (lead < rows.length && rows[lead]?.message.role === Role.SYSTEM) lead++;
@@ -289,7 +298,7 @@ export function toAnthropic(history: History): JsonObject {
     previous = { message: row.message, reasoning: row.reasoning, skeleton };
   }
   out.messages = messages;
-  return out;
+  return out as Conversation; // plain JSON; `Conversation` is the caller's name for it
 }
 
 function exportMessage(row: FlatRow, skeleton: JsonObject, where: string): JsonObject {

@@ -33,6 +33,29 @@ export interface ConvertOptions {
   breadcrumbTexts?: readonly string[];
 }
 
+/**
+ * What the converters take: parsed JSON, or the same values as the SDKs type them (the `openai` and
+ * `@anthropic-ai/sdk` interfaces such as `ChatCompletionMessageParam[]`, `ResponseInputItem[]`,
+ * `MessageCreateParams`, which are not `JsonValue`s to the compiler). It is read as JSON (see
+ * {@link plainJson}) and checked at run time.
+ */
+export type ProviderJson = JsonValue | object;
+
+/**
+ * The input as plain JSON: what `JSON.stringify` makes of it (a property whose value is
+ * `undefined` is dropped, `toJSON` is honoured), so SDK objects read as the JSON their SDK sends.
+ */
+export function plainJson(value: ProviderJson, where: string): JsonValue {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(value);
+  } catch (e) {
+    throw new ConversionError(`${where}: not JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (text === undefined) throw new ConversionError(`${where}: not JSON`);
+  return JSON.parse(text) as JsonValue;
+}
+
 export function isObject(value: unknown): value is JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }

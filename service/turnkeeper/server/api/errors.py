@@ -11,6 +11,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, current_request_id
 from turnkeeper.v1 import errors_pb2
 
 DOMAIN = "turnkeeper.v1"
@@ -95,7 +96,12 @@ class RequestError(Exception):
         for detail in packed:
             status.details.add().Pack(detail)
         converted: grpc.Status = rpc_status.to_status(status)
-        return converted
+        request_id = current_request_id()
+        if request_id is None:
+            return converted
+        # The abort's trailers replace the ones the access log set: repeat its request id.
+        trailers = (*converted.trailing_metadata, (REQUEST_ID_KEY, request_id))
+        return converted._replace(trailing_metadata=trailers)  # type: ignore[attr-defined,no-any-return]
 
 
 def _clip(text: str, limit: int = MAX_TEXT_CHARS) -> str:

@@ -8,11 +8,12 @@ first violation found (request field order).
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeAlias
 
-from turnkeeper.core.rows import RowKind, classify_chat
+from turnkeeper.core.rows import TOOL_RESULTS_PREFIX, RowKind, classify_chat
 from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
@@ -95,44 +96,71 @@ def raise_if_any(violations: Violations) -> None:
 
 # --- history -------------------------------------------------------------------------------
 
-# The history rules (docs/conventions.md), by the name both engines report them under: the native
-# engine finds violations in the request bytes and names them; the reason and description are here.
-HISTORY_RULES: dict[str, tuple[Reason, str]] = {
-    "history_required": (
+
+class HistoryRule(enum.StrEnum):
+    """The history rules (docs/conventions.md), by the names both engines report them under. The
+    native engine finds violations in the request bytes and names them by its own enum
+    (`turnkeeper._native.HISTORY_RULES`, the same set: a unit test compares them); the reason and
+    the description of each are here."""
+
+    HISTORY_REQUIRED = "history_required"
+    TOO_MANY_ROWS = "too_many_rows"
+    ROLE = "role"
+    TOOL_CALL_ID = "tool_call_id"
+    TOOL_CALLS = "tool_calls"
+    CALL_ID = "call_id"
+    CALL_NAME = "call_name"
+    ATTACHMENTS = "attachments"
+    BREADCRUMB_ROLE = "breadcrumb_role"
+    BREADCRUMB_PLACE = "breadcrumb_place"
+    RESULTS_REQUIRED = "results_required"
+    RESULT_ID = "result_id"
+    MESSAGE_REQUIRED = "message_required"
+
+
+# Every rule but TOO_MANY_ROWS, whose description names the row counts (`_too_many_rows`).
+HISTORY_RULES: dict[HistoryRule, tuple[Reason, str]] = {
+    HistoryRule.HISTORY_REQUIRED: (
         INVALID_HISTORY,
         "A history is required, in the chat or the conversation shape.",
     ),
-    "role": (
+    HistoryRule.ROLE: (
         INVALID_HISTORY,
         "The role must be ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT or ROLE_TOOL.",
     ),
-    "tool_call_id": (INVALID_HISTORY, "A tool row needs the tool_call_id of the call it answers."),
-    "tool_calls": (INVALID_HISTORY, "Only assistant rows can carry tool calls."),
-    "call_id": (INVALID_HISTORY, "A tool call needs a non-empty id."),
-    "call_name": (INVALID_HISTORY, "A tool call needs a non-empty name."),
-    "attachments": (
+    HistoryRule.TOOL_CALL_ID: (
+        INVALID_HISTORY,
+        "A tool row needs the tool_call_id of the call it answers.",
+    ),
+    HistoryRule.TOOL_CALLS: (INVALID_HISTORY, "Only assistant rows can carry tool calls."),
+    HistoryRule.CALL_ID: (INVALID_HISTORY, "A tool call needs a non-empty id."),
+    HistoryRule.CALL_NAME: (INVALID_HISTORY, "A tool call needs a non-empty name."),
+    HistoryRule.ATTACHMENTS: (
         INVALID_HISTORY,
         "Attachments are allowed only on tool rows and on user rows whose content starts with "
-        "[Tool results].",
+        f"{TOOL_RESULTS_PREFIX}.",
     ),
-    "breadcrumb_role": (INVALID_HISTORY, "Only a user row can be the breadcrumb."),
-    "breadcrumb_place": (
+    HistoryRule.BREADCRUMB_ROLE: (INVALID_HISTORY, "Only a user row can be the breadcrumb."),
+    HistoryRule.BREADCRUMB_PLACE: (
         INVALID_HISTORY,
         "The breadcrumb must directly follow the leading system rows, and there can be only one.",
     ),
-    "results_required": (INVALID_HISTORY, "A tool_results row needs at least one result."),
-    "result_id": (
+    HistoryRule.RESULTS_REQUIRED: (
+        INVALID_HISTORY,
+        "A tool_results row needs at least one result.",
+    ),
+    HistoryRule.RESULT_ID: (
         INVALID_HISTORY,
         "A tool result needs the tool_call_id of the call it answers.",
     ),
-    "message_required": (
+    HistoryRule.MESSAGE_REQUIRED: (
         INVALID_HISTORY,
         "A conversation row needs one of chat, assistant_tool_calls or tool_results.",
     ),
 }
 
 
-def _rule(rule: str, field: str) -> Violation:
+def _rule(rule: HistoryRule, field: str) -> Violation:
     reason, description = HISTORY_RULES[rule]
     return _v(reason, field, description)
 
@@ -145,9 +173,9 @@ def _too_many_rows(path: str, count: int, max_rows: int) -> Violation:
     )
 
 
-def history_rule_violation(rule: str, path: str, count: int, max_rows: int) -> Violation:
+def history_rule_violation(rule: HistoryRule, path: str, count: int, max_rows: int) -> Violation:
     """A violation the native engine found, named by its rule."""
-    if rule == "too_many_rows":
+    if rule is HistoryRule.TOO_MANY_ROWS:
         return _too_many_rows(path, count, max_rows)
     return _rule(rule, path)
 
@@ -160,9 +188,9 @@ def _tool_call_violations(
             out.total += (not call.id) + (not call.name)
             continue
         if not call.id:
-            out.append(_rule("call_id", f"{path}[{j}].id"))
+            out.append(_rule(HistoryRule.CALL_ID, f"{path}[{j}].id"))
         if not call.name:
-            out.append(_rule("call_name", f"{path}[{j}].name"))
+            out.append(_rule(HistoryRule.CALL_NAME, f"{path}[{j}].name"))
 
 
 def _chat_row_violations(
@@ -171,21 +199,21 @@ def _chat_row_violations(
     """One chat row. `crumb_slot`: the row directly follows the leading run of system rows."""
     role = row.role
     if role not in _ROLES:
-        out.append(_rule("role", f"{path}.role"))
+        out.append(_rule(HistoryRule.ROLE, f"{path}.role"))
     if role == history_pb2.ROLE_TOOL and not row.tool_call_id:
-        out.append(_rule("tool_call_id", f"{path}.tool_call_id"))
+        out.append(_rule(HistoryRule.TOOL_CALL_ID, f"{path}.tool_call_id"))
     if row.tool_calls:
         if role != history_pb2.ROLE_ASSISTANT:
-            out.append(_rule("tool_calls", f"{path}.tool_calls"))
+            out.append(_rule(HistoryRule.TOOL_CALLS, f"{path}.tool_calls"))
         else:
             _tool_call_violations(row.tool_calls, f"{path}.tool_calls", out)
     if row.attachments and classify_chat(row) not in (RowKind.TOOL, RowKind.CARRIER):
-        out.append(_rule("attachments", f"{path}.attachments"))
+        out.append(_rule(HistoryRule.ATTACHMENTS, f"{path}.attachments"))
     if row.breadcrumb:
         if role != history_pb2.ROLE_USER:
-            out.append(_rule("breadcrumb_role", f"{path}.breadcrumb"))
+            out.append(_rule(HistoryRule.BREADCRUMB_ROLE, f"{path}.breadcrumb"))
         elif not crumb_slot:
-            out.append(_rule("breadcrumb_place", f"{path}.breadcrumb"))
+            out.append(_rule(HistoryRule.BREADCRUMB_PLACE, f"{path}.breadcrumb"))
 
 
 def _conversation_row_violations(
@@ -201,12 +229,14 @@ def _conversation_row_violations(
     elif kind == "tool_results":
         results = row.tool_results.results
         if not results:
-            out.append(_rule("results_required", f"{path}.tool_results.results"))
+            out.append(_rule(HistoryRule.RESULTS_REQUIRED, f"{path}.tool_results.results"))
         for j, result in enumerate(results):
             if not result.tool_call_id:
-                out.append(_rule("result_id", f"{path}.tool_results.results[{j}].tool_call_id"))
+                out.append(
+                    _rule(HistoryRule.RESULT_ID, f"{path}.tool_results.results[{j}].tool_call_id")
+                )
     else:
-        out.append(_rule("message_required", f"{path}.message"))
+        out.append(_rule(HistoryRule.MESSAGE_REQUIRED, f"{path}.message"))
 
 
 def _leading_run(flags: Iterable[bool]) -> int:
@@ -227,7 +257,7 @@ def history_violations(history: history_pb2.History, path: str, max_rows: int) -
     out = Violations()
     shape = history.WhichOneof("shape")
     if shape is None:
-        out.append(_rule("history_required", path))
+        out.append(_rule(HistoryRule.HISTORY_REQUIRED, path))
         return out
     count = len(history.chat.messages if shape == "chat" else history.conversation.messages)
     if count > max_rows:

@@ -1,14 +1,20 @@
 """Per-RPC telemetry: one access-log line and the grpc_server_* metrics — never content.
 
-Both carry the method, status, duration and sizes only.
+Both carry the method, status, duration and sizes only. Every call has a request id: the
+caller's `x-request-id` metadata when it sends a usable one, else a new UUID. Every log line of
+the call carries it, and the call's trailers return it (`x-request-id`), so a runtime can quote
+it and an operator find the call's lines.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -21,7 +27,7 @@ from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.methods import PROBE_PREFIXES
 from turnkeeper.server.edge.handlers import Continuation
 from turnkeeper.server.telemetry import metrics, tracing
-from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
+from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, reset_call_ids, set_call_ids
 
 log = logging.getLogger("turnkeeper.access")
 
@@ -29,6 +35,8 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# What a caller's request id may be: a UUID, a trace or span id, a load balancer's id.
+_USABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 # (request_streaming, response_streaming) -> go-grpc-prometheus grpc_type.
 _RPC_TYPES = {
     (False, False): "unary",
@@ -41,9 +49,13 @@ _RPC_TYPES = {
 @dataclass
 class _CallStats:
     method: str
+    request_id: str
     # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
     rpc_type: str = "unary"
     caller_ids: dict[str, str] = field(default_factory=dict)
+
+    def call_ids(self) -> dict[str, str]:
+        return {"request_id": self.request_id, **self.caller_ids}
 
     def count_response(self, response: Any) -> None:
         # Raw-bytes handlers (every HistoryService method) answer bytes: their size is free.
@@ -83,6 +95,21 @@ def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
             if detail.Unpack(info):
                 return str(info.reason)
     return None
+
+
+def request_id_of(metadata: Any) -> str:
+    """The caller's `x-request-id` when usable, else a new UUID."""
+    for key, value in metadata or ():
+        if key == REQUEST_ID_KEY and isinstance(value, str) and _USABLE_REQUEST_ID.fullmatch(value):
+            return value
+    return str(uuid.uuid4())
+
+
+def _return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
+    # Set before the handler runs: grpc sends the trailers of an abort at once, and a plain
+    # abort or a success sends these. A rich error replaces them, so RequestError.to_status
+    # adds the id itself (api/errors.py).
+    context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
 
 
 def _started(stats: _CallStats, request: Any) -> None:
@@ -174,7 +201,10 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(handler_call_details)
         if handler is None:
             return handler
-        stats = _CallStats(method=handler_call_details.method)
+        stats = _CallStats(
+            method=handler_call_details.method,
+            request_id=request_id_of(handler_call_details.invocation_metadata),
+        )
         return _wrap(handler, stats)
 
 
@@ -219,7 +249,8 @@ def _unary_response(
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         _started(stats, request)
-        ids = set_call_ids(stats.caller_ids)
+        ids = set_call_ids(stats.call_ids())
+        _return_request_id(context, stats.request_id)
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
@@ -235,6 +266,13 @@ def _unary_response(
     return logged
 
 
+def _reset_in_generator(ids: Any) -> None:
+    # A generator closed from another context (garbage collection) cannot reset the variable;
+    # its own context then dies with it.
+    with contextlib.suppress(ValueError):
+        reset_call_ids(ids)
+
+
 def _stream_response(
     behavior: Callable[..., Any], stats: _CallStats
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any] | None:
@@ -244,6 +282,8 @@ def _stream_response(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
             _started(stats, request)
+            ids = set_call_ids(stats.call_ids())
+            _return_request_id(context, stats.request_id)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -254,12 +294,15 @@ def _stream_response(
                 raise
             finally:
                 _finish(stats, context, error)
+                _reset_in_generator(ids)
 
         return logged_gen
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
             _started(stats, request)
+            ids = set_call_ids(stats.call_ids())
+            _return_request_id(context, stats.request_id)
             error: BaseException | None = None
             try:
                 await behavior(request, context)
@@ -268,6 +311,7 @@ def _stream_response(
                 raise
             finally:
                 _finish(stats, context, error)
+                reset_call_ids(ids)
 
         return logged_coro
     return None

@@ -6,9 +6,12 @@ Unix socket path is guarded by an flock on `<path>.lock`, taken before anything 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import socket
 import stat
+from typing import Any
 
 import grpc
 
@@ -70,11 +73,47 @@ def _bind(
             if credentials is not None
             else server.add_insecure_port(address)
         )
-    except RuntimeError as error:
-        raise StartupError(f"cannot listen on {address}: {error}") from None
+    except RuntimeError:
+        # grpc says only "Failed to bind to address"; the cause went to its C log.
+        raise StartupError(f"cannot listen on {address}: {bind_failure_cause(address)}") from None
     if port == 0:
-        raise StartupError(f"cannot listen on {address}")
+        raise StartupError(f"cannot listen on {address}: {bind_failure_cause(address)}")
     return port
+
+
+def bind_failure_cause(address: str) -> str:
+    """Why grpc could not bind `address`: the OS error of binding it here the way grpc does.
+
+    When the OS lets the address be bound, grpc failed in its own setup of the port (for a TLS
+    port, its credentials), and the message says so.
+    """
+    if address.startswith("unix:"):
+        targets: list[tuple[socket.AddressFamily, Any]] = [
+            (socket.AF_UNIX, address.removeprefix("unix:"))
+        ]
+    else:
+        host, _, port = address.rpartition(":")
+        try:
+            found = socket.getaddrinfo(
+                host.strip("[]") or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+        except (socket.gaierror, UnicodeError) as error:
+            return f"cannot resolve {host!r}: {error}"
+        targets = [(info[0], info[4]) for info in found]
+    for family, target in targets:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            if family != socket.AF_UNIX:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(target)
+            except OSError as error:
+                return f"{error.strerror} ({errno.errorcode.get(error.errno or 0, error.errno)})"
+            if family == socket.AF_UNIX:
+                os.unlink(target)
+    return (
+        "the address itself can be bound, so grpc failed to set the port up "
+        "(GRPC_VERBOSITY=debug shows its own message)"
+    )
 
 
 def bind_tcp(

@@ -16,12 +16,15 @@ from turnkeeper.server.startup import StartupError
 
 def security(
     config: ServerConfig,
-) -> tuple[grpc.ServerCredentials | None, list[grpc.aio.ServerInterceptor]]:
-    """TLS credentials for the TCP listeners and the token interceptor, as configured."""
-    credentials = None
+) -> tuple[list[grpc.ServerCredentials | None], list[grpc.aio.ServerInterceptor]]:
+    """TLS credentials for each TCP listener (None: plaintext), in `config.listen` order, and
+    the token interceptor, as configured."""
+    credentials: list[grpc.ServerCredentials | None] = [None] * len(config.listen)
     if config.tls_cert is not None and config.tls_key is not None:
+        cert, key, client_ca = config.tls_cert, config.tls_key, config.tls_client_ca
         try:
-            credentials = server_credentials(config.tls_cert, config.tls_key, config.tls_client_ca)
+            # One object per port: grpc cannot share dynamic credentials between ports.
+            credentials = [server_credentials(cert, key, client_ca) for _ in config.listen]
         except CertificateError as error:
             raise StartupError(str(error)) from None
     interceptors: list[grpc.aio.ServerInterceptor] = []

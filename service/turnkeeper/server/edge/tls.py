@@ -4,6 +4,12 @@ grpc calls the fetcher before each new handshake; it compares the files' modific
 (three stats) and hands grpc a new certificate configuration only when one changed, so a
 rotated certificate (cert-manager, a Kubernetes Secret update, certbot) applies to the next
 connection without a restart. Established connections keep the certificate they started with.
+
+Every port gets its own credentials and its own file stamps: grpc asks a credentials object
+for its initial configuration once, and asks its fetcher when each further port starts, so a
+fetcher shared by two ports would answer "unchanged" to the second, which then fails to start
+("Failed loading SSL server credentials from fetcher"); and after a rotation the first port to
+notice would be the only one to reload.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ class RotatingCertificates:
 def server_credentials(
     cert_path: str, key_path: str, client_ca_path: str | None
 ) -> grpc.ServerCredentials:
-    """TLS credentials; with a client CA, clients must present a certificate it signed (mTLS)."""
+    """TLS credentials for one port; with a client CA, clients must present a certificate it
+    signed (mTLS). Call it once per port (see the module's docstring)."""
     certificates = RotatingCertificates(cert_path, key_path, client_ca_path)
     return grpc.dynamic_ssl_server_credentials(
         certificates.initial,

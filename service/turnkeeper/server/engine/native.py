@@ -5,7 +5,9 @@ rules, the row view, prices) with the GIL released, and writes response historie
 request. protobuf parses only the small rest of the request (profiles, caller, limits). Everything
 that is not history work, and every error, is the code the Python engine uses too: malformed
 bytes are named by `wire.malformed_request`, rule violations get their reasons and descriptions
-from `validation.HISTORY_RULES`.
+from `validation.HISTORY_RULES`. What both sides must agree on (roles, the carrier prefix, prices,
+the violation cap) is defined here in Python and handed to the engine once, as `CONVENTIONS`; the
+extension's types are declared in `turnkeeper/_native.pyi`.
 """
 
 from __future__ import annotations
@@ -15,26 +17,45 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
-from turnkeeper import _native  # type: ignore[attr-defined]
-from turnkeeper.core.trimming import TrimPlan
+from turnkeeper import _native
+from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
+from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
+from turnkeeper.core.trimming import TrimPlan, rows_to_keep
 from turnkeeper.server.api import validation, wire
+from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS
 from turnkeeper.server.engine.protocol import NATIVE, HistorySource
-from turnkeeper.v1 import trim_pb2
+from turnkeeper.v1 import history_pb2, trim_pb2
 
 M = TypeVar("M", bound=Message)
 
-_REMOVAL_KINDS = {
-    True: trim_pb2.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL,
-    False: trim_pb2.ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT,
+CONVENTIONS = _native.Conventions(
+    role_system=history_pb2.ROLE_SYSTEM,
+    role_user=history_pb2.ROLE_USER,
+    role_assistant=history_pb2.ROLE_ASSISTANT,
+    role_tool=history_pb2.ROLE_TOOL,
+    tool_results_prefix=TOOL_RESULTS_PREFIX,
+    max_named_violations=MAX_FIELD_VIOLATIONS,
+    framing_tokens=FRAMING_TOKENS,
+    tokens_per_image=TOKENS_PER_IMAGE,
+)
+
+ORPHAN_KINDS = {
+    _native.OrphanKind.TOOL_RESULT_WITHOUT_CALL: trim_pb2.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL,
+    _native.OrphanKind.TOOL_CALL_WITHOUT_RESULT: trim_pb2.ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT,
 }
 
-PlanTuple = tuple[int, int, int | None, int, int, int, int, int, int, int]
 
-
-def _plan(values: PlanTuple) -> TrimPlan:
-    start, stop, breadcrumb_at, dropped, kept, before, after, target, step, drop = values
+def _plan(plan: _native.Plan) -> TrimPlan:
     return TrimPlan(
-        range(start, stop), breadcrumb_at, dropped, kept, before, after, target, step, drop
+        range(plan.drop_start, plan.drop_stop),
+        plan.breadcrumb_at,
+        plan.dropped_turns,
+        plan.kept_turns,
+        plan.tokens_before,
+        plan.tokens_after,
+        plan.target_tokens,
+        plan.cut_step,
+        plan.cut_drop_target,
     )
 
 
@@ -46,19 +67,19 @@ class NativeHistoryView:
 
     @property
     def total_tokens(self) -> int:
-        return int(self.native.total_tokens)
+        return self.native.total_tokens
 
     @property
     def image_tokens(self) -> int:
-        return int(self.native.image_tokens)
+        return self.native.image_tokens
 
     @property
     def turns(self) -> int:
-        return int(self.native.turns)
+        return self.native.turns
 
     @property
     def system_floor_tokens(self) -> int:
-        return int(self.native.system_floor_tokens)
+        return self.native.system_floor_tokens
 
     def plan_token_budget(
         self,
@@ -75,7 +96,7 @@ class NativeHistoryView:
         return _plan(self.native.plan_turn_count(limit, breadcrumb_cost, low_water))
 
     def plan_row_count(self, limit: int) -> TrimPlan:
-        return _plan(self.native.plan_row_count(limit))
+        return _plan(self.native.plan_row_count(rows_to_keep(limit)))
 
     def apply(self, plan: TrimPlan, breadcrumb_text: str) -> NativeHistoryView:
         if not plan.trimmed:
@@ -91,37 +112,39 @@ class NativeHistoryView:
             return self, []
         removals = [
             trim_pb2.OrphanRemoval(
-                kind=_REMOVAL_KINDS[is_result],
-                message_index=index,
-                tool_call_id=call_id,
-                row_removed=row_removed,
+                kind=ORPHAN_KINDS[removal.kind],
+                message_index=removal.message_index,
+                tool_call_id=removal.tool_call_id,
+                row_removed=removal.row_removed,
             )
-            for is_result, index, call_id, row_removed in found
+            for removal in found
         ]
         return NativeHistoryView(swept), removals
 
     def history_field(self) -> bytes:
-        return bytes(self.native.history_field())
+        return self.native.history_field()
 
     def estimates_field(self) -> bytes:
-        return bytes(self.native.estimates_field())
+        return self.native.estimates_field()
 
 
 class NativeEngine:
     name = NATIVE
 
     def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
-        scan = _native.scan(raw, max_rows)
+        scan = _native.scan(raw, max_rows, CONVENTIONS)
         if scan is None:
             raise wire.malformed_request(raw, request_type)
         try:
             request = request_type.FromString(scan.rest())
         except DecodeError:
             raise wire.malformed_request(raw, request_type) from None
-        total, named = scan.violations()
         violations = validation.Violations()
-        for rule, path, count in named:
-            violations.append(validation.history_rule_violation(rule, path, count, max_rows))
-        violations.total = total
-        view = NativeHistoryView(scan.view()) if total == 0 else None
+        for found in scan.violations():
+            rule = validation.HistoryRule(found.rule)
+            violations.append(
+                validation.history_rule_violation(rule, found.path, found.count, max_rows)
+            )
+        violations.total = scan.violation_total
+        view = NativeHistoryView(scan.view()) if scan.violation_total == 0 else None
         return request, HistorySource(violations, view)

@@ -82,3 +82,14 @@ def decode(cursor: str) -> Cursor | None:
     ):
         return RedisCursor(parts[1], parts[2], int(parts[3]))
     return None
+
+
+def not_after(cursor: str, bound: str) -> bool | None:
+    """Whether `cursor` is at or before `bound` in the same feed run; None when the two cannot be
+    compared (unreadable, or from different runs or backends)."""
+    a, b = decode(cursor), decode(bound)
+    if isinstance(a, RingCursor) and isinstance(b, RingCursor) and a.epoch == b.epoch:
+        return a.seq <= b.seq
+    if isinstance(a, RedisCursor) and isinstance(b, RedisCursor) and a.epoch == b.epoch:
+        return a.id_key() <= b.id_key()
+    return None

@@ -42,6 +42,11 @@ class EventFeed(Protocol):
         """Yields feed items until the feed closes; raises RequestError for a bad subscription."""
         ...
 
+    async def oldest_cursor(self) -> str:
+        """A cursor to subscribe after that replays every event the feed still retains (the
+        position just before its oldest one); "" when it cannot tell, which means a live tail."""
+        ...
+
     async def start(self) -> None: ...
 
     async def close(self) -> None:

@@ -54,6 +54,9 @@ class MeteredFeed:
             if aclose is not None:
                 await aclose()
 
+    async def oldest_cursor(self) -> str:
+        return await self.inner.oldest_cursor()
+
     async def start(self) -> None:
         await self.inner.start()
 

@@ -328,6 +328,24 @@ class RedisFeed:
         entry_id, fields = entries[0]
         return _text(entry_id), int(fields[b"n"])
 
+    async def oldest_cursor(self) -> str:
+        """The position before the stream's first entry; "" when Redis cannot be read or the
+        stream is empty (nothing to replay)."""
+        try:
+            epoch = await self._epoch()
+            entries = await self._call(self._reader.xrange(self._keys[0], "-", "+", count=1))
+        except (*_Failure, _FeedClosedError):
+            return ""
+        if not entries:
+            return ""
+        _, fields = entries[0]
+        if _text(fields[b"e"]) != epoch:
+            return ""
+        n = int(fields[b"n"])
+        # An event entry carries its own number; gap markers and meter updates the count before.
+        before = n - 1 if fields[b"k"] == b"e" else n
+        return cursors.encode_redis(epoch, "0-0", before)
+
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:

@@ -163,6 +163,11 @@ class RingFeed:
     def status(self) -> FeedStatus:
         return FeedStatus(healthy=True, detail="in-process ring buffer")
 
+    async def oldest_cursor(self) -> str:
+        with self._lock:
+            first_seq = self._ring[0][0] if self._ring else self._seq + 1
+            return cursors.encode_ring(self.epoch, first_seq - 1)
+
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
         """O(1) whatever the number of subscribers: the dispatcher task does the fan-out."""
         try:

@@ -1,8 +1,9 @@
 """Logging setup: text or JSON lines, each carrying the ids of the call it was written for.
 
-The access interceptor puts the call's CallerContext ids in a context variable; a filter copies
-them, and the OpenTelemetry trace and span ids, onto every record written in that call, so the
-trim lines carry them as well as the access line. JSON output comes from python-json-logger.
+The access interceptor puts the call's request id and CallerContext ids in a context variable;
+a filter copies them, and the OpenTelemetry trace and span ids, onto every record written in
+that call, so the trim lines carry them as well as the access line. Times are RFC 3339 in UTC
+with milliseconds (`2026-12-01T11:58:18.974Z`). JSON output comes from python-json-logger.
 Nothing here ever sees message text: records carry ids, counts and sizes only.
 """
 
@@ -12,6 +13,7 @@ import contextvars
 import logging
 import sys
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Literal
 
@@ -22,7 +24,10 @@ LogFormat = Literal["text", "json"]
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _JSON_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 # The record attributes a call's context adds (empty ones are left out).
-CALL_FIELDS = ("session_id", "runtime_id", "agent_id", "trace_id", "span_id")
+CALL_FIELDS = ("request_id", "session_id", "runtime_id", "agent_id", "trace_id", "span_id")
+
+# The metadata key of a call's request id, in the caller's headers and in the server's trailers.
+REQUEST_ID_KEY = "x-request-id"
 
 _call_ids: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
     "turnkeeper_call_ids", default=MappingProxyType({})
@@ -32,6 +37,11 @@ _call_ids: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
 def set_call_ids(ids: Mapping[str, str]) -> contextvars.Token[Mapping[str, str]]:
     """The ids of the call running in this context, for every record written within it."""
     return _call_ids.set({k: v for k, v in ids.items() if v})
+
+
+def current_request_id() -> str | None:
+    """The request id of the call running in this context, if any."""
+    return _call_ids.get().get("request_id")
 
 
 def reset_call_ids(token: contextvars.Token[Mapping[str, str]]) -> None:
@@ -53,7 +63,23 @@ class CallContextFilter(logging.Filter):
         return True
 
 
-class _TextFormatter(logging.Formatter):
+def rfc3339(created: float) -> str:
+    """A record's time as RFC 3339 in UTC, to the millisecond: `2026-12-01T11:58:18.974Z`."""
+    return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+class _Rfc3339Time:
+    """`%(asctime)s` as RFC 3339 (logging's default is `2026-12-01 11:58:18,974`, local time)."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        return rfc3339(record.created)
+
+
+class _JsonFormatter(_Rfc3339Time, JsonFormatter):
+    pass
+
+
+class _TextFormatter(_Rfc3339Time, logging.Formatter):
     """The classic line, then ` key=value` for each call id the record carries."""
 
     def format(self, record: logging.LogRecord) -> str:
@@ -70,7 +96,7 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     handler.addFilter(CallContextFilter())
     if log_format == "json":
         handler.setFormatter(
-            JsonFormatter(
+            _JsonFormatter(
                 _JSON_FORMAT,
                 rename_fields={"levelname": "level", "name": "logger", "asctime": "time"},
             )

@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from ._common import CARRIER_PREFIX, DEFAULT_BREADCRUMB, ConversionError, Shape, chat_rows
-from .anthropic import from_anthropic, to_anthropic
-from .openai import from_openai, to_openai
+from ._common import (
+    CARRIER_PREFIX,
+    DEFAULT_BREADCRUMB,
+    ConversionError,
+    Shape,
+    chat_rows,
+    plain_json,
+)
+from .anthropic import AnthropicConversation, from_anthropic, to_anthropic
+from .openai_chat import from_openai, to_openai
 from .openai_responses import from_openai_responses, to_openai_responses
 
 Format = Literal["openai", "openai_responses", "anthropic", "proto"]
@@ -15,6 +22,7 @@ Format = Literal["openai", "openai_responses", "anthropic", "proto"]
 __all__ = [
     "CARRIER_PREFIX",
     "DEFAULT_BREADCRUMB",
+    "AnthropicConversation",
     "ConversionError",
     "Format",
     "Shape",
@@ -40,6 +48,7 @@ def detect_format(data: object) -> Format:
     `history`), Anthropic Messages, OpenAI Responses items (an `input` array, or items with a
     Responses `type`), or OpenAI Chat Completions (the default when several fit: a plain
     user/assistant text exchange means the same in all)."""
+    data = plain_json(data)
     messages: object = data
     if isinstance(data, Mapping):
         if _PROTO_KEYS & data.keys():
@@ -59,7 +68,7 @@ def detect_format(data: object) -> Format:
             continue
         if message.get("type") in _RESPONSES_ITEMS:
             return "openai_responses"
-        if message.get("role") in _OPENAI_ROLES or "tool_calls" in message:
+        if message.get("role") in _OPENAI_ROLES or message.get("tool_calls") is not None:
             return "openai"
         content: Any = message.get("content")
         if isinstance(content, list):

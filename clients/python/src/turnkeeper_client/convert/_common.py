@@ -31,6 +31,27 @@ TEXT = "text"
 REASONING = "reasoning"
 
 
+def plain_json(value: object) -> Any:
+    """Provider JSON as plain dicts and lists, at any depth. An SDK object (a pydantic model: the
+    OpenAI SDK's `ChatCompletionMessage` or Responses output items, the Anthropic SDK's content
+    blocks) becomes the dict its SDK sends for it when it is passed back in a request:
+    `model_dump(mode="json", exclude_unset=True, by_alias=True)`. Duck-typed, so neither SDK (nor
+    pydantic) is needed to convert plain JSON."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and not isinstance(value, type):
+        value = dump(
+            mode="json",
+            exclude_unset=True,
+            by_alias=True,
+            exclude=getattr(value, "__api_exclude__", None),
+        )
+    if isinstance(value, Mapping):
+        return {key: plain_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_json(item) for item in value]
+    return value
+
+
 def expect_str(value: object, where: str) -> str:
     if not isinstance(value, str):
         raise ConversionError(f"{where}: expected a string, got {type(value).__name__}")

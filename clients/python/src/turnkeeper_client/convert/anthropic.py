@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
 from turnkeeper.v1 import history_pb2
 
@@ -34,27 +34,44 @@ from ._common import (
     marker,
     marker_text_row,
     parse_data_url,
+    plain_json,
     skeleton_copy,
     split_markers,
     user_images_are_attachments,
 )
 
+if TYPE_CHECKING:
+    # The Anthropic SDK's own parameter types, where the SDK is installed: `**to_anthropic(...)`
+    # then passes straight to `client.messages.create(...)` under a type checker. Without the SDK
+    # they are Any, and the messages plain dicts.
+    from anthropic.types import MessageParam, TextBlockParam
+
 FORMAT = "anthropic"
 
 
+class AnthropicConversation(TypedDict, total=False):
+    """What `to_anthropic` returns: the `system` and `messages` of a Messages request."""
+
+    system: str | list[TextBlockParam]
+    messages: Required[list[MessageParam]]
+
+
 def from_anthropic(
-    request: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    request: Mapping[str, Any] | Sequence[object],
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
 ) -> history_pb2.History:
     """Converts an Anthropic Messages request (`system` and `messages`; other keys are the
-    caller's and are not read), or a bare `messages` array, to a History.
+    caller's and are not read), or a bare `messages` array, to a History. Messages and blocks
+    may be dicts, their `model_dump()`s or the Anthropic SDK's objects (a response's `content`
+    blocks); a key whose value is None is absent.
 
     `breadcrumb_texts`: a user row right after the system rows with one of these texts is marked
     as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).
     """
     rows: list[Row] = []
+    request = plain_json(request)
     if isinstance(request, Mapping):
         system = request.get("system")
         if isinstance(system, str):
@@ -135,7 +152,9 @@ def _import_user(message: Mapping[str, Any], where: str) -> list[Row]:
 def _import_user_blocks(
     row: Row, run: Sequence[tuple[int, Mapping[str, Any]]], where: str
 ) -> list[JSONObject]:
-    texts = "".join(b["text"] for _, b in run if b.get("type") == "text" and "text" in b)
+    texts = "".join(
+        b["text"] for _, b in run if b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
     images_attach = is_carrier(texts)
     out: list[JSONObject] = []
     for k, block in run:
@@ -312,8 +331,9 @@ def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
     raise ConversionError(f"role {message.role} has no Anthropic role")
 
 
-def to_anthropic(history: history_pb2.History) -> JSONObject:
-    """Converts a History (either shape) to `{"system": ..., "messages": [...]}`.
+def to_anthropic(history: history_pb2.History) -> AnthropicConversation:
+    """Converts a History (either shape) to `{"system": ..., "messages": [...]}`, typed with the
+    Anthropic SDK's `MessageParam` and `TextBlockParam` where the SDK is installed.
 
     Leading system rows become `system` (a string for one row without passthrough, else text
     blocks); tool rows join into user messages of `tool_result` blocks.
@@ -352,7 +372,8 @@ def to_anthropic(history: history_pb2.History) -> JSONObject:
             messages.append({"role": "user", **message})
         previous = FlatRow(row.message, row.reasoning, skeleton)
     out["messages"] = messages
-    return out
+    # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
+    return cast("AnthropicConversation", out)
 
 
 def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:
@@ -415,7 +436,7 @@ def _export_block(
             url = attachment_url(streams.attachment(where), where)
         else:
             url = streams.text.marker_url(where)
-        source = skeleton_copy(expect_mapping(block.get("source", {}), f"{where}.source"))
+        source = skeleton_copy(expect_mapping(block.get("source") or {}, f"{where}.source"))
         parsed = parse_data_url(url)
         if source.get("type") == "base64":
             if parsed is None:
@@ -430,4 +451,4 @@ def _export_block(
     return out
 
 
-__all__ = ["data_url", "from_anthropic", "to_anthropic"]
+__all__ = ["AnthropicConversation", "data_url", "from_anthropic", "to_anthropic"]

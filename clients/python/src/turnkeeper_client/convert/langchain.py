@@ -12,8 +12,8 @@ removed. `id`, `name`, `response_metadata`, `usage_metadata`, `additional_kwargs
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
 
@@ -44,7 +44,14 @@ from ._common import (
 )
 
 try:
-    from langchain_core.messages import BaseMessage, messages_from_dict
+    from langchain_core.messages import (
+        BaseMessage,
+        HumanMessage,
+        MessageLikeRepresentation,
+        convert_to_messages,
+        messages_from_dict,
+    )
+    from langchain_core.prompt_values import PromptValue
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "turnkeeper_client.convert.langchain needs langchain-core: "
@@ -278,48 +285,133 @@ def _put_image(out: JSONObject, url: str, where: str) -> None:
     out.setdefault("mime_type", parsed[0])
 
 
+# LangChain's `start_on` values a turnkeeper trim always satisfies: the kept history (after the
+# system messages) starts with the breadcrumb or a turn's first message, a human message.
+_HUMAN_START = frozenset({"human", "user", HumanMessage})
+MessageType = str | type[BaseMessage]
+
+
 def _trim_request(
-    messages: Sequence[BaseMessage], max_tokens: int, breadcrumb_text: str | None
+    messages: Iterable[MessageLikeRepresentation] | PromptValue,
+    max_tokens: int,
+    breadcrumb_text: str | None,
+    token_counter: object,
+    strategy: str,
+    allow_partial: bool,
+    end_on: MessageType | Sequence[MessageType] | None,
+    start_on: MessageType | Sequence[MessageType] | None,
+    include_system: bool,
+    text_splitter: object,
 ) -> history_service_pb2.TrimHistoryRequest:
+    """The request, after refusing the LangChain options a whole-turn trim cannot honour."""
+    if strategy != "last":
+        raise ValueError(
+            f"strategy={strategy!r}: turnkeeper keeps the newest whole turns (strategy='last')"
+        )
+    if allow_partial or text_splitter is not None:
+        raise ValueError("allow_partial/text_splitter: turnkeeper never splits a message")
+    if not include_system:
+        raise ValueError(
+            "include_system=False: turnkeeper always keeps the leading system messages"
+        )
+    if end_on is not None:
+        raise ValueError("end_on: turnkeeper keeps the history's end as it is")
+    starts = [start_on] if isinstance(start_on, str | type) else list(start_on or [])
+    if any(kind not in _HUMAN_START for kind in starts):
+        raise ValueError(
+            f"start_on={start_on!r}: a turnkeeper trim starts on a human message ('human')"
+        )
+    if token_counter is len:
+        raise ValueError("token_counter=len counts messages; turnkeeper's max_tokens are tokens")
+    if isinstance(messages, PromptValue):
+        messages = messages.to_messages()
     limits = history_service_pb2.ExplicitLimits(budget_tokens=max_tokens)
     texts = [DEFAULT_BREADCRUMB]
     if breadcrumb_text is not None:
         limits.breadcrumb_text = breadcrumb_text
         texts.append(breadcrumb_text)
     return history_service_pb2.TrimHistoryRequest(
-        history=from_langchain(messages, breadcrumb_texts=texts),
+        history=from_langchain(convert_to_messages(messages), breadcrumb_texts=texts),
         mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
         caller_path=trim_pb2.CALLER_PATH_AGENT,
         explicit_limits=limits,
     )
 
 
+# LangChain's counters (a callable, a chat model, "approximate"): accepted so code written for
+# langchain_core.messages.trim_messages runs unchanged, and not called: the sidecar's estimate
+# (calibrated per route) is what counts.
+TokenCounter = Callable[..., int] | Literal["approximate"] | object
+
+
 def trim_messages(
-    messages: Sequence[BaseMessage],
+    messages: Iterable[MessageLikeRepresentation] | PromptValue,
     *,
     max_tokens: int,
     client: TurnkeeperClient,
     breadcrumb_text: str | None = None,
+    token_counter: TokenCounter | None = None,
+    strategy: Literal["first", "last"] = "last",
+    allow_partial: bool = False,
+    end_on: MessageType | Sequence[MessageType] | None = None,
+    start_on: MessageType | Sequence[MessageType] | None = None,
+    include_system: bool = True,
+    text_splitter: object = None,
 ) -> list[BaseMessage]:
-    """A drop-in for `langchain_core.messages.trim_messages(..., strategy="last")` backed by the
-    sidecar: the newest whole turns that fit `max_tokens` by turnkeeper's estimate, the leading
-    system messages kept, a tool exchange never split, and a breadcrumb message saying earlier
-    turns were omitted when any were. Messages come back as they went in (ids and metadata kept).
+    """A drop-in for `langchain_core.messages.trim_messages(..., strategy="last",
+    include_system=True, start_on="human")` backed by the sidecar: the newest whole turns that
+    fit `max_tokens` by turnkeeper's estimate, the leading system messages kept, a tool exchange
+    never split, and a breadcrumb message saying earlier turns were omitted when any were.
+    Messages come back as they went in (ids and metadata kept).
+
+    LangChain's keywords are all accepted. `token_counter` is not called (the sidecar counts);
+    `start_on` may name the human type, which every trim starts on. What a whole-turn trim cannot
+    do raises ValueError: `strategy="first"`, `allow_partial`, `text_splitter`, `end_on`,
+    `include_system=False`, and `token_counter=len` (a message count, not tokens).
     """
-    response = client.trim_history(_trim_request(messages, max_tokens, breadcrumb_text))
-    return to_langchain(response.history)
+    request = _trim_request(
+        messages,
+        max_tokens,
+        breadcrumb_text,
+        token_counter,
+        strategy,
+        allow_partial,
+        end_on,
+        start_on,
+        include_system,
+        text_splitter,
+    )
+    return to_langchain(client.trim_history(request).history)
 
 
 async def atrim_messages(
-    messages: Sequence[BaseMessage],
+    messages: Iterable[MessageLikeRepresentation] | PromptValue,
     *,
     max_tokens: int,
     client: AsyncTurnkeeperClient,
     breadcrumb_text: str | None = None,
+    token_counter: TokenCounter | None = None,
+    strategy: Literal["first", "last"] = "last",
+    allow_partial: bool = False,
+    end_on: MessageType | Sequence[MessageType] | None = None,
+    start_on: MessageType | Sequence[MessageType] | None = None,
+    include_system: bool = True,
+    text_splitter: object = None,
 ) -> list[BaseMessage]:
     """`trim_messages` with the asyncio client."""
-    response = await client.trim_history(_trim_request(messages, max_tokens, breadcrumb_text))
-    return to_langchain(response.history)
+    request = _trim_request(
+        messages,
+        max_tokens,
+        breadcrumb_text,
+        token_counter,
+        strategy,
+        allow_partial,
+        end_on,
+        start_on,
+        include_system,
+        text_splitter,
+    )
+    return to_langchain((await client.trim_history(request)).history)
 
 
 __all__ = ["atrim_messages", "from_langchain", "to_langchain", "trim_messages"]

@@ -7,7 +7,7 @@ docs/converters.md is the mapping; the converter vectors pin it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from turnkeeper.v1 import history_pb2
 
@@ -30,10 +30,15 @@ from ._common import (
     is_carrier,
     marker,
     marker_text_row,
+    plain_json,
     skeleton_copy,
     split_markers,
     user_images_are_attachments,
 )
+
+if TYPE_CHECKING:
+    # The OpenAI SDK's input item type, where the SDK is installed (as for to_openai).
+    from openai.types.responses import ResponseInputItemParam
 
 FORMAT = "openai_responses"
 _ROLES = {
@@ -51,13 +56,16 @@ _TEXT_PARTS = {"input_text", "output_text"}
 
 
 def from_openai_responses(
-    items: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    items: Sequence[object] | Mapping[str, Any],
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
 ) -> history_pb2.History:
     """Converts Responses input items (or a request object holding them as `input`) to a History:
-    one row per item. `breadcrumb_texts` as in `from_openai`."""
+    one row per item. Items may be dicts, their `model_dump()`s or the OpenAI SDK's objects (a
+    response's `output` items); a key whose value is None is absent. `breadcrumb_texts` as in
+    `from_openai`."""
+    items = plain_json(items)
     if isinstance(items, Mapping):
         items = expect_list(items.get("input"), "input")
     rows = [_import_item(item, f"input[{i}]") for i, item in enumerate(items)]
@@ -66,7 +74,9 @@ def from_openai_responses(
 
 def _import_item(raw: object, where: str) -> Row:
     item = expect_mapping(raw, where)
-    kind = item.get("type", "message")
+    kind = item.get("type")
+    if kind is None:  # absent or null
+        kind = "message"
     skeleton = skeleton_copy(item)
     if kind == "message":
         role_name = item.get("role")
@@ -125,7 +135,9 @@ def _import_item(raw: object, where: str) -> Row:
 def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
     parts = [expect_mapping(p, f"{where}[{k}]") for k, p in enumerate(expect_list(content, where))]
     role = row.message.role
-    texts = "".join(p["text"] for p in parts if p.get("type") in _TEXT_PARTS and "text" in p)
+    texts = "".join(
+        p["text"] for p in parts if p.get("type") in _TEXT_PARTS and isinstance(p.get("text"), str)
+    )
     images_attach = role == history_pb2.ROLE_TOOL or (
         role == history_pb2.ROLE_USER and is_carrier(texts)
     )
@@ -189,8 +201,9 @@ def _default_items(row: FlatRow) -> list[JSONObject]:
     return [item]
 
 
-def to_openai_responses(history: history_pb2.History) -> list[JSONObject]:
-    """Converts a History (either shape) to Responses input items."""
+def to_openai_responses(history: history_pb2.History) -> list[ResponseInputItemParam]:
+    """Converts a History (either shape) to Responses input items, typed as the OpenAI SDK's
+    `ResponseInputItemParam` where the SDK is installed (plain dicts at runtime)."""
     out: list[JSONObject] = []
     for i, row in enumerate(flat_rows(history, FORMAT)):
         where = f"rows[{i}]"
@@ -198,13 +211,16 @@ def to_openai_responses(history: history_pb2.History) -> list[JSONObject]:
         streams = Streams(row, where)
         out.extend(_export(row, streams, item, where) for item in items)
         streams.done()
-    return out
+    # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
+    return cast("list[ResponseInputItemParam]", out)
 
 
 def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) -> JSONObject:
     message = row.message
     out = skeleton_copy(skeleton)
-    kind = skeleton.get("type", "message")
+    kind = skeleton.get("type")
+    if kind is None:
+        kind = "message"
     if kind == "message":
         if _ROLES.get(skeleton.get("role")) != message.role:  # type: ignore[arg-type]
             raise ConversionError(f"{where}: passthrough role does not match the row")

@@ -6,23 +6,34 @@ trim, `meter` for a context meter update of spec §10.5, otherwise the item's on
 and heartbeats carry the feed cursor as the SSE id, so the browser's automatic reconnect sends it
 back as `Last-Event-ID` and the feed resumes after it (a restart or an overflow shows up as a
 `gap` message, never silently).
+
+A page that opens without a cursor is backfilled: its stream starts just before the oldest event
+the feed retains, so the replay and the live tail are one subscription (no event lost or sent
+twice between them). Trim and meter messages also carry `dashboard`: the session's latest state
+and the totals from ledger.py, counted over everything the feed retains; a resumed stream first
+reads the retained events up to its cursor into the ledger without sending them again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
+from typing import Any
 
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse, sse_response
 from google.protobuf import duration_pb2, json_format
 
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2
+
+from .ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +43,8 @@ HEARTBEAT_SECONDS = 5
 RETRY_MILLISECONDS = 1000
 # A browser that does not read for this long is cut off; it reconnects and resumes by cursor.
 SEND_TIMEOUT_SECONDS = 30.0
+# A resumed stream reads the retained events up to its cursor for at most this long.
+PRIME_SECONDS = 2.0
 
 _EVENT_NAMES = {"event": "trim", "meter_update": "meter"}
 
@@ -45,12 +58,17 @@ class Message:
     id: str | None
 
 
-def to_message(item: history_service_pb2.TrimEventsResponse) -> Message:
+def to_message(
+    item: history_service_pb2.TrimEventsResponse, dashboard: dict[str, Any] | None = None
+) -> Message:
     kind = item.WhichOneof("item")
     if kind is None:
         raise ValueError("a feed item with nothing set")
     body = getattr(item, kind)
-    data = json.dumps(json_format.MessageToDict(body), separators=(",", ":"))
+    fields = json_format.MessageToDict(body)
+    if dashboard is not None:
+        fields["dashboard"] = dashboard
+    data = json.dumps(fields, separators=(",", ":"))
     # Events, meter updates and heartbeats carry a resume position; gaps do not. An empty id would
     # reset the browser's position, so none is sent then.
     cursor = getattr(body, "cursor", "") or None
@@ -63,15 +81,51 @@ def resume_cursor(request: web.Request) -> str:
     return (request.headers.get("Last-Event-ID") or request.query.get("after", "")).strip()
 
 
+def _request(after: str) -> history_service_pb2.TrimEventsRequest:
+    interval = duration_pb2.Duration(seconds=HEARTBEAT_SECONDS)
+    return history_service_pb2.TrimEventsRequest(
+        after_cursor=after, heartbeat_interval=interval, include_meter_updates=True
+    )
+
+
+async def prime(feed: EventFeed, ledger: Ledger, resume: str) -> None:
+    """Reads the retained events at or before `resume` into `ledger`, sending nothing: a resumed
+    page keeps its counts. Skipped when the cursor is of another run (the feed then replays what
+    it retains anyway); bounded in time, since the last event before the cursor may be gone."""
+    oldest = await feed.oldest_cursor()
+    if not oldest or cursors.not_after(oldest, resume) is not True:
+        return
+    stream = feed.subscribe(_request(oldest))
+    try:
+        async with asyncio.timeout(PRIME_SECONDS):
+            async for item in stream:
+                kind = item.WhichOneof("item")
+                if kind == "heartbeat":
+                    return  # the replay is over
+                if kind not in ("event", "meter_update"):
+                    continue
+                cursor = getattr(item, kind).cursor
+                if not cursors.not_after(cursor, resume):
+                    return
+                ledger.read(item)
+                if kind == "event" and cursor == resume:
+                    return
+    except TimeoutError:
+        log.info("dashboard: gave up reading the retained events before %r", resume)
+    except RequestError:
+        pass  # shutting down: the live subscription reports it
+    finally:
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
 async def _items(
     feed: EventFeed, after: str
 ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
     """The feed from `after`; an unreadable cursor is reported as a gap of unknown size (what was
     missed is unknown, as after a restart) followed by a live tail. Ends when the feed closes."""
-    interval = duration_pb2.Duration(seconds=HEARTBEAT_SECONDS)
-    request = history_service_pb2.TrimEventsRequest(
-        after_cursor=after, heartbeat_interval=interval, include_meter_updates=True
-    )
+    request = _request(after)
     stream = feed.subscribe(request)
     try:
         try:
@@ -99,7 +153,13 @@ async def _items(
 
 async def stream_feed(request: web.Request, feed: EventFeed) -> web.StreamResponse:
     """GET handler body: streams until the feed closes (shutdown) or the browser goes away."""
-    async with contextlib.aclosing(_items(feed, resume_cursor(request))) as items:
+    ledger = Ledger()
+    after = resume_cursor(request)
+    if after:
+        await prime(feed, ledger, after)
+    else:
+        after = await feed.oldest_cursor()  # backfill a page that opens
+    async with contextlib.aclosing(_items(feed, after)) as items:
         try:
             first = await anext(items)
         except StopAsyncIteration:  # the feed closed between subscribing and the first item
@@ -108,9 +168,9 @@ async def stream_feed(request: web.Request, feed: EventFeed) -> web.StreamRespon
             raise web.HTTPServiceUnavailable(text=error.message) from None
         async with sse_response(request, send_timeout=SEND_TIMEOUT_SECONDS) as response:
             try:
-                await _send(response, first, retry=RETRY_MILLISECONDS)
+                await _send(response, ledger, first, retry=RETRY_MILLISECONDS)
                 async for item in items:
-                    await _send(response, item)
+                    await _send(response, ledger, item)
             except (ConnectionResetError, TimeoutError):
                 pass  # the browser left or stopped reading; it resumes by cursor
         return response
@@ -118,8 +178,10 @@ async def stream_feed(request: web.Request, feed: EventFeed) -> web.StreamRespon
 
 async def _send(
     response: EventSourceResponse,
+    ledger: Ledger,
     item: history_service_pb2.TrimEventsResponse,
     retry: int | None = None,
 ) -> None:
-    message = to_message(item)
+    session = ledger.read(item)
+    message = to_message(item, None if session is None else ledger.annotation(session))
     await response.send(message.data, id=message.id, event=message.event, retry=retry)

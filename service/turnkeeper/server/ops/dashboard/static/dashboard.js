@@ -15,6 +15,8 @@
   const SESSION_OPTIONS = 500; // suggestions offered by the session filter
   const MINUTES = 30; // width of the tokens-saved chart
   const TOP_SESSIONS = 10; // bars of the dropped-turns chart
+  const BURNING_SHARE = 0.5; // a session whose cut moved on more of its recent calls burns its cache
+  const BURNING_MIN_CALLS = 5; // ... judged once it made this many prepared calls
   const TIMELINE_EVERY_MS = 200;
   const TABLE_EVERY_MS = 500;
   const CHART_EVERY_MS = 1000;
@@ -72,7 +74,7 @@
   const trims = []; // trim records, oldest first
   const timeline = []; // {seq, kind: "trim" | "gap", ...}, oldest first
   const runtimes = new Set();
-  const totals = { trims: 0, saved: 0, dropped: 0, gaps: 0 };
+  const totals = { gaps: 0 };
   let timelineSeq = 0;
   let renderedTimelineSeq = 0; // newest timeline entry already in the DOM
   let lastHeartbeat = 0;
@@ -92,7 +94,7 @@
     let record = sessions.get(id);
     if (!record) {
       record = { id, runtime: "", agent: "", route: null, meter: null, lastTrim: null,
-        trims: 0, droppedTurns: 0, reasons: new Set(), lastSeen: Date.now() };
+        state: null, reasons: new Set(), lastSeen: Date.now() };
       sessions.set(id, record);
       dirty.options = true;
       if (sessions.size > SESSIONS_KEPT * 1.25) forgetOldestSessions();
@@ -106,6 +108,12 @@
     }
     if (caller && caller.agentId) record.agent = caller.agentId;
     return record;
+  }
+
+  // The session's latest state, as the server's ledger counted it over what the feed retains
+  // (ledger.py): the page never adds trims up itself, so a resent history is counted once.
+  function takeCounts(record, counted) {
+    if (counted && counted.session) record.state = counted.session;
   }
 
   function onTrim(event) {
@@ -129,14 +137,10 @@
     pushBounded(timeline, { seq: ++timelineSeq, kind: "trim", at, trim }, TIMELINE_KEPT);
     const record = sessionRecord(caller);
     record.lastTrim = trim;
-    record.trims += 1;
-    record.droppedTurns += trim.droppedTurns;
     record.reasons.add(trim.reason);
     record.lastSeen = at;
     if (t.route && !record.route) record.route = t.route;
-    totals.trims += 1;
-    totals.saved += Math.max(0, trim.before - trim.after);
-    totals.dropped += trim.droppedTurns;
+    takeCounts(record, event.dashboard);
     changed("totals", "sessions", "timeline", "charts");
   }
 
@@ -152,7 +156,8 @@
     };
     if (update.route) record.route = update.route;
     record.lastSeen = Date.parse(update.time) || Date.now();
-    changed("totals", "sessions");
+    takeCounts(record, update.dashboard);
+    changed("totals", "sessions", "charts");
   }
 
   function onGap(gap) {
@@ -339,9 +344,16 @@
   function renderTotals() {
     dirty.totals = false;
     $("total-sessions").textContent = fmt(sessions.size);
-    $("total-trims").textContent = fmt(totals.trims);
-    $("total-saved").textContent = fmt(totals.saved);
-    $("total-dropped").textContent = fmt(totals.dropped);
+    // Sums of each session's latest state.
+    const sum = { trimEvents: 0, cutMoves: 0, savedByLastCall: 0, droppedTurns: 0 };
+    for (const record of sessions.values()) {
+      if (!record.state) continue;
+      for (const key of Object.keys(sum)) sum[key] += record.state[key];
+    }
+    $("total-trims").textContent = fmt(sum.trimEvents);
+    $("total-moves").textContent = fmt(sum.cutMoves);
+    $("total-saved").textContent = fmt(sum.savedByLastCall);
+    $("total-dropped").textContent = fmt(sum.droppedTurns);
     $("total-gaps").textContent = fmt(totals.gaps);
   }
 
@@ -478,10 +490,43 @@
       capacity: meter.capacity === null ? "unknown" : meter.capacity } }, wrap);
   }
 
-  function lastTrimCell(trim) {
+  function lastTrimCell(trim, state) {
     if (!trim) return el("td", {}, el("span", { className: "muted" }, "none"));
-    return el("td", {}, reasonBadge(trim), " ", plural(trim.droppedTurns, "turn"),
-      el("span", { className: "sub" }, `${fmt(trim.before)} → ${fmt(trim.after)} tokens · ${clock(trim.at)}`));
+    const history = state
+      ? el("span", { className: "sub history" },
+        `${plural(state.droppedTurns, "turn")} dropped from its history · last call saved ${fmt(state.savedByLastCall)} tokens`)
+      : null;
+    return el("td", { dataset: { droppedTurns: state ? state.droppedTurns : "", saved: state ? state.savedByLastCall : "" } },
+      reasonBadge(trim), " ", plural(trim.droppedTurns, "turn"),
+      el("span", { className: "sub" }, `${fmt(trim.before)} → ${fmt(trim.after)} tokens · ${clock(trim.at)}`),
+      history);
+  }
+
+  // How often the cut moved over the session's last prepared calls: each move rewrites the
+  // request from the cut on, so the provider's prompt cache serves only what comes before it.
+  function burning(state) {
+    return Boolean(state) && state.recentCalls >= BURNING_MIN_CALLS &&
+      state.recentCutMoves / state.recentCalls > BURNING_SHARE;
+  }
+
+  function cutCell(state) {
+    if (!state || !state.recentCalls) {
+      const moves = state ? state.cutMoves : 0;
+      return el("td", { dataset: { recentCalls: 0, recentMoves: 0 } },
+        el("span", { className: "muted" }, state ? `${plural(moves, "move")}; no prepared call seen yet` : "—"));
+    }
+    const share = state.recentCutMoves / state.recentCalls;
+    const hot = burning(state);
+    const bar = el("div", { className: `meter-fill ${hot ? "danger" : share > 0.2 ? "warn" : ""}` });
+    bar.style.width = `${Math.round(share * 100)}%`;
+    const text = `moved on ${fmt(state.recentCutMoves)} of the last ${plural(state.recentCalls, "call")}`;
+    return el("td", { className: hot ? "burning" : "", dataset: { recentCalls: state.recentCalls, recentMoves: state.recentCutMoves } },
+      el("div", { className: "meter" },
+        el("div", { className: "meter-track", role: "meter", "aria-label": "share of recent prepared calls that moved the cut",
+          "aria-valuemin": 0, "aria-valuemax": state.recentCalls, "aria-valuenow": state.recentCutMoves, "aria-valuetext": text }, bar),
+        el("div", { className: "meter-text" }, text),
+        hot ? el("span", { className: "sub burning-note" }, "burning its prompt cache: try a lower ",
+          el("code", {}, "history_trim_low_water")) : null));
   }
 
   function renderSessions() {
@@ -494,7 +539,8 @@
         sessionCell(record.id, record.runtime),
         el("td", { className: "route" }, routeText(record.route)),
         meterCell(record.meter),
-        lastTrimCell(record.lastTrim)));
+        cutCell(record.state),
+        lastTrimCell(record.lastTrim, record.state)));
     $("sessions-body").replaceChildren(...rows);
     $("sessions-empty").hidden = rows.length > 0;
     const total = sessions.size;
@@ -511,6 +557,24 @@
   function cssColor(name) {
     if (!(name in colors)) colors[name] = getComputedStyle(document.documentElement).getPropertyValue(name).trim();
     return colors[name];
+  }
+
+  // The OS theme can change while the page is open: re-read the palette and re-colour every
+  // chart (axis labels, grid lines, bars), which Chart.js only takes from its options.
+  function applyTheme() {
+    for (const name of Object.keys(colors)) delete colors[name];
+    const text = cssColor("--text");
+    const grid = cssColor("--line");
+    for (const chart of Object.values(charts)) {
+      if (!chart) continue;
+      for (const axis of ["x", "y"]) {
+        chart.options.scales[axis].ticks.color = text;
+        chart.options.scales[axis].grid.color = grid;
+      }
+      chart.update("none"); // redraws the axes now, also on a chart with no data yet
+      chart.data.labels = []; // forces setChart to re-colour the bars on the next render
+    }
+    changed("rebuild", "charts");
   }
 
   // Counts are whole numbers: no 0.5 ticks on count axes.
@@ -564,14 +628,19 @@
     const saved = new Array(MINUTES).fill(0);
     const byReason = { TRIM_REASON_TOKEN_BUDGET: 0, TRIM_REASON_TURN_LIMIT: 0 };
     let recoveries = 0;
-    const dropped = new Map();
     for (const trim of trims) {
       if (!trimMatches(trim)) continue;
       const slot = Math.floor((trim.at - firstMinute) / minuteMs);
       if (slot >= 0 && slot < MINUTES) saved[slot] += Math.max(0, trim.before - trim.after);
       byReason[trim.reason] = (byReason[trim.reason] || 0) + 1;
       if (trim.recovery) recoveries += 1;
-      dropped.set(trim.session, (dropped.get(trim.session) || 0) + trim.droppedTurns);
+    }
+    // Each session's latest state: a resent history trimmed again is not dropped again.
+    const dropped = [];
+    for (const record of sessions.values()) {
+      if (record.state && record.state.droppedTurns > 0 && sessionMatches(record)) {
+        dropped.push([record.id, record.state.droppedTurns]);
+      }
     }
     const accent = cssColor("--accent");
     const ok = cssColor("--ok");
@@ -596,7 +665,7 @@
     setDataTable("chart-reasons-data", ["Reason", "Trims"],
       reasonKeys.map((k, i) => [reasonLabels[i], fmt(byReason[k])]));
 
-    const top = Array.from(dropped.entries()).sort((a, b) => b[1] - a[1]).slice(0, TOP_SESSIONS);
+    const top = dropped.sort((a, b) => b[1] - a[1]).slice(0, TOP_SESSIONS);
     setChart(charts.dropped, top.map(([s]) => s || "(no session id)"), top.map(([, v]) => v), ok);
     $("chart-dropped-summary").textContent = top.length
       ? `Most dropped: ${top[0][0] || "(no session id)"} with ${fmt(top[0][1])} turns.`
@@ -638,6 +707,7 @@
     charts.saved = makeChart("chart-saved", "bar", false);
     charts.reasons = makeChart("chart-reasons", "bar", false);
     charts.dropped = makeChart("chart-dropped", "bar", true);
+    window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", applyTheme);
     const form = $("filters");
     form.addEventListener("input", readFilters);
     form.addEventListener("change", readFilters);

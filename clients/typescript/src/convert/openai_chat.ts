@@ -25,6 +25,8 @@ import {
   type ConvertOptions,
   type FlatRow,
   type Row,
+  plainJson,
+  type ProviderJson,
 } from "./common.js";
 
 const FORMAT = "openai_chat";
@@ -49,7 +51,8 @@ const PART_TYPES: Partial<Record<Role, readonly string[]>> = {
 };
 
 /** Converts Chat Completions `messages` (or a request object holding them) to a History. */
-export function fromOpenAI(messages: JsonValue, options?: ConvertOptions): History {
+export function fromOpenAI(input: ProviderJson, options?: ConvertOptions): History {
+  const messages = plainJson(input, "messages");
   const list = Array.isArray(messages) ? messages : expectArray(expectObject(messages, "request").messages, "messages");
   const rows = list.map((m, i) => importMessage(m, `messages[${i}]`));
   return finish(rows, FORMAT, defaultSkeleton, options);
@@ -60,7 +63,9 @@ function importMessage(raw: JsonValue, where: string): Row {
   const roleName = expectString(message.role, `${where}.role`);
   const role = ROLES[roleName];
   if (role === undefined) throw new ConversionError(`${where}.role: unsupported role '${roleName}'`);
-  if ("function_call" in message) throw new ConversionError(`${where}.function_call: the deprecated form; send tool_calls`);
+  // A key whose value is null is absent (SDK dumps write `function_call: null`, `tool_calls: null`);
+  // the skeleton keeps the null, so it round-trips.
+  if (message.function_call !== undefined && message.function_call !== null) throw new ConversionError(`${where}.function_call: the deprecated form; send tool_calls`);
   const skeleton = copy(message);
   const row = newRow(role, skeleton);
   if (role === Role.TOOL) {
@@ -71,7 +76,7 @@ function importMessage(raw: JsonValue, where: string): Row {
   if (typeof content === "string") skeleton.content = row.add(content);
   else if (content !== null && content !== undefined) skeleton.content = importParts(row, content, `${where}.content`);
   if (typeof message.refusal === "string" && role === Role.ASSISTANT) skeleton.refusal = row.add(message.refusal);
-  if (message.tool_calls !== undefined) {
+  if (message.tool_calls !== undefined && message.tool_calls !== null) {
     if (role !== Role.ASSISTANT) throw new ConversionError(`${where}.tool_calls: only assistant messages carry tool calls`);
     skeleton.tool_calls = expectArray(message.tool_calls, `${where}.tool_calls`).map((c, j) => importCall(row, c, `${where}.tool_calls[${j}]`));
   }
@@ -147,9 +152,15 @@ function defaultSkeleton(row: FlatRow): JsonObject {
   return out;
 }
 
-/** Converts a History (either shape) to Chat Completions `messages`. */
-export function toOpenAI(history: History): JsonObject[] {
-  return flatRows(history, FORMAT).map((row, i) => exportRow(row, row.skeleton ?? defaultSkeleton(row), `messages[${i}]`));
+/**
+ * Converts a History (either shape) to Chat Completions `messages`: plain JSON objects, typed as
+ * `Message` when asked (`toOpenAI<ChatCompletionMessageParam>(history)` with the openai SDK).
+ */
+export function toOpenAI(history: History): JsonObject[];
+export function toOpenAI<Message extends object>(history: History): Message[];
+export function toOpenAI<Message extends object>(history: History): Message[] {
+  // Plain JSON objects; `Message` is the caller's name for them (e.g. openai's ChatCompletionMessageParam).
+  return flatRows(history, FORMAT).map((row, i) => exportRow(row, row.skeleton ?? defaultSkeleton(row), `messages[${i}]`)) as Message[];
 }
 
 function exportRow(row: FlatRow, skeleton: JsonObject, where: string): JsonObject {
@@ -167,7 +178,7 @@ function exportRow(row: FlatRow, skeleton: JsonObject, where: string): JsonObjec
     out.content = streams.text.take(content, `${where}.content`);
   }
   if (skeleton.refusal !== undefined && skeleton.refusal !== null) out.refusal = streams.text.take(skeleton.refusal, `${where}.refusal`);
-  if (skeleton.tool_calls !== undefined) {
+  if (skeleton.tool_calls !== undefined && skeleton.tool_calls !== null) {
     const calls: JsonObject[] = [];
     for (const [j, raw] of expectArray(skeleton.tool_calls, `${where}.tool_calls`).entries()) {
       const call = streams.call();

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, } from "./common.js";
+import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, plainJson, } from "./common.js";
 const FORMAT = "openai_chat";
 const ROLES = {
     system: Role.SYSTEM,
@@ -25,7 +25,8 @@ const PART_TYPES = {
     [Role.TOOL]: ["text", "image_url"],
 };
 /** Converts Chat Completions `messages` (or a request object holding them) to a History. */
-export function fromOpenAI(messages, options) {
+export function fromOpenAI(input, options) {
+    const messages = plainJson(input, "messages");
     const list = Array.isArray(messages) ? messages : expectArray(expectObject(messages, "request").messages, "messages");
     const rows = list.map((m, i) => importMessage(m, `messages[${i}]`));
     return finish(rows, FORMAT, defaultSkeleton, options);
@@ -36,7 +37,9 @@ function importMessage(raw, where) {
     const role = ROLES[roleName];
     if (role === undefined)
         throw new ConversionError(`${where}.role: unsupported role '${roleName}'`);
-    if ("function_call" in message)
+    // A key whose value is null is absent (SDK dumps write `function_call: null`, `tool_calls: null`);
+    // the skeleton keeps the null, so it round-trips.
+    if (message.function_call !== undefined && message.function_call !== null)
         throw new ConversionError(`${where}.function_call: the deprecated form; send tool_calls`);
     const skeleton = copy(message);
     const row = newRow(role, skeleton);
@@ -51,7 +54,7 @@ function importMessage(raw, where) {
         skeleton.content = importParts(row, content, `${where}.content`);
     if (typeof message.refusal === "string" && role === Role.ASSISTANT)
         skeleton.refusal = row.add(message.refusal);
-    if (message.tool_calls !== undefined) {
+    if (message.tool_calls !== undefined && message.tool_calls !== null) {
         if (role !== Role.ASSISTANT)
             throw new ConversionError(`${where}.tool_calls: only assistant messages carry tool calls`);
         skeleton.tool_calls = expectArray(message.tool_calls, `${where}.tool_calls`).map((c, j) => importCall(row, c, `${where}.tool_calls[${j}]`));
@@ -132,8 +135,8 @@ function defaultSkeleton(row) {
     }
     return out;
 }
-/** Converts a History (either shape) to Chat Completions `messages`. */
 export function toOpenAI(history) {
+    // Plain JSON objects; `Message` is the caller's name for them (e.g. openai's ChatCompletionMessageParam).
     return flatRows(history, FORMAT).map((row, i) => exportRow(row, row.skeleton ?? defaultSkeleton(row), `messages[${i}]`));
 }
 function exportRow(row, skeleton, where) {
@@ -154,7 +157,7 @@ function exportRow(row, skeleton, where) {
     }
     if (skeleton.refusal !== undefined && skeleton.refusal !== null)
         out.refusal = streams.text.take(skeleton.refusal, `${where}.refusal`);
-    if (skeleton.tool_calls !== undefined) {
+    if (skeleton.tool_calls !== undefined && skeleton.tool_calls !== null) {
         const calls = [];
         for (const [j, raw] of expectArray(skeleton.tool_calls, `${where}.tool_calls`).entries()) {
             const call = streams.call();
@@ -189,4 +192,4 @@ function exportPart(message, streams, part, where) {
     }
     return out;
 }
-//# sourceMappingURL=openai.js.map
+//# sourceMappingURL=openai_chat.js.map

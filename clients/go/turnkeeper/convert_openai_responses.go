@@ -62,8 +62,8 @@ func importResponsesItem(raw any, path string) (*importRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	kind := "message"
-	if t, present := item["type"]; present {
+	kind := "message" // when absent or null
+	if t := item["type"]; t != nil {
 		kind, _ = t.(string)
 	}
 	skeleton := copyObject(item)
@@ -294,7 +294,7 @@ func ToOpenAIResponses(history *turnkeeperv1.History) ([]byte, error) {
 func exportResponsesItem(m *turnkeeperv1.ChatMessage, s *streams, skeleton object, path string) (object, error) {
 	out := copyObject(skeleton)
 	kind := "message"
-	if t, present := skeleton["type"]; present {
+	if t := skeleton["type"]; t != nil {
 		kind, _ = t.(string)
 	}
 	var err error

@@ -4,11 +4,11 @@
 use serde_json::Value;
 
 use super::common::{
-    ConvertOptions, FlatRow, Object, Res, Row, Stream, Streams, code_points, err, expect_array,
-    expect_object, expect_str, finish, flat_rows, is_carrier, length, marker_text_row, obj,
-    objects, part_texts, role, split_markers, type_of,
+    ConvertOptions, Field, FlatRow, Object, Res, Row, Stream, Streams, code_points, err,
+    expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
+    marker_text_row, obj, objects, part_texts, role, split_markers, type_of,
 };
-use super::openai::role_name;
+use super::openai_chat::role_name;
 use crate::pb::{History, Role, ToolCall};
 
 const FORMAT: &str = "openai_responses";
@@ -27,7 +27,7 @@ fn role_from(name: Option<&str>) -> Option<Role> {
 /// History, one row per item.
 pub fn from_openai_responses(items: &Value, options: &ConvertOptions) -> Res<History> {
     let list = match items {
-        Value::Object(request) => expect_array(request.get("input"), "input")?,
+        Value::Object(request) => expect_array(request.field("input"), "input")?,
         other => expect_array(Some(other), "input")?,
     };
     let rows = list
@@ -55,7 +55,7 @@ pub fn from_openai_responses(items: &Value, options: &ConvertOptions) -> Res<His
 
 fn import_item(raw: &Value, path: &str) -> Res<Row> {
     let item = expect_object(Some(raw), path)?;
-    let kind = match item.get("type") {
+    let kind = match item.field("type") {
         None => "message",
         Some(t) => t.as_str().unwrap_or_default(),
     };
@@ -67,14 +67,14 @@ fn import_item(raw: &Value, path: &str) -> Res<Row> {
     };
     match kind {
         "message" => {
-            let role = role_from(item.get("role").and_then(Value::as_str)).ok_or_else(|| {
+            let role = role_from(item.field("role").and_then(Value::as_str)).ok_or_else(|| {
                 err(
                     format!("{path}.role"),
-                    format!("unsupported role {:?}", item.get("role")),
+                    format!("unsupported role {:?}", item.field("role")),
                 )
             })?;
             let mut row = Row::new(role, skeleton);
-            let content = match item.get("content") {
+            let content = match item.field("content") {
                 Some(Value::String(content)) => row.add(content),
                 content => import_parts(&mut row, content, &format!("{path}.content"))?,
             };
@@ -95,7 +95,7 @@ fn import_item(raw: &Value, path: &str) -> Res<Row> {
             let id = take("call_id")?;
             let mut row = Row::new(Role::Tool, skeleton);
             row.message.tool_call_id = id;
-            let output = match item.get("output") {
+            let output = match item.field("output") {
                 Some(Value::String(output)) => row.add(output),
                 output => import_parts(&mut row, output, &format!("{path}.output"))?,
             };
@@ -121,13 +121,13 @@ fn import_item(raw: &Value, path: &str) -> Res<Row> {
                     let mut out = part.clone();
                     out.insert(
                         "text".into(),
-                        row.add_to(Stream::Reasoning, expect_str(part.get("text"), &here)?),
+                        row.add_to(Stream::Reasoning, expect_str(part.field("text"), &here)?),
                     );
                     parts.push(Value::Object(out));
                 }
                 row.skeleton.insert(key.into(), Value::Array(parts));
             }
-            if let Some(Value::String(encrypted)) = item.get("encrypted_content") {
+            if let Some(Value::String(encrypted)) = item.field("encrypted_content") {
                 let n = row.add_to(Stream::Reasoning, encrypted);
                 row.skeleton.insert("encrypted_content".into(), n);
             }
@@ -151,16 +151,19 @@ fn import_parts(row: &mut Row, content: Option<&Value>, path: &str) -> Res<Value
         let mut skeleton = part.clone();
         match type_of(part) {
             Some(kind) if TEXT_PARTS.contains(&kind) => {
-                let n = row.add(expect_str(part.get("text"), &format!("{here}.text"))?);
+                let n = row.add(expect_str(part.field("text"), &format!("{here}.text"))?);
                 skeleton.insert("text".into(), n);
             }
             Some("refusal") if r == Role::Assistant => {
-                let n = row.add(expect_str(part.get("refusal"), &format!("{here}.refusal"))?);
+                let n = row.add(expect_str(
+                    part.field("refusal"),
+                    &format!("{here}.refusal"),
+                )?);
                 skeleton.insert("refusal".into(), n);
             }
             Some("input_image") if matches!(r, Role::User | Role::Tool) => {
                 let url =
-                    expect_str(part.get("image_url"), &format!("{here}.image_url"))?.to_owned();
+                    expect_str(part.field("image_url"), &format!("{here}.image_url"))?.to_owned();
                 skeleton.remove("image_url");
                 row.add_image(&url, attach, &here)?;
             }
@@ -266,14 +269,17 @@ pub fn to_openai_responses(history: &History) -> Res<Vec<Value>> {
 fn export_item(row: &FlatRow, s: &mut Streams, skeleton: &Object, path: &str) -> Res<Object> {
     let r = role(&row.message);
     let mut out = skeleton.clone();
-    match skeleton.get("type").map_or(Some("message"), Value::as_str) {
+    match skeleton
+        .field("type")
+        .map_or(Some("message"), Value::as_str)
+    {
         Some("message") => {
-            if role_from(skeleton.get("role").and_then(Value::as_str)) != Some(r) {
+            if role_from(skeleton.field("role").and_then(Value::as_str)) != Some(r) {
                 return Err(err(path, "passthrough role does not match the row"));
             }
             out.insert(
                 "content".into(),
-                export_content(s, skeleton.get("content"), &format!("{path}.content"))?,
+                export_content(s, skeleton.field("content"), &format!("{path}.content"))?,
             );
         }
         Some("function_call") => {
@@ -292,7 +298,7 @@ fn export_item(row: &FlatRow, s: &mut Streams, skeleton: &Object, path: &str) ->
             out.insert("call_id".into(), id.into());
             out.insert(
                 "output".into(),
-                export_content(s, skeleton.get("output"), &format!("{path}.output"))?,
+                export_content(s, skeleton.field("output"), &format!("{path}.output"))?,
             );
         }
         Some("reasoning") => {
@@ -303,13 +309,13 @@ fn export_item(row: &FlatRow, s: &mut Streams, skeleton: &Object, path: &str) ->
                 let mut filled = Vec::new();
                 for raw in parts {
                     let mut part = expect_object(Some(raw), path)?.clone();
-                    let text = s.reasoning(part.get("text"), path)?;
+                    let text = s.reasoning(part.field("text"), path)?;
                     part.insert("text".into(), text);
                     filled.push(Value::Object(part));
                 }
                 out.insert(key.into(), Value::Array(filled));
             }
-            if let Some(encrypted) = skeleton.get("encrypted_content").filter(|v| !v.is_null()) {
+            if let Some(encrypted) = skeleton.field("encrypted_content").filter(|v| !v.is_null()) {
                 out.insert(
                     "encrypted_content".into(),
                     s.reasoning(Some(encrypted), path)?,
@@ -335,11 +341,11 @@ fn export_content(s: &mut Streams, content: Option<&Value>, path: &str) -> Res<V
         let mut part = expect_object(Some(raw), path)?.clone();
         match type_of(&part) {
             Some(kind) if TEXT_PARTS.contains(&kind) => {
-                let text = s.text(part.get("text"), &format!("{path}.text"))?;
+                let text = s.text(part.field("text"), &format!("{path}.text"))?;
                 part.insert("text".into(), text);
             }
             Some("refusal") => {
-                let text = s.text(part.get("refusal"), &format!("{path}.refusal"))?;
+                let text = s.text(part.field("refusal"), &format!("{path}.refusal"))?;
                 part.insert("refusal".into(), text);
             }
             Some("input_image") => {

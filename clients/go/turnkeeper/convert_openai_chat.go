@@ -63,7 +63,9 @@ func importOpenAIMessage(raw any, path string) (*importRow, error) {
 	if !ok {
 		return nil, convErr(path+".role", "unsupported role %q", roleName)
 	}
-	if _, ok := message["function_call"]; ok {
+	// A key whose value is null is absent (SDK dumps write "function_call": null, "tool_calls": null);
+	// the skeleton keeps the null, so it round-trips.
+	if message["function_call"] != nil {
 		return nil, convErr(path+".function_call", "the deprecated form; send tool_calls")
 	}
 	skeleton := copyObject(message)
@@ -86,7 +88,7 @@ func importOpenAIMessage(raw any, path string) (*importRow, error) {
 	if refusal, ok := message["refusal"].(string); ok && role == turnkeeperv1.Role_ROLE_ASSISTANT {
 		skeleton["refusal"] = row.add(refusal)
 	}
-	if calls, present := message["tool_calls"]; present {
+	if calls := message["tool_calls"]; calls != nil {
 		if role != turnkeeperv1.Role_ROLE_ASSISTANT {
 			return nil, convErr(path+".tool_calls", "only assistant messages carry tool calls")
 		}
@@ -181,7 +183,7 @@ func importOpenAICall(row *importRow, raw any, path string) (object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if kind, present := call["type"]; present && kind != "function" {
+	if kind := call["type"]; kind != nil && kind != "function" {
 		return nil, convErr(path+".type", "unsupported tool call type %v", kind)
 	}
 	function, err := expectObject(call["function"], path+".function")
@@ -197,7 +199,7 @@ func importOpenAICall(row *importRow, raw any, path string) (object, error) {
 		return nil, err
 	}
 	arguments := ""
-	if value, present := function["arguments"]; present {
+	if value := function["arguments"]; value != nil {
 		if arguments, err = expectString(value, path+".function.arguments"); err != nil {
 			return nil, err
 		}
@@ -319,7 +321,7 @@ func exportOpenAIMessage(row flatRow, skeleton object, path string) (object, err
 			return nil, err
 		}
 	}
-	if raw, present := skeleton["tool_calls"]; present {
+	if raw := skeleton["tool_calls"]; raw != nil {
 		list, err := expectArray(raw, path+".tool_calls")
 		if err != nil {
 			return nil, err

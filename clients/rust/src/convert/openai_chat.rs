@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use super::common::{
-    ConvertOptions, FlatRow, Object, Res, Row, Streams, code_points, err, expect_array,
+    ConvertOptions, Field, FlatRow, Object, Res, Row, Streams, code_points, err, expect_array,
     expect_object, expect_str, finish, flat_rows, images_are_attachments, is_carrier, length,
     marker_text_row, obj, objects, part_texts, role, split_markers, type_of,
 };
@@ -44,7 +44,7 @@ fn part_types(role: Role) -> &'static [&'static str] {
 /// Converts Chat Completions `messages` (an array, or a request object holding them) to a History.
 pub fn from_openai(messages: &Value, options: &ConvertOptions) -> Res<History> {
     let list = match messages {
-        Value::Object(request) => expect_array(request.get("messages"), "messages")?,
+        Value::Object(request) => expect_array(request.field("messages"), "messages")?,
         other => expect_array(Some(other), "messages")?,
     };
     let rows = list
@@ -57,10 +57,10 @@ pub fn from_openai(messages: &Value, options: &ConvertOptions) -> Res<History> {
 
 fn import_message(raw: &Value, path: &str) -> Res<Row> {
     let message = expect_object(Some(raw), path)?;
-    let name = expect_str(message.get("role"), &format!("{path}.role"))?;
+    let name = expect_str(message.field("role"), &format!("{path}.role"))?;
     let role = role_from(name)
         .ok_or_else(|| err(format!("{path}.role"), format!("unsupported role {name:?}")))?;
-    if message.contains_key("function_call") {
+    if message.field("function_call").is_some() {
         return Err(err(
             format!("{path}.function_call"),
             "the deprecated form; send tool_calls",
@@ -68,11 +68,14 @@ fn import_message(raw: &Value, path: &str) -> Res<Row> {
     }
     let mut row = Row::new(role, message.clone());
     if role == Role::Tool {
-        row.message.tool_call_id =
-            expect_str(message.get("tool_call_id"), &format!("{path}.tool_call_id"))?.to_owned();
+        row.message.tool_call_id = expect_str(
+            message.field("tool_call_id"),
+            &format!("{path}.tool_call_id"),
+        )?
+        .to_owned();
         row.skeleton.remove("tool_call_id");
     }
-    match message.get("content") {
+    match message.field("content") {
         Some(Value::String(content)) => {
             let n = row.add(content);
             row.skeleton.insert("content".into(), n);
@@ -83,11 +86,11 @@ fn import_message(raw: &Value, path: &str) -> Res<Row> {
             row.skeleton.insert("content".into(), parts);
         }
     }
-    if let (Some(Value::String(refusal)), Role::Assistant) = (message.get("refusal"), role) {
+    if let (Some(Value::String(refusal)), Role::Assistant) = (message.field("refusal"), role) {
         let n = row.add(refusal);
         row.skeleton.insert("refusal".into(), n);
     }
-    if let Some(calls) = message.get("tool_calls") {
+    if let Some(calls) = message.field("tool_calls") {
         if role != Role::Assistant {
             return Err(err(
                 format!("{path}.tool_calls"),
@@ -123,18 +126,21 @@ fn import_parts(row: &mut Row, content: &Value, path: &str) -> Res<Value> {
         let mut skeleton = part.clone();
         match kind {
             "text" => {
-                let n = row.add(expect_str(part.get("text"), &format!("{here}.text"))?);
+                let n = row.add(expect_str(part.field("text"), &format!("{here}.text"))?);
                 skeleton.insert("text".into(), n);
             }
             "refusal" => {
-                let n = row.add(expect_str(part.get("refusal"), &format!("{here}.refusal"))?);
+                let n = row.add(expect_str(
+                    part.field("refusal"),
+                    &format!("{here}.refusal"),
+                )?);
                 skeleton.insert("refusal".into(), n);
             }
             _ => {
                 let mut image =
-                    expect_object(part.get("image_url"), &format!("{here}.image_url"))?.clone();
+                    expect_object(part.field("image_url"), &format!("{here}.image_url"))?.clone();
                 let url =
-                    expect_str(image.get("url"), &format!("{here}.image_url.url"))?.to_owned();
+                    expect_str(image.field("url"), &format!("{here}.image_url.url"))?.to_owned();
                 image.remove("url");
                 skeleton.insert("image_url".into(), Value::Object(image));
                 row.add_image(&url, attach, &here)?;
@@ -147,20 +153,20 @@ fn import_parts(row: &mut Row, content: &Value, path: &str) -> Res<Value> {
 
 fn import_call(row: &mut Row, raw: &Value, path: &str) -> Res<Value> {
     let call = expect_object(Some(raw), path)?;
-    if let Some(kind) = call.get("type").filter(|kind| *kind != "function") {
+    if let Some(kind) = call.field("type").filter(|kind| *kind != "function") {
         return Err(err(
             format!("{path}.type"),
             format!("unsupported tool call type {kind}"),
         ));
     }
-    let function = expect_object(call.get("function"), &format!("{path}.function"))?;
-    let arguments = match function.get("arguments") {
+    let function = expect_object(call.field("function"), &format!("{path}.function"))?;
+    let arguments = match function.field("arguments") {
         None => "",
         value => expect_str(value, &format!("{path}.function.arguments"))?,
     };
     row.message.tool_calls.push(ToolCall {
-        id: expect_str(call.get("id"), &format!("{path}.id"))?.to_owned(),
-        name: expect_str(function.get("name"), &format!("{path}.function.name"))?.to_owned(),
+        id: expect_str(call.field("id"), &format!("{path}.id"))?.to_owned(),
+        name: expect_str(function.field("name"), &format!("{path}.function.name"))?.to_owned(),
         arguments: arguments.to_owned(),
     });
     let mut skeleton = call.clone();
@@ -249,7 +255,7 @@ pub fn to_openai(history: &History) -> Res<Vec<Value>> {
 
 fn export_message(row: &FlatRow, skeleton: &Object, path: &str) -> Res<Object> {
     let wanted = skeleton
-        .get("role")
+        .field("role")
         .and_then(Value::as_str)
         .and_then(role_from);
     if wanted != Some(role(&row.message)) {
@@ -260,7 +266,7 @@ fn export_message(row: &FlatRow, skeleton: &Object, path: &str) -> Res<Object> {
     if let Some(id) = s.tool_call_id() {
         out.insert("tool_call_id".into(), id.into());
     }
-    match skeleton.get("content") {
+    match skeleton.field("content") {
         Some(Value::Array(parts)) => {
             let filled = parts
                 .iter()
@@ -281,11 +287,11 @@ fn export_message(row: &FlatRow, skeleton: &Object, path: &str) -> Res<Object> {
             out.insert("content".into(), text);
         }
     }
-    if let Some(refusal) = skeleton.get("refusal").filter(|r| !r.is_null()) {
+    if let Some(refusal) = skeleton.field("refusal").filter(|r| !r.is_null()) {
         let text = s.text(Some(refusal), &format!("{path}.refusal"))?;
         out.insert("refusal".into(), text);
     }
-    if let Some(calls) = skeleton.get("tool_calls") {
+    if let Some(calls) = skeleton.field("tool_calls") {
         let mut filled = Vec::new();
         for (j, raw) in expect_array(Some(calls), &format!("{path}.tool_calls"))?
             .iter()
@@ -294,7 +300,7 @@ fn export_message(row: &FlatRow, skeleton: &Object, path: &str) -> Res<Object> {
             let Some(call) = s.call() else { break };
             let mut item = expect_object(Some(raw), &format!("{path}.tool_calls[{j}]"))?.clone();
             let mut function = item
-                .get("function")
+                .field("function")
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
@@ -314,16 +320,16 @@ fn export_part(s: &mut Streams, part: &Object, path: &str) -> Res<Value> {
     let mut out = part.clone();
     match type_of(part) {
         Some("text") => {
-            let text = s.text(part.get("text"), &format!("{path}.text"))?;
+            let text = s.text(part.field("text"), &format!("{path}.text"))?;
             out.insert("text".into(), text);
         }
         Some("refusal") => {
-            let text = s.text(part.get("refusal"), &format!("{path}.refusal"))?;
+            let text = s.text(part.field("refusal"), &format!("{path}.refusal"))?;
             out.insert("refusal".into(), text);
         }
         Some("image_url") => {
             let mut image = part
-                .get("image_url")
+                .field("image_url")
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();

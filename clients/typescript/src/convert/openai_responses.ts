@@ -25,6 +25,8 @@ import {
   type ConvertOptions,
   type FlatRow,
   type Row,
+  plainJson,
+  type ProviderJson,
 } from "./common.js";
 
 const FORMAT = "openai_responses";
@@ -33,7 +35,8 @@ const ROLE_NAMES: Partial<Record<Role, string>> = { [Role.SYSTEM]: "system", [Ro
 const TEXT_PARTS = ["input_text", "output_text"];
 
 /** Converts Responses input items (or a request object holding them as `input`) to a History: one row per item. */
-export function fromOpenAIResponses(items: JsonValue, options?: ConvertOptions): History {
+export function fromOpenAIResponses(input: ProviderJson, options?: ConvertOptions): History {
+  const items = plainJson(input, "input");
   const list = Array.isArray(items) ? items : expectArray(expectObject(items, "request").input, "input");
   return finish(
     list.map((item, i) => importItem(item, `input[${i}]`)),
@@ -148,8 +151,13 @@ function defaultItems(row: FlatRow): JsonObject[] {
   return [item];
 }
 
-/** Converts a History (either shape) to Responses input items. */
-export function toOpenAIResponses(history: History): JsonObject[] {
+/**
+ * Converts a History (either shape) to Responses input items: plain JSON objects, typed as `Item`
+ * when asked (`toOpenAIResponses<ResponseInputItem>(history)` with the openai SDK).
+ */
+export function toOpenAIResponses(history: History): JsonObject[];
+export function toOpenAIResponses<Item extends object>(history: History): Item[];
+export function toOpenAIResponses<Item extends object>(history: History): Item[] {
   const out: JsonObject[] = [];
   flatRows(history, FORMAT).forEach((row, i) => {
     const where = `rows[${i}]`;
@@ -157,7 +165,7 @@ export function toOpenAIResponses(history: History): JsonObject[] {
     for (const item of row.skeleton !== undefined ? [row.skeleton] : defaultItems(row)) out.push(exportItem(row.message, streams, item, where));
     streams.done();
   });
-  return out;
+  return out as Item[]; // plain JSON objects; `Item` is the caller's name for them
 }
 
 function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject, where: string): JsonObject {

@@ -3,13 +3,14 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, } from "./common.js";
+import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, plainJson, } from "./common.js";
 const FORMAT = "openai_responses";
 const ROLES = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
 const TEXT_PARTS = ["input_text", "output_text"];
 /** Converts Responses input items (or a request object holding them as `input`) to a History: one row per item. */
-export function fromOpenAIResponses(items, options) {
+export function fromOpenAIResponses(input, options) {
+    const items = plainJson(input, "input");
     const list = Array.isArray(items) ? items : expectArray(expectObject(items, "request").input, "input");
     return finish(list.map((item, i) => importItem(item, `input[${i}]`)), FORMAT, (row) => defaultSkeleton(row), options);
 }
@@ -123,7 +124,6 @@ function defaultItems(row) {
     }
     return [item];
 }
-/** Converts a History (either shape) to Responses input items. */
 export function toOpenAIResponses(history) {
     const out = [];
     flatRows(history, FORMAT).forEach((row, i) => {
@@ -133,7 +133,7 @@ export function toOpenAIResponses(history) {
             out.push(exportItem(row.message, streams, item, where));
         streams.done();
     });
-    return out;
+    return out; // plain JSON objects; `Item` is the caller's name for them
 }
 function exportItem(message, streams, skeleton, where) {
     const out = copy(skeleton);
@@ -193,4 +193,4 @@ function exportPart(message, streams, part, where) {
         throw new ConversionError(`${where}: passthrough part type '${shown(part.type)}' is not Responses`);
     return out;
 }
-//# sourceMappingURL=responses.js.map
+//# sourceMappingURL=openai_responses.js.map

@@ -1,0 +1,138 @@
+"""The native engine's Python module (service/turnkeeper-native/src/python.rs).
+
+`make lint` checks this stub against the built module with mypy.stubtest.
+"""
+
+from typing import final
+
+__all__ = [
+    "HISTORY_RULES",
+    "Conventions",
+    "NativeHistory",
+    "OrphanKind",
+    "Plan",
+    "Removal",
+    "Scan",
+    "Violation",
+    "scan",
+]
+
+HISTORY_RULES: tuple[str, ...]
+"""The name of every history rule the engine reports (`validation.HistoryRule` has the same)."""
+
+@final
+class Conventions:
+    """The values the Python side defines and hands the engine once."""
+
+    def __new__(
+        cls,
+        *,
+        role_system: int,
+        role_user: int,
+        role_assistant: int,
+        role_tool: int,
+        tool_results_prefix: str,
+        max_named_violations: int,
+        framing_tokens: int,
+        tokens_per_image: int,
+    ) -> Conventions: ...
+
+@final
+class Violation:
+    @property
+    def rule(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def count(self) -> int:
+        """The row count of `too_many_rows`; 0 for the other rules."""
+
+@final
+class Plan:
+    """A trim plan in input indices (`core.trimming.TrimPlan`)."""
+
+    @property
+    def drop_start(self) -> int: ...
+    @property
+    def drop_stop(self) -> int: ...
+    @property
+    def breadcrumb_at(self) -> int | None: ...
+    @property
+    def dropped_turns(self) -> int: ...
+    @property
+    def kept_turns(self) -> int: ...
+    @property
+    def tokens_before(self) -> int: ...
+    @property
+    def tokens_after(self) -> int: ...
+    @property
+    def target_tokens(self) -> int: ...
+    @property
+    def cut_step(self) -> int:
+        """The low-water grid step (§11.1), tokens or turns; 0 for the minimal cut of §9."""
+    @property
+    def cut_drop_target(self) -> int:
+        """The drop the grid rounded the minimal cut up to; 0 with the minimal cut."""
+
+@final
+class OrphanKind:
+    TOOL_RESULT_WITHOUT_CALL: OrphanKind
+    TOOL_CALL_WITHOUT_RESULT: OrphanKind
+
+@final
+class Removal:
+    """One removal of the sweep (trim.proto's `OrphanRemoval`)."""
+
+    @property
+    def kind(self) -> OrphanKind: ...
+    @property
+    def message_index(self) -> int: ...
+    @property
+    def tool_call_id(self) -> str: ...
+    @property
+    def row_removed(self) -> bool: ...
+
+@final
+class NativeHistory:
+    """A valid history with its row view and prices."""
+
+    @property
+    def total_tokens(self) -> int: ...
+    @property
+    def image_tokens(self) -> int: ...
+    @property
+    def turns(self) -> int: ...
+    @property
+    def system_floor_tokens(self) -> int: ...
+    def plan_token_budget(
+        self,
+        budget: int,
+        breadcrumb_cost: int | None,
+        low_water: float = 1.0,
+        step_budget: int | None = None,
+    ) -> Plan:
+        """`step_budget`: the budget the §11.1 grid step comes from, when not `budget`."""
+    def plan_turn_count(
+        self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
+    ) -> Plan: ...
+    def plan_row_count(self, keep: int) -> Plan:
+        """`keep`: the row limit in effect (`trimming.rows_to_keep`), never 0."""
+    def apply(
+        self, drop_start: int, drop_stop: int, breadcrumb: bool, breadcrumb_text: str
+    ) -> NativeHistory: ...
+    def sweep(self) -> tuple[NativeHistory, list[Removal]]: ...
+    def history_field(self) -> bytes: ...
+    def estimates_field(self) -> bytes: ...
+
+@final
+class Scan:
+    """A scanned request: the non-history fields' bytes, the history's violations and view."""
+
+    @property
+    def violation_total(self) -> int: ...
+    def rest(self) -> bytes: ...
+    def violations(self) -> list[Violation]: ...
+    def view(self) -> NativeHistory: ...
+
+def scan(raw: bytes, max_rows: int, conventions: Conventions) -> Scan | None:
+    """Scans a request's bytes with the GIL released; None when they do not decode."""

@@ -1,0 +1,87 @@
+"""Log lines of a call: RFC 3339 times, one request id on every line of the call, returned to
+the caller in the `x-request-id` trailer and taken from the caller when it sends one."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import grpc
+import pytest
+from grpc_status import rpc_status
+from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
+from turnkeeper.v1 import history_service_pb2 as svc
+
+RFC3339_UTC_MS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def trim_request(session: str) -> svc.TrimHistoryRequest:
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=f"q{i}") for i in range(4)]
+    return svc.TrimHistoryRequest(
+        history=history_pb2.History(chat=history_pb2.ChatHistory(messages=rows)),
+        mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+        explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+        caller=trim_pb2.CallerContext(session_id=session, runtime_id="rt"),
+    )
+
+
+def trailer(call: Any, key: str = "x-request-id") -> str:
+    values = [value for k, value in call.trailing_metadata() or () if k == key]
+    assert len(values) == 1, call.trailing_metadata()
+    return str(values[0])
+
+
+def json_records(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def test_every_line_of_a_call_carries_its_request_id_and_the_caller_gets_it_back(
+    server_factory: Callable[..., Any],
+) -> None:
+    server = server_factory("--log-format", "json", "--log-level", "DEBUG")
+    with grpc.insecure_channel(server.address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        # The caller's id is kept ...
+        _, sent = stub.TrimHistory.with_call(
+            trim_request("s-sent"), metadata=(("x-request-id", "lb-7f3a.91"),), timeout=5
+        )
+        assert trailer(sent) == "lb-7f3a.91"
+        # ... a new one made when there is none, or when it is not usable as an id.
+        _, made = stub.TrimHistory.with_call(trim_request("s-made"), timeout=5)
+        _, replaced = stub.TrimHistory.with_call(
+            trim_request("s-replaced"), metadata=(("x-request-id", "two words"),), timeout=5
+        )
+        # A failed call returns it beside its rich error details.
+        with pytest.raises(grpc.RpcError) as caught:
+            stub.TrimHistory(svc.TrimHistoryRequest(), timeout=5)
+    made_id, replaced_id, failed_id = trailer(made), trailer(replaced), trailer(caught.value)
+    for value in (made_id, replaced_id, failed_id):
+        assert uuid.UUID(value).version == 4
+    assert len({made_id, replaced_id, failed_id}) == 3
+    status = rpc_status.from_call(caught.value)  # type: ignore[arg-type]
+    assert status is not None and status.details
+    assert server.stop() == 0
+
+    records = json_records(server.log_text())
+    assert records and all(RFC3339_UTC_MS.fullmatch(r["time"]) for r in records), records[:3]
+    by_session: dict[str, set[str]] = {}
+    for record in records:
+        if "session_id" in record:
+            by_session.setdefault(record["session_id"], set()).add(record["logger"])
+            expected = {"s-sent": "lb-7f3a.91", "s-made": made_id, "s-replaced": replaced_id}
+            assert record["request_id"] == expected[record["session_id"]], record
+    # The access line and the trim line of each call both carry it.
+    for session in ("s-sent", "s-made", "s-replaced"):
+        assert by_session[session] == {"turnkeeper.access", "turnkeeper.trim"}, by_session
+    failed = [r for r in records if r.get("request_id") == failed_id]
+    assert [r["status"] for r in failed] == ["INVALID_ARGUMENT"]
+
+
+def test_text_lines_use_rfc3339_too(server_factory: Callable[..., Any]) -> None:
+    server = server_factory()
+    assert server.stop() == 0
+    lines = [line for line in server.log_text().splitlines() if "turnkeeper serving" in line]
+    assert lines and RFC3339_UTC_MS.match(lines[0]), lines

@@ -1,0 +1,145 @@
+"""What the dashboard counts per session (ops/dashboard/ledger.py): the latest state of each
+session and whether each prepared call moved its cut, so a resent history is counted once."""
+
+from __future__ import annotations
+
+from turnkeeper.server.ops.dashboard.ledger import WINDOW, Ledger
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+
+BUDGET = trim_pb2.TRIM_REASON_TOKEN_BUDGET
+TURNS = trim_pb2.TRIM_REASON_TURN_LIMIT
+
+
+def trim(
+    session: str,
+    dropped_messages: int,
+    dropped_turns: int,
+    *,
+    full: bool,
+    before: int = 9_000,
+    after: int = 6_000,
+    reason: int = BUDGET,
+) -> history_service_pb2.TrimEventsResponse:
+    """A trim event; `full`: the history given carried no breadcrumb, so one was inserted."""
+    return history_service_pb2.TrimEventsResponse(
+        event=events_pb2.TrimEvent(
+            trimmed=trim_pb2.HistoryTrimmed(
+                reason=reason,  # type: ignore[arg-type]
+                dropped_messages=dropped_messages,
+                dropped_turns=dropped_turns,
+                tokens_before=before,
+                tokens_after=after,
+                breadcrumb_inserted=full,
+                caller=trim_pb2.CallerContext(session_id=session),
+            )
+        )
+    )
+
+
+def meter(session: str) -> history_service_pb2.TrimEventsResponse:
+    return history_service_pb2.TrimEventsResponse(
+        meter_update=events_pb2.MeterUpdate(caller=trim_pb2.CallerContext(session_id=session))
+    )
+
+
+def feed(ledger: Ledger, *items: history_service_pb2.TrimEventsResponse) -> None:
+    for item in items:
+        ledger.read(item)
+
+
+def test_a_resent_history_cut_at_the_same_row_is_counted_once() -> None:
+    ledger = Ledger()
+    # A runtime that resends its 29-turn history: every call is trimmed again at the same row.
+    for call in range(10):
+        feed(ledger, trim("s", 20, 10, full=True, before=9_000 + call, after=6_000), meter("s"))
+    state = ledger.session("s")
+    assert state is not None
+    figures = ledger.annotation("s")["session"]
+    assert figures["droppedTurns"] == 10  # not 100
+    assert figures["savedByLastCall"] == 3_009  # the last call's saving, not the sum
+    assert figures["trimEvents"] == 10
+    assert figures["cutMoves"] == 1  # only the first call moved the cut
+    assert (figures["recentCalls"], figures["recentCutMoves"]) == (10, 1)
+
+
+def test_a_resent_history_whose_cut_moves_on_every_call_is_burning_its_cache() -> None:
+    ledger = Ledger()
+    for call in range(6):
+        feed(ledger, trim("s", 2 * (call + 1), call + 1, full=True), meter("s"))
+    figures = ledger.annotation("s")["session"]
+    assert (figures["recentCalls"], figures["recentCutMoves"], figures["cutMoves"]) == (6, 6, 6)
+    assert figures["droppedTurns"] == 6  # the latest full trim says how many are gone
+
+
+def test_a_kept_history_adds_each_trims_turns_and_every_trim_moves_the_cut() -> None:
+    ledger = Ledger()
+    feed(ledger, trim("k", 6, 3, full=True), meter("k"))  # the first trim inserts the breadcrumb
+    feed(ledger, meter("k"), meter("k"))  # calls that needed no trim: the cut holds
+    feed(ledger, trim("k", 4, 2, full=False, before=8_000, after=7_000), meter("k"))
+    figures = ledger.annotation("k")["session"]
+    assert figures["droppedTurns"] == 5
+    assert figures["savedByLastCall"] == 1_000
+    assert (figures["recentCalls"], figures["recentCutMoves"], figures["cutMoves"]) == (4, 2, 2)
+    feed(ledger, meter("k"))
+    assert ledger.annotation("k")["session"]["savedByLastCall"] == 0  # that call saved nothing
+
+
+def test_one_calls_turn_limit_and_budget_trims_are_one_call_and_one_cut() -> None:
+    ledger = Ledger()
+    for _ in range(3):
+        feed(
+            ledger,
+            trim("s", 10, 5, full=True, before=20_000, after=12_000, reason=TURNS),
+            trim("s", 4, 2, full=False, before=12_000, after=9_000),
+            meter("s"),
+        )
+    figures = ledger.annotation("s")["session"]
+    assert figures["droppedTurns"] == 7
+    assert figures["savedByLastCall"] == 11_000
+    assert (figures["recentCalls"], figures["recentCutMoves"], figures["cutMoves"]) == (3, 1, 1)
+    # The same turn-limit cut with a budget cut further on: the call's cut moved.
+    feed(
+        ledger,
+        trim("s", 10, 5, full=True, reason=TURNS),
+        trim("s", 6, 3, full=False),
+        meter("s"),
+    )
+    assert ledger.annotation("s")["session"]["recentCutMoves"] == 2
+
+
+def test_trims_replayed_without_meter_updates_still_give_the_latest_state() -> None:
+    ledger = Ledger()  # the ring replays trims only: calls are told apart by their trims' order
+    feed(ledger, *(trim("s", 20, 10, full=True, before=9_000, after=5_000) for _ in range(5)))
+    figures = ledger.annotation("s")["session"]
+    assert (figures["droppedTurns"], figures["savedByLastCall"]) == (10, 4_000)
+    assert (figures["cutMoves"], figures["recentCalls"]) == (1, 0)  # no prepared call seen yet
+
+
+def test_the_window_covers_the_last_prepared_calls_only() -> None:
+    ledger = Ledger()
+    for call in range(WINDOW):
+        feed(ledger, trim("s", 2 * (call + 1), call + 1, full=True), meter("s"))
+    for _ in range(WINDOW // 2):
+        feed(ledger, trim("s", 2 * WINDOW, WINDOW, full=True), meter("s"))
+    figures = ledger.annotation("s")["session"]
+    assert (figures["recentCalls"], figures["recentCutMoves"]) == (WINDOW, WINDOW // 2)
+    assert figures["cutMoves"] == WINDOW
+
+
+def test_the_least_recently_seen_sessions_are_forgotten_first() -> None:
+    ledger = Ledger(sessions_kept=2)
+    feed(ledger, trim("a", 4, 2, full=True), meter("a"))
+    feed(ledger, trim("b", 6, 3, full=True), trim("b", 6, 3, full=True))
+    feed(ledger, meter("a"))  # "a" is seen again, so "b" is the oldest now
+    feed(ledger, trim("c", 2, 1, full=True))
+    assert ledger.session("b") is None
+    state = ledger.session("a")
+    assert state is not None and (state.recent_calls, state.recent) == (2, 0b10)
+
+
+def test_heartbeats_and_gaps_change_no_session() -> None:
+    ledger = Ledger()
+    beat = history_service_pb2.TrimEventsResponse(heartbeat=events_pb2.Heartbeat())
+    gap = history_service_pb2.TrimEventsResponse(gap=events_pb2.Gap())
+    assert ledger.read(beat) is None and ledger.read(gap) is None
+    assert ledger.read(meter("m")) == "m"
