@@ -29,7 +29,8 @@ ENV PYTHONUNBUFFERED=1 \
 USER 10001:10001
 # gRPC, and the ops HTTP port (/metrics, /healthz, /readyz).
 EXPOSE 50051 9464
+# The ops port speaks HTTPS when gRPC has TLS (the check trusts any certificate: it is loopback).
 HEALTHCHECK --interval=10s --timeout=3s \
-  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9464/readyz', timeout=2)"]
+  CMD ["python", "-c", "import ssl, urllib.request as r\ntry: r.urlopen('https://127.0.0.1:9464/readyz', timeout=1, context=ssl._create_unverified_context())\nexcept OSError: r.urlopen('http://127.0.0.1:9464/readyz', timeout=1)"]
 ENTRYPOINT ["turnkeeper-server"]
 CMD ["--config", "/etc/turnkeeper/turnkeeper.toml"]

@@ -373,7 +373,7 @@ def test_off_loopback_with_token_auth_the_page_asks_for_a_token_that_may_subscri
     watcher, runtime = "w-f6970cd7033b3127607c969b21cccf68", "r-18a2fbc930028b3aa483a16994deb255"
     tokens = tmp_path / "tokens.toml"
     tokens.write_text(
-        f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\n'
+        f'[[tokens]]\ntoken = "{watcher}"\nruntime_id = "*"\nread_all_runtimes = true\n'
         f'[[tokens]]\ntoken = "{runtime}"\nruntime_id = "rt-1"\ntrim_events = false\n'
     )
     port = http.rpartition(":")[2]

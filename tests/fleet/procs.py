@@ -75,6 +75,7 @@ class RedisServer:
     port: int
     workdir: Path
     process: subprocess.Popen[bytes] | None = None
+    extra_args: tuple[str, ...] = ()  # e.g. ("--replicaof", "127.0.0.1", "6379")
 
     @property
     def url(self) -> str:
@@ -88,7 +89,7 @@ class RedisServer:
         log = self.workdir / "redis.log"
         args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", str(self.workdir), "--logfile", str(log),
-                "--daemonize", "no"]  # fmt: skip
+                "--daemonize", "no", *self.extra_args]  # fmt: skip
         self.process = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
         )

@@ -38,6 +38,7 @@ EXPECTED_FAMILIES = {
     "turnkeeper_rpc_response_bytes",
     "turnkeeper_capacity_failures",
     "turnkeeper_admission_rejections",
+    "turnkeeper_connections_shed",
     "turnkeeper_trims",
     "turnkeeper_dropped_turns",
     "turnkeeper_dropped_messages",

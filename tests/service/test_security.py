@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
+import aiohttp
 import grpc
 import pytest
+import trustme
+from aiohttp import web
+from aiohttp.test_utils import make_mocked_request
 from google.protobuf import descriptor_pb2, message_factory
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -18,7 +25,10 @@ from grpc_status import rpc_status
 from turnkeeper.server.api.caller import caller_from_wire
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
+from turnkeeper.server.edge.auth import load_tokens
 from turnkeeper.server.edge.security import exposure_warnings
+from turnkeeper.server.ops.dashboard.access import COOKIE, DashboardAccess
+from turnkeeper.server.ops.http import ops_exposure_warnings
 from turnkeeper.server.ops.reflection import v1_file
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -243,7 +253,7 @@ async def test_a_token_cannot_act_as_another_runtime(
             )
 
     assert (await trim(credentials.token, credentials.runtime_id)).outcome.trimmed
-    assert (await trim(credentials.token, "")).outcome.trimmed  # claims no runtime
+    assert (await trim(credentials.token, "")).outcome.trimmed  # filled with its own runtime
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await trim(credentials.token, "someone-else")
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
@@ -276,6 +286,140 @@ async def test_operators_limit_which_tokens_may_subscribe_to_trim_events(
         )
         assert (await allowed.read()).WhichOneof("item") == "heartbeat"
         allowed.cancel()
+
+
+SCOPED_TOKENS = {
+    "a": ("a-9f1c2e7b5d3a4068b1e2c3d4f5a6b7c8", "runtime-a", ""),
+    "b": ("b-3e8d1f6a2c5b4907a8e1d2c3b4a5f6e7", "runtime-b", ""),
+    "fleet": ("f-7a2b9c4d1e6f4830b5a6c7d8e9f0a1b2", "dashboards", "read_all_runtimes = true\n"),
+    "operator": ("o-4d6e8f0a2b3c4d5e6f708192a3b4c5d6", "*", "read_all_runtimes = true\n"),
+}
+
+
+@pytest.fixture
+async def scoped(tmp_path: Path, running: list[Sidecar]) -> Sidecar:
+    """A sidecar whose tokens are bound to runtime-a, runtime-b, a fleet reader and an operator."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(
+        "".join(
+            f'[[tokens]]\ntoken = "{token}"\nruntime_id = "{runtime}"\n{extra}'
+            for token, runtime, extra in SCOPED_TOKENS.values()
+        )
+    )
+    sidecar = await started(ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path)))
+    running.append(sidecar)
+    return sidecar
+
+
+def bearer(who: str) -> tuple[tuple[str, str]]:
+    return (("authorization", f"Bearer {SCOPED_TOKENS[who][0]}"),)
+
+
+async def subscribe(
+    stub: history_service_pb2_grpc.HistoryServiceStub, who: str, **request: Any
+) -> Any:
+    """An open TrimEvents stream, past its opening heartbeat."""
+    call = stub.TrimEvents(svc.TrimEventsRequest(**request), metadata=bearer(who))
+    assert (await call.read()).WhichOneof("item") == "heartbeat"
+    return call
+
+
+async def trimmed_turns(call: Any, n: int) -> list[tuple[str, str]]:
+    """(runtime_id, session_id) of the next `n` events of a stream (heartbeats skipped)."""
+    seen: list[tuple[str, str]] = []
+    while len(seen) < n:
+        item = await asyncio.wait_for(call.read(), 5)
+        if item.WhichOneof("item") == "event":
+            caller = item.event.trimmed.caller
+            seen.append((caller.runtime_id, caller.session_id))
+    return seen
+
+
+async def test_a_runtime_token_reads_its_own_runtime_only(scoped: Sidecar) -> None:
+    """Issue 17 (1): runtime A's token asking for B's events is PERMISSION_DENIED; without a
+    runtime filter it gets A's events alone; the fleet reader and the operator see all."""
+    async with grpc.aio.insecure_channel(scoped.tcp_addresses[0]) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        for asked in (["runtime-b"], ["runtime-a", "runtime-b"]):
+            call = stub.TrimEvents(svc.TrimEventsRequest(runtime_ids=asked), metadata=bearer("a"))
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()
+            assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert error_reason(caught.value) == "ERROR_REASON_PERMISSION_DENIED"
+            assert "'runtime-b'" in (caught.value.details() or "")
+        own = await subscribe(stub, "a")
+        named = await subscribe(stub, "a", runtime_ids=["runtime-a"])
+        b_sessions = await subscribe(stub, "a", session_ids=["b-session-1"])
+        fleet = await subscribe(stub, "fleet")
+        operator = await subscribe(stub, "operator")
+        for runtime, session in (("runtime-b", "b-session-1"), ("runtime-a", "a-session-1")):
+            request = trim_request(runtime)
+            request.caller.session_id = session
+            await stub.TrimHistory(request, metadata=bearer("operator"), timeout=5)
+        both = [("runtime-b", "b-session-1"), ("runtime-a", "a-session-1")]
+        assert await trimmed_turns(own, 1) == [("runtime-a", "a-session-1")]
+        assert await trimmed_turns(named, 1) == [("runtime-a", "a-session-1")]
+        assert await trimmed_turns(fleet, 2) == both
+        assert await trimmed_turns(operator, 2) == both
+        # The session filter narrows the token's scope, never widens it: B's session is not A's.
+        marker = trim_request("runtime-a")
+        marker.caller.session_id = "b-session-1"
+        await stub.TrimHistory(marker, metadata=bearer("a"), timeout=5)
+        assert await trimmed_turns(b_sessions, 1) == [("runtime-a", "b-session-1")]
+        for call in (own, named, b_sessions, fleet, operator):
+            call.cancel()
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+async def test_an_empty_runtime_id_is_filled_with_the_tokens_runtime(
+    tmp_path: Path, running: list[Sidecar], engine: str
+) -> None:
+    """Issue 17 (2): A's token with `caller{runtime_id: "", session_id: "b-session-1"}`
+    publishes as runtime-a; B's session watcher (B's token) does not see it."""
+    path = tmp_path / "tokens.toml"
+    path.write_text(
+        "".join(
+            f'[[tokens]]\ntoken = "{token}"\nruntime_id = "{runtime}"\n{extra}'
+            for token, runtime, extra in SCOPED_TOKENS.values()
+        )
+    )
+    sidecar = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path), engine=engine)
+    )
+    running.append(sidecar)
+    async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        b_watch = await subscribe(stub, "b", session_ids=["b-session-1"])
+        fleet = await subscribe(stub, "fleet", session_ids=["b-session-1"])
+        meters = await subscribe(stub, "fleet", include_meter_updates=True)
+        sneaky = trim_request("")
+        sneaky.caller.session_id = "b-session-1"
+        sneaky.caller.agent_id = "agent-7"
+        response = await stub.TrimHistory(sneaky, metadata=bearer("a"), timeout=5)
+        assert response.outcome.trimmed
+        item = await asyncio.wait_for(fleet.read(), 5)
+        caller = item.event.trimmed.caller
+        # Filled, and nothing else of the caller lost.
+        assert (caller.runtime_id, caller.session_id, caller.agent_id) == (
+            "runtime-a",
+            "b-session-1",
+            "agent-7",
+        )
+        # A request with no CallerContext at all gets one naming the token's runtime.
+        bare = svc.PrepareModelCallRequest(history=history())
+        await stub.PrepareModelCall(bare, metadata=bearer("a"), timeout=5)
+        while (update := await asyncio.wait_for(meters.read(), 5)).WhichOneof("item") != (
+            "meter_update"
+        ):
+            pass
+        assert update.meter_update.caller.runtime_id == "runtime-a"
+        # B's own event in its session reaches B's watcher first: A's never did.
+        own = trim_request("runtime-b")
+        own.caller.session_id = "b-session-1"
+        await stub.TrimHistory(own, metadata=bearer("b"), timeout=5)
+        assert await trimmed_turns(b_watch, 1) == [("runtime-b", "b-session-1")]
+        for call in (b_watch, fleet, meters):
+            call.cancel()
 
 
 async def list_services(target: str, token: str | None = None) -> list[str]:
@@ -412,6 +556,8 @@ STRONG = "6f354f389d5c6a18c763bcbc035e0cb4"
             "tokens.0.token: .* 18 of them in repeats or runs",
         ),
         ("[[tokens]\n", "token file"),
+        # The fleet-wide reader is an explicit grant, even for an operator token.
+        (f'[[tokens]]\ntoken = "{STRONG}"\nruntime_id = "*"\n', "read_all_runtimes = true"),
     ],
 )
 async def test_a_bad_token_file_is_a_startup_error(tmp_path: Path, text: str, message: str) -> None:
@@ -463,3 +609,127 @@ def test_the_caller_is_read_from_raw_request_bytes_as_protobuf_would() -> None:
     assert svc.TrimHistoryRequest.FromString(data).caller == caller_from_wire(data, number)
     with pytest.raises(ValueError):
         caller_from_wire(b"\x0a\xff", number)
+
+
+async def ops_get(
+    address: str, path: str, ca: Path | None, headers: dict[str, str] | None = None
+) -> int:
+    """The status of GET <path> on the ops port, over HTTPS trusting `ca`, or plain HTTP."""
+    scheme = "https" if ca else "http"
+    context = ssl.create_default_context(cafile=str(ca)) if ca else None
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(f"{scheme}://{address}{path}", ssl=context or False, headers=headers) as r,
+    ):
+        return r.status
+
+
+async def test_the_ops_port_has_tls_when_grpc_has_it(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    """Issue 17 (3): the same certificate, re-read when it rotates; plain HTTP is refused."""
+    sidecar = await started(tls_config(credentials, http="127.0.0.1:0"))
+    running.append(sidecar)
+    address = sidecar.http_address
+    assert address is not None
+    assert await ops_get(address, "/healthz", credentials.ca) == 200
+    with pytest.raises(aiohttp.ClientError):
+        await ops_get(address, "/healthz", None)
+    rotated = credentials.rotate_server_pair()
+    assert await ops_get(address, "/metrics", rotated) == 200
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        await ops_get(address, "/metrics", credentials.ca)
+    plain = await started(tls_config(credentials, http="127.0.0.1:0", http_plaintext=True))
+    running.append(plain)
+    assert plain.http_address is not None
+    assert await ops_get(plain.http_address, "/healthz", None) == 200
+
+
+async def test_the_ops_port_can_have_its_own_certificate(
+    running: list[Sidecar], tmp_path: Path
+) -> None:
+    ca = trustme.CA()
+    cert, key, ca_file = tmp_path / "ops.pem", tmp_path / "ops.key", tmp_path / "ops-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    issued = ca.issue_cert("127.0.0.1")
+    issued.private_key_pem.write_to_path(str(key))
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    config = ServerConfig(
+        listen=("127.0.0.1:0",), http="127.0.0.1:0", http_tls_cert=str(cert), http_tls_key=str(key)
+    )
+    sidecar = await started(config)  # the gRPC port itself without TLS
+    running.append(sidecar)
+    assert sidecar.http_address is not None
+    assert await ops_get(sidecar.http_address, "/readyz", ca_file) == 200
+
+
+async def test_metrics_can_require_a_token_while_probes_stay_open(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(
+        tls_config(
+            credentials,
+            http="127.0.0.1:0",
+            auth_tokens=str(credentials.tokens),
+            metrics_auth=True,
+        )
+    )
+    running.append(sidecar)
+    address, ca = sidecar.http_address, credentials.ca
+    assert address is not None
+    assert await ops_get(address, "/metrics", ca) == 401
+    wrong = {"Authorization": "Bearer not-a-token-of-this-server"}
+    assert await ops_get(address, "/metrics", ca, wrong) == 401
+    good = {"Authorization": f"Bearer {credentials.events_denied_token}"}
+    assert await ops_get(address, "/metrics", ca, good) == 200
+    assert await ops_get(address, "/healthz", ca) == 200
+    assert await ops_get(address, "/readyz", ca) == 200
+    with pytest.raises(SystemExit):
+        parse_config(["--metrics-auth"], {})
+
+
+def test_an_open_ops_port_next_to_token_auth_is_warned_about(credentials: Credentials) -> None:
+    tokens = str(credentials.tokens)
+    open_port = ServerConfig(http="0.0.0.0:9464", auth_tokens=tokens)
+    warnings = ops_exposure_warnings(open_port)
+    assert len(warnings) == 2
+    assert "plain HTTP" in warnings[0] and "0.0.0.0:9464" in warnings[0]
+    assert "--metrics-auth" in warnings[1]
+    secured = tls_config(credentials, http="[::]:9464", auth_tokens=tokens, metrics_auth=True)
+    assert ops_exposure_warnings(secured) == []
+    assert ops_exposure_warnings(ServerConfig(http="127.0.0.1:9464", auth_tokens=tokens)) == []
+    assert ops_exposure_warnings(ServerConfig(http="0.0.0.0:9464")) == []  # no tokens to protect
+
+
+async def test_the_ops_warning_is_logged_at_startup(
+    credentials: Credentials, running: list[Sidecar], caplog: pytest.LogCaptureFixture
+) -> None:
+    config = ServerConfig(
+        listen=("127.0.0.1:0",), http="0.0.0.0:0", auth_tokens=str(credentials.tokens)
+    )
+    with caplog.at_level(logging.WARNING, logger="turnkeeper.server"):
+        running.append(await started(config))
+    assert any("answers /metrics to anyone" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_dashboard_sign_in_never_takes_a_token_in_clear_beyond_loopback(
+    credentials: Credentials,
+) -> None:
+    access = DashboardAccess(load_tokens(str(credentials.tokens)))
+    bearer = {"Authorization": f"Bearer {credentials.token}"}
+
+    def request(peer: str) -> web.Request:
+        transport = mock.Mock()
+        transport.get_extra_info.side_effect = lambda name, default=None: (
+            (peer, 40000) if name == "peername" else default
+        )
+        return make_mocked_request(
+            "POST", "/dashboard/session", headers=bearer, transport=transport
+        )
+
+    refused = await access.sign_in(request("10.1.2.3"))
+    assert refused.status == 403
+    accepted = await access.sign_in(request("127.0.0.1"))
+    assert accepted.status == 204
+    cookie = accepted.cookies[COOKIE]
+    assert cookie["secure"] and cookie["httponly"] and cookie["samesite"] == "Strict"

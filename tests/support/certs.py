@@ -67,6 +67,7 @@ def write_token_file(path: Path) -> None:
         "\n[[tokens]]\n"
         f'token = "{ANY_RUNTIME_TOKEN}"\n'
         'runtime_id = "*"\n'
+        "read_all_runtimes = true\n"
     )
     path.chmod(0o600)
 

@@ -249,10 +249,13 @@ async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
 
 
 TOKENS = {
-    "watcher": TokenGrant(token="w-f6970cd7033b3127607c969b21cccf68", runtime_id="*"),
+    "watcher": TokenGrant(
+        token="w-f6970cd7033b3127607c969b21cccf68", runtime_id="*", read_all_runtimes=True
+    ),
     "runtime": TokenGrant(
         token="r-18a2fbc930028b3aa483a16994deb255", runtime_id="rt-1", trim_events=False
     ),
+    "reader": TokenGrant(token="o-5c1e0a9b7d3f42e6a8b1c9d0e7f6a5b4", runtime_id="rt-2"),
 }
 
 
@@ -265,6 +268,7 @@ async def guarded(
         "".join(
             f'[[tokens]]\ntoken = "{g.token}"\nruntime_id = "{g.runtime_id}"\n'
             f"trim_events = {str(g.trim_events).lower()}\n"
+            f"read_all_runtimes = {str(g.read_all_runtimes).lower()}\n"
             for g in TOKENS.values()
         )
     )
@@ -278,14 +282,14 @@ async def test_without_token_auth_the_stream_needs_no_login(
     client: TestClient[web.Request, web.Application],
 ) -> None:
     async with client.get("/dashboard/session") as response:
-        assert await response.json() == {"loginRequired": False, "signedIn": True}
+        assert await response.json() == {"loginRequired": False, "signedIn": True, "runtime": None}
 
 
 async def test_with_token_auth_the_stream_needs_a_session_opened_with_a_trim_events_token(
     guarded: TestClient[web.Request, web.Application],
 ) -> None:
     async with guarded.get("/dashboard/session") as response:
-        assert await response.json() == {"loginRequired": True, "signedIn": False}
+        assert await response.json() == {"loginRequired": True, "signedIn": False, "runtime": None}
     async with guarded.get("/dashboard/events") as response:
         assert response.status == 401
     bearer = {"Authorization": "Bearer " + "x" * 24}
@@ -300,14 +304,53 @@ async def test_with_token_auth_the_stream_needs_a_session_opened_with_a_trim_eve
     async with guarded.post("/dashboard/session", headers=bearer) as response:
         assert response.status == 204
         cookie = response.cookies[COOKIE]
-        assert cookie["httponly"] and cookie["samesite"] == "Strict"
+        assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["secure"]
         assert TOKENS["watcher"].token not in cookie.value
-    async with guarded.get("/dashboard/session") as response:
-        assert await response.json() == {"loginRequired": True, "signedIn": True}
-    async with guarded.get("/dashboard/events") as response:
+    # What a browser sends back (aiohttp's client keeps Secure cookies for https only).
+    session = {"Cookie": f"{COOKIE}={cookie.value}"}
+    async with guarded.get("/dashboard/session", headers=session) as response:
+        assert await response.json() == {"loginRequired": True, "signedIn": True, "runtime": None}
+    async with guarded.get("/dashboard/events", headers=session) as response:
         assert response.status == 200
         (opening,) = await read_messages(response, 1)
         assert opening.event == "heartbeat"
+
+
+async def test_a_session_sees_only_what_its_token_may_read(
+    guarded: TestClient[web.Request, web.Application], feed: RingFeed
+) -> None:
+    """A token bound to rt-2 opens a session that streams rt-2's items only; the fleet-wide
+    reader's session streams every runtime's."""
+
+    def of(runtime: str, turns: int) -> trim_pb2.HistoryTrimmed:
+        item = trimmed(turns)
+        item.caller.runtime_id = runtime
+        return item
+
+    streams = {}
+    for name in ("reader", "watcher"):
+        bearer = {"Authorization": f"Bearer {TOKENS[name].token}"}
+        async with guarded.post("/dashboard/session", headers=bearer) as response:
+            assert response.status == 204
+            session = {"Cookie": f"{COOKIE}={response.cookies[COOKIE].value}"}
+        async with guarded.get("/dashboard/session", headers=session) as response:
+            assert (await response.json())["runtime"] == ("rt-2" if name == "reader" else None)
+        response = await guarded.get("/dashboard/events", headers=session)
+        assert (await read_messages(response, 1))[0].event == "heartbeat"
+        streams[name] = response
+    try:
+        feed.publish(of("rt-1", 1))
+        feed.publish(of("rt-2", 2))
+        feed.publish(of("rt-1", 3))
+        feed.publish(of("rt-2", 4))
+        seen = {
+            name: [m.data["trimmed"]["droppedTurns"] for m in await read_messages(r, n)]  # type: ignore[index]
+            for (name, r), n in zip(streams.items(), (2, 4), strict=True)
+        }
+    finally:
+        for response in streams.values():
+            response.close()
+    assert seen == {"reader": [2, 4], "watcher": [1, 2, 3, 4]}
 
 
 def test_login_is_required_only_off_loopback_and_with_token_auth(

@@ -13,9 +13,10 @@ from types import ModuleType
 
 import pytest
 from google.protobuf import duration_pb2
+from redis.asyncio import Redis
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import cursor as cursors
-from turnkeeper.server.events.redis_feed import RedisFeed
+from turnkeeper.server.events.redis_feed import RedisFeed, _text
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -293,6 +294,125 @@ async def test_meter_updates_reach_opted_in_subscribers_on_every_replica_and_cou
     assert turns(await take(plain, 2)) == [1, 2]
     for f in (a, b):
         await f.close()
+
+
+async def test_a_restore_that_loses_the_newest_entries_forks_the_epoch(url: str, key: str) -> None:
+    """Issue 17 (5): the counter going back (a restore from an older snapshot, a failover to a
+    lagging replica) is a RESTART gap for every reader and a new epoch: no number is reused."""
+    a = await feed(url, key)
+    watcher = await live(a, request())
+    for i in range(1, 6):
+        a.publish(trimmed(i))
+    before = await take(watcher, 5)
+    raw = Redis.from_url(url)
+    try:
+        # What a snapshot taken after event 3 holds: entries 1-3, the counter at 3, the epoch.
+        for item in before[3:]:
+            position = cursors.decode(item.event.cursor)
+            assert isinstance(position, cursors.RedisCursor)
+            await raw.xdel(key, position.stream_id)
+        await raw.set(f"{key}:n", 3)
+        # The publisher notices on its next poll (once a second), without a publish.
+        (gap,) = await take(watcher, 1, limit_s=5)
+        assert gap.gap.cause == events_pb2.GAP_CAUSE_RESTART
+        a.publish(trimmed(6))
+        (six,) = await take(watcher, 1)
+    finally:
+        await raw.aclose()
+    old, new = (cursors.decode(i.event.cursor) for i in (before[3], six))
+    assert isinstance(old, cursors.RedisCursor) and isinstance(new, cursors.RedisCursor)
+    assert new.n == 4 and new.epoch != old.epoch  # (epoch, 4) names one event only
+    # A cursor of a lost event: the gap, then the new epoch's events (not the old ones again).
+    resumed = await take(a.subscribe(request(after_cursor=before[4].event.cursor)), 2)
+    assert resumed[0].gap.cause == events_pb2.GAP_CAUSE_RESTART
+    assert turns(resumed[1:]) == [6]
+    # A cursor of a kept event of the old epoch resumes exactly, then crosses the fork's gap.
+    kept = await take(a.subscribe(request(after_cursor=before[1].event.cursor)), 4)
+    assert [i.WhichOneof("item") for i in kept] == ["heartbeat", "event", "gap", "event"]
+    assert turns([kept[1], kept[3]]) == [3, 6]
+    await a.close()
+
+
+async def test_a_reader_that_sees_a_number_again_announces_it_and_forks(url: str, key: str) -> None:
+    """A replica that knew nothing of the lost entries published first: the reader sees the
+    number go back, announces a gap and forks the epoch; later entries need no second notice."""
+    writer = await feed(url, key)
+    reader = RedisFeed(url, 1000, 100, stream_key=key)  # never started: it only reads
+    watcher = await live(reader, request())
+    for i in range(1, 4):
+        writer.publish(trimmed(i))
+    got = await take(watcher, 3)
+    await writer.close()
+    epoch = cursors.decode(got[0].event.cursor)
+    assert isinstance(epoch, cursors.RedisCursor)
+    raw = Redis.from_url(url)
+    try:
+        await raw.set(f"{key}:n", 1)  # a lagging replica: events 2 and 3 are gone
+        payload = events_pb2.TrimEvent(trimmed=trimmed(4)).SerializeToString()
+        await raw.xadd(key, {"k": "e", "n": 2, "e": epoch.epoch, "p": payload})
+        gap, four = await take(watcher, 2)
+        assert gap.gap.cause == events_pb2.GAP_CAUSE_RESTART and turns([four]) == [4]
+        assert _text(await raw.get(f"{key}:epoch")) != epoch.epoch
+    finally:
+        await raw.aclose()
+    late = await feed(url, key)
+    late.publish(trimmed(5))
+    (five,) = await take(watcher, 1)
+    assert turns([five]) == [5]
+    position = cursors.decode(five.event.cursor)
+    assert isinstance(position, cursors.RedisCursor) and position.epoch != epoch.epoch
+    for f in (late, reader):
+        await f.close()
+
+
+async def test_a_restart_with_its_data_stays_exact(tmp_path: Path) -> None:
+    """A restart that keeps the data (AOF) is no gap: same epoch, same counter."""
+    server = procs.RedisServer(procs.free_port(), tmp_path, extra_args=("--appendonly", "yes"))
+    server.start()
+    try:
+        a = RedisFeed(server.url, 1000, 100)
+        await a.start()
+        watcher = await live(a, request())
+        for i in range(1, 4):
+            a.publish(trimmed(i))
+        got = await take(watcher, 3)
+        server.stop()
+        server.start()
+        for i in range(4, 6):
+            a.publish(trimmed(i))
+        got += await take(watcher, 2, limit_s=10)
+        assert turns(got) == [1, 2, 3, 4, 5]
+        resumed = await take(a.subscribe(request(after_cursor=got[2].event.cursor)), 3)
+        assert resumed[0].HasField("heartbeat") and turns(resumed[1:]) == [4, 5]
+        await a.close()
+    finally:
+        server.stop()
+
+
+async def test_a_cursor_that_claims_a_higher_number_forks_nothing(url: str, key: str) -> None:
+    """Cursors come from clients: one claiming a number the stream never reached gets its own
+    RESTART gap, while the epoch (every other reader's position) stays as it is."""
+    a = await feed(url, key)
+    watcher = await live(a, request())
+    for i in range(1, 4):
+        a.publish(trimmed(i))
+    got = await take(watcher, 3)
+    first = cursors.decode(got[0].event.cursor)
+    assert isinstance(first, cursors.RedisCursor)
+    forged = cursors.encode_redis(first.epoch, first.stream_id, 10**9)
+    resumed = a.subscribe(request(after_cursor=forged))
+    beat, gap, *rest = await take(resumed, 4)
+    assert beat.HasField("heartbeat") and gap.gap.cause == events_pb2.GAP_CAUSE_RESTART
+    assert turns(rest) == [2, 3]
+    raw = Redis.from_url(url)
+    try:
+        assert _text(await raw.get(f"{key}:epoch")) == first.epoch
+    finally:
+        await raw.aclose()
+    a.publish(trimmed(4))
+    (four,) = await take(watcher, 1)  # no gap for the others
+    assert turns([four]) == [4]
+    await a.close()
 
 
 async def test_the_oldest_cursor_replays_the_whole_stream_without_a_gap(url: str, key: str) -> None:

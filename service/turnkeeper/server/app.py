@@ -24,15 +24,18 @@ from turnkeeper.server.api.methods import SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
+from turnkeeper.server.edge.auth import TokenFileError
+from turnkeeper.server.edge.connection_guard import ConnectionGuard
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
 from turnkeeper.server.edge.server import create_server
+from turnkeeper.server.edge.tls import CertificateError
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed, describe_events_url
 from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.server.events.metered import MeteredFeed
 from turnkeeper.server.ops.health import SERVING, SERVING_NAMES, HealthService, watch_feed_health
-from turnkeeper.server.ops.http import OpsContext, OpsRoutes, OpsServer, create_ops_app
+from turnkeeper.server.ops.http import OpsContext, OpsRoutes, OpsServer, ops_server_for
 from turnkeeper.server.ops.ready_file import remove_ready_file, write_ready_file
 from turnkeeper.server.ops.reflection import enable_reflection
 from turnkeeper.server.startup import StartupError
@@ -68,6 +71,7 @@ class Sidecar:
         self.http_address: str | None = None
         self._ops_routes = tuple(ops_routes)
         self._ops: OpsServer | None = None
+        self._guard: ConnectionGuard | None = None
         self._locks: list[UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
@@ -110,6 +114,7 @@ class Sidecar:
         self._register_services(server, self._servicer)
         self._listen(server, credentials)
         await server.start()
+        self._guard_connections(tls=credentials is not None)
         ENGINE.info({"engine": self._servicer.engine.name})
         await self._start_ops(feed)
         for name in SERVING_NAMES:
@@ -170,11 +175,23 @@ class Sidecar:
             bind_unix(server, lock, self.config.unix_permissions)
             self.unix_paths.append(lock.path)
 
+    def _guard_connections(self, tls: bool) -> None:
+        """Unused connections cannot hold every slot (edge/connection_guard.py)."""
+        ports = {int(address.rpartition(":")[2]): tls for address in self.tcp_addresses}
+        config = self.config
+        self._guard = ConnectionGuard(
+            ports, config.max_connections, config.max_connections_per_peer
+        )
+        self._guard.start()
+
     async def _start_ops(self, feed: EventFeed) -> None:
         if self.config.http is None:
             return
         context = OpsContext(health=self._health, feed=feed, ready_service=SERVICE_NAME)
-        self._ops = OpsServer(create_ops_app(context, self._ops_routes))
+        try:
+            self._ops = ops_server_for(self.config, context, self._ops_routes)
+        except (CertificateError, TokenFileError) as error:
+            raise StartupError(str(error)) from None
         try:
             self.http_address = await self._ops.start(self.config.http)
         except OSError as error:
@@ -227,6 +244,9 @@ class Sidecar:
 
     async def _teardown_serving(self, grace: float) -> None:
         await self._health.enter_graceful_shutdown()
+        if self._guard is not None:
+            await self._guard.stop()
+            self._guard = None
         await self._stop_feed_health()
         remove_ready_file(self.config.ready_file)
         stopping: asyncio.Future[None] | None = None

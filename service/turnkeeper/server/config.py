@@ -282,6 +282,12 @@ class ServerConfig(BaseSettings):
         ge=0,
         description="open client connections; further ones are closed at once (0: no limit)",
     )
+    max_connections_per_peer: int = Field(
+        default=128,
+        ge=0,
+        description="unused connections (no call yet) one peer address (an IPv6 /64) may hold; "
+        "beyond it the most idle are closed (0: no limit)",
+    )
     max_connection_idle_seconds: float = Field(
         default=300.0,
         ge=0,
@@ -360,6 +366,26 @@ class ServerConfig(BaseSettings):
         "token acts as one runtime_id",
     )
     reflection: bool = Field(default=True, description="serve gRPC server reflection")
+    http_tls_cert: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="PEM certificate (chain) for HTTPS on the ops port (default: --tls-cert, so "
+        "the ops port has TLS whenever gRPC has it); re-read when it changes",
+    )
+    http_tls_key: AbsolutePath | None = Field(
+        default=None,
+        json_schema_extra={"metavar": "PATH"},
+        description="PEM private key of --http-tls-cert (default: --tls-key)",
+    )
+    http_plaintext: bool = Field(
+        default=False,
+        description="serve the ops port as plain HTTP even when gRPC has TLS (dashboard sign-in "
+        "is then refused beyond loopback)",
+    )
+    metrics_auth: bool = Field(
+        default=False,
+        description="/metrics needs a bearer token of --auth-tokens (probes stay open)",
+    )
     overflow_phrase: PhraseList = Field(
         default=(),
         json_schema_extra={"metavar": "PHRASE"},
@@ -380,7 +406,24 @@ class ServerConfig(BaseSettings):
             raise ValueError("--tls-cert and --tls-key go together")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise ValueError("--tls-client-ca needs --tls-cert and --tls-key")
+        if (self.http_tls_cert is None) != (self.http_tls_key is None):
+            raise ValueError("--http-tls-cert and --http-tls-key go together")
+        if self.http_plaintext and self.http_tls_cert is not None:
+            raise ValueError("--http-plaintext and --http-tls-cert exclude each other")
+        if self.metrics_auth and self.auth_tokens is None:
+            raise ValueError("--metrics-auth needs --auth-tokens")
         return self
+
+    @property
+    def http_tls(self) -> tuple[str, str] | None:
+        """The certificate and key of the ops port's TLS: its own pair, else the gRPC one."""
+        if self.http_plaintext:
+            return None
+        if self.http_tls_cert is not None and self.http_tls_key is not None:
+            return self.http_tls_cert, self.http_tls_key
+        if self.tls_cert is not None and self.tls_key is not None:
+            return self.tls_cert, self.tls_key
+        return None
 
     @field_validator("listen", "unix")
     @classmethod

@@ -38,6 +38,12 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
+def length_delimited(number: int, payload: bytes) -> bytes:
+    """One length-delimited field (bytes, string, message), encoded as protobuf does. Appended to
+    a message's bytes, a message field merges into the earlier occurrence, a repeated one adds."""
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
 def malformed_fields(raw: bytes, request_type: type[Message]) -> list[str]:
     """The top-level fields whose bytes do not decode, by field number; [""] for broken framing.
 

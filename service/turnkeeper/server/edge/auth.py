@@ -1,34 +1,48 @@
 """Bearer-token authentication: each token acts as one runtime_id; health needs no token.
 
-The token file (TOML, `--auth-tokens`) lists every token, the runtime it may act as and whether
-it may subscribe to TrimEvents:
+The token file (TOML, `--auth-tokens`) lists every token, the runtime it may act as and which
+TrimEvents it may read:
 
     [[tokens]]
     token = "a random string of at least 128 bits"  # openssl rand -hex 32
     runtime_id = "checkout-agent"   # "*" acts as any runtime (operators, tools)
-    trim_events = false             # default true
+    trim_events = false             # may subscribe to TrimEvents at all; default true
+    read_all_runtimes = true        # may read every runtime's events; default false
 
-A call without a known token is UNAUTHENTICATED. A call whose `CallerContext.runtime_id` names
-another runtime than its token's, or a TrimEvents subscription by a token without
-`trim_events`, is PERMISSION_DENIED. Both carry ErrorInfo (domain turnkeeper.v1).
+A call without a known token is UNAUTHENTICATED. A token bound to a runtime acts and reads for
+that runtime only: a request whose `CallerContext.runtime_id` names another runtime is
+PERMISSION_DENIED, an empty one is filled with the token's runtime (so what it publishes is its
+own), and its TrimEvents subscriptions are held to its runtime (`runtime_ids` empty means its
+own; naming another is PERMISSION_DENIED) unless the file grants `read_all_runtimes`. A `"*"`
+token that may subscribe must carry that grant explicitly. Every refusal carries ErrorInfo
+(domain turnkeeper.v1).
 """
 
 from __future__ import annotations
 
 import hashlib
 import tomllib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import grpc
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from google.protobuf.message import DecodeError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
+from turnkeeper.server.api.wire import length_delimited
 from turnkeeper.server.edge.handlers import Continuation, refusal
 from turnkeeper.server.edge.token_strength import weakness
-from turnkeeper.v1 import errors_pb2
+from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -44,6 +58,23 @@ class TokenGrant(BaseModel):
     token: str
     runtime_id: str = Field(min_length=1)
     trim_events: bool = True
+    # The fleet-wide reader: every runtime's events, never a default.
+    read_all_runtimes: bool = False
+
+    @model_validator(mode="after")
+    def _explicit_fleet_reader(self) -> TokenGrant:
+        if self.runtime_id == ANY_RUNTIME and self.trim_events and not self.read_all_runtimes:
+            raise ValueError(
+                'a runtime_id = "*" token that may subscribe to TrimEvents reads every '
+                "runtime's events: say so with read_all_runtimes = true (or set "
+                "trim_events = false)"
+            )
+        return self
+
+    @property
+    def events_runtime(self) -> str | None:
+        """The one runtime whose events this token may read; None for every runtime."""
+        return None if self.read_all_runtimes else self.runtime_id
 
     @field_validator("token")
     @classmethod
@@ -97,6 +128,12 @@ def grant_for(grants: dict[bytes, TokenGrant], token: str) -> TokenGrant | None:
     return grants.get(_digest(token))
 
 
+def grant_of_header(grants: dict[bytes, TokenGrant], authorization: str) -> TokenGrant | None:
+    """The grant of an HTTP `Authorization: Bearer <token>` header, or None."""
+    scheme, _, token = authorization.partition(" ")
+    return grant_for(grants, token.strip()) if scheme.lower() == "bearer" else None
+
+
 def _bearer(metadata: Sequence[tuple[str, str | bytes]] | None) -> str | None:
     for key, value in metadata or ():
         if key == "authorization" and isinstance(value, str):
@@ -118,16 +155,20 @@ def _error(code: grpc.StatusCode, message: str) -> RequestError:
 def _checking_caller(
     handler: grpc.RpcMethodHandler[Req, Resp], number: int, runtime_id: str
 ) -> grpc.RpcMethodHandler[Req, Resp]:
-    """The unary handler, refusing requests whose CallerContext names another runtime."""
+    """The unary handler, refusing requests whose CallerContext names another runtime and
+    filling an empty `runtime_id` with the token's."""
     if handler.unary_unary is None:
         return handler
-    # The sidecar's handlers are coroutines (grpc.aio).
+    # The sidecar's handlers are coroutines (grpc.aio) taking raw request bytes.
     inner = cast(Callable[..., Awaitable[Resp]], handler.unary_unary)
+    filled = length_delimited(
+        number, trim_pb2.CallerContext(runtime_id=runtime_id).SerializeToString()
+    )
 
-    async def checked(request: Req, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
+    async def checked(request: Any, context: grpc.aio.ServicerContext[Req, Resp]) -> Resp:
         try:
             claimed = caller_of(request, number).runtime_id
-        except ValueError:  # protobuf's DecodeError is a ValueError
+        except (ValueError, DecodeError):  # protobuf 7's DecodeError is no ValueError
             claimed = None
             message = "the request's CallerContext cannot be read"
         else:
@@ -135,15 +176,56 @@ def _checking_caller(
                 f"this token acts as runtime {runtime_id!r}, not {claimed!r} "
                 "(CallerContext.runtime_id)"
             )
-        # An empty runtime_id claims no runtime, so nothing is published under another's.
         if claimed is None or (claimed and claimed != runtime_id):
             await context.abort_with_status(
                 _error(grpc.StatusCode.PERMISSION_DENIED, message).to_status()
             )
+        if not claimed and isinstance(request, bytes):
+            # A later occurrence of the caller field merges into the first (protobuf's rule,
+            # which both engines follow): the request now names the token's runtime.
+            request += filled
         return await inner(request, context)
 
     return grpc.unary_unary_rpc_method_handler(
         checked, handler.request_deserializer, handler.response_serializer
+    )
+
+
+_RUNTIME_IDS = history_service_pb2.TrimEventsRequest.DESCRIPTOR.fields_by_name["runtime_ids"]
+
+
+def _scoped_subscription(
+    handler: grpc.RpcMethodHandler[Req, Resp], runtime_id: str
+) -> grpc.RpcMethodHandler[Req, Resp]:
+    """The TrimEvents handler, held to one runtime's events: `runtime_ids` empty becomes
+    [runtime_id]; naming any other runtime is PERMISSION_DENIED."""
+    if handler.unary_stream is None:
+        return handler
+    inner = cast(Callable[..., AsyncIterator[Resp]], handler.unary_stream)
+    own = length_delimited(_RUNTIME_IDS.number, runtime_id.encode())
+
+    async def scoped(request: Any, context: grpc.aio.ServicerContext[Req, Resp]) -> Any:
+        try:
+            asked = list(history_service_pb2.TrimEventsRequest.FromString(request).runtime_ids)
+        except (ValueError, DecodeError, TypeError):
+            asked = None  # undecodable: the handler itself answers MALFORMED_REQUEST
+        others = sorted({r for r in asked or () if r != runtime_id})
+        if others:
+            await context.abort_with_status(
+                _error(
+                    grpc.StatusCode.PERMISSION_DENIED,
+                    f"this token reads the events of runtime {runtime_id!r} only, not "
+                    f"{', '.join(map(repr, others))} (runtime_ids); a fleet-wide reader needs "
+                    "read_all_runtimes = true in the token file",
+                ).to_status()
+            )
+        if asked == []:
+            request += own
+        async for item in inner(request, context):
+            yield item
+
+    return grpc.unary_stream_rpc_method_handler(
+        scoped, handler.request_deserializer, handler.response_serializer
     )
 
 
@@ -183,6 +265,8 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
                     f"the token for runtime {grant.runtime_id!r} may not subscribe to TrimEvents",
                 ),
             )
+        if method == TRIM_EVENTS_METHOD and grant.events_runtime is not None:
+            return _scoped_subscription(handler, grant.events_runtime)
         number = CALLER_FIELDS.get(method)
         if number is not None and grant.runtime_id != ANY_RUNTIME:
             return _checking_caller(handler, number, grant.runtime_id)

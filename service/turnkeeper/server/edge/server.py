@@ -33,8 +33,10 @@ def server_options(config: ServerConfig) -> list[tuple[str, int]]:
         # noticed and its streams end.
         ("grpc.keepalive_time_ms", int(config.keepalive_seconds * 1000)),
         ("grpc.keepalive_timeout_ms", int(config.keepalive_timeout_seconds * 1000)),
-        # A connection that never completes the HTTP/2 handshake is closed after this.
+        # A connection that never completes the HTTP/2 handshake is closed after this; one that
+        # sent its preface and SETTINGS but never acknowledges ours, too.
         ("grpc.server_handshake_timeout_ms", int(config.handshake_timeout_seconds * 1000)),
+        ("grpc.http2.settings_timeout", int(config.handshake_timeout_seconds * 1000)),
     ]
     if config.max_connections:
         options.append(("grpc.max_allowed_incoming_connections", config.max_connections))

@@ -10,6 +10,7 @@ for its initial configuration once, and asks its fetcher when each further port 
 fetcher shared by two ports would answer "unchanged" to the second, which then fails to start
 ("Failed loading SSL server credentials from fetcher"); and after a rotation the first port to
 notice would be the only one to reload.
+The ops port (aiohttp) gets the same behaviour from `ReloadingSSLContext`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,48 @@ class CertificateError(Exception):
     """The certificate files cannot be used; the message says which and why."""
 
 
+def _stamps(paths: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    try:
+        return tuple((s.st_mtime_ns, s.st_size) for s in map(os.stat, paths))
+    except OSError as error:
+        raise CertificateError(f"{error.filename}: {error.strerror}") from None
+
+
+class ReloadingSSLContext:
+    """A server `ssl.SSLContext` (`.context`) whose certificate follows its files.
+
+    OpenSSL calls the server-name callback on every ClientHello (with or without SNI); it swaps
+    in a context loaded again when a file changed, and keeps the previous one mid-rotation.
+    """
+
+    def __init__(self, cert_path: str, key_path: str) -> None:
+        self._paths = (cert_path, key_path)
+        self._stamp = _stamps(self._paths)
+        self._current = self._load()
+        self.context = self._load()
+        self.context.sni_callback = self._pick
+
+    def _load(self) -> ssl.SSLContext:
+        cert, key = self._paths
+        try:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+        except (OSError, ssl.SSLError) as error:
+            raise CertificateError(f"cannot use {cert} / {key} for the ops port: {error}") from None
+        return context
+
+    def _pick(self, connection: ssl.SSLObject, server_name: str | None, _: ssl.SSLContext) -> None:
+        try:
+            stamp = _stamps(self._paths)
+            if stamp != self._stamp:
+                self._current = self._load()
+                self._stamp = stamp
+                log.info("reloaded the ops port's TLS certificate from %s", self._paths[0])
+        except CertificateError as error:
+            log.warning("keeping the ops port's current certificate: %s", error)
+        connection.context = self._current
+
+
 class RotatingCertificates:
     """The server certificate, key and optional client CA, reloaded when a file changes."""
 
@@ -39,10 +82,7 @@ class RotatingCertificates:
         self.initial = self._load()
 
     def _stamps(self) -> tuple[tuple[int, int], ...]:
-        try:
-            return tuple((s.st_mtime_ns, s.st_size) for s in map(os.stat, self._paths))
-        except OSError as error:
-            raise CertificateError(f"{error.filename}: {error.strerror}") from None
+        return _stamps(self._paths)
 
     def _load(self) -> grpc.ServerCertificateConfiguration:
         # The ssl module checks that the key matches the certificate; grpc would only fail

@@ -26,11 +26,6 @@ from turnkeeper.v1 import history_service_pb2 as svc
 M = TypeVar("M", bound=Message)
 
 
-def _tagged(number: int, payload: bytes) -> bytes:
-    """A length-delimited field, encoded as protobuf does."""
-    return wire.encode_varint(number << 3 | 2) + wire.encode_varint(len(payload)) + payload
-
-
 @dataclass(frozen=True, slots=True)
 class PythonHistoryView:
     """The reference engine: the core's row view over a parsed History message."""
@@ -82,7 +77,7 @@ class PythonHistoryView:
         return PythonHistoryView(WorkingHistory.of(swept.history)), swept.removals
 
     def history_field(self) -> bytes:
-        return _tagged(1, self.working.history.SerializeToString())
+        return wire.length_delimited(1, self.working.history.SerializeToString())
 
     def estimates_field(self) -> bytes:
         pricing = self.working.pricing

@@ -1,7 +1,7 @@
 """The fleet feed: every replica publishes to one Redis Stream and serves TrimEvents from it.
 
-Stream entries carry four fields: `k` (b"e" an event, b"g" a gap marker, b"m" a meter update),
-`n`, `e` and `p`.
+Stream entries carry four fields: `k` (b"e" an event, b"g" a gap marker, b"m" a meter update,
+b"f" the first entry of an epoch that replaced a rewritten one, see below), `n`, `e` and `p`.
 - `n` numbers events globally (a Redis counter incremented in the same script as the XADD), so the
   numbers are contiguous across replicas: a reader that sees `n` jump knows how many events it
   missed (trimmed by MAXLEN before it read them); a gap marker carries the current count.
@@ -10,6 +10,16 @@ Stream entries carry four fields: `k` (b"e" an event, b"g" a gap marker, b"m" a 
 An epoch key next to the stream holds a random value set once (SET NX); when Redis loses the stream
 (restart without persistence) the key goes with it and the next replica sets a new one, so cursors
 and readers from before recognize entries (and cursors) of a new run by their epoch.
+
+Redis can also lose the newest entries but keep the keys: a failover to a replica that lagged, a
+restore from an older snapshot. The counter then goes back, and without care the numbers (and the
+positions readers held) would be issued again. Every replica remembers the highest `n` it saw
+under the current epoch (published, read, or polled once a second), and the scripts compare it
+with the counter: a counter behind it means entries were lost, so the script that notices starts a
+new epoch (the key is replaced, compare-and-set, so the fleet forks once) with a b"f" entry that
+every reader turns into a RESTART gap, and records where the epoch began (`<stream>:epoch:start`).
+A reader that sees the number go back under one epoch before any replica noticed announces a gap
+itself and forks the epoch the same way. A plain restart keeps the counter: nothing is announced.
 """
 
 from __future__ import annotations
@@ -48,17 +58,45 @@ log = logging.getLogger(__name__)
 
 STREAM_KEY = "turnkeeper:events"
 
-# KEYS: stream, counter, epoch, batch marker. ARGV: maxlen, candidate epoch, then (kind, payload)
-# pairs. Atomic, so the entry order in the stream is the order of `n`. Idempotent: the marker
-# (unique per batch, kept an hour) makes a retried batch that already ran a no-op, so a batch
-# whose reply was lost (Redis stalled past the socket timeout) is retried, never lost or doubled.
-_PUBLISH = """
-if not redis.call('SET', KEYS[4], '1', 'NX', 'EX', 3600) then
-  return redis.call('GET', KEYS[3])
+# KEYS: stream, counter, epoch, epoch start. ARGV: maxlen, new epoch, the epoch and the highest `n`
+# the caller saw under it, the payload of the b"f" entry. When the counter is behind what the caller
+# saw under the same epoch, entries were lost: a new epoch begins with a b"f" entry. Sets `epoch`,
+# `n` (the counter) and `forked`.
+_FORK_IF_BEHIND = """
+local epoch = redis.call('GET', KEYS[3])
+local n = tonumber(redis.call('GET', KEYS[2]) or '0')
+local forked = 0
+if epoch and epoch == ARGV[3] and n < tonumber(ARGV[4]) then
+  epoch = ARGV[2]
+  redis.call('SET', KEYS[3], epoch)
+  local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
+                        'k', 'f', 'n', n, 'e', epoch, 'p', ARGV[5])
+  redis.call('SET', KEYS[4], id)
+  forked = 1
+end
+"""
+# The same keys and arguments: the epoch and the counter (forking first when behind); doubles as
+# the publisher's liveness check.
+_SYNC = (
+    _FORK_IF_BEHIND
+    + """
+return {epoch or '', tostring(n), forked}
+"""
+)
+# KEYS: stream, counter, epoch, epoch start, batch marker. ARGV: as _FORK_IF_BEHIND's (the new epoch
+# is also the candidate for a stream that has none), then (kind, payload) pairs. Atomic, so the
+# entry order in the stream is the order of `n`. Idempotent: the marker (unique per batch, kept an
+# hour) makes a retried batch that already ran a no-op, so a batch whose reply was lost (Redis
+# stalled past the socket timeout) is retried, never lost or doubled.
+_PUBLISH = (
+    _FORK_IF_BEHIND
+    + """
+if not redis.call('SET', KEYS[5], '1', 'NX', 'EX', 3600) then
+  return {redis.call('GET', KEYS[3]) or '', redis.call('GET', KEYS[2]) or '0', forked}
 end
 redis.call('SET', KEYS[3], ARGV[2], 'NX')
-local epoch = redis.call('GET', KEYS[3])
-for i = 3, #ARGV, 2 do
+epoch = redis.call('GET', KEYS[3])
+for i = 6, #ARGV, 2 do
   local n
   if ARGV[i] == 'e' then
     n = redis.call('INCR', KEYS[2])
@@ -68,8 +106,9 @@ for i = 3, #ARGV, 2 do
   redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
              'k', ARGV[i], 'n', n, 'e', epoch, 'p', ARGV[i + 1])
 end
-return epoch
+return {epoch, redis.call('GET', KEYS[2]) or '0', forked}
 """
+)
 # KEYS: epoch. ARGV: candidate epoch. The stream's epoch, created when missing.
 _EPOCH = """
 redis.call('SET', KEYS[1], ARGV[1], 'NX')
@@ -77,6 +116,7 @@ return redis.call('GET', KEYS[1])
 """
 
 _BATCH = 256
+_FORCE_FORK = 2**53  # above any counter: _FORK_IF_BEHIND then forks whenever the epoch is unchanged
 _MAX_BLOCK_S = 5.0  # bounds a blocked XREAD so a silently dead connection is noticed
 _BACKOFF_MIN_S = 0.05
 _BACKOFF_MAX_S = 1.0
@@ -117,7 +157,12 @@ class RedisFeed:
         self._url = url
         self._maxlen = ring_size
         self._read_count = subscriber_queue_size
-        self._keys = [stream_key, f"{stream_key}:n", f"{stream_key}:epoch"]
+        self._keys = [
+            stream_key,
+            f"{stream_key}:n",
+            f"{stream_key}:epoch",
+            f"{stream_key}:epoch:start",
+        ]
         no_retry = Retry(NoBackoff(), 0)  # a retried script could publish a batch twice
         self._writer: Redis = Redis.from_url(
             url, protocol=2, socket_connect_timeout=1, socket_timeout=2, retry=no_retry
@@ -130,7 +175,12 @@ class RedisFeed:
             retry=no_retry,
         )
         self._publish_script = self._writer.register_script(_PUBLISH)
+        self._sync_script = self._writer.register_script(_SYNC)
+        self._fork_script = self._reader.register_script(_SYNC)
         self._epoch_script = self._reader.register_script(_EPOCH)
+        # The current epoch as last read from Redis, and the highest `n` seen under it (by the
+        # publisher or any reader of this process): what a counter that went back is caught by.
+        self._known: tuple[str, int] | None = None
         # (kind, payload): b"e" events and b"m" meter updates, in publication order.
         self._outbox: deque[tuple[bytes, bytes]] = deque(
             maxlen=outbox_size or max(ring_size, 10_000)
@@ -254,9 +304,36 @@ class RedisFeed:
             backoff = _BACKOFF_MIN_S
             await self._publish_batch()
 
+    def _fork_args(self) -> list[Any]:
+        """_FORK_IF_BEHIND's arguments: a fresh epoch, what this process saw, the marker."""
+        epoch, n = self._known or ("", 0)
+        marker = events_pb2.Gap(cause=events_pb2.GAP_CAUSE_RESTART).SerializeToString()
+        return [self._maxlen, _new_epoch(), epoch, n, marker]
+
+    def _observe_key(self, reply: list[Any]) -> str:
+        """Takes in a script's {epoch, counter, forked}; returns the epoch."""
+        epoch, n, forked = _text(reply[0]), int(reply[1]), int(reply[2])
+        if forked and self._known is not None:
+            log.warning(
+                "events: redis lost entries (the event number went back from %d to %d: a "
+                "failover to a lagging replica, or a restore); new epoch %s, every reader gets "
+                "a RESTART gap",
+                self._known[1],
+                n,
+                epoch,
+            )
+        if epoch and (self._known is None or self._known[0] != epoch or n > self._known[1]):
+            self._known = (epoch, n)
+        return epoch
+
+    def _observe_entry(self, epoch: str, n: int) -> None:
+        if self._known is not None and self._known[0] == epoch and n > self._known[1]:
+            self._known = (epoch, n)
+
     async def _check_connection(self) -> bool:
+        """Reads the epoch and the counter (forking the epoch when Redis went back): a ping."""
         try:
-            await self._writer.ping()
+            self._observe_key(await self._sync_script(keys=self._keys, args=self._fork_args()))
         except _Failure as error:
             self._set_down(error)
             return False
@@ -275,7 +352,7 @@ class RedisFeed:
         if self._unsettled is None:
             batch = [self._outbox.popleft() for _ in range(min(_BATCH, len(self._outbox)))]
             announced = self._unpublished_pending
-            args: list[Any] = [self._maxlen, _new_epoch()]
+            args: list[Any] = []
             if announced:
                 gap = events_pb2.Gap(
                     cause=events_pb2.GAP_CAUSE_PUBLISH_FAILED, missed_events=announced
@@ -288,13 +365,17 @@ class RedisFeed:
             self._unsettled = (marker, args, sum(1 for kind, _ in batch if kind == b"e"))
         marker, args, _ = self._unsettled
         try:
-            await self._publish_script(keys=[*self._keys, marker], args=args)
+            # What this process saw is read at send time: a retry checks against the latest.
+            reply = await self._publish_script(
+                keys=[*self._keys, marker], args=[*self._fork_args(), *args]
+            )
         except _Failure as error:
             # Whether the script ran is unknown: the same batch is sent again once Redis answers,
             # and its marker makes it run at most once. Nothing is counted as lost.
             self._set_down(error)
             return
         self._unsettled = None
+        self._observe_key(reply)
 
     # -- subscribing ---------------------------------------------------------------------------
 
@@ -319,6 +400,28 @@ class RedisFeed:
         return _text(
             await self._call(self._epoch_script(keys=[self._keys[2]], args=[_new_epoch()]))
         )
+
+    async def _epoch_start(self) -> str:
+        """The id of the b"f" entry that began the current epoch; "0-0" for a stream's first."""
+        start = await self._call(self._reader.get(self._keys[3]))
+        return _text(start) if start else "0-0"
+
+    async def _fork(self, epoch: str, n: int) -> str:
+        """A reader saw `n` under `epoch` and then a lower number: forks the epoch unless another
+        replica already did; returns the epoch now current."""
+        self._observe_entry(epoch, n)
+        args = self._fork_args()
+        # Whatever the counter says now: numbers were issued twice under `epoch`.
+        args[2:4] = [epoch, _FORCE_FORK]
+        return self._observe_key(await self._call(self._fork_script(keys=self._keys, args=args)))
+
+    async def _entry_at(self, stream_id: str) -> tuple[str, int] | None:
+        """The epoch and `n` of the entry with this id, when the stream still holds it."""
+        entries = await self._call(self._reader.xrange(self._keys[0], stream_id, stream_id))
+        if not entries:
+            return None
+        fields = entries[0][1]
+        return _text(fields[b"e"]), int(fields[b"n"])
 
     async def _last_entry(self) -> tuple[str, int | None]:
         """The id and `n` of the newest entry, or ("0-0", None) for an empty or missing stream."""
@@ -391,7 +494,7 @@ class RedisFeed:
                     last_sent = time.monotonic()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
-        epoch, last_id, last_n, opening = position
+        epoch, last_id, last_n, trusted, opening = position
         if opening is not None:
             yield opening
         else:
@@ -402,32 +505,25 @@ class RedisFeed:
                 sent_cursor = cursors.encode_redis(epoch, last_id, last_n)
             yield heartbeat_item(sent_cursor, dropped)
         last_sent = time.monotonic()
+        # The epoch this reader already announced a gap for (it forked it itself): its b"f"
+        # entry then needs no second notice.
+        announced = ""
 
         broken = False
         while not self._closed:
-            if broken:
-                try:
-                    current = await self._epoch()
-                except _FeedClosedError:
-                    return
-                except _Failure:
-                    current = None
-                if current is None:
-                    if time.monotonic() - last_sent >= interval:
-                        yield heartbeat_item(sent_cursor, dropped)
-                        last_sent = time.monotonic()
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, _BACKOFF_MAX_S)
-                    continue
-                broken, backoff = False, _BACKOFF_MIN_S
-                if current != epoch:
-                    # The stream was lost while this reader could not see it.
-                    after = sent_cursor or request.after_cursor
-                    yield gap_item(events_pb2.GAP_CAUSE_RESTART, after, "", 0)
-                    last_sent = time.monotonic()
-                    epoch, last_id, last_n = current, "0-0", None
-            block_s = min(_MAX_BLOCK_S, max(0.001, last_sent + interval - time.monotonic()))
             try:
+                if broken:
+                    current = await self._epoch()
+                    broken, backoff = False, _BACKOFF_MIN_S
+                    if current != epoch and await self._epoch_start() == "0-0":
+                        # The stream was lost while this reader could not see it. (An epoch
+                        # forked meanwhile begins with a b"f" entry that this reader reaches
+                        # from where it is, after the entries it has not read yet.)
+                        after = sent_cursor or request.after_cursor
+                        yield gap_item(events_pb2.GAP_CAUSE_RESTART, after, "", 0)
+                        last_sent = time.monotonic()
+                        epoch, last_id, last_n = current, "0-0", None
+                block_s = min(_MAX_BLOCK_S, max(0.001, last_sent + interval - time.monotonic()))
                 reply = await self._call(
                     self._reader.xread(
                         {self._keys[0]: last_id},
@@ -435,71 +531,107 @@ class RedisFeed:
                         block=max(1, int(block_s * 1000)),
                     )
                 )
+                entries = reply[0][1] if reply else []
+                for raw_id, fields in entries:
+                    entry_id = _text(raw_id)
+                    entry_epoch = _text(fields[b"e"])
+                    kind = fields[b"k"]
+                    n = int(fields[b"n"])
+                    if entry_epoch != epoch:
+                        if kind == b"f":
+                            # Redis lost entries of the epoch this reader was in (a failover
+                            # to a lagging replica, a restore): the new epoch starts here.
+                            if entry_epoch != announced:
+                                yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
+                                last_sent = time.monotonic()
+                            epoch, last_id, last_n, trusted = entry_epoch, entry_id, n, True
+                            self._observe_entry(epoch, n)
+                            continue
+                        # The stream was lost and rebuilt under this reader: start over at the
+                        # beginning of its current epoch.
+                        yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
+                        last_sent = time.monotonic()
+                        epoch, last_id, last_n = entry_epoch, await self._epoch_start(), None
+                        break
+                    if last_n is not None and (n < last_n or (n == last_n and kind == b"e")):
+                        # The number went back under one epoch: entries were lost and their
+                        # numbers issued again, before any replica forked the epoch.
+                        yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
+                        last_sent = time.monotonic()
+                        if trusted:  # never on a number a client's cursor claimed
+                            announced = await self._fork(epoch, last_n)
+                        last_n = None
+                    last_id = entry_id
+                    self._observe_entry(epoch, n)
+                    if kind in (b"g", b"f"):
+                        if kind == b"g":
+                            marker = events_pb2.Gap.FromString(fields[b"p"])
+                            yield gap_item(marker.cause, sent_cursor, "", marker.missed_events)
+                            last_sent = time.monotonic()
+                        continue
+                    if kind == b"m":
+                        # `n` of a meter update is the count of events before it: not an event.
+                        update = events_pb2.MeterUpdate.FromString(fields[b"p"])
+                        if wanted.matches_meter(update):
+                            yield meter_item(update, cursors.encode_redis(epoch, entry_id, n))
+                            last_sent = time.monotonic()
+                        continue
+                    cursor = cursors.encode_redis(epoch, entry_id, n)
+                    if last_n is not None and n > last_n + 1:
+                        # Entries were trimmed (MAXLEN) before this reader got to them.
+                        dropped += n - last_n - 1
+                        yield gap_item(
+                            events_pb2.GAP_CAUSE_BUFFER_OVERFLOW,
+                            sent_cursor,
+                            cursor,
+                            n - last_n - 1,
+                        )
+                        last_sent = time.monotonic()
+                    last_n, trusted = n, True
+                    event = events_pb2.TrimEvent.FromString(fields[b"p"])
+                    if not wanted.matches(event.trimmed):
+                        continue
+                    event.cursor = cursor
+                    yield event_item(event)
+                    sent_cursor = cursor
+                    last_sent = time.monotonic()
             except _FeedClosedError:
                 return
             except _Failure as error:
-                log.info("events: subscriber lost redis: %s", error)
+                if not broken:
+                    log.info("events: subscriber lost redis: %s", error)
+                if broken and time.monotonic() - last_sent >= interval:
+                    yield heartbeat_item(sent_cursor, dropped)
+                    last_sent = time.monotonic()
+                if broken:
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, _BACKOFF_MAX_S)
                 broken = True
                 continue
-            entries = reply[0][1] if reply else []
-            for raw_id, fields in entries:
-                entry_id = _text(raw_id)
-                entry_epoch = _text(fields[b"e"])
-                if entry_epoch != epoch:
-                    # The stream was lost and rebuilt under this reader: start over at its
-                    # beginning (this entry included).
-                    yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
-                    last_sent = time.monotonic()
-                    epoch, last_id, last_n = entry_epoch, "0-0", None
-                    break
-                last_id = entry_id
-                n = int(fields[b"n"])
-                if fields[b"k"] == b"g":
-                    marker = events_pb2.Gap.FromString(fields[b"p"])
-                    yield gap_item(marker.cause, sent_cursor, "", marker.missed_events)
-                    last_sent = time.monotonic()
-                    continue
-                if fields[b"k"] == b"m":
-                    # `n` of a meter update is the count of events before it: not an event.
-                    update = events_pb2.MeterUpdate.FromString(fields[b"p"])
-                    if wanted.matches_meter(update):
-                        yield meter_item(update, cursors.encode_redis(epoch, entry_id, n))
-                        last_sent = time.monotonic()
-                    continue
-                cursor = cursors.encode_redis(epoch, entry_id, n)
-                if last_n is not None and n > last_n + 1:
-                    # Entries were trimmed (MAXLEN) before this reader got to them.
-                    dropped += n - last_n - 1
-                    yield gap_item(
-                        events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, sent_cursor, cursor, n - last_n - 1
-                    )
-                    last_sent = time.monotonic()
-                last_n = n
-                event = events_pb2.TrimEvent.FromString(fields[b"p"])
-                if not wanted.matches(event.trimmed):
-                    continue
-                event.cursor = cursor
-                yield event_item(event)
-                sent_cursor = cursor
-                last_sent = time.monotonic()
             if not entries and time.monotonic() - last_sent >= interval:
                 yield heartbeat_item(sent_cursor, dropped)
                 last_sent = time.monotonic()
 
     async def _start_position(
         self, start: cursors.Cursor | None, after: str
-    ) -> tuple[str, str, int | None, history_service_pb2.TrimEventsResponse | None]:
-        """(epoch, id to read after, `n` of that entry, an opening gap) for a new subscription."""
+    ) -> tuple[str, str, int | None, bool, history_service_pb2.TrimEventsResponse | None]:
+        """(epoch, id to read after, `n` of that entry, whether that `n` was read from Redis
+        rather than claimed by a cursor, an opening gap) for a new subscription."""
         epoch = await self._epoch()
         if start is None:
             last_id, last_n = await self._last_entry()
-            return epoch, last_id, last_n, None
-        if isinstance(start, cursors.RedisCursor) and start.epoch == epoch:
-            last_id, newest_n = await self._last_entry()
-            if newest_n is not None and cursors.stream_id_key(last_id) >= start.id_key():
-                # Entries trimmed after the cursor show up as a jump in `n` on the first read.
-                return epoch, start.stream_id, start.n, None
+            return epoch, last_id, last_n, True, None
+        if isinstance(start, cursors.RedisCursor):
+            if await self._entry_at(start.stream_id) == (start.epoch, start.n):
+                # The cursor's own entry is still there (of this epoch, or of one that a fork
+                # replaced: reading on reaches the b"f" entry and its gap).
+                return start.epoch, start.stream_id, start.n, True, None
+            if start.epoch == epoch:
+                last_id, newest_n = await self._last_entry()
+                if newest_n is not None and cursors.stream_id_key(last_id) >= start.id_key():
+                    # Entries trimmed after the cursor show up as a jump in `n` on the first read.
+                    return epoch, start.stream_id, start.n, False, None
             # The cursor is ahead of the stream: the stream was lost and rebuilt under the same
             # epoch (deleted by hand, or restored from an older snapshot).
         gap = gap_item(events_pb2.GAP_CAUSE_RESTART, after, "", 0)
-        return epoch, "0-0", None, gap
+        return epoch, await self._epoch_start(), None, True, gap

@@ -3,10 +3,16 @@
 It runs on aiohttp in the sidecar's own asyncio loop, next to grpc.aio. Other modules add
 pages to it with an `OpsRoutes` function, which gets the application and the `OpsContext`
 (the health statuses and the event feed) and registers its routes.
+
+It speaks HTTPS whenever the gRPC port has TLS (the same certificate, re-read when it changes, or
+its own `--http-tls-cert`), unless `--http-plaintext`; `--metrics-auth` puts /metrics behind the
+bearer tokens of `--auth-tokens`. The probes stay open, as gRPC health does.
 """
 
 from __future__ import annotations
 
+import logging
+import ssl
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -15,8 +21,13 @@ from aiohttp import web
 from grpc_health.v1 import health_pb2
 from prometheus_client.exposition import choose_encoder
 
+from turnkeeper.server.config import ServerConfig, is_loopback
+from turnkeeper.server.edge.auth import TokenGrant, grant_of_header, load_tokens
+from turnkeeper.server.edge.tls import ReloadingSSLContext
 from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.server.telemetry.metrics import REGISTRY
+
+log = logging.getLogger("turnkeeper.server")
 
 METRICS_PATH = "/metrics"
 HEALTHZ_PATH = "/healthz"
@@ -54,11 +65,24 @@ def _health_response(context: OpsContext, service: str) -> web.Response:
     return web.json_response({"service": service, "status": name}, status=code)
 
 
-def create_ops_app(context: OpsContext, extra_routes: Sequence[OpsRoutes] = ()) -> web.Application:
-    """The ops application: metrics and probes, then each of `extra_routes` adds its own."""
+def create_ops_app(
+    context: OpsContext,
+    extra_routes: Sequence[OpsRoutes] = (),
+    metrics_grants: dict[bytes, TokenGrant] | None = None,
+) -> web.Application:
+    """The ops application: metrics (behind `metrics_grants`' tokens when given) and probes,
+    then each of `extra_routes` adds its own."""
     app = web.Application()
 
     async def metrics(request: web.Request) -> web.Response:
+        if metrics_grants is not None and (
+            grant_of_header(metrics_grants, request.headers.get("Authorization", "")) is None
+        ):
+            return web.json_response(
+                {"error": "send 'Authorization: Bearer <token>' with a token of --auth-tokens"},
+                status=401,
+                headers={"WWW-Authenticate": "Bearer"},
+            )
         encoder, content_type = choose_encoder(request.headers.get("Accept", ""))
         return web.Response(body=encoder(REGISTRY), headers={"Content-Type": content_type})
 
@@ -79,15 +103,18 @@ def create_ops_app(context: OpsContext, extra_routes: Sequence[OpsRoutes] = ()) 
 class OpsServer:
     """Serves an ops application on one TCP address until `stop`."""
 
-    def __init__(self, app: web.Application) -> None:
+    def __init__(self, app: web.Application, ssl_context: ssl.SSLContext | None = None) -> None:
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._ssl = ssl_context
         self.address: str | None = None
 
     async def start(self, address: str) -> str:
         """Binds HOST:PORT (IPv6 in brackets, port 0 for any free one); returns what it bound."""
         host, _, port = address.rpartition(":")
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host.strip("[]"), int(port), reuse_port=False)
+        site = web.TCPSite(
+            self._runner, host.strip("[]"), int(port), reuse_port=False, ssl_context=self._ssl
+        )
         await site.start()
         bound_port = self._runner.addresses[0][1]
         self.address = f"{host}:{bound_port}"
@@ -95,3 +122,35 @@ class OpsServer:
 
     async def stop(self) -> None:
         await self._runner.cleanup()
+
+
+def ops_exposure_warnings(config: ServerConfig) -> list[str]:
+    """What an operator must hear when tokens guard gRPC but the ops port is open off loopback."""
+    if config.http is None or is_loopback(config.http) or config.auth_tokens is None:
+        return []
+    warnings = []
+    if config.http_tls is None:
+        warnings.append(
+            f"the ops port on {config.http} is plain HTTP while --auth-tokens guards gRPC: "
+            "metrics and probes cross the network in clear and the dashboard refuses to sign "
+            "in beyond loopback (set --tls-cert, or --http-tls-cert)"
+        )
+    if not config.metrics_auth:
+        warnings.append(
+            f"the ops port on {config.http} answers /metrics to anyone who reaches it while "
+            "--auth-tokens guards gRPC (set --metrics-auth, or bind --http to loopback)"
+        )
+    return warnings
+
+
+def ops_server_for(
+    config: ServerConfig, context: OpsContext, extra_routes: Sequence[OpsRoutes] = ()
+) -> OpsServer:
+    """The ops server as configured: TLS, /metrics auth, and the exposure warnings logged.
+    Raises CertificateError or TokenFileError."""
+    for warning in ops_exposure_warnings(config):
+        log.warning("%s", warning)
+    pair = config.http_tls
+    grants = load_tokens(config.auth_tokens) if config.metrics_auth and config.auth_tokens else None
+    app = create_ops_app(context, extra_routes, grants)
+    return OpsServer(app, ReloadingSSLContext(*pair).context if pair else None)

@@ -93,6 +93,14 @@ ADMISSION_REJECTIONS = Counter(
     registry=REGISTRY,
 )
 
+CONNECTIONS_SHED = Counter(
+    "turnkeeper_connections_shed",
+    "Unused connections (no call yet) the connection guard closed: a peer over its share "
+    "(peer_share) or the server at its connection cap (cap).",
+    ("why",),
+    registry=REGISTRY,
+)
+
 _TRIM_LABELS = ("reason", "caller_path")
 TRIMS = Counter(
     "turnkeeper_trims", "Trims that dropped history, by reason and caller path.", _TRIM_LABELS,

@@ -46,8 +46,7 @@ def add_dashboard_routes(
         return web.FileResponse(STATIC_DIR / "index.html", headers=_PAGE_HEADERS)
 
     async def events(request: web.Request) -> web.StreamResponse:
-        gate.check(request)
-        return await stream_feed(request, feed)
+        return await stream_feed(request, feed, runtime=gate.check(request))
 
     app.router.add_get(INDEX_PATH, index)
     app.router.add_get(SESSION_PATH, gate.status)

@@ -81,21 +81,26 @@ def resume_cursor(request: web.Request) -> str:
     return (request.headers.get("Last-Event-ID") or request.query.get("after", "")).strip()
 
 
-def _request(after: str) -> history_service_pb2.TrimEventsRequest:
+def _request(after: str, runtime: str | None) -> history_service_pb2.TrimEventsRequest:
+    """The page's subscription: one runtime's items (the session's token scope), or every
+    runtime's for None."""
     interval = duration_pb2.Duration(seconds=HEARTBEAT_SECONDS)
     return history_service_pb2.TrimEventsRequest(
-        after_cursor=after, heartbeat_interval=interval, include_meter_updates=True
+        after_cursor=after,
+        heartbeat_interval=interval,
+        include_meter_updates=True,
+        runtime_ids=[runtime] if runtime is not None else [],
     )
 
 
-async def prime(feed: EventFeed, ledger: Ledger, resume: str) -> None:
+async def prime(feed: EventFeed, ledger: Ledger, resume: str, runtime: str | None = None) -> None:
     """Reads the retained events at or before `resume` into `ledger`, sending nothing: a resumed
     page keeps its counts. Skipped when the cursor is of another run (the feed then replays what
     it retains anyway); bounded in time, since the last event before the cursor may be gone."""
     oldest = await feed.oldest_cursor()
     if not oldest or cursors.not_after(oldest, resume) is not True:
         return
-    stream = feed.subscribe(_request(oldest))
+    stream = feed.subscribe(_request(oldest, runtime))
     try:
         async with asyncio.timeout(PRIME_SECONDS):
             async for item in stream:
@@ -121,11 +126,12 @@ async def prime(feed: EventFeed, ledger: Ledger, resume: str) -> None:
 
 
 async def _items(
-    feed: EventFeed, after: str
+    feed: EventFeed, after: str, runtime: str | None = None
 ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
-    """The feed from `after`; an unreadable cursor is reported as a gap of unknown size (what was
-    missed is unknown, as after a restart) followed by a live tail. Ends when the feed closes."""
-    request = _request(after)
+    """The feed from `after` (one runtime's items, or every runtime's for None); an unreadable
+    cursor is reported as a gap of unknown size (what was missed is unknown, as after a restart)
+    followed by a live tail. Ends when the feed closes."""
+    request = _request(after, runtime)
     stream = feed.subscribe(request)
     try:
         try:
@@ -151,15 +157,18 @@ async def _items(
             await close()
 
 
-async def stream_feed(request: web.Request, feed: EventFeed) -> web.StreamResponse:
-    """GET handler body: streams until the feed closes (shutdown) or the browser goes away."""
+async def stream_feed(
+    request: web.Request, feed: EventFeed, runtime: str | None = None
+) -> web.StreamResponse:
+    """GET handler body: streams until the feed closes (shutdown) or the browser goes away;
+    `runtime` limits it to one runtime's items (the session's token scope)."""
     ledger = Ledger()
     after = resume_cursor(request)
     if after:
-        await prime(feed, ledger, after)
+        await prime(feed, ledger, after, runtime)
     else:
         after = await feed.oldest_cursor()  # backfill a page that opens
-    async with contextlib.aclosing(_items(feed, after)) as items:
+    async with contextlib.aclosing(_items(feed, after, runtime)) as items:
         try:
             first = await anext(items)
         except StopAsyncIteration:  # the feed closed between subscribing and the first item
