@@ -121,10 +121,11 @@ test-python: $(NATIVE_STAMP) system-deps test-native
 test-native:
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo test --quiet; fi
 
-# An abi3 wheel (CPython >= 3.11) with the native engine in it, in dist/.
+# An abi3 wheel (CPython >= 3.11) with the native engine in it, and the client wheel that carries
+# the generated code the server imports, in dist/ (deploy/systemd/install.sh installs both).
 wheel: $(STAMP)
-	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
-	@ls dist/turnkeeper-*.whl
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir dist . clients/python
+	@ls dist/turnkeeper-*.whl dist/turnkeeper_client-*.whl
 
 test-clients: $(STAMP)
 	@for d in $(CLIENT_DIRS); do echo "== $$d"; $(MAKE) -C $$d test || exit 1; done

@@ -2,8 +2,10 @@
 """Install each client the way its README says, in a fresh project outside the repository.
 
     with_server.py -- python tests/install/check_install.py [python] [typescript] [go] [rust]
+        [systemd]
 
-For every language named (all four by default) it creates a temporary project under /tmp, installs
+`systemd` runs the README's systemd install steps into a staging root and serves from it. For
+every language named (all by default) it creates a temporary project under /tmp, installs
 the client from its folder with the ecosystem's standard command (and nothing else from the
 repository), type-checks or builds the README's example (the fenced block after an
 `<!-- install-test: FILE -->` marker in clients/<language>/README.md), and runs it against the
@@ -17,10 +19,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 CLIENTS = REPO / "clients"
 VENV_BIN = REPO / ".venv" / "bin"
 MARKER = re.compile(r"<!-- install-test: (?P<file>[\w./-]+) -->\n```[^\n]*\n(?P<code>.*?)```", re.S)
+MARKER_ROOT = re.compile(r"<!-- install-test: systemd -->\n\s*```[^\n]*\n(?P<code>.*?)```", re.S)
 # What each README example prints last when it ran against the server.
 EXAMPLE_DONE = "trimmed:"
 
@@ -213,11 +218,72 @@ debug = "line-tables-only"
 debug = false
 """
 
+ROOT_README = REPO / "README.md"
+SYSTEMD_UNIT = REPO / "deploy" / "systemd" / "turnkeeper.service"
+
+
+def check_systemd(project: Path) -> None:
+    """The README's systemd steps, into a staging root (TURNKEEPER_ROOT) instead of /, then the
+    installed server run with the unit's ExecStart and Environment (addresses moved)."""
+    steps = MARKER_ROOT.search(ROOT_README.read_text(encoding="utf-8"))
+    if steps is None:
+        raise CheckError("README.md has no <!-- install-test: systemd --> block")
+    root = project / "root"
+    for line in steps["code"].splitlines():
+        command = line.partition("#")[0].split()
+        if not command:
+            continue
+        if command[:2] == ["sudo", "apt-get"]:
+            continue  # the system's packages: the script checks for the venv module itself
+        run(command[1:] if command[0] == "sudo" else command, REPO, {"TURNKEEPER_ROOT": str(root)})
+    argv: list[str] = []
+    env: dict[str, str] = {}
+    for line in SYSTEMD_UNIT.read_text(encoding="utf-8").splitlines():
+        key, _, value = line.partition("=")
+        if key == "ExecStart":
+            argv = value.split()
+        elif key == "Environment":
+            name, _, setting = value.partition("=")
+            env[name] = setting
+    server = root / argv[0].lstrip("/")
+    if not server.exists():
+        raise CheckError(f"the unit's ExecStart {argv[0]} is not what install.sh installed")
+    ready = project / "ready.json"
+    env |= {
+        "TURNKEEPER_LISTEN": "127.0.0.1:0",
+        "TURNKEEPER_HTTP": "127.0.0.1:0",
+        "TURNKEEPER_UNIX": str(project / "tk.sock"),
+        "TURNKEEPER_READY_FILE": str(ready),
+    }
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    log = project / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [server, *argv[1:]], env={**clean, **env}, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise CheckError(f"the installed server did not start:\n{log.read_text()}")
+            time.sleep(0.1)
+        http = json.loads(ready.read_text())["http"]
+        with urllib.request.urlopen(f"http://{http}/readyz", timeout=5) as response:
+            if response.status != 200:
+                raise CheckError(f"/readyz answered {response.status}")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(30)
+    if code != 0:
+        raise CheckError(f"the installed server exited {code} on SIGTERM:\n{log.read_text()}")
+
+
 CHECKS: dict[str, Callable[[Path], None]] = {
     "python": check_python,
     "typescript": check_typescript,
     "go": check_go,
     "rust": check_rust,
+    "systemd": check_systemd,
 }
 
 

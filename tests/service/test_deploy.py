@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -23,7 +24,9 @@ import grpc
 import pytest
 import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from turnkeeper.server.config import parse_config
 from turnkeeper.server.edge.auth import TokenFileError, load_tokens
+from turnkeeper.server.edge.server import server_options
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER = REPO / ".venv" / "bin" / "turnkeeper-server"
@@ -138,7 +141,7 @@ def test_the_systemd_unit_runs_the_console_script_with_its_socket_permissions(
     tmp_path: Path,
 ) -> None:
     argv, env = unit_command()
-    assert argv == ["/usr/local/bin/turnkeeper-server"]
+    assert argv == ["/opt/turnkeeper/bin/turnkeeper-server"]
     assert env["TURNKEEPER_UNIX"].startswith("/run/turnkeeper/")
     assert env["TURNKEEPER_UNIX_MODE"] == "660"
     serve_like(argv, env, tmp_path)
@@ -166,3 +169,69 @@ def test_the_manifests_placeholder_tokens_are_refused_at_startup(tmp_path: Path)
         with pytest.raises(TokenFileError, match=r"not a random string|bits of entropy"):
             load_tokens(str(path))
         assert "REPLACE-ME" in text, where
+
+
+def test_the_fleet_ages_connections_so_an_l4_service_rebalances_them() -> None:
+    (deployment,) = [
+        document
+        for document in yaml.safe_load_all((REPO / "deploy/kubernetes/fleet.yaml").read_text())
+        if document
+        and document.get("kind") == "Deployment"
+        and document["metadata"]["name"] == "turnkeeper"
+    ]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item["value"] for item in container["env"] if "value" in item}
+    config = parse_config([], env)
+    assert config.max_connection_age_seconds > 0
+    # The age outlasts the drain it grants, so a reconnect never overlaps the previous one's.
+    assert config.max_connection_age_seconds > 10 * config.grace_seconds
+    assert ("grpc.max_connection_age_ms", 300_000) in server_options(config)
+
+
+def unit_settings() -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in (REPO / "deploy" / "systemd" / "turnkeeper.service").read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def test_the_systemd_unit_and_its_install_script_agree() -> None:
+    """The script installs the ExecStart the unit runs, as the user the unit names, to the path
+    systemd reads, from the wheels `make wheel` writes; never with a system pip."""
+    script = (REPO / "deploy" / "systemd" / "install.sh").read_text()
+    variables = dict(re.findall(r"(?m)^(\w+)=([^\s$]+)$", script))
+    unit = unit_settings()
+    assert unit["ExecStart"] == [f"{variables['prefix']}/bin/turnkeeper-server"]
+    assert variables["prefix"].startswith("/opt/")
+    assert Path(variables["unit"]).parent == Path("/etc/systemd/system")
+    assert '"$here/turnkeeper.service" "$root$unit"' in script
+    assert unit["User"] == unit["Group"] == ["turnkeeper"]
+    assert re.search(r"useradd --system --user-group .*\n?.* turnkeeper\n", script)
+    assert '-m venv "$root$prefix"' in script
+    assert '"$root$prefix/bin/pip" install' in script
+    assert not re.search(r"(?m)^\s*(sudo )?(pip3?|python3? -m pip) install", script)
+    # What the script looks for is what `make wheel` builds.
+    wheel_rule = (REPO / "Makefile").read_text().partition("\nwheel:")[2].partition("\n\n")[0]
+    assert "--wheel-dir dist . clients/python" in wheel_rule
+    assert (
+        'ls "$dist"/turnkeeper-*.whl' in script and 'ls "$dist"/turnkeeper_client-*.whl' in script
+    )
+    # The socket lives in the RuntimeDirectory the unit creates.
+    env = dict(value.partition("=")[::2] for value in unit["Environment"])
+    assert Path(env["TURNKEEPER_UNIX"]).parent == Path("/run") / unit["RuntimeDirectory"][0]
+    assert os.access(REPO / "deploy" / "systemd" / "install.sh", os.X_OK)
+
+
+def test_the_install_script_refuses_a_directory_without_the_wheels(tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["sh", str(REPO / "deploy" / "systemd" / "install.sh"), str(tmp_path)],
+        env={**os.environ, "TURNKEEPER_ROOT": str(tmp_path / "root")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "run 'make wheel'" in result.stderr
+    assert not (tmp_path / "root").exists()

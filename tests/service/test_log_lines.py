@@ -85,3 +85,52 @@ def test_text_lines_use_rfc3339_too(server_factory: Callable[..., Any]) -> None:
     assert server.stop() == 0
     lines = [line for line in server.log_text().splitlines() if "turnkeeper serving" in line]
     assert lines and RFC3339_UTC_MS.match(lines[0]), lines
+
+
+def test_grpc_core_lines_come_out_as_records_naming_the_tls_handshake_cause(
+    server_factory: Callable[..., Any], credentials: Any
+) -> None:
+    """A plaintext client and a client without a certificate both read "Socket closed"; the
+    server's log tells them apart."""
+    server = server_factory(
+        "--log-format",
+        "json",
+        "--tls-cert",
+        str(credentials.server_cert),
+        "--tls-key",
+        str(credentials.server_key),
+        "--tls-client-ca",
+        str(credentials.ca),
+        unix=False,
+    )
+    no_certificate = grpc.ssl_channel_credentials(credentials.ca.read_bytes())
+    for channel in (
+        grpc.insecure_channel(server.address),
+        grpc.secure_channel(server.address, no_certificate),
+    ):
+        with channel, pytest.raises(grpc.RpcError) as caught:
+            history_service_pb2_grpc.HistoryServiceStub(channel).EstimateTokens(
+                svc.EstimateTokensRequest(), timeout=5
+            )
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+    assert server.stop() == 0
+    records = json_records(server.log_text())  # every line is JSON, grpc core's too
+    core = [r for r in records if r["logger"] == "grpc.core"]
+    causes = [r.get("cause") for r in core]
+    assert "plaintext_client" in causes and "no_client_certificate" in causes, core
+    refused = next(r for r in core if r.get("cause") == "plaintext_client")
+    assert refused["message"].startswith("TLS handshake refused: a client without TLS")
+    assert refused["source"].startswith("ssl_transport_security.cc:")
+    assert RFC3339_UTC_MS.fullmatch(refused["time"])
+
+
+def test_grpc_core_lines_of_a_failed_start_are_relayed_before_the_process_ends(
+    server_factory: Callable[..., Any],
+) -> None:
+    running = server_factory(unix=False)
+    with pytest.raises(Exception, match="cannot start") as caught:
+        server_factory("--log-format", "json", "--listen", running.address, unix=False)
+    log = str(caught.value).partition("its log:\n")[2]
+    records = json_records(log)
+    core = [r for r in records if r["logger"] == "grpc.core"]
+    assert any(r["level"] == "ERROR" and "Failed to add port" in r["message"] for r in core), log

@@ -26,6 +26,7 @@ from turnkeeper.server.api.caller import caller_from_wire
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.server.edge.auth import load_tokens
+from turnkeeper.server.edge.listeners import bind_failure_cause
 from turnkeeper.server.edge.security import exposure_warnings
 from turnkeeper.server.ops.dashboard.access import COOKIE, DashboardAccess
 from turnkeeper.server.ops.http import ops_exposure_warnings
@@ -182,6 +183,11 @@ async def test_a_port_that_cannot_be_bound_names_the_os_error(
         await started(tls_config(credentials, listen=("127.0.0.1:0", taken)))
     with pytest.raises(StartupError, match=r"cannot resolve 'no-such-host\.invalid'"):
         await started(ServerConfig(listen=("no-such-host.invalid:1",)))
+    assert bind_failure_cause("unix:/nonexistent-dir/tk.sock") == (
+        "No such file or directory (ENOENT)"
+    )
+    assert bind_failure_cause(f"unix:/tmp/{'x' * 120}.sock") == "AF_UNIX path too long"
+    assert "grpc failed to set the port up" in bind_failure_cause("127.0.0.1:0")
 
 
 async def test_unix_sockets_stay_plaintext_next_to_a_tls_port(

@@ -66,6 +66,9 @@ def test_tls_without_a_token_is_unauthenticated(secure: Secure) -> None:
         client.estimate_tokens(estimate())
     assert caught.value.code.name == "UNAUTHENTICATED"
     assert caught.value.reason == "ERROR_REASON_UNAUTHENTICATED"
+    # The server's id of the call, to find its log line.
+    assert caught.value.request_id and caught.value.request_id in str(caught.value)
+    assert not caught.value.hint
 
 
 def test_mtls_with_a_client_certificate_and_a_token(secure: Secure) -> None:
@@ -87,6 +90,29 @@ def test_mtls_without_a_client_certificate_fails(secure: Secure) -> None:
     ):
         client.estimate_tokens(estimate())
     assert caught.value.code.name == "UNAVAILABLE"
+    # grpc says only "Socket closed"; the client knows it sent no certificate.
+    assert "client_cert=" in caught.value.hint and "likely:" in str(caught.value)
+
+
+def test_a_plaintext_client_on_a_tls_port_is_told_to_connect_with_tls(secure: Secure) -> None:
+    with (
+        TurnkeeperClient.connect(secure.tls, token=secure.token, timeout=5) as client,
+        pytest.raises(TurnkeeperError) as caught,
+    ):
+        client.estimate_tokens(estimate())
+    assert caught.value.code.name == "UNAVAILABLE"
+    assert "credentials=tls_credentials(" in caught.value.hint
+
+
+def test_a_tls_client_on_a_plaintext_port_is_told_so(secure: Secure) -> None:
+    with (
+        TurnkeeperClient.connect(
+            os.environ["TURNKEEPER_ADDRESS"], credentials=tls_credentials(ca=secure.ca), timeout=5
+        ) as client,
+        pytest.raises(TurnkeeperError) as caught,
+    ):
+        client.estimate_tokens(estimate())
+    assert "does not speak TLS" in caught.value.hint
 
 
 async def test_asyncio_client_with_mtls_and_a_token(secure: Secure) -> None:

@@ -9,12 +9,15 @@ import sys
 from turnkeeper.server.app import StartupError, serve
 from turnkeeper.server.config import parse_config
 from turnkeeper.server.ops.dashboard import dashboard_routes_for
+from turnkeeper.server.telemetry.core_logs import route_core_logs
 from turnkeeper.server.telemetry.logs import configure_logging
 
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     configure_logging(config.log_level, config.log_format)
+    # grpc core's C++ lines (TLS handshake failures among them) through the same logger.
+    route_core_logs()
     try:
         # The ops port (--http) serves the live dashboard at / next to /metrics and the probes.
         asyncio.run(serve(config, ops_routes=(dashboard_routes_for(config),)))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 import os
+import weakref
 from collections.abc import Sequence
+from typing import Literal
 
 import grpc
 
@@ -55,6 +57,20 @@ def resolve_timeout(timeout: Timeout, default: float | None) -> float | None:
     return default if isinstance(timeout, _Default) else timeout
 
 
+# How a client connects, for the hint of a connection the server closed (errors.py).
+Transport = Literal["plaintext", "tls", "mtls", "secure"]
+# Whether credentials made by tls_credentials carry a client certificate (grpc does not say).
+_MUTUAL: weakref.WeakKeyDictionary[grpc.ChannelCredentials, bool] = weakref.WeakKeyDictionary()
+
+
+def transport_of(credentials: grpc.ChannelCredentials | None) -> Transport:
+    """plaintext, tls, mtls, or secure for credentials not made by `tls_credentials`."""
+    if credentials is None:
+        return "plaintext"
+    mutual = _MUTUAL.get(credentials)
+    return "secure" if mutual is None else "mtls" if mutual else "tls"
+
+
 def tls_credentials(
     ca: str | os.PathLike[str] | None = None,
     *,
@@ -72,11 +88,13 @@ def tls_credentials(
         with open(path, "rb") as file:
             return file.read()
 
-    return grpc.ssl_channel_credentials(
+    credentials = grpc.ssl_channel_credentials(
         root_certificates=read(ca),
         private_key=read(client_key),
         certificate_chain=read(client_cert),
     )
+    _MUTUAL[credentials] = client_cert is not None
+    return credentials
 
 
 def with_token(metadata: Metadata, token: str | None) -> MetadataTuple:

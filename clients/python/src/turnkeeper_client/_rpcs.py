@@ -32,9 +32,11 @@ from ._options import (
     Metadata,
     MetadataTuple,
     Timeout,
+    Transport,
     channel_options,
     resolve_timeout,
     target,
+    transport_of,
     with_token,
 )
 from ._retry import DEFAULT_RETRY, Attempts, RetryPolicy
@@ -88,6 +90,9 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         self._metadata = tuple(metadata)
         self._wait_for_ready = wait_for_ready
         self._retry = retry
+        # Known when connect() opened the channel (a channel passed in could be anything): it
+        # picks the hint of a connection the server closed.
+        self._transport: Transport | None = None
 
     @classmethod
     def connect(
@@ -116,13 +121,15 @@ class ClientCore(ABC, Generic[Channel, Watch]):
             if credentials is not None
             else cls._insecure_channel(where, options=opts)
         )
-        return cls(
+        client = cls(
             channel,
             timeout=timeout,
             metadata=with_token(metadata, token),
             wait_for_ready=wait_for_ready,
             retry=retry,
         )
+        client._transport = transport_of(credentials)
+        return client
 
     @property
     def channel(self) -> Channel:
@@ -201,7 +208,7 @@ class BlockingCalls(ClientCore[grpc.Channel, Watch]):
             try:
                 return method(request, timeout=attempts.timeout(), **options)
             except grpc.RpcError as rpc_error:
-                error = decode_rpc_error(rpc_error)
+                error = decode_rpc_error(rpc_error, self._transport)
                 delay = attempts.next_delay(error)
                 if delay is None:
                     raise error from rpc_error
@@ -226,7 +233,7 @@ class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
             try:
                 return await method(request, timeout=attempts.timeout(), **options)
             except grpc.RpcError as rpc_error:
-                error = decode_rpc_error(rpc_error)
+                error = decode_rpc_error(rpc_error, self._transport)
                 delay = attempts.next_delay(error)
                 if delay is None:
                     raise error from rpc_error

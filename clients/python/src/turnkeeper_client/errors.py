@@ -21,8 +21,27 @@ from google.protobuf import message as _message
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.v1 import errors_pb2, trim_pb2
 
+from ._options import Transport
+
 DOMAIN = "turnkeeper.v1"
 _DETAILS_KEY = "grpc-status-details-bin"
+_REQUEST_ID_KEY = "x-request-id"
+# grpc's whole account of a connection the server closed before answering (a refused TLS
+# handshake among other causes): the client cannot tell more, so the hint names what to check.
+_CLOSED = "Socket closed"
+_SERVER_LOG = "the sidecar's log names the cause (logger grpc.core, field cause)"
+CLOSED_CONNECTION_HINTS: dict[Transport | None, str] = {
+    "plaintext": "a TLS port (--tls-cert) closes a client without TLS like this: connect with "
+    "credentials=tls_credentials(ca=...)",
+    "tls": "an mTLS port (--tls-client-ca) closes a client without a certificate like this: "
+    "pass tls_credentials(ca=..., client_cert=..., client_key=...)",
+    "mtls": "an mTLS port closes a client whose certificate its --tls-client-ca did not sign "
+    "like this",
+    "secure": "an mTLS port (--tls-client-ca) closes a client without a certificate it trusts "
+    "like this",
+    None: "a TLS port closes a plaintext client like this, and an mTLS port a client without "
+    "a certificate it trusts",
+}
 
 
 class ClientError(Exception):
@@ -68,6 +87,10 @@ class TurnkeeperError(ClientError):
     capacity_report: trim_pb2.CapacityReport | None = None
     # `google.rpc.RetryInfo.retry_delay` in seconds, when the server sent one.
     retry_delay: float | None = None
+    # The server's id of the call (its `x-request-id` trailer): every log line of it carries it.
+    request_id: str = ""
+    # For a connection the server closed: what to check, from how this client connected.
+    hint: str = ""
 
     def __post_init__(self) -> None:
         # The dataclass __init__ does not call Exception.__init__; set args for pickling/repr.
@@ -78,6 +101,10 @@ class TurnkeeperError(ClientError):
         if self.reason:
             text += f" ({self.reason})"
         text += f": {self.message}"
+        if self.hint:
+            text += f" (likely: {self.hint})"
+        if self.request_id:
+            text += f" [request_id {self.request_id}]"
         return text
 
     @property
@@ -117,9 +144,35 @@ def _unpack(any_msg: object, message: _message.Message) -> bool:
     return bool(unpack is not None and unpack(message))
 
 
-def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
-    """Decodes the status code, message and rich details of a failed call."""
+def connection_hint(code: grpc.StatusCode, message: str, transport: Transport | None) -> str:
+    """What to check when the connection failed, from grpc's message and how the client
+    connected; empty for any other error."""
+    if code != grpc.StatusCode.UNAVAILABLE:
+        return ""
+    if message.endswith(_CLOSED):
+        return f"{CLOSED_CONNECTION_HINTS[transport]}; {_SERVER_LOG}"
+    if "WRONG_VERSION_NUMBER" in message:
+        return (
+            "the port does not speak TLS (a sidecar without --tls-cert): connect without "
+            "credentials"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in message:
+        return (
+            "this client does not trust the server's certificate: tls_credentials(ca=...) must "
+            "name the CA that signed it, for the address dialled"
+        )
+    return ""
+
+
+def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -> TurnkeeperError:
+    """Decodes the status code, message and rich details of a failed call.
+
+    `transport` (how the client connected; the clients pass it) picks the hint of an
+    UNAVAILABLE "Socket closed".
+    """
     code, message = _code_and_message(error)
+    request_id = ""
+    hint = connection_hint(code, message, transport)
     reason = domain = ""
     metadata: dict[str, str] = {}
     violations: list[FieldViolation] = []
@@ -127,6 +180,8 @@ def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
     report: trim_pb2.CapacityReport | None = None
     retry_delay: float | None = None
     for key, value in _metadata_items(error):
+        if key == _REQUEST_ID_KEY and isinstance(value, str):
+            request_id = value
         if key != _DETAILS_KEY or not isinstance(value, bytes):
             continue
         status = status_pb2.Status()
@@ -165,4 +220,6 @@ def decode_rpc_error(error: grpc.RpcError) -> TurnkeeperError:
         precondition_violations=tuple(preconditions),
         capacity_report=report,
         retry_delay=retry_delay,
+        request_id=request_id,
+        hint=hint,
     )

@@ -107,12 +107,14 @@ def bind_failure_cause(address: str) -> str:
             try:
                 probe.bind(target)
             except OSError as error:
-                return f"{error.strerror} ({errno.errorcode.get(error.errno or 0, error.errno)})"
+                if error.errno is None:  # e.g. "AF_UNIX path too long"
+                    return str(error)
+                return f"{error.strerror} ({errno.errorcode.get(error.errno, error.errno)})"
             if family == socket.AF_UNIX:
                 os.unlink(target)
     return (
         "the address itself can be bound, so grpc failed to set the port up "
-        "(GRPC_VERBOSITY=debug shows its own message)"
+        "(its own reason is the grpc log line just before)"
     )
 
 
