@@ -1,10 +1,13 @@
-"""The issue 8 table: turnkeeper on each engine against floor servers and LangChain, interleaved.
+"""The issue 8 / issue 19 table: turnkeeper on each engine against floor servers and LangChain.
 
 Prints figures and ratios; never a pass/fail test. Workload: a seeded synthetic tool-heavy history
 (a ~1,500-character system row; turns of a ~200-character user row, 0-4 tool exchanges with
 ~90-character JSON arguments and ~800-character results, a ~400-character reply), at 20, 1k, 10k
-and 100k rows, trimmed to a budget of 25 % of its estimate. Contenders run in rotating order,
-round after round, so machine noise hits them alike. `BENCH_QUICK=1` runs fewer rounds.
+and 100k rows, trimmed to a budget of 25 % of its estimate. Turnkeeper runs with its default flags.
+The floors (bench/floor_server.py) parse the request with the generated types and return the rows
+turnkeeper keeps, told where to cut in metadata. Contenders run in rotating order, round after
+round, so machine noise hits them alike; the closed-loop load sections use bench/load_probe.py.
+`BENCH_QUICK=1` runs fewer rounds.
 """
 
 from __future__ import annotations
@@ -87,9 +90,13 @@ def trim_request(history: h.History) -> bytes:
     ).SerializeToString()
 
 
+KEEP_METADATA = "floor-keep"
+
+
 class Server:
-    def __init__(self, name: str, argv: list[str]) -> None:
+    def __init__(self, name: str, argv: list[str], is_floor: bool = False) -> None:
         self.name = name
+        self.is_floor = is_floor
         self.tmp = tempfile.mkdtemp(prefix="tk-bench-")
         ready = os.path.join(self.tmp, "ready.json")
         self.process = subprocess.Popen(
@@ -105,8 +112,16 @@ class Server:
             time.sleep(0.05)
         self.address = json.loads(Path(ready).read_text())["tcp"][0]
         self.channel = grpc.insecure_channel(self.address, options=OPTIONS)
-        self.trim = self.channel.unary_unary(TRIM)
+        self._trim = self.channel.unary_unary(TRIM)
         self.resolve = self.channel.unary_unary(RESOLVE)
+
+    def metadata(self, keep: int) -> tuple[tuple[str, str], ...] | None:
+        """What a floor is told so that it returns turnkeeper's rows without pricing them."""
+        return ((KEEP_METADATA, str(keep)),) if self.is_floor else None
+
+    def trim(self, raw: bytes, keep: int) -> bytes:
+        response: bytes = self._trim(raw, metadata=self.metadata(keep))
+        return response
 
     def rss_kib(self, field: str) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
@@ -121,15 +136,33 @@ class Server:
 
 
 def turnkeeper(engine: str) -> Server:
+    """Default flags (INFO access and trim logs, metrics, admission) but the engine."""
     argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
-    argv += ["--engine", engine, "--log-level", "WARNING", "--max-receive-bytes", str(256 << 20)]
-    argv += ["--max-inflight-request-bytes", str(1 << 30)]
-    return Server(f"turnkeeper {engine}", argv)
+    return Server(f"turnkeeper {engine}", [*argv, "--engine", engine])
 
 
 def floor(mode: str) -> Server:
     argv = [sys.executable, str(ROOT / "bench" / "floor_server.py"), "--mode", mode]
-    return Server(f"floor {mode}", argv)
+    return Server(f"floor {mode}", argv, is_floor=True)
+
+
+def keep_of(server: Server, raw: bytes) -> int:
+    """The index of the first row turnkeeper keeps after the system row (1 when nothing is cut)."""
+    response = svc.TrimHistoryResponse.FromString(server.trim(raw, 0))
+    return 1 + response.outcome.dropped_messages
+
+
+def client_costs(history: h.History, response: bytes) -> tuple[float, float]:
+    """The typed client's own share of a round trip, ms: serializing the request, parsing the
+    response (medians)."""
+    request = svc.TrimHistoryRequest(
+        history=history,
+        mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+        explicit_limits=svc.ExplicitLimits(budget_tokens=1),
+    )
+    out = [timed(request.SerializeToString) for _ in range(5)]
+    back = [timed(lambda: svc.TrimHistoryResponse.FromString(response)) for _ in range(5)]
+    return statistics.median(out) * 1e3, statistics.median(back) * 1e3
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -180,7 +213,9 @@ def naive_cut(history: h.History, budget: int) -> int:
     return lay.turns - 1
 
 
-def small_rate(server: Server, raw: bytes, in_flight: int, seconds: float) -> float:
+def small_rate(server: Server, raw: bytes, keep: int, in_flight: int, seconds: float) -> float:
+    metadata = server.metadata(keep)
+
     async def run() -> int:
         async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
             call = channel.unary_unary(TRIM)
@@ -190,7 +225,7 @@ def small_rate(server: Server, raw: bytes, in_flight: int, seconds: float) -> fl
             async def worker() -> None:
                 nonlocal done
                 while time.perf_counter() < end:
-                    await call(raw)
+                    await call(raw, metadata=metadata)
                     done += 1
 
             await asyncio.gather(*(worker() for _ in range(in_flight)))
@@ -206,7 +241,7 @@ def latency_under_big_calls(server: Server, big: bytes, samples: int) -> tuple[f
         with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
             call = channel.unary_unary(TRIM)
             while not stop.is_set():
-                call(big)
+                call(big, metadata=server.metadata(1))
 
     thread = threading.Thread(target=hammer)
     thread.start()
@@ -215,30 +250,6 @@ def latency_under_big_calls(server: Server, big: bytes, samples: int) -> tuple[f
     stop.set()
     thread.join()
     return statistics.median(times), times[int(len(times) * 0.99) - 1]
-
-
-def mixed_load(server: Server, small: bytes, medium: bytes, seconds: float) -> tuple[float, float]:
-    """48 clients: nine small (20-row) calls for each 1k-row call."""
-
-    async def run() -> list[float]:
-        async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(TRIM)
-            latencies: list[float] = []
-            end = time.perf_counter() + seconds
-
-            async def client(k: int) -> None:
-                i = k
-                while time.perf_counter() < end:
-                    start = time.perf_counter()
-                    await call(medium if i % 10 == 0 else small)
-                    latencies.append(time.perf_counter() - start)
-                    i += 1
-
-            await asyncio.gather(*(client(k) for k in range(48)))
-            return latencies
-
-    latencies = sorted(asyncio.run(run()))
-    return len(latencies) / seconds, latencies[int(len(latencies) * 0.99) - 1]
 
 
 def main() -> None:
@@ -254,25 +265,30 @@ def main() -> None:
 def table(
     servers: list[Server], echo: Server, floor_: Server, native: Server, python: Server
 ) -> None:
-    print("== TrimHistory round trip, median ms (interleaved rounds)")
+    print("== TrimHistory round trip, median ms (interleaved rounds); the floors return the rows")
+    print("   turnkeeper keeps (`keep` in metadata); client ms: the typed client's own share")
     print(
         f"{'rows':>8} {'MB':>6} "
         + " ".join(f"{s.name:>18}" for s in servers)
-        + f" {'LangChain':>10} {'naive':>8}"
+        + f" {'LangChain':>10} {'naive':>8} {'client ser/parse':>17}"
     )
     medians: dict[int, dict[str, float]] = {}
+    keeps: dict[int, int] = {}
     for size in SIZES:
         history = workload(size)
         raw = trim_request(history)
+        keep = keeps[size] = keep_of(native, raw)
         lc = langchain_trim(history)
         times: dict[str, list[float]] = {s.name: [] for s in servers}
         times["LangChain"] = []
         for server in servers:
-            server.trim(raw)  # warm-up
+            server.trim(raw, keep)  # warm-up
         for r in range(ROUNDS[size]):
             order = servers[r % len(servers) :] + servers[: r % len(servers)]
             for server in order:
-                times[server.name].append(timed(lambda server=server, raw=raw: server.trim(raw)))
+                times[server.name].append(
+                    timed(lambda server=server, raw=raw, keep=keep: server.trim(raw, keep))
+                )
             times["LangChain"].append(timed(lc))
         med = {name: statistics.median(v) * 1e3 for name, v in times.items()}
         naive = "-"
@@ -280,11 +296,12 @@ def table(
             w = WorkingHistory.of(history)
             budget = w.pricing.total // 4
             naive = f"{timed(lambda: naive_cut(history, budget)) * 1e3:.0f}"  # noqa: B023 (now)
+        serialize, parse = client_costs(history, native.trim(raw, keep))
         medians[size] = med
         print(
             f"{size:>8} {len(raw) / 1e6:6.1f} "
             + " ".join(f"{med[s.name]:18.1f}" for s in servers)
-            + f" {med['LangChain']:10.1f} {naive:>8}"
+            + f" {med['LangChain']:10.1f} {naive:>8} {serialize:8.1f}/{parse:.1f}"
         )
     print("\n== ratios (turnkeeper / contender)")
     for size in SIZES:
@@ -297,28 +314,34 @@ def table(
             )
 
     small = trim_request(workload(20))
-    print("\n== 20-row TrimHistory, requests/s (2 s each)")
+    small_keep = keep_of(native, small)
+    print("\n== 20-row TrimHistory, requests/s (median of three interleaved runs)")
     for in_flight in (1, 16):
-        rates = {
-            s.name: small_rate(s, small, in_flight, 1.0 if QUICK else 2.0)
-            for s in (floor_, native, python)
-        }
+        rates: dict[str, list[float]] = {s.name: [] for s in (floor_, native, python)}
+        for r in range(3):
+            order = [floor_, native, python] if r % 2 == 0 else [python, native, floor_]
+            for s in order:
+                rates[s.name].append(
+                    small_rate(s, small, small_keep, in_flight, 0.7 if QUICK else 1.5)
+                )
+        rate = {name: statistics.median(v) for name, v in rates.items()}
         print(
             f"{in_flight:>2} in flight: "
-            + ", ".join(f"{name} {rate:.0f}" for name, rate in rates.items())
-            + f"; native {rates[native.name] / rates[floor_.name] * 100:.0f} % of the floor, "
-            f"python {rates[python.name] / rates[floor_.name] * 100:.0f} %"
+            + ", ".join(f"{name} {value:.0f}" for name, value in rate.items())
+            + f"; native {rate[native.name] / rate[floor_.name] * 100:.0f} % of the floor, "
+            f"python {rate[python.name] / rate[floor_.name] * 100:.0f} %"
         )
 
     big = trim_request(workload(100_000))
+    big_keep = keeps[100_000]
     print(f"\n== peak server RSS growth for one 100k-row request ({len(big) / 1e6:.1f} MB)")
     for server in (floor_, native, python):
         # A fresh server each: the high-water mark starts at its idle size.
         fresh = floor("suffix") if server is floor_ else turnkeeper(server.name.split()[1])
         try:
-            fresh.trim(small)
+            fresh.trim(small, small_keep)
             before = fresh.rss_kib("VmRSS")
-            fresh.trim(big)
+            fresh.trim(big, big_keep)
             growth = (fresh.rss_kib("VmHWM") - before) * 1024
             print(
                 f"{server.name:>18}: +{growth / 1e6:.0f} MB = {growth / len(big):.1f}x the request"
@@ -331,11 +354,17 @@ def table(
         p50, p99 = latency_under_big_calls(server, big, 100 if QUICK else 300)
         print(f"{server.name:>18}: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
 
-    medium = trim_request(workload(1_000))
-    print("\n== mixed load: 48 clients, 9 x 20-row : 1 x 1k-row TrimHistory (5 s)")
-    for server in (native, python):
-        rate, p99 = mixed_load(server, small, medium, 2.0 if QUICK else 5.0)
-        print(f"{server.name:>18}: {rate:.0f} requests/s, p99 {p99 * 1e3:.0f} ms")
+    import load_probe
+
+    seconds = 3.0 if QUICK else 8.0
+    print(
+        "\n== closed-loop load on turnkeeper native, default flags (bench/load_probe.py: of ten "
+        "calls, eight 20-row and one 1k-row TrimHistory and one ResolveBudget; heavy: clients "
+        "sending 10k-row EstimateTokens)"
+    )
+    for clients, heavy in ((48, 0), (48, 12), (192, 0)):
+        report = load_probe.measure(native.address, clients, heavy, seconds)
+        print(f"{clients} mixed clients + {heavy} heavy: {load_probe.format_report(report)}")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
-"""Floor servers for `make bench`: the same method path and message types as turnkeeper, no engine.
+"""The floor server for `make bench`: the same method path and message types as turnkeeper, no engine.
 
-`echo` parses the TrimHistoryRequest and returns its history unchanged; `suffix` returns the system
-rows, a breadcrumb and the rows from the first user row after the oldest three quarters: what a
-trim returns, without deciding anything. Both answer ResolveBudget with an empty resolution.
+It does the least any server must to answer a trim: a `grpc.aio` server with the generated types
+parses the TrimHistoryRequest, cuts the history with `del rows[1:keep]`, inserts the breadcrumb row
+at 1, and returns the history with one `CopyFrom` into the response. It prices nothing: the client
+gives `keep` in the `floor-keep` metadata (the index of the first row turnkeeper keeps after the
+system row), so both servers return the same rows. `echo` mode returns the history unchanged. Both
+answer ResolveBudget with an empty resolution.
 """
 
 from __future__ import annotations
@@ -19,19 +22,17 @@ from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 
 SERVICE = "turnkeeper.v1.HistoryService"
-CRUMB = h.ChatMessage(role=h.ROLE_USER, content="[earlier turns omitted]", breadcrumb=True)
+KEEP_METADATA = "floor-keep"
+CRUMB = h.ChatMessage(
+    role=h.ROLE_USER, content="[earlier turns omitted to fit the context window]", breadcrumb=True
+)
 
 
-def suffix(history: h.History) -> h.History:
-    rows = history.chat.messages
-    system = 0
-    while system < len(rows) and rows[system].role == h.ROLE_SYSTEM:
-        system += 1
-    cut = max(system, len(rows) * 3 // 4)
-    while cut < len(rows) and rows[cut].role != h.ROLE_USER:
-        cut += 1
-    kept = [*rows[:system], CRUMB, *rows[cut:]]
-    return h.History(chat=h.ChatHistory(messages=kept))
+def _keep(context: Any) -> int:
+    for key, value in context.invocation_metadata() or ():
+        if key == KEEP_METADATA:
+            return int(value)
+    return 1
 
 
 async def main() -> None:
@@ -39,10 +40,16 @@ async def main() -> None:
     parser.add_argument("--mode", choices=["echo", "suffix"], required=True)
     parser.add_argument("--ready-file", required=True)
     args = parser.parse_args()
+    echo = args.mode == "echo"
 
     async def trim(request: svc.TrimHistoryRequest, context: Any) -> svc.TrimHistoryResponse:
-        out = request.history if args.mode == "echo" else suffix(request.history)
-        return svc.TrimHistoryResponse(history=out)
+        response = svc.TrimHistoryResponse()
+        if not echo:
+            rows = request.history.chat.messages
+            del rows[1 : _keep(context)]
+            rows.insert(1, CRUMB)
+        response.history.CopyFrom(request.history)
+        return response
 
     async def resolve(request: svc.ResolveBudgetRequest, context: Any) -> svc.ResolveBudgetResponse:
         return svc.ResolveBudgetResponse()
@@ -64,7 +71,8 @@ async def main() -> None:
             ("grpc.max_send_message_length", 256 << 20),
         ]
     )
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    # Registered, as turnkeeper registers its methods.
+    server.add_registered_method_handlers(SERVICE, handlers)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     tmp = Path(args.ready_file + ".tmp")

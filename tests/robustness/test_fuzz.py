@@ -142,3 +142,78 @@ def test_random_bytes_and_random_requests_never_get_unknown(
     assert statuses["UNKNOWN"] == 0 and statuses["INTERNAL"] == 0, statuses
     assert set(statuses) <= {"OK", "INVALID_ARGUMENT", "FAILED_PRECONDITION"}, statuses
     assert "Traceback" not in live_server.log_text()
+
+
+_MARKER = "Zq9Zq9"
+_NOT_UTF8 = b"\xff\xfe\xc0\xaf\xff\xfe"  # as long as the marker, so every length stays right
+
+
+def _string_paths(
+    desc: descriptor.Descriptor, prefix: tuple[descriptor.FieldDescriptor, ...] = ()
+) -> Iterator[tuple[descriptor.FieldDescriptor, ...]]:
+    """Every path from the request root to a string field, through messages (not maps, not the
+    well-known types, no type twice on one path)."""
+    for field in desc.fields:
+        if field.type == _F.TYPE_STRING:
+            yield (*prefix, field)
+        elif field.type == _F.TYPE_MESSAGE:
+            inner = field.message_type
+            if inner.GetOptions().map_entry or inner.full_name.startswith("google."):
+                continue
+            if any(f.message_type is inner for f in prefix) or inner is desc:
+                continue
+            yield from _string_paths(inner, (*prefix, field))
+
+
+def _with_marker(
+    desc: descriptor.Descriptor, path: tuple[descriptor.FieldDescriptor, ...]
+) -> bytes:
+    message = message_factory.GetMessageClass(desc)()
+    target: Any = message
+    for field in path[:-1]:
+        target = getattr(target, field.name)
+        if field.is_repeated:
+            target = target.add()
+    last = path[-1]
+    if last.is_repeated:
+        getattr(target, last.name).append(_MARKER)
+    else:
+        setattr(target, last.name, _MARKER)
+    raw = message.SerializeToString()
+    assert raw.count(_MARKER.encode()) == 1
+    return raw.replace(_MARKER.encode(), _NOT_UTF8)
+
+
+@pytest.mark.parametrize("method", list(SERVICE.methods), ids=lambda m: m.name)
+def test_a_string_that_is_not_utf8_anywhere_in_a_request_is_invalid_argument(
+    channel: grpc.Channel, live_server: Any, method: descriptor.MethodDescriptor, figures: Any
+) -> None:
+    """The probe: TrimHistory with caller.session_id = b"\\xff\\xfe\\xc0\\xaf" got UNKNOWN
+    ("Unexpected DecodeError", protobuf 7's DecodeError is not a ValueError). Every string field of
+    every request message, CallerContext's included, now names its top-level field."""
+    paths = list(_string_paths(method.input_type))
+    assert paths, method.name
+    path_name = f"/{SERVICE.full_name}/{method.name}"
+    for path in paths:
+        body = _with_marker(method.input_type, path)
+        where = ".".join(f.name for f in path)
+        try:
+            if method.server_streaming:
+                stream = channel.unary_stream(
+                    path_name, request_serializer=None, response_deserializer=None
+                )
+                next(iter(stream(body, timeout=30)))
+            else:
+                channel.unary_unary(path_name, request_serializer=None, response_deserializer=None)(
+                    body, timeout=30
+                )
+        except grpc.RpcError as error:
+            assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (where, error.details())
+            status = rich_status(error)
+            info = error_info(status) if status is not None else None
+            assert info is not None and info.reason == "ERROR_REASON_MALFORMED_REQUEST", where
+            assert path[0].name in error.details(), (where, error.details())
+        else:
+            raise AssertionError(f"{method.name} {where}: not-UTF-8 bytes were accepted")
+    figures.add(f"{method.name}: string fields probed", len(paths))
+    assert "Traceback" not in live_server.log_text()

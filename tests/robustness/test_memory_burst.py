@@ -105,3 +105,41 @@ def test_16_concurrent_60_mb_requests_under_a_memory_cap(
             svc.EstimateTokensRequest(history=chat(10)), timeout=30
         )
     assert "MemoryError" not in server.log_text()
+
+
+def test_rss_returns_near_idle_after_a_wave_of_big_requests(
+    server_factory: Callable[..., Any], figures: Any
+) -> None:
+    """The probe: RSS stayed at 0.5-1.1 GB after a wave of 60 MB requests (the allocator keeps
+    what was freed); the last heavy call to end now hands it back."""
+    server = server_factory(unix=False)
+    body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
+    idle = rss_kib(server.pid) // 1024
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def heavy() -> None:
+        with grpc.insecure_channel(server.address, options=BIG_MESSAGES) as channel:
+            call = channel.unary_unary(ESTIMATE)
+            try:
+                call(body, timeout=120)
+                outcome = "OK"
+            except grpc.RpcError as error:
+                outcome = "OVERLOADED" if _overloaded(error) else error.code().name
+        with lock:
+            outcomes[outcome] += 1
+
+    threads = [threading.Thread(target=heavy) for _ in range(8)]
+    peak = idle
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, rss_kib(server.pid) // 1024)
+        time.sleep(0.05)
+    deadline = time.monotonic() + 10
+    while (after := rss_kib(server.pid) // 1024) > idle + 320 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    figures.add("8 x 60 MB by outcome", dict(outcomes))
+    figures.add("idle / peak / after MiB", f"{idle} / {peak} / {after}")
+    assert set(outcomes) <= {"OK", "OVERLOADED"} and outcomes["OK"] >= 1, outcomes
+    assert after <= idle + 320  # was +460 MiB and more

@@ -1,14 +1,21 @@
-"""Admission control (issue 9): the in-flight request-bytes budget and the heavy-call cap."""
+"""Admission control (issues 9, 19): the in-flight request-bytes budget is a hard bound; heavy calls
+over their cap, and calls over the receiving cap, wait in FIFO order for a slot, then are refused."""
 
 from __future__ import annotations
+
+import asyncio
+from pathlib import Path
 
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.config import MIB, cgroup_memory_limit, default_inflight_budget
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 
-LIMITS = AdmissionLimits(max_inflight_bytes=1000, heavy_call_bytes=300, max_heavy_calls=2)
+LIMITS = AdmissionLimits(
+    max_inflight_bytes=1000, heavy_call_bytes=300, max_heavy_calls=2, heavy_wait_seconds=0.2
+)
 
 
 def _details(error: RequestError) -> tuple[error_details_pb2.ErrorInfo, float]:
@@ -20,38 +27,134 @@ def _details(error: RequestError) -> tuple[error_details_pb2.ErrorInfo, float]:
     return info, retry.retry_delay.ToTimedelta().total_seconds()
 
 
-def test_the_heavy_call_cap_refuses_the_next_heavy_call_but_not_a_light_one() -> None:
+async def test_a_heavy_call_over_the_cap_waits_for_a_slot_then_runs() -> None:
     admission = Admission(LIMITS)
-    first, second = admission.acquire(300), admission.acquire(400)
-    assert first and second
+    assert await admission.admit(300) and await admission.admit(300)
+    third = asyncio.create_task(admission.admit(300))
+    await asyncio.sleep(0.05)
+    assert not third.done() and admission.heavy.waiting == 1
+    assert await admission.admit(10) is False  # light calls do not queue behind heavy ones
+    admission.release(300, True)
+    assert await third is True
+    assert admission.heavy_calls == 2 and admission.heavy.waiting == 0
+
+
+async def test_heavy_calls_get_their_slots_in_arrival_order() -> None:
+    admission = Admission(AdmissionLimits(10_000, 300, 1, heavy_wait_seconds=5))
+    await admission.admit(300)
+    order: list[int] = []
+
+    async def queued(k: int) -> None:
+        await admission.admit(300)
+        order.append(k)
+        await asyncio.sleep(0.01)
+        admission.release(300, True)
+
+    tasks = []
+    for k in range(5):
+        tasks.append(asyncio.create_task(queued(k)))
+        await asyncio.sleep(0.01)
+    admission.release(300, True)
+    await asyncio.gather(*tasks)
+    assert order == [0, 1, 2, 3, 4]
+    assert admission.heavy_calls == 0 and admission.inflight_bytes == 0
+
+
+async def test_a_heavy_call_is_refused_when_no_slot_comes_free_in_time() -> None:
+    admission = Admission(LIMITS)
+    await admission.admit(300)
+    await admission.admit(300)
     with pytest.raises(RequestError) as refused:
-        admission.acquire(300)
+        await admission.admit(300)
     info, delay = _details(refused.value)
     assert info.reason == "ERROR_REASON_OVERLOADED" and info.domain == "turnkeeper.v1"
     assert info.metadata["limit"] == "max_heavy_calls"
     assert delay == LIMITS.retry_after_seconds
-    assert admission.acquire(10) is False  # light calls still run
+    # Its bytes were given back, and it left the queue.
+    assert admission.inflight_bytes == 600 and admission.heavy.waiting == 0
+
+
+async def test_the_deadline_bounds_the_wait() -> None:
+    admission = Admission(AdmissionLimits(10_000, 300, 1, heavy_wait_seconds=30))
+    await admission.admit(300)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    with pytest.raises(RequestError):
+        await admission.admit(300, remaining=0.1)
+    assert loop.time() - started < 1
+
+
+async def test_a_cancelled_queued_call_leaves_the_queue() -> None:
+    admission = Admission(AdmissionLimits(10_000, 300, 1, heavy_wait_seconds=30))
+    await admission.admit(300)
+    waiting = asyncio.create_task(admission.admit(300))
+    behind = asyncio.create_task(admission.admit(300))
+    await asyncio.sleep(0.02)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert admission.heavy.waiting == 1 and admission.inflight_bytes == 600
     admission.release(300, True)
-    assert admission.acquire(300) is True
+    assert await behind is True  # the slot skipped the cancelled call
+    assert admission.heavy_calls == 1 and admission.inflight_bytes == 300
 
 
-def test_the_byte_budget_refuses_a_call_that_would_pass_it() -> None:
-    admission = Admission(LIMITS)
-    admission.acquire(200)
-    admission.acquire(700)
+async def test_the_byte_budget_refuses_a_call_that_would_pass_it_at_once() -> None:
+    admission = Admission(AdmissionLimits(1000, 300, 2, heavy_wait_seconds=30))
+    await admission.admit(200)
+    await admission.admit(700)
+    loop = asyncio.get_running_loop()
+    started = loop.time()
     with pytest.raises(RequestError) as refused:
-        admission.acquire(200)
+        await admission.admit(200)
+    assert loop.time() - started < 0.5  # never queued
     assert _details(refused.value)[0].metadata["limit"] == "max_inflight_request_bytes"
     admission.release(700, True)
-    admission.acquire(200)
+    await admission.admit(200)
     assert admission.inflight_bytes == 400 and admission.refused == 1
 
 
-def test_a_call_bigger_than_the_budget_runs_alone() -> None:
+async def test_queued_heavy_calls_hold_their_bytes_against_the_budget() -> None:
+    admission = Admission(AdmissionLimits(1000, 300, 1, heavy_wait_seconds=30))
+    await admission.admit(300)
+    waiting = asyncio.create_task(admission.admit(400))
+    await asyncio.sleep(0.02)
+    with pytest.raises(RequestError):
+        await admission.admit(400)  # 300 running + 400 waiting + 400 > 1000
+    admission.release(300, True)
+    assert await waiting is True
+
+
+async def test_a_call_bigger_than_the_budget_runs_alone() -> None:
     """Otherwise it could never run; the message-size limit bounds it instead."""
     admission = Admission(LIMITS)
-    admission.acquire(5000)
+    await admission.admit(5000)
     with pytest.raises(RequestError):
-        admission.acquire(1)
+        await admission.admit(1)
     admission.release(5000, True)
     assert admission.inflight_bytes == 0 and admission.heavy_calls == 0
+
+
+async def test_receiving_slots_are_fifo_and_bounded_by_their_wait() -> None:
+    admission = Admission(
+        AdmissionLimits(10_000, 300, 1, max_receiving_calls=1, receive_wait_seconds=0.1)
+    )
+    assert await admission.receiving_slot()
+    assert not await admission.receiving_slot()  # none came free in 0.1 s
+    second = asyncio.create_task(admission.receiving_slot())
+    await asyncio.sleep(0.02)
+    admission.receiving.give()
+    assert await second is True and admission.receiving.used == 1
+
+
+def test_the_default_budget_follows_the_cgroup_memory_limit(tmp_path: Path) -> None:
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text(f"{768 * MIB}\n")
+    assert cgroup_memory_limit((str(v2), str(v1))) == 768 * MIB
+    assert default_inflight_budget(768 * MIB) == 192 * MIB
+    v2.write_text("max\n")  # cgroup v2 without a limit
+    assert cgroup_memory_limit((str(v2), str(v1))) is None
+    v1.write_text(f"{2**63 - 4096}\n")  # cgroup v1 without a limit
+    assert cgroup_memory_limit((str(tmp_path / "absent"), str(v1))) is None
+    assert cgroup_memory_limit((str(tmp_path / "absent"),)) is None
+    assert default_inflight_budget(32 * MIB) == 16 * MIB  # a floor for tiny containers

@@ -86,6 +86,8 @@ class Sidecar:
                 max_heavy_calls=config.max_heavy_calls,
                 max_receiving_calls=config.max_receiving_calls,
                 receive_wait_seconds=config.receive_wait_seconds,
+                heavy_wait_seconds=config.heavy_wait_seconds,
+                max_request_bytes=config.max_receive_bytes,
             )
         )
 
@@ -159,7 +161,7 @@ class Sidecar:
         )
 
     def _register_services(self, server: grpc.aio.Server, servicer: HistoryServicer) -> None:
-        server.add_generic_rpc_handlers((servicer.generic_handler(),))
+        server.add_registered_method_handlers(SERVICE_NAME, servicer.method_handlers())
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         if self.config.reflection:
             enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
@@ -274,8 +276,10 @@ class Sidecar:
 
     async def _stop_accepting(self, server: grpc.aio.Server, grace: float) -> asyncio.Future[None]:
         """No new calls from here; running ones continue for up to `grace`."""
-        # Calls the clients sent before the signal must reach their handlers first:
-        # grpc cancels the calls it has received but not handed to us yet.
+        # Calls that arrive from here on get UNAVAILABLE (SHUTTING_DOWN) at once. Those the
+        # clients sent before the signal must reach their handlers first: grpc cancels the
+        # calls it has received but not handed to us yet.
+        self.admission.draining = True
         await self.admission.wait_quiet(DRAIN_SETTLE_SECONDS, grace / 2)
         return asyncio.ensure_future(server.stop(grace))
 

@@ -40,6 +40,38 @@ from pydantic_settings.sources.utils import parse_env_vars
 from turnkeeper.server.version import server_version
 
 MIB = 1024 * 1024
+# cgroup v2, then v1: the container's memory limit, when it has one.
+CGROUP_MEMORY_LIMIT_FILES = (
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+)
+DEFAULT_INFLIGHT_BYTES = 256 * MIB
+
+
+def cgroup_memory_limit(files: Sequence[str] = CGROUP_MEMORY_LIMIT_FILES) -> int | None:
+    """The memory limit of this process's cgroup in bytes, or None when it has none."""
+    for path in files:
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        # v2 writes "max"; v1 writes a number near 2**63 for "no limit".
+        if text.isdigit() and int(text) < 2**62:
+            return int(text)
+        return None
+    return None
+
+
+def default_inflight_budget(limit: int | None = None) -> int:
+    """A quarter of the cgroup memory limit (a parsed request takes up to three times its bytes,
+    and the process and the requests still arriving need the rest), at least 16 MiB; 256 MiB
+    without a limit."""
+    limit = cgroup_memory_limit() if limit is None else limit
+    if limit is None:
+        return DEFAULT_INFLIGHT_BYTES
+    return max(16 * MIB, limit // 4)
+
+
 ENV_PREFIX = "TURNKEEPER_"
 CONFIG_ENV = f"{ENV_PREFIX}CONFIG"
 PROG = "turnkeeper-server"
@@ -246,10 +278,11 @@ class ServerConfig(BaseSettings):
     )
     # Admission control and connection limits: README "Limits" gives each one's status.
     max_inflight_request_bytes: int = Field(
-        default=256 * MIB,
+        default_factory=lambda: default_inflight_budget(),
         ge=1024,
-        description="request bytes all running calls may hold together; a call that would pass "
-        "it gets RESOURCE_EXHAUSTED (OVERLOADED, RetryInfo)",
+        description="request bytes all admitted calls may hold together; a call that would pass "
+        "it gets RESOURCE_EXHAUSTED (OVERLOADED, RetryInfo) (default: a quarter of the cgroup "
+        "memory limit when there is one, else 256 MiB)",
     )
     heavy_call_bytes: int = Field(
         default=1 * MIB, ge=1, description="a request at least this big is a heavy call"
@@ -271,8 +304,16 @@ class ServerConfig(BaseSettings):
     max_heavy_calls: int = Field(
         default=2,
         ge=1,
-        description="heavy calls running at once; one more gets RESOURCE_EXHAUSTED (OVERLOADED, "
+        description="heavy calls running at once; one more waits in a FIFO queue for a slot, up "
+        "to its deadline or heavy-wait-seconds, then gets RESOURCE_EXHAUSTED (OVERLOADED, "
         "RetryInfo)",
+    )
+    heavy_wait_seconds: float = Field(
+        default=5.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="how long a heavy call over max-heavy-calls waits for a slot before it is "
+        "refused",
     )
     max_concurrent_streams: int = Field(
         default=100, ge=1, description="concurrent calls per connection (HTTP/2 setting)"

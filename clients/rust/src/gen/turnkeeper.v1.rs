@@ -14,14 +14,14 @@ pub enum ErrorReason {
     /// The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
     /// explicitly and through profiles.
     InvalidLimits = 3,
-    /// The request holds more rows than the server accepts.
+    /// The request holds more rows, or more bytes, than the server accepts.
     RequestTooLarge = 4,
     /// The prepared request does not fit the model's capacity; a CapacityReport is attached.
     ContextWindowExceeded = 5,
     /// A TrimEvents request is malformed, such as an unreadable cursor.
     InvalidSubscription = 6,
-    /// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-    /// subscribe again, with the last cursor, to another replica or after the restart.
+    /// The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+    /// call again, or subscribe again with the last cursor, on another replica or after the restart.
     ShuttingDown = 7,
     /// A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
     /// (tool-schema tokens above the estimated input tokens).

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.message import DecodeError
+
 from turnkeeper.server.api.methods import SERVICE, method_path
 from turnkeeper.v1 import trim_pb2
 
@@ -40,7 +42,8 @@ def _read_varint(data: bytes, at: int) -> tuple[int, int]:
 def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
     """The request's CallerContext from its raw bytes, skipping every other top-level field.
 
-    Occurrences are concatenated, which merges them exactly as protobuf parsing does.
+    Occurrences are concatenated, which merges them exactly as protobuf parsing does. Raises
+    ValueError when the bytes cannot be read.
     """
     parts = []
     at = 0
@@ -62,7 +65,10 @@ def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
             raise ValueError(f"unexpected wire type {wire_type}")
         if at > len(data):
             raise ValueError("truncated field")
-    return trim_pb2.CallerContext.FromString(b"".join(parts))
+    try:
+        return trim_pb2.CallerContext.FromString(b"".join(parts))
+    except DecodeError as error:  # protobuf's DecodeError is not a ValueError (a bad string)
+        raise ValueError(f"the CallerContext does not decode: {error}") from None
 
 
 def caller_of(request: Any, number: int) -> trim_pb2.CallerContext:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import grpc
+from google.protobuf import duration_pb2
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -133,6 +134,19 @@ def invalid_argument(
         f"invalid request: {summary}",
         violations,
         violation_total=count,
+    )
+
+
+def overloaded(limit: str, message: str, retry_after_seconds: float = 1.0) -> RequestError:
+    """RESOURCE_EXHAUSTED, reason OVERLOADED, metadata `limit`, and a RetryInfo: try again later."""
+    delay = duration_pb2.Duration()
+    delay.FromNanoseconds(int(retry_after_seconds * 1e9))
+    return RequestError(
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        errors_pb2.ERROR_REASON_OVERLOADED,
+        f"server overloaded: {message}; retry later",
+        details=[error_details_pb2.RetryInfo(retry_delay=delay)],
+        metadata={"limit": limit},
     )
 
 

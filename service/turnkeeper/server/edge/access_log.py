@@ -3,7 +3,8 @@
 Both carry the method, status, duration and sizes only. Every call has a request id: the
 caller's `x-request-id` metadata when it sends a usable one, else a new UUID. Every log line of
 the call carries it, and the call's trailers return it (`x-request-id`), so a runtime can quote
-it and an operator find the call's lines.
+it and an operator find the call's lines. `edge.interceptor` runs them for every call, in the
+same pass as admission control.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from google.rpc import error_details_pb2, status_pb2
 
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.methods import PROBE_PREFIXES
-from turnkeeper.server.edge.handlers import Continuation
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, reset_call_ids, set_call_ids
 
@@ -37,17 +37,10 @@ Resp = TypeVar("Resp")
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 # What a caller's request id may be: a UUID, a trace or span id, a load balancer's id.
 _USABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
-# (request_streaming, response_streaming) -> go-grpc-prometheus grpc_type.
-_RPC_TYPES = {
-    (False, False): "unary",
-    (False, True): "server_stream",
-    (True, False): "client_stream",
-    (True, True): "bidi_stream",
-}
 
 
 @dataclass
-class _CallStats:
+class CallStats:
     method: str
     request_id: str
     # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
@@ -73,8 +66,9 @@ class _CallStats:
 
 
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
-    if isinstance(error, asyncio.CancelledError):
-        # grpc cancels the handler both when the client cancels and when the deadline passes.
+    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+        # grpc cancels the handler both when the client cancels and when the deadline passes; a
+        # stream's generator that grpc stops iterating is closed at its yield (GeneratorExit).
         remaining = context.time_remaining()
         return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
     code = context.code()
@@ -105,16 +99,15 @@ def request_id_of(metadata: Any) -> str:
     return str(uuid.uuid4())
 
 
-def _return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
+def return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
     # Set before the handler runs: grpc sends the trailers of an abort at once, and a plain
     # abort or a success sends these. A rich error replaces them, so RequestError.to_status
     # adds the id itself (api/errors.py).
     context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
 
 
-def _started(stats: _CallStats, request: Any) -> None:
-    service, method = metrics.split_method(stats.method)
-    metrics.RPCS_STARTED.labels(service, method, stats.rpc_type).inc()
+def started(stats: CallStats, request: Any) -> None:
+    metrics.observe_started(stats.method, stats.rpc_type)
     number = CALLER_FIELDS.get(stats.method)
     # A refusal that never reads its request gets a request iterator, with no caller to read.
     if number is not None and isinstance(request, bytes | Message):
@@ -129,8 +122,8 @@ def _started(stats: _CallStats, request: Any) -> None:
         }
 
 
-def _finish(
-    stats: _CallStats, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None
+def finish(
+    stats: CallStats, context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None
 ) -> None:
     status = _status_of(context, error)
     seconds = time.perf_counter() - stats.started
@@ -185,33 +178,13 @@ def _finish(
     )
 
 
-class AccessLogInterceptor(grpc.aio.ServerInterceptor):
-    """Wraps every async handler so that its completion is logged and counted, sizes only.
-
-    Request size is measured on the wire bytes (wrapping the deserializer), so it is exact and
-    costs nothing extra. Handlers that are not coroutines or async generators (none are
-    registered by the sidecar) pass through unlogged rather than being re-threaded.
-    """
-
-    async def intercept_service(
-        self,
-        continuation: Continuation[Req, Resp],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return handler
-        stats = _CallStats(
-            method=handler_call_details.method,
-            request_id=request_id_of(handler_call_details.invocation_metadata),
-        )
-        return _wrap(handler, stats)
-
-
-def _wrap(
-    handler: grpc.RpcMethodHandler[Req, Resp], stats: _CallStats
+def logged(
+    handler: grpc.RpcMethodHandler[Req, Resp], stats: CallStats
 ) -> grpc.RpcMethodHandler[Req, Resp]:
-    stats.rpc_type = _RPC_TYPES[(handler.request_streaming, handler.response_streaming)]
+    """The handler, its completion logged and counted, sizes only. Request size is measured on
+    the wire bytes (wrapping the deserializer), so it is exact and costs nothing extra. Handlers
+    that are not coroutines or async generators (none are registered by the sidecar) pass through
+    unlogged rather than being re-threaded."""
     inner_deserializer = handler.request_deserializer
 
     def deserialize(data: bytes) -> Req:
@@ -245,12 +218,12 @@ def _wrap(
 
 def _unary_response(
     behavior: Callable[..., Awaitable[Any]],
-    stats: _CallStats,
+    stats: CallStats,
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        _started(stats, request)
+        started(stats, request)
         ids = set_call_ids(stats.call_ids())
-        _return_request_id(context, stats.request_id)
+        return_request_id(context, stats.request_id)
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
@@ -260,7 +233,7 @@ def _unary_response(
             error = caught
             raise
         finally:
-            _finish(stats, context, error)
+            finish(stats, context, error)
             reset_call_ids(ids)
 
     return logged
@@ -274,16 +247,16 @@ def _reset_in_generator(ids: Any) -> None:
 
 
 def _stream_response(
-    behavior: Callable[..., Any], stats: _CallStats
+    behavior: Callable[..., Any], stats: CallStats
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any] | None:
     if inspect.isasyncgenfunction(behavior):
 
         async def logged_gen(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            _started(stats, request)
+            started(stats, request)
             ids = set_call_ids(stats.call_ids())
-            _return_request_id(context, stats.request_id)
+            return_request_id(context, stats.request_id)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -293,16 +266,16 @@ def _stream_response(
                 error = caught
                 raise
             finally:
-                _finish(stats, context, error)
+                finish(stats, context, error)
                 _reset_in_generator(ids)
 
         return logged_gen
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            _started(stats, request)
+            started(stats, request)
             ids = set_call_ids(stats.call_ids())
-            _return_request_id(context, stats.request_id)
+            return_request_id(context, stats.request_id)
             error: BaseException | None = None
             try:
                 await behavior(request, context)
@@ -310,7 +283,7 @@ def _stream_response(
                 error = caught
                 raise
             finally:
-                _finish(stats, context, error)
+                finish(stats, context, error)
                 reset_call_ids(ids)
 
         return logged_coro

@@ -1,93 +1,228 @@
-"""Admission control: a budget of in-flight request bytes and a cap on concurrent heavy calls.
+"""Admission control: a budget of in-flight request bytes, and FIFO queues for the scarce slots.
 
-Checked when a unary call's request has been received and before any work is done on it, so an
-overloaded sidecar answers RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo) instead of
-running out of memory. Everything runs on the event loop, so plain counters need no lock.
+Checked when a unary call's request has been received and before any work is done on it. The byte
+budget is the hard bound on memory: a call that would pass it is refused at once. A heavy call over
+the heavy-call cap, and a call over the receiving-call cap, waits in a FIFO queue for a slot, up to
+its deadline or the configured wait, whichever is first; only then is it refused with
+RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo). A call whose deadline has passed is
+dropped without work. Everything runs on the event loop, so plain counters need no lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
+import ctypes
 import time
-import weakref
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
 
 import grpc
-from google.protobuf import duration_pb2
-from google.rpc import error_details_pb2
 
-from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.api.methods import PROBE_PREFIXES
-from turnkeeper.server.edge.handlers import Continuation, refusal
+from turnkeeper.server.api.errors import RequestError, overloaded
+from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
 
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
+HEAVY = "heavy"
+RECEIVING = "receiving"
 
 
 @dataclass(frozen=True)
 class AdmissionLimits:
     """`max_inflight_bytes`: the request bytes all admitted calls may hold together.
-    `heavy_call_bytes`: a request at least this big is heavy; `max_heavy_calls` may run at once.
+    `heavy_call_bytes`: a request at least this big is heavy; `max_heavy_calls` run at once, one
+    more waits up to `heavy_wait_seconds` for a slot.
     `max_receiving_calls`: calls whose request is still arriving, at once (gRPC holds each whole);
-    one more waits up to `receive_wait_seconds` for a slot before it is refused.
-    `retry_after_seconds`: the RetryInfo delay a refused client is given."""
+    one more waits up to `receive_wait_seconds` for a slot.
+    `retry_after_seconds`: the RetryInfo delay a refused client is given.
+    `max_request_bytes`: a bigger request is refused (REQUEST_TOO_LARGE) before any work."""
 
     max_inflight_bytes: int
     heavy_call_bytes: int
     max_heavy_calls: int
     max_receiving_calls: int = 8
     receive_wait_seconds: float = 5.0
+    heavy_wait_seconds: float = 5.0
     retry_after_seconds: float = 1.0
+    max_request_bytes: int | None = None
+
+
+class SlotQueue:
+    """`limit` slots and a FIFO of the calls waiting for one: a freed slot goes to the oldest."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.used = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self.waiting = 0  # waiters still in the queue (cancelled ones are skipped lazily)
+        self._length = metrics.ADMISSION_QUEUE_LENGTH.labels(name)
+
+    def try_take(self) -> bool:
+        """Takes a slot when one is free and nobody queued before us."""
+        if self.used < self.limit and not self.waiting:
+            self.used += 1
+            return True
+        return False
+
+    async def take(self, wait: float) -> bool:
+        """Waits up to `wait` seconds for a slot; False when none came free. Cancelling the
+        waiting call takes it out of the queue."""
+        if self.try_take():
+            return True
+        started = time.monotonic()
+        outcome = "refused"
+        granted = False
+        if wait > 0:
+            future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(future)
+            self.waiting += 1
+            self._length.set(self.waiting)
+            try:
+                await asyncio.wait((future,), timeout=wait)
+            except asyncio.CancelledError:
+                outcome = "cancelled"
+                raise
+            finally:
+                if future.done():
+                    granted = outcome != "cancelled"
+                    if not granted:  # handed a slot while being cancelled: pass it on
+                        self.give()
+                else:
+                    future.cancel()
+                    self.waiting -= 1
+                    self._length.set(self.waiting)
+                metrics.ADMISSION_WAIT_SECONDS.labels(
+                    self.name, "admitted" if granted else outcome
+                ).observe(time.monotonic() - started)
+        return granted
+
+    def give(self) -> None:
+        """Frees a slot: it goes to the oldest waiter, or back to the pool."""
+        while self._waiters:
+            future = self._waiters.popleft()
+            if not future.done():
+                self.waiting -= 1
+                self._length.set(self.waiting)
+                future.set_result(None)
+                return
+        self.used -= 1
 
 
 class Admission:
-    """The shared counters: `acquire` when a call starts, `release` when it ends."""
+    """The shared counters: `admit` when a call's request is in, `release` when it ends."""
 
     def __init__(self, limits: AdmissionLimits) -> None:
         self.limits = limits
         self.inflight_bytes = 0
-        self.heavy_calls = 0
         self.calls = 0
-        self.receiving = 0
-        self.slot_freed = asyncio.Event()
+        self.heavy = SlotQueue(HEAVY, limits.max_heavy_calls)
+        self.receiving = SlotQueue(RECEIVING, limits.max_receiving_calls)
         self.refused = 0
+        # Set when the server begins to drain: calls that arrive from then on are refused with
+        # UNAVAILABLE (retry elsewhere), never cancelled half-way by the shutdown.
+        self.draining = False
+        self._trim_scheduled = False
+        self._trim_at = 0.0
+        self._trimming: asyncio.Future[int] | None = None
         self._idle = asyncio.Event()
         self._idle.set()
         self._last_activity = 0.0  # time.monotonic() of the last call start or end
 
-    def acquire(self, request_bytes: int) -> bool:
-        """Counts the call in, or raises RequestError(RESOURCE_EXHAUSTED) when it would pass a
-        limit. Returns whether the call is heavy, for `release`."""
+    @property
+    def heavy_calls(self) -> int:
+        return self.heavy.used
+
+    async def admit(self, request_bytes: int, remaining: float | None = None) -> bool:
+        """Counts the call in, waiting in the heavy-call queue when the call is heavy and every
+        slot is taken. Raises RequestError(RESOURCE_EXHAUSTED) when the call would pass the byte
+        budget (at once) or no heavy slot came free in time. `remaining`: the call's time left
+        before its deadline, if it has one. Returns whether the call is heavy, for `release`."""
         limits = self.limits
-        heavy = request_bytes >= limits.heavy_call_bytes
-        if heavy and self.heavy_calls >= limits.max_heavy_calls:
-            raise self._refusal(
-                "max_heavy_calls",
-                f"{self.heavy_calls} requests of {limits.heavy_call_bytes} bytes or more are "
-                f"running; this server runs at most {limits.max_heavy_calls} at once",
+        if limits.max_request_bytes is not None and request_bytes > limits.max_request_bytes:
+            raise RequestError(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE,
+                f"the request is {request_bytes} bytes; this server accepts at most "
+                f"{limits.max_request_bytes} (--max-receive-bytes)",
+                metadata={"limit": "max_receive_bytes", "max_bytes": str(limits.max_request_bytes)},
             )
         # A call alone over the budget would never be admitted: let it run when nothing else does.
         if self.inflight_bytes and self.inflight_bytes + request_bytes > limits.max_inflight_bytes:
+            if request_bytes >= limits.heavy_call_bytes:
+                self._return_freed_memory()
             raise self._refusal(
                 "max_inflight_request_bytes",
                 f"{self.inflight_bytes} request bytes are in flight; {request_bytes} more would "
                 f"pass this server's budget of {limits.max_inflight_bytes}",
             )
+        # The bytes are held from here on, waiting or running, so they count from here on.
+        self._count_in(request_bytes)
+        heavy = request_bytes >= limits.heavy_call_bytes
+        if not heavy:
+            return False
+        wait = (
+            limits.heavy_wait_seconds
+            if remaining is None
+            else min(limits.heavy_wait_seconds, remaining)
+        )
+        try:
+            granted = await self.heavy.take(wait)
+        except BaseException:
+            self._count_out(request_bytes)
+            raise
+        if not granted:
+            self._count_out(request_bytes)
+            self._return_freed_memory()
+            raise self._refusal(
+                "max_heavy_calls",
+                f"{self.heavy.used} requests of {limits.heavy_call_bytes} bytes or more are "
+                f"running and {self.heavy.waiting} are waiting; this server runs at most "
+                f"{limits.max_heavy_calls} at once and none came free in {wait:.1f} s",
+            )
+        return True
+
+    def release(self, request_bytes: int, heavy: bool) -> None:
+        if heavy:
+            self.heavy.give()
+        self._count_out(request_bytes)
+        if heavy and not self.heavy.used:
+            self._return_freed_memory()
+
+    def _return_freed_memory(self) -> None:
+        """Once big requests stop arriving, hands the memory the allocator kept back to the
+        system, so RSS falls back near idle after a wave of them (glibc keeps freed heap pages in
+        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended or was
+        refused (grpc lets go of its bytes after that), on a worker thread (ctypes releases the
+        GIL), one at a time."""
+        if _MALLOC_TRIM is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._trim_at = loop.time() + _TRIM_DELAY_SECONDS
+        if self._trim_scheduled:
+            return  # the timer re-arms itself until the wave is over
+
+        def trim() -> None:
+            wait = self._trim_at - loop.time()
+            running = self._trimming
+            if wait > 0 or self.heavy.used or (running is not None and not running.done()):
+                loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), trim)
+                return
+            self._trim_scheduled = False
+            self._trimming = loop.run_in_executor(None, _MALLOC_TRIM, 0)
+
+        self._trim_scheduled = True
+        loop.call_later(_TRIM_DELAY_SECONDS, trim)
+
+    def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
-        self.heavy_calls += heavy
         self.calls += 1
         self._idle.clear()
         self._last_activity = time.monotonic()
-        return heavy
 
-    def release(self, request_bytes: int, heavy: bool) -> None:
+    def _count_out(self, request_bytes: int) -> None:
         self.inflight_bytes -= request_bytes
-        self.heavy_calls -= heavy
         self.calls -= 1
         self._last_activity = time.monotonic()
         if not self.calls:
@@ -109,112 +244,58 @@ class Admission:
         return self._idle.is_set()
 
     async def receiving_slot(self) -> bool:
-        """Waits (up to `receive_wait_seconds`) until fewer than `max_receiving_calls` calls are
-        receiving their request; False when none came free. A waiting call's bytes stay in the
-        client: the server has not asked for them."""
-        end = time.monotonic() + self.limits.receive_wait_seconds
-        while self.receiving >= self.limits.max_receiving_calls:
-            remaining = end - time.monotonic()
-            if remaining <= 0:
-                return False
-            self.slot_freed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.slot_freed.wait(), remaining)
-        return True
+        """Waits (up to `receive_wait_seconds`, in FIFO order) until fewer than
+        `max_receiving_calls` calls are receiving their request; False when none came free. A
+        waiting call's bytes stay in the client: the server has not asked for them."""
+        return await self.receiving.take(self.limits.receive_wait_seconds)
 
     def receiving_refusal(self) -> RequestError:
         return self._refusal(
             "max_receiving_calls",
-            f"{self.receiving} requests are arriving; this server receives at most "
-            f"{self.limits.max_receiving_calls} at once",
+            f"{self.receiving.used} requests are arriving and {self.receiving.waiting} are "
+            f"waiting; this server receives at most {self.limits.max_receiving_calls} at once",
         )
 
     def _refusal(self, limit: str, message: str) -> RequestError:
         self.refused += 1
-        delay = duration_pb2.Duration()
-        delay.FromNanoseconds(int(self.limits.retry_after_seconds * 1e9))
-        return RequestError(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            errors_pb2.ERROR_REASON_OVERLOADED,
-            f"server overloaded: {message}; retry later",
-            details=[error_details_pb2.RetryInfo(retry_delay=delay)],
-            metadata={"limit": limit},
-        )
+        return overloaded(limit, message, self.limits.retry_after_seconds)
 
 
-class _Receiving:
+def _libc_malloc_trim() -> Callable[[int], int] | None:
+    """glibc's malloc_trim, or None (another C library, another platform)."""
+    try:
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return trim
+
+
+_MALLOC_TRIM = _libc_malloc_trim()
+# After the call has ended and grpc has let go of its request and response bytes.
+_TRIM_DELAY_SECONDS = 0.5
+
+
+def shutting_down_refusal() -> RequestError:
+    return RequestError(
+        grpc.StatusCode.UNAVAILABLE,
+        errors_pb2.ERROR_REASON_SHUTTING_DOWN,
+        "the sidecar is shutting down; send the call to another replica or after it restarts",
+    )
+
+
+class ReceivingSlot:
     """One call's slot among those receiving their request; freed once, whichever comes first:
-    the message arrived, or the call ended before it did (its handler is then dropped)."""
+    the message arrived (`free`), or the call ended before it did and grpc dropped its handler,
+    and with it this object."""
+
+    __slots__ = ("_queue",)
 
     def __init__(self, admission: Admission) -> None:
-        admission.receiving += 1
-        self.free = weakref.finalize(self, _free_slot, admission)
+        self._queue: SlotQueue | None = admission.receiving
 
+    def free(self) -> None:
+        queue, self._queue = self._queue, None
+        if queue is not None:
+            queue.give()
 
-def _free_slot(admission: Admission) -> None:
-    admission.receiving -= 1
-    admission.slot_freed.set()
-
-
-class AdmissionInterceptor(grpc.aio.ServerInterceptor):
-    """Counts every unary call in and out of `Admission`, sized by its request bytes.
-
-    gRPC reads a unary request whole before any handler runs, so the number of calls receiving
-    their request at once is capped here, before the read: a call over that cap waits for a slot,
-    and if none comes free in time it is refused by a handler that never reads it
-    (`handlers.refusal`), so its bytes never enter the process.
-    """
-
-    def __init__(self, admission: Admission) -> None:
-        self.admission = admission
-
-    async def intercept_service(
-        self,
-        continuation: Continuation[Req, Resp],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Req, Resp] | None:
-        handler = await continuation(handler_call_details)
-        behavior = handler.unary_unary if handler is not None else None
-        if (
-            handler is None
-            or behavior is None
-            or not inspect.iscoroutinefunction(behavior)
-            # A probe must see the server even when it is busy.
-            or handler_call_details.method.startswith(PROBE_PREFIXES)
-        ):
-            return handler
-        admission = self.admission
-        if not await admission.receiving_slot():
-            return refusal(handler, admission.receiving_refusal())
-        return _admitted(
-            handler, cast(Callable[..., Awaitable[Any]], behavior), admission, _Receiving(admission)
-        )
-
-
-def _admitted(
-    handler: grpc.RpcMethodHandler[Req, Resp],
-    behavior: Callable[..., Awaitable[Any]],
-    admission: Admission,
-    slot: _Receiving,
-) -> grpc.RpcMethodHandler[Req, Resp]:
-    inner_deserializer = handler.request_deserializer
-    size = [0]  # this call's request bytes, measured on the wire
-
-    def deserialize(data: bytes) -> Req:
-        size[0] = len(data)
-        slot.free()
-        return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
-
-    async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        request_bytes = size[0]
-        try:
-            heavy = admission.acquire(request_bytes)
-        except RequestError as refused:
-            await context.abort_with_status(refused.to_status())
-            raise AssertionError("abort_with_status returned") from refused  # pragma: no cover
-        try:
-            return await behavior(request, context)
-        finally:
-            admission.release(request_bytes, heavy)
-
-    return grpc.unary_unary_rpc_method_handler(admitted, deserialize, handler.response_serializer)
+    __del__ = free

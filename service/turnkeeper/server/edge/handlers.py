@@ -13,8 +13,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias, TypeVar
 
 import grpc
+from grpc_health.v1 import health_pb2
 
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.v1 import history_service_pb2
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -43,3 +45,34 @@ def refusal(
     if handler.response_streaming:
         return grpc.stream_stream_rpc_method_handler(refuse_stream, None, serializer)
     return grpc.stream_unary_rpc_method_handler(refuse, None, serializer)
+
+
+# (request_streaming, response_streaming) -> go-grpc-prometheus grpc_type.
+RPC_TYPES = {
+    (False, False): "unary",
+    (False, True): "server_stream",
+    (True, False): "client_stream",
+    (True, True): "bidi_stream",
+}
+
+
+def _method_types() -> dict[str, str]:
+    """The grpc_type of every method this server serves from its descriptors, by method path."""
+    types = {}
+    for file in (history_service_pb2.DESCRIPTOR, health_pb2.DESCRIPTOR):
+        for service in file.services_by_name.values():
+            for method in service.methods:
+                shape = (method.client_streaming, method.server_streaming)
+                types[f"/{service.full_name}/{method.name}"] = RPC_TYPES[shape]
+    return types
+
+
+METHOD_TYPES = _method_types()
+
+
+def rpc_type(method: str, handler: grpc.RpcMethodHandler[Any, Any]) -> str:
+    """The method's declared grpc_type: a refusal's request-streaming shape does not change it."""
+    declared = METHOD_TYPES.get(method)
+    if declared is not None:
+        return declared
+    return RPC_TYPES[(handler.request_streaming, handler.response_streaming)]

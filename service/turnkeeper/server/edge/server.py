@@ -6,16 +6,20 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.server.config import ServerConfig
-from turnkeeper.server.edge.access_log import AccessLogInterceptor
-from turnkeeper.server.edge.admission import Admission, AdmissionInterceptor
+from turnkeeper.server.edge.admission import Admission
+from turnkeeper.server.edge.interceptor import EdgeInterceptor
 from turnkeeper.server.telemetry import tracing
+
+RECEIVE_HEADROOM_BYTES = 1024 * 1024
 
 
 def server_options(config: ServerConfig) -> list[tuple[str, int]]:
     """gRPC channel arguments: message sizes, stream and connection limits, keepalive policy."""
     options = [
         ("grpc.so_reuseport", 0),
-        ("grpc.max_receive_message_length", config.max_receive_bytes),
+        # gRPC's own refusal of a bigger message carries no details, so it is set a little above
+        # the limit, and admission refuses what is between them with ErrorInfo.
+        ("grpc.max_receive_message_length", config.max_receive_bytes + RECEIVE_HEADROOM_BYTES),
         ("grpc.max_send_message_length", config.max_send_bytes),
         ("grpc.max_concurrent_streams", config.max_concurrent_streams),
         # No flow-control window growth: a request the server has not started to read (admission
@@ -61,9 +65,10 @@ def create_server(
     """The server with its interceptors; nothing is registered or bound yet."""
     traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
     return grpc.aio.server(
-        # The span opens first, so the access log and every line below carry its trace id;
-        # the access log is next, so refused calls are logged with their status;
-        # authentication comes before admission, so strangers use none of its budget.
-        interceptors=[*traced, AccessLogInterceptor(), *auth, AdmissionInterceptor(admission)],
+        # The span opens first, so the access log and every line below carry its trace id; the
+        # edge (access log, metrics, admission in one pass) is next, and authentication is its
+        # continuation: refusals are logged with their status, and strangers use none of
+        # admission's budget.
+        interceptors=[*traced, EdgeInterceptor(admission), *auth],
         options=server_options(config),
     )

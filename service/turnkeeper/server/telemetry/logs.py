@@ -103,6 +103,12 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
         )
     else:
         handler.setFormatter(_TextFormatter(_TEXT_FORMAT))
+    # No format here names the source file, line, function, thread or process, so records skip
+    # finding them (the logging HOWTO's "Optimization": a frame walk and system calls per record).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

@@ -9,7 +9,10 @@ The feed's counters are recorded by `events/metered.py`, each RPC's by `edge/acc
 
 from __future__ import annotations
 
+import functools
 import platform
+from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from prometheus_client import (
@@ -93,6 +96,21 @@ ADMISSION_REJECTIONS = Counter(
     registry=REGISTRY,
 )
 
+ADMISSION_QUEUE_LENGTH = Gauge(
+    "turnkeeper_admission_queue_length",
+    "Calls waiting for a slot: queue heavy (over --max-heavy-calls) or receiving (over "
+    "--max-receiving-calls).",
+    ("queue",),
+    registry=REGISTRY,
+)
+ADMISSION_WAIT_SECONDS = Histogram(
+    "turnkeeper_admission_wait_seconds",
+    "How long a call waited in an admission queue, by queue and outcome (admitted, refused, "
+    "cancelled).",
+    ("queue", "outcome"),
+    buckets=_LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
 CONNECTIONS_SHED = Counter(
     "turnkeeper_connections_shed",
     "Unused connections (no call yet) the connection guard closed: a peer over its share "
@@ -174,6 +192,40 @@ def split_method(full_method: str) -> tuple[str, str]:
     return service, method
 
 
+@dataclass(frozen=True, slots=True)
+class _RpcSeries:
+    """The labelled series one method's calls update, looked up once per method, not per call."""
+
+    started: Any
+    seconds: Any
+    received: Any
+    sent: Any
+    request_bytes: Any
+    response_bytes: Any
+    labels: tuple[str, str, str]
+    method: str
+
+
+@functools.lru_cache(maxsize=1024)  # bounded: clients may call any method path
+def _series(full_method: str, rpc_type: str) -> _RpcSeries:
+    service, method = split_method(full_method)
+    labels = (service, method, rpc_type)
+    return _RpcSeries(
+        RPCS_STARTED.labels(*labels),
+        RPC_SECONDS.labels(*labels),
+        MESSAGES_RECEIVED.labels(*labels),
+        MESSAGES_SENT.labels(*labels),
+        REQUEST_BYTES.labels(method),
+        RESPONSE_BYTES.labels(method),
+        labels,
+        method,
+    )
+
+
+def observe_started(full_method: str, rpc_type: str) -> None:
+    _series(full_method, rpc_type).started.inc()
+
+
 def observe_rpc(
     full_method: str,
     rpc_type: str,
@@ -186,18 +238,17 @@ def observe_rpc(
     error_reason: str | None,
 ) -> None:
     """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
-    service, method = split_method(full_method)
-    labels = (service, method, rpc_type)
-    RPCS_HANDLED.labels(*labels, code).inc()
-    RPC_SECONDS.labels(*labels).observe(seconds)
-    MESSAGES_RECEIVED.labels(*labels).inc(requests)
-    MESSAGES_SENT.labels(*labels).inc(responses)
-    REQUEST_BYTES.labels(method).observe(request_bytes)
-    RESPONSE_BYTES.labels(method).observe(response_bytes)
+    series = _series(full_method, rpc_type)
+    RPCS_HANDLED.labels(*series.labels, code).inc()
+    series.seconds.observe(seconds)
+    series.received.inc(requests)
+    series.sent.inc(responses)
+    series.request_bytes.observe(request_bytes)
+    series.response_bytes.observe(response_bytes)
     if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
-        CAPACITY_FAILURES.labels(method).inc()
+        CAPACITY_FAILURES.labels(series.method).inc()
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED.name:
-        ADMISSION_REJECTIONS.labels(method, error_reason or "none").inc()
+        ADMISSION_REJECTIONS.labels(series.method, error_reason or "none").inc()
 
 
 def enum_label(enum_name: str, prefix: str) -> str:

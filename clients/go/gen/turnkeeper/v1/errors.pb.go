@@ -35,14 +35,14 @@ const (
 	// The limits or the mode of a request are missing or do not go together, such as a tool-result cap given both
 	// explicitly and through profiles.
 	ErrorReason_ERROR_REASON_INVALID_LIMITS ErrorReason = 3
-	// The request holds more rows than the server accepts.
+	// The request holds more rows, or more bytes, than the server accepts.
 	ErrorReason_ERROR_REASON_REQUEST_TOO_LARGE ErrorReason = 4
 	// The prepared request does not fit the model's capacity; a CapacityReport is attached.
 	ErrorReason_ERROR_REASON_CONTEXT_WINDOW_EXCEEDED ErrorReason = 5
 	// A TrimEvents request is malformed, such as an unreadable cursor.
 	ErrorReason_ERROR_REASON_INVALID_SUBSCRIPTION ErrorReason = 6
-	// The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-	// subscribe again, with the last cursor, to another replica or after the restart.
+	// The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+	// call again, or subscribe again with the last cursor, on another replica or after the restart.
 	ErrorReason_ERROR_REASON_SHUTTING_DOWN ErrorReason = 7
 	// A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
 	// (tool-schema tokens above the estimated input tokens).

@@ -33,14 +33,14 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     explicitly and through profiles.
     """
     ERROR_REASON_REQUEST_TOO_LARGE: _ErrorReason.ValueType  # 4
-    """The request holds more rows than the server accepts."""
+    """The request holds more rows, or more bytes, than the server accepts."""
     ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: _ErrorReason.ValueType  # 5
     """The prepared request does not fit the model's capacity; a CapacityReport is attached."""
     ERROR_REASON_INVALID_SUBSCRIPTION: _ErrorReason.ValueType  # 6
     """A TrimEvents request is malformed, such as an unreadable cursor."""
     ERROR_REASON_SHUTTING_DOWN: _ErrorReason.ValueType  # 7
-    """The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-    subscribe again, with the last cursor, to another replica or after the restart.
+    """The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+    call again, or subscribe again with the last cursor, on another replica or after the restart.
     """
     ERROR_REASON_INVALID_USAGE: _ErrorReason.ValueType  # 9
     """A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent
@@ -88,14 +88,14 @@ ERROR_REASON_INVALID_LIMITS: ErrorReason.ValueType  # 3
 explicitly and through profiles.
 """
 ERROR_REASON_REQUEST_TOO_LARGE: ErrorReason.ValueType  # 4
-"""The request holds more rows than the server accepts."""
+"""The request holds more rows, or more bytes, than the server accepts."""
 ERROR_REASON_CONTEXT_WINDOW_EXCEEDED: ErrorReason.ValueType  # 5
 """The prepared request does not fit the model's capacity; a CapacityReport is attached."""
 ERROR_REASON_INVALID_SUBSCRIPTION: ErrorReason.ValueType  # 6
 """A TrimEvents request is malformed, such as an unreadable cursor."""
 ERROR_REASON_SHUTTING_DOWN: ErrorReason.ValueType  # 7
-"""The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-subscribe again, with the last cursor, to another replica or after the restart.
+"""The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+call again, or subscribe again with the last cursor, on another replica or after the restart.
 """
 ERROR_REASON_INVALID_USAGE: ErrorReason.ValueType  # 9
 """A ReportedUsage is missing where the mode needs it, given where nothing uses it, or inconsistent

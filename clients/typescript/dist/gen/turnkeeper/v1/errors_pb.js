@@ -40,7 +40,7 @@ export var ErrorReason;
      */
     ErrorReason[ErrorReason["INVALID_LIMITS"] = 3] = "INVALID_LIMITS";
     /**
-     * The request holds more rows than the server accepts.
+     * The request holds more rows, or more bytes, than the server accepts.
      *
      * @generated from enum value: ERROR_REASON_REQUEST_TOO_LARGE = 4;
      */
@@ -58,8 +58,8 @@ export var ErrorReason;
      */
     ErrorReason[ErrorReason["INVALID_SUBSCRIPTION"] = 6] = "INVALID_SUBSCRIPTION";
     /**
-     * The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-     * subscribe again, with the last cursor, to another replica or after the restart.
+     * The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+     * call again, or subscribe again with the last cursor, on another replica or after the restart.
      *
      * @generated from enum value: ERROR_REASON_SHUTTING_DOWN = 7;
      */

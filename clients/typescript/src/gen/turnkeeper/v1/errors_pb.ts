@@ -48,7 +48,7 @@ export enum ErrorReason {
   INVALID_LIMITS = 3,
 
   /**
-   * The request holds more rows than the server accepts.
+   * The request holds more rows, or more bytes, than the server accepts.
    *
    * @generated from enum value: ERROR_REASON_REQUEST_TOO_LARGE = 4;
    */
@@ -69,8 +69,8 @@ export enum ErrorReason {
   INVALID_SUBSCRIPTION = 6,
 
   /**
-   * The server is shutting down and accepts no new TrimEvents subscriptions (status UNAVAILABLE):
-   * subscribe again, with the last cursor, to another replica or after the restart.
+   * The server is shutting down and accepts no new calls or subscriptions (status UNAVAILABLE):
+   * call again, or subscribe again with the last cursor, on another replica or after the restart.
    *
    * @generated from enum value: ERROR_REASON_SHUTTING_DOWN = 7;
    */
