@@ -38,6 +38,8 @@ EXPECTED_FAMILIES = {
     "turnkeeper_rpc_response_bytes",
     "turnkeeper_capacity_failures",
     "turnkeeper_admission_rejections",
+    "turnkeeper_admission_queue_length",
+    "turnkeeper_admission_wait_seconds",
     "turnkeeper_connections_shed",
     "turnkeeper_trims",
     "turnkeeper_dropped_turns",

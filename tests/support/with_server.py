@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run a command against a live turnkeeper server.
 
-    with_server.py [--secure] [SERVER FLAGS...] -- CMD ARGS...
+    with_server.py [--secure] [--overloaded] [SERVER FLAGS...] -- CMD ARGS...
 
 Starts `python -m turnkeeper.server` on a free loopback port and a Unix socket in a temp dir,
 exports TURNKEEPER_ADDRESS=127.0.0.1:PORT, TURNKEEPER_UNIX=/path/to.sock and
@@ -14,6 +14,11 @@ TURNKEEPER_TLS_ADDRESS, TURNKEEPER_MTLS_ADDRESS (both 127.0.0.1:PORT), TURNKEEPE
 TURNKEEPER_TLS_CLIENT_CERT, TURNKEEPER_TLS_CLIENT_KEY (PEM files), TURNKEEPER_TOKEN (a token
 acting as TURNKEEPER_TOKEN_RUNTIME) and TURNKEEPER_TOKEN_NO_EVENTS (a token that may not
 subscribe to TrimEvents).
+
+--overloaded also starts a server that refuses every unary call with RESOURCE_EXHAUSTED
+(OVERLOADED) + RetryInfo (support/overloaded.py, needs grpcio) and a scripted fake that refuses
+as each request asks (support/flaky.py), for the clients' retry tests. It exports
+TURNKEEPER_OVERLOADED_ADDRESS and TURNKEEPER_FLAKY_ADDRESS (both 127.0.0.1:PORT).
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from live import CONFORMANCE_DIR, LiveServer, ServerStartError, start_server
 
-USAGE = "usage: with_server.py [--secure] [SERVER FLAGS...] -- CMD [ARGS...]"
+USAGE = "usage: with_server.py [--secure] [--overloaded] [SERVER FLAGS...] -- CMD [ARGS...]"
 
 
 def _start_secure(servers: list[LiveServer], env: dict[str, str], directory: Path) -> None:
@@ -62,16 +68,29 @@ def main(argv: list[str]) -> int:
         print(USAGE, file=sys.stderr)
         return 2
     secure = "--secure" in server_flags
-    server_flags = [flag for flag in server_flags if flag != "--secure"]
+    overloaded = "--overloaded" in server_flags
+    server_flags = [flag for flag in server_flags if flag not in ("--secure", "--overloaded")]
     env = dict(os.environ)
     extra: list[LiveServer] = []
+    releases: list[Callable[[], None]] = []
     certificates = Path(tempfile.mkdtemp(prefix="tk-certs-"))
     try:
         server = start_server(*server_flags)
         if secure:
             _start_secure(extra, env, certificates)
+        if overloaded:
+            import flaky
+            import overloaded as overload
+
+            extra.append(start_server(*overload.SERVER_FLAGS, unix=False))
+            releases.append(overload.hold(extra[-1].address))
+            env["TURNKEEPER_OVERLOADED_ADDRESS"] = extra[-1].address
+            fake, env["TURNKEEPER_FLAKY_ADDRESS"] = flaky.start()
+            releases.append(lambda: fake.stop(None))
     except ServerStartError as error:
         print(f"with_server: {error}", file=sys.stderr)
+        for release in releases:
+            release()
         for started in extra:
             started.stop()
         shutil.rmtree(certificates, ignore_errors=True)
@@ -104,6 +123,8 @@ def main(argv: list[str]) -> int:
             code = 128 - code
         return code
     finally:
+        for release in releases:
+            release()
         for started in extra:
             started.stop()
         shutil.rmtree(certificates, ignore_errors=True)

@@ -3,8 +3,9 @@
 //
 // It wraps the generated turnkeeperv1 stubs: it connects over TCP or a Unix socket with the
 // server's message-size limits, applies a default per-call deadline, decodes the server's
-// rich error details into *Error, and offers a TrimEvents subscription that resumes from the
-// last cursor after a disconnect.
+// rich error details into *Error, retries the unary calls the server refused as retryable
+// (RetryPolicy), and offers a TrimEvents subscription that resumes from the last cursor after a
+// disconnect.
 package turnkeeper
 
 import (
@@ -35,12 +36,14 @@ type Client struct {
 	stub    turnkeeperv1.HistoryServiceClient
 	timeout time.Duration
 	backoff Backoff
+	retry   RetryPolicy
 }
 
 type config struct {
 	timeout  time.Duration
 	creds    credentials.TransportCredentials
 	backoff  Backoff
+	retry    RetryPolicy
 	dialOpts []grpc.DialOption
 }
 
@@ -86,7 +89,7 @@ func NewUnix(path string, opts ...Option) (*Client, error) {
 }
 
 func dial(target string, opts []Option) (*Client, error) {
-	cfg := config{timeout: DefaultTimeout, creds: insecure.NewCredentials(), backoff: DefaultBackoff}
+	cfg := config{timeout: DefaultTimeout, creds: insecure.NewCredentials(), backoff: DefaultBackoff, retry: DefaultRetryPolicy}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
@@ -103,7 +106,7 @@ func dial(target string, opts []Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, stub: turnkeeperv1.NewHistoryServiceClient(conn), timeout: cfg.timeout, backoff: cfg.backoff}, nil
+	return &Client{conn: conn, stub: turnkeeperv1.NewHistoryServiceClient(conn), timeout: cfg.timeout, backoff: cfg.backoff, retry: cfg.retry}, nil
 }
 
 // Close closes the connection; open subscriptions fail with codes.Canceled.
@@ -112,19 +115,23 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Stub returns the generated stub on the same connection, for calls that need raw status errors.
 func (c *Client) Stub() turnkeeperv1.HistoryServiceClient { return c.stub }
 
-// unary applies the default deadline and decodes the error of one call.
+// unary applies the default deadline, retries per the client's RetryPolicy and decodes the error.
 func unary[Req, Resp any](c *Client, ctx context.Context, call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req, opts []grpc.CallOption) (Resp, error) {
 	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	resp, err := call(ctx, req, opts...)
-	if err != nil {
-		var zero Resp
-		return zero, FromError(err)
+	for retry := 1; ; retry++ {
+		resp, err := call(ctx, req, opts...)
+		if err == nil {
+			return resp, nil
+		}
+		if e := FromError(err); !c.retry.wait(ctx, e, retry) {
+			var zero Resp
+			return zero, e
+		}
 	}
-	return resp, nil
 }
 
 // EstimateTokens prices a history with the pinned heuristic, in total and per row.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +29,14 @@ func TestDefaultsAreTheSharedClientDefaults(t *testing.T) {
 	var shared struct {
 		UnaryDeadlineSeconds float64 `json:"unaryDeadlineSeconds"`
 		MaxMessageBytes      int     `json:"maxMessageBytes"`
+		Retry                struct {
+			MaxAttempts       int      `json:"maxAttempts"`
+			RetryableCodes    []string `json:"retryableCodes"`
+			MaxDelaySeconds   float64  `json:"maxDelaySeconds"`
+			BackoffSeconds    float64  `json:"backoffSeconds"`
+			BackoffMultiplier float64  `json:"backoffMultiplier"`
+			BackoffJitter     float64  `json:"backoffJitter"`
+		} `json:"retry"`
 	}
 	if err := json.Unmarshal(raw, &shared); err != nil {
 		t.Fatal(err)
@@ -35,6 +46,20 @@ func TestDefaultsAreTheSharedClientDefaults(t *testing.T) {
 	}
 	if turnkeeper.MaxMessageSize != shared.MaxMessageBytes {
 		t.Errorf("MaxMessageSize = %d, the shared default is %d", turnkeeper.MaxMessageSize, shared.MaxMessageBytes)
+	}
+	seconds := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	r := shared.Retry
+	want := turnkeeper.RetryPolicy{MaxAttempts: r.MaxAttempts, MaxDelay: seconds(r.MaxDelaySeconds), Backoff: seconds(r.BackoffSeconds), Multiplier: r.BackoffMultiplier, Jitter: r.BackoffJitter}
+	if turnkeeper.DefaultRetryPolicy != want {
+		t.Errorf("DefaultRetryPolicy = %+v, the shared default is %+v", turnkeeper.DefaultRetryPolicy, want)
+	}
+	var codes []string
+	for _, code := range turnkeeper.RetryableCodes {
+		// codes.Code's String is "ResourceExhausted"; the file uses the canonical names.
+		codes = append(codes, strings.ToUpper(regexp.MustCompile(`([a-z])([A-Z])`).ReplaceAllString(code.String(), "${1}_${2}")))
+	}
+	if !slices.Equal(codes, r.RetryableCodes) {
+		t.Errorf("RetryableCodes = %v, the shared default is %v", codes, r.RetryableCodes)
 	}
 }
 

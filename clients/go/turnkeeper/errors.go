@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
@@ -40,6 +41,10 @@ type Error struct {
 	PreconditionViolations []*errdetails.PreconditionFailure_Violation
 	// CapacityReport is the pre-flight breakdown attached when the request does not fit the model.
 	CapacityReport *turnkeeperv1.CapacityReport
+	// RetryDelay is the google.rpc.RetryInfo delay an overloaded server asks for, when
+	// HasRetryDelay (the Client's RetryPolicy honours it).
+	RetryDelay    time.Duration
+	HasRetryDelay bool
 
 	status *status.Status
 	cause  error
@@ -77,6 +82,8 @@ func FromError(err error) *Error {
 			e.PreconditionViolations = append(e.PreconditionViolations, d.GetViolations()...)
 		case *turnkeeperv1.CapacityReport:
 			e.CapacityReport = d
+		case *errdetails.RetryInfo:
+			e.RetryDelay, e.HasRetryDelay = d.GetRetryDelay().AsDuration(), true
 		}
 	}
 	return e

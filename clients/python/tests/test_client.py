@@ -15,8 +15,10 @@ from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 from turnkeeper_client import (
+    DEFAULT_RETRY,
     DEFAULT_TIMEOUT,
     MAX_MESSAGE_BYTES,
+    RETRYABLE_CODES,
     AsyncTurnkeeperClient,
     TurnkeeperClient,
     TurnkeeperError,
@@ -225,6 +227,13 @@ def test_defaults_are_the_ones_every_client_shares() -> None:
     shared = json.loads((base / "client-defaults.json").read_text(encoding="utf-8"))
     assert shared["unaryDeadlineSeconds"] == DEFAULT_TIMEOUT
     assert shared["maxMessageBytes"] == MAX_MESSAGE_BYTES
+    retry = shared["retry"]
+    assert retry["maxAttempts"] == DEFAULT_RETRY.max_attempts
+    assert {grpc.StatusCode[code] for code in retry["retryableCodes"]} == RETRYABLE_CODES
+    assert retry["maxDelaySeconds"] == DEFAULT_RETRY.max_delay
+    assert retry["backoffSeconds"] == DEFAULT_RETRY.backoff
+    assert retry["backoffMultiplier"] == DEFAULT_RETRY.multiplier
+    assert retry["backoffJitter"] == DEFAULT_RETRY.jitter
 
 
 def test_one_table_of_unary_rpcs_serves_both_clients(

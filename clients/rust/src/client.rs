@@ -8,13 +8,14 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
+use tokio::time::Instant;
 use tonic::metadata::AsciiMetadataValue;
 #[cfg(feature = "tls")]
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Request, Response, Status};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, RpcError};
 use crate::events::{ReconnectPolicy, TrimEventStream};
 use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::{
@@ -24,6 +25,7 @@ use crate::pb::{
     ResolveBudgetRequest, ResolveBudgetResponse, SweepOrphansRequest, SweepOrphansResponse,
     TrimEventsRequest, TrimHistoryRequest, TrimHistoryResponse,
 };
+use crate::retry::RetryPolicy;
 
 /// The server accepts messages up to 64 MiB; the client matches so large histories round-trip.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 64 * 1024 * 1024;
@@ -195,6 +197,7 @@ pub struct ConnectOptions {
     #[cfg(feature = "tls")]
     tls: Option<TlsOptions>,
     credentials: Credentials,
+    retry: RetryPolicy,
 }
 
 impl Default for ConnectOptions {
@@ -207,6 +210,7 @@ impl Default for ConnectOptions {
             #[cfg(feature = "tls")]
             tls: None,
             credentials: Credentials::default(),
+            retry: RetryPolicy::default(),
         }
     }
 }
@@ -220,6 +224,13 @@ impl ConnectOptions {
     /// The default deadline of every unary call; override per call with [`Client::with_timeout`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// How unary calls refused with `RESOURCE_EXHAUSTED` or `UNAVAILABLE` are retried
+    /// ([`RetryPolicy::disabled`]: never); override per client with [`Client::with_retry`].
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -330,6 +341,7 @@ pub struct Client {
     inner: HistoryServiceClient<Channel>,
     timeout: Duration,
     credentials: Credentials,
+    retry: RetryPolicy,
 }
 
 macro_rules! unary {
@@ -365,6 +377,7 @@ impl Client {
             inner,
             timeout: options.timeout,
             credentials: options.credentials.clone(),
+            retry: options.retry,
         }
     }
 
@@ -372,9 +385,16 @@ impl Client {
     /// `client.with_timeout(Duration::from_millis(300)).trim_history(req).await`.
     pub fn with_timeout(&self, timeout: Duration) -> Self {
         Client {
-            inner: self.inner.clone(),
             timeout,
-            credentials: self.credentials.clone(),
+            ..self.clone()
+        }
+    }
+
+    /// A client sharing this one's connection whose unary calls retry per `policy`.
+    pub fn with_retry(&self, policy: RetryPolicy) -> Self {
+        Client {
+            retry: policy,
+            ..self.clone()
         }
     }
 
@@ -389,28 +409,51 @@ impl Client {
         self.inner.clone()
     }
 
+    /// One unary call: the deadline (sent as grpc-timeout and enforced locally) spans every
+    /// attempt, and a refusal the [`RetryPolicy`] allows is retried after its delay.
     async fn unary<Req, Resp, F, Fut>(&self, message: Req, call: F) -> Result<Resp>
     where
-        F: FnOnce(HistoryServiceClient<Channel>, Request<Req>) -> Fut,
+        Req: Clone + Default,
+        F: Fn(HistoryServiceClient<Channel>, Request<Req>) -> Fut,
         Fut: Future<Output = Result<Response<Resp>, Status>>,
     {
-        let mut request = Request::new(message);
-        self.credentials.apply(&mut request);
-        // grpc-timeout lets the server give up too; the local timer also covers a server that
-        // never answers at all.
-        request.set_timeout(self.timeout);
+        let deadline = Instant::now() + self.timeout;
         let deadline_exceeded = || {
             Error::from(Status::deadline_exceeded(format!(
                 "no response within the {:?} deadline",
                 self.timeout
             )))
         };
-        match tokio::time::timeout(self.timeout, call(self.inner.clone(), request)).await {
-            Ok(Ok(response)) => Ok(response.into_inner()),
-            // tonic's channel enforces grpc-timeout too, but reports it as CANCELLED.
-            Ok(Err(status)) if caused_by_timeout(&status) => Err(deadline_exceeded()),
-            Ok(Err(status)) => Err(status.into()),
-            Err(_) => Err(deadline_exceeded()),
+        let mut message = message;
+        let mut retry = 0;
+        loop {
+            // The last attempt the policy allows takes the message; earlier ones send a copy.
+            let body = if retry + 1 >= self.retry.max_attempts {
+                std::mem::take(&mut message)
+            } else {
+                message.clone()
+            };
+            let mut request = Request::new(body);
+            self.credentials.apply(&mut request);
+            // grpc-timeout lets the server give up too; the local timer also covers a server that
+            // never answers at all.
+            let left = deadline.saturating_duration_since(Instant::now());
+            request.set_timeout(left);
+            let status = match tokio::time::timeout(left, call(self.inner.clone(), request)).await {
+                Ok(Ok(response)) => return Ok(response.into_inner()),
+                // tonic's channel enforces grpc-timeout too, but reports it as CANCELLED.
+                Ok(Err(status)) if caused_by_timeout(&status) => return Err(deadline_exceeded()),
+                Ok(Err(status)) => status,
+                Err(_) => return Err(deadline_exceeded()),
+            };
+            let error = RpcError::from(status);
+            retry += 1;
+            match self.retry.delay(&error, retry) {
+                Some(delay) if delay < deadline.saturating_duration_since(Instant::now()) => {
+                    tokio::time::sleep(delay).await;
+                }
+                _ => return Err(Error::Rpc(Box::new(error))),
+            }
         }
     }
 

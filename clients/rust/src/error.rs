@@ -112,7 +112,8 @@ impl From<RpcError> for Error {
 
 /// A failed RPC with the details turnkeeper packs into `grpc-status-details-bin` decoded:
 /// the `ErrorInfo` reason, the `BadRequest` field violations, the `PreconditionFailure`,
-/// and the `turnkeeper.v1.CapacityReport` of a `FAILED_PRECONDITION`.
+/// the `turnkeeper.v1.CapacityReport` of a `FAILED_PRECONDITION`, and the `RetryInfo` of an
+/// overloaded server.
 #[derive(Debug, Clone)]
 pub struct RpcError {
     status: tonic::Status,
@@ -120,6 +121,7 @@ pub struct RpcError {
     field_violations: Vec<FieldViolation>,
     precondition_failure: Option<PreconditionFailure>,
     capacity_report: Option<CapacityReport>,
+    retry_delay: Option<std::time::Duration>,
 }
 
 impl RpcError {
@@ -170,6 +172,12 @@ impl RpcError {
         self.capacity_report.as_ref()
     }
 
+    /// The `google.rpc.RetryInfo` delay an overloaded server asks for (the client's
+    /// [`RetryPolicy`](crate::RetryPolicy) honours it).
+    pub fn retry_delay(&self) -> Option<std::time::Duration> {
+        self.retry_delay
+    }
+
     /// The underlying status, with its metadata and raw details.
     pub fn status(&self) -> &tonic::Status {
         &self.status
@@ -203,6 +211,7 @@ impl From<tonic::Status> for RpcError {
                 .map(|bad| bad.field_violations.clone())
                 .unwrap_or_default(),
             precondition_failure: details.precondition_failure().cloned(),
+            retry_delay: details.retry_info().and_then(|info| info.retry_delay),
             capacity_report,
             status,
         }

@@ -28,6 +28,7 @@ pub mod convert;
 mod error;
 mod events;
 mod history;
+mod retry;
 mod usage;
 
 #[cfg(feature = "tls")]
@@ -38,6 +39,7 @@ pub use client::{
 };
 pub use error::{ConversionError, ERROR_DOMAIN, Error, Result, RpcError};
 pub use events::{FeedItem, ReconnectPolicy, TrimEventStream};
+pub use retry::{RETRYABLE_CODES, RetryPolicy};
 /// The converters take and give `serde_json::Value`: re-exported so that
 /// `turnkeeper_client::serde_json::json!` works without a dependency of your own (and cannot
 /// differ in version from the one the converters use).

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::future::Future;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use prost::{Message, Name};
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage};
@@ -306,4 +307,36 @@ fn defaults_are_the_ones_every_client_shares() {
         turnkeeper_client::DEFAULT_MAX_MESSAGE_SIZE as u64,
         shared["maxMessageBytes"].as_u64().expect("maxMessageBytes")
     );
+    let retry = &shared["retry"];
+    let seconds = |key: &str| Duration::from_secs_f64(retry[key].as_f64().expect(key));
+    let policy = turnkeeper_client::RetryPolicy::default();
+    assert_eq!(
+        u64::from(policy.max_attempts),
+        retry["maxAttempts"].as_u64().expect("maxAttempts")
+    );
+    assert_eq!(policy.max_delay, seconds("maxDelaySeconds"));
+    assert_eq!(policy.backoff, seconds("backoffSeconds"));
+    assert_eq!(Some(policy.multiplier), retry["backoffMultiplier"].as_f64());
+    assert_eq!(Some(policy.jitter), retry["backoffJitter"].as_f64());
+    let codes: Vec<String> = turnkeeper_client::RETRYABLE_CODES
+        .iter()
+        // Code's Debug is "ResourceExhausted"; the file uses the canonical names.
+        .map(|code| {
+            format!("{code:?}")
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    let sep = (i > 0 && c.is_uppercase()).then_some('_');
+                    sep.into_iter().chain(c.to_uppercase())
+                })
+                .collect()
+        })
+        .collect();
+    let shared_codes: Vec<&str> = retry["retryableCodes"]
+        .as_array()
+        .expect("retryableCodes")
+        .iter()
+        .filter_map(|code| code.as_str())
+        .collect();
+    assert_eq!(codes, shared_codes);
 }

@@ -1,6 +1,7 @@
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
 import { TrimEventSubscription, type WatchOptions } from "./events.js";
+import { type RetryPolicy } from "./retry.js";
 import { HistoryService, type CapToolResultsRequestSchema, type CapToolResultsResponse, type CheckCapacityRequestSchema, type CheckCapacityResponse, type ClassifyProviderErrorRequestSchema, type ClassifyProviderErrorResponse, type EstimateTokensRequestSchema, type EstimateTokensResponse, type PrepareModelCallRequestSchema, type PrepareModelCallResponse, type ResolveBudgetRequestSchema, type ResolveBudgetResponse, type SweepOrphansRequestSchema, type SweepOrphansResponse, type TrimEventsRequestSchema, type TrimHistoryRequestSchema, type TrimHistoryResponse } from "./gen/turnkeeper/v1/history_service_pb.js";
 /** The server's message-size limit (64 MiB), used for both directions by default. */
 export declare const DEFAULT_MAX_MESSAGE_BYTES: number;
@@ -27,6 +28,11 @@ export interface ClientOptions {
     readonly tls?: TlsOptions;
     /** Sent as `authorization: Bearer <token>` on every call, for a sidecar with `--auth-tokens`. */
     readonly token?: string;
+    /**
+     * How unary calls (`raw`'s too) refused with RESOURCE_EXHAUSTED or UNAVAILABLE are retried;
+     * `false` never retries. Default {@link DEFAULT_RETRY_POLICY}, as in every turnkeeper client.
+     */
+    readonly retry?: RetryPolicy | false;
 }
 /** PEM contents (not paths) for a TLS connection; `ca` replaces Node's default roots. */
 export interface TlsOptions {

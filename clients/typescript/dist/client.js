@@ -5,6 +5,7 @@ import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { callError } from "./errors.js";
 import { TrimEventSubscription } from "./events.js";
+import { DEFAULT_RETRY_POLICY, retryInterceptor } from "./retry.js";
 import { HistoryService, } from "./gen/turnkeeper/v1/history_service_pb.js";
 /** The server's message-size limit (64 MiB), used for both directions by default. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -35,7 +36,13 @@ export class TurnkeeperClient {
         const tls = options.tls;
         const open = socketPath === undefined ? () => tcpSocket(baseUrl, tls) : () => netConnect(socketPath);
         this.session = new Http2SessionManager(baseUrl, {}, { createConnection: () => dial(open, connectTimeoutMs) });
-        const interceptors = [...(options.token === undefined ? [] : [bearer(options.token)]), ...(options.interceptors ?? [])];
+        // The retry interceptor is outermost: the others (and the caller's) see every attempt.
+        const retry = options.retry ?? DEFAULT_RETRY_POLICY;
+        const interceptors = [
+            ...(retry === false ? [] : [retryInterceptor(retry)]),
+            ...(options.token === undefined ? [] : [bearer(options.token)]),
+            ...(options.interceptors ?? []),
+        ];
         const transport = createGrpcTransport({
             baseUrl,
             sessionManager: this.session,

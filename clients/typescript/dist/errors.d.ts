@@ -36,6 +36,8 @@ export declare class TurnkeeperError extends Error {
     readonly preconditionViolations: readonly PreconditionFailure_Violation[];
     /** The `turnkeeper.v1.CapacityReport` attached to CONTEXT_WINDOW_EXCEEDED failures. */
     readonly capacityReport: CapacityReport | undefined;
+    /** The `google.rpc.RetryInfo` delay an overloaded server asks for, in ms (the client's `RetryPolicy` honours it). */
+    readonly retryDelayMs: number | undefined;
     readonly cause: ConnectError;
     constructor(cause: ConnectError);
     /** Wraps what a Connect call threw; anything that is not a ConnectError is wrapped as UNKNOWN. */

@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { BadRequestSchema, ErrorInfoSchema, PreconditionFailureSchema, } from "./gen/google/rpc/error_details_pb.js";
+import { BadRequestSchema, ErrorInfoSchema, PreconditionFailureSchema, RetryInfoSchema, } from "./gen/google/rpc/error_details_pb.js";
 import { ErrorReason, ErrorReasonSchema } from "./gen/turnkeeper/v1/errors_pb.js";
 import { CapacityReportSchema } from "./gen/turnkeeper/v1/trim_pb.js";
 /** The `google.rpc.ErrorInfo` domain of every error the server raises. */
@@ -31,6 +31,8 @@ export class TurnkeeperError extends Error {
     preconditionViolations;
     /** The `turnkeeper.v1.CapacityReport` attached to CONTEXT_WINDOW_EXCEEDED failures. */
     capacityReport;
+    /** The `google.rpc.RetryInfo` delay an overloaded server asks for, in ms (the client's `RetryPolicy` honours it). */
+    retryDelayMs;
     cause;
     constructor(cause) {
         super(cause.message);
@@ -49,6 +51,8 @@ export class TurnkeeperError extends Error {
             .map((v) => ({ field: v.field, description: v.description }));
         this.preconditionViolations = cause.findDetails(PreconditionFailureSchema).flatMap((p) => p.violations);
         this.capacityReport = cause.findDetails(CapacityReportSchema)[0];
+        const delay = cause.findDetails(RetryInfoSchema)[0]?.retryDelay;
+        this.retryDelayMs = delay === undefined ? undefined : Number(delay.seconds) * 1000 + delay.nanos / 1e6;
     }
     /** Wraps what a Connect call threw; anything that is not a ConnectError is wrapped as UNKNOWN. */
     static from(reason) {

@@ -4,6 +4,8 @@ export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./erro
 export type { FieldViolation } from "./errors.js";
 export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
 export type { WatchOptions, BackoffOptions } from "./events.js";
+export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
+export type { RetryPolicy } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAnthropic, fromOpenAI, fromOpenAIResponses, toAnthropic, toOpenAI, toOpenAIResponses, } from "./convert/index.js";
 export type { ConvertOptions, ProviderJson, Shape } from "./convert/index.js";

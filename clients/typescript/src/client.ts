@@ -6,6 +6,7 @@ import { Code, ConnectError, createClient, type CallOptions, type Client, type I
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { callError } from "./errors.js";
 import { TrimEventSubscription, type WatchOptions } from "./events.js";
+import { DEFAULT_RETRY_POLICY, retryInterceptor, type RetryPolicy } from "./retry.js";
 import {
   HistoryService,
   type CapToolResultsRequestSchema,
@@ -52,6 +53,11 @@ export interface ClientOptions {
   readonly tls?: TlsOptions;
   /** Sent as `authorization: Bearer <token>` on every call, for a sidecar with `--auth-tokens`. */
   readonly token?: string;
+  /**
+   * How unary calls (`raw`'s too) refused with RESOURCE_EXHAUSTED or UNAVAILABLE are retried;
+   * `false` never retries. Default {@link DEFAULT_RETRY_POLICY}, as in every turnkeeper client.
+   */
+  readonly retry?: RetryPolicy | false;
 }
 
 /** PEM contents (not paths) for a TLS connection; `ca` replaces Node's default roots. */
@@ -89,7 +95,13 @@ export class TurnkeeperClient {
     const tls = options.tls;
     const open = socketPath === undefined ? () => tcpSocket(baseUrl, tls) : () => netConnect(socketPath);
     this.session = new Http2SessionManager(baseUrl, {}, { createConnection: () => dial(open, connectTimeoutMs) });
-    const interceptors = [...(options.token === undefined ? [] : [bearer(options.token)]), ...(options.interceptors ?? [])];
+    // The retry interceptor is outermost: the others (and the caller's) see every attempt.
+    const retry = options.retry ?? DEFAULT_RETRY_POLICY;
+    const interceptors = [
+      ...(retry === false ? [] : [retryInterceptor(retry)]),
+      ...(options.token === undefined ? [] : [bearer(options.token)]),
+      ...(options.interceptors ?? []),
+    ];
     const transport = createGrpcTransport({
       baseUrl,
       sessionManager: this.session,

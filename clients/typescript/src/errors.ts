@@ -3,6 +3,7 @@ import {
   BadRequestSchema,
   ErrorInfoSchema,
   PreconditionFailureSchema,
+  RetryInfoSchema,
   type BadRequest_FieldViolation,
   type PreconditionFailure_Violation,
 } from "./gen/google/rpc/error_details_pb.js";
@@ -45,6 +46,8 @@ export class TurnkeeperError extends Error {
   readonly preconditionViolations: readonly PreconditionFailure_Violation[];
   /** The `turnkeeper.v1.CapacityReport` attached to CONTEXT_WINDOW_EXCEEDED failures. */
   readonly capacityReport: CapacityReport | undefined;
+  /** The `google.rpc.RetryInfo` delay an overloaded server asks for, in ms (the client's `RetryPolicy` honours it). */
+  readonly retryDelayMs: number | undefined;
   override readonly cause: ConnectError;
 
   constructor(cause: ConnectError) {
@@ -66,6 +69,8 @@ export class TurnkeeperError extends Error {
       .map((v: BadRequest_FieldViolation) => ({ field: v.field, description: v.description }));
     this.preconditionViolations = cause.findDetails(PreconditionFailureSchema).flatMap((p) => p.violations);
     this.capacityReport = cause.findDetails(CapacityReportSchema)[0];
+    const delay = cause.findDetails(RetryInfoSchema)[0]?.retryDelay;
+    this.retryDelayMs = delay === undefined ? undefined : Number(delay.seconds) * 1000 + delay.nanos / 1e6;
   }
 
   /** Wraps what a Connect call threw; anything that is not a ConnectError is wrapped as UNKNOWN. */

@@ -5,7 +5,16 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { create } from "@bufbuild/protobuf";
 import { heartbeatMs } from "../src/events.js";
-import { backoffDelay, Code, codeName, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS, TrimEventsRequestSchema } from "../src/index.js";
+import {
+  backoffDelay,
+  Code,
+  codeName,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  DEFAULT_RETRY_POLICY,
+  DEFAULT_TIMEOUT_MS,
+  RETRYABLE_CODES,
+  TrimEventsRequestSchema,
+} from "../src/index.js";
 import { conformanceDir } from "./support.js";
 
 test("codeName gives the canonical gRPC names", () => {
@@ -41,7 +50,27 @@ test("the watchdog's heartbeat interval mirrors the server's defaults and clamps
 
 test("the defaults are the ones every client shares (tests/conformance/client-defaults.json)", () => {
   const file = join(conformanceDir(), "..", "client-defaults.json");
-  const shared = JSON.parse(readFileSync(file, "utf8")) as { unaryDeadlineSeconds: number; maxMessageBytes: number };
+  const shared = JSON.parse(readFileSync(file, "utf8")) as {
+    unaryDeadlineSeconds: number;
+    maxMessageBytes: number;
+    retry: {
+      maxAttempts: number;
+      retryableCodes: string[];
+      maxDelaySeconds: number;
+      backoffSeconds: number;
+      backoffMultiplier: number;
+      backoffJitter: number;
+    };
+  };
   assert.equal(DEFAULT_TIMEOUT_MS, shared.unaryDeadlineSeconds * 1000);
   assert.equal(DEFAULT_MAX_MESSAGE_BYTES, shared.maxMessageBytes);
+  const retry = shared.retry;
+  assert.deepEqual(DEFAULT_RETRY_POLICY, {
+    maxAttempts: retry.maxAttempts,
+    maxDelayMs: retry.maxDelaySeconds * 1000,
+    backoffMs: retry.backoffSeconds * 1000,
+    multiplier: retry.backoffMultiplier,
+    jitter: retry.backoffJitter,
+  });
+  assert.deepEqual(RETRYABLE_CODES.map(codeName), retry.retryableCodes);
 });

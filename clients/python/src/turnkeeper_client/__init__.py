@@ -4,6 +4,7 @@ The generated messages live in the root `turnkeeper` package (`turnkeeper.v1.*_p
 """
 
 from ._options import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, target, tls_credentials
+from ._retry import DEFAULT_RETRY, RETRYABLE_CODES, RetryPolicy
 from ._watch import Backoff
 from .aio import AsyncTrimWatch, AsyncTurnkeeperClient
 from .convert import (
@@ -26,8 +27,10 @@ from .sync import TrimWatch, TurnkeeperClient
 from .usage import reported_usage
 
 __all__ = [
+    "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT",
     "MAX_MESSAGE_BYTES",
+    "RETRYABLE_CODES",
     "AsyncTrimWatch",
     "AsyncTurnkeeperClient",
     "Backoff",
@@ -35,6 +38,7 @@ __all__ = [
     "ConversionError",
     "FieldViolation",
     "PreconditionViolation",
+    "RetryPolicy",
     "TrimWatch",
     "TurnkeeperClient",
     "TurnkeeperError",

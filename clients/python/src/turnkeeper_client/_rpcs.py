@@ -4,12 +4,15 @@
 docstring. Each entry is an `Rpc` descriptor: on a `TurnkeeperClient` it is a blocking method, on
 an `AsyncTurnkeeperClient` a coroutine method, both with the same keyword arguments and decoded
 errors. `ClientCore` holds the rest the two clients share: the constructor, `connect`, the channel
-and `watch_trims`. What differs is the transport call (`BlockingCalls._call`, `AsyncCalls._call`)
-and the kind of watch each client opens (sync.py, aio.py).
+and `watch_trims`. What differs is the transport call (`BlockingCalls._call`, `AsyncCalls._call`,
+both retrying per the client's `RetryPolicy`, _retry.py) and the kind of watch each client opens
+(sync.py, aio.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 import types
 import typing
 from abc import ABC, abstractmethod
@@ -36,6 +39,7 @@ from ._options import (
     transport_of,
     with_token,
 )
+from ._retry import DEFAULT_RETRY, Attempts, RetryPolicy
 from ._watch import Backoff, CursorState, DisconnectHook, build_request
 from .errors import decode_rpc_error
 
@@ -78,12 +82,14 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         timeout: float | None = DEFAULT_TIMEOUT,
         metadata: Metadata = (),
         wait_for_ready: bool = False,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
     ) -> None:
         self._channel: Channel = channel
         self._stub: svc_grpc.HistoryServiceStub = svc_grpc.HistoryServiceStub(channel)
         self._timeout = timeout
         self._metadata = tuple(metadata)
         self._wait_for_ready = wait_for_ready
+        self._retry = retry
         # Known when connect() opened the channel (a channel passed in could be anything): it
         # picks the hint of a connection the server closed.
         self._transport: Transport | None = None
@@ -100,11 +106,13 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         options: Sequence[ChannelOption] = (),
         credentials: grpc.ChannelCredentials | None = None,
         token: str | None = None,
+        retry: RetryPolicy | None = DEFAULT_RETRY,
     ) -> Self:
         """Opens a channel to a TCP `host:port` address or a Unix socket path (exactly one).
 
         `credentials` (e.g. `tls_credentials(ca=..., client_cert=..., client_key=...)`) makes it
-        TLS or mTLS; `token` sends `authorization: Bearer <token>` with every call.
+        TLS or mTLS; `token` sends `authorization: Bearer <token>` with every call. `retry` is
+        how unary calls refused with RESOURCE_EXHAUSTED or UNAVAILABLE are retried (None: never).
         """
         where = target(address, unix_path)
         opts = channel_options(options)
@@ -118,6 +126,7 @@ class ClientCore(ABC, Generic[Channel, Watch]):
             timeout=timeout,
             metadata=with_token(metadata, token),
             wait_for_ready=wait_for_ready,
+            retry=retry,
         )
         client._transport = transport_of(credentials)
         return client
@@ -171,9 +180,11 @@ class ClientCore(ABC, Generic[Channel, Watch]):
     ) -> Watch:
         """The client's kind of watch over its stub."""
 
-    def _call_options(self, timeout: Timeout, metadata: Metadata | None) -> dict[str, Any]:
+    def _attempts(self, timeout: Timeout) -> Attempts:
+        return Attempts(self._retry, resolve_timeout(timeout, self._timeout))
+
+    def _call_options(self, metadata: Metadata | None) -> dict[str, Any]:
         return {
-            "timeout": resolve_timeout(timeout, self._timeout),
             "metadata": (*self._metadata, *(metadata or ())),
             "wait_for_ready": self._wait_for_ready,
         }
@@ -192,10 +203,16 @@ class BlockingCalls(ClientCore[grpc.Channel, Watch]):
         timeout: Timeout,
         metadata: Metadata | None,
     ) -> Resp:
-        try:
-            return method(request, **self._call_options(timeout, metadata))
-        except grpc.RpcError as error:
-            raise decode_rpc_error(error, self._transport) from error
+        attempts, options = self._attempts(timeout), self._call_options(metadata)
+        while True:
+            try:
+                return method(request, timeout=attempts.timeout(), **options)
+            except grpc.RpcError as rpc_error:
+                error = decode_rpc_error(rpc_error, self._transport)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from rpc_error
+            time.sleep(delay)
 
 
 class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
@@ -211,10 +228,16 @@ class AsyncCalls(ClientCore[grpc.aio.Channel, Watch]):
         timeout: Timeout,
         metadata: Metadata | None,
     ) -> Resp:
-        try:
-            return await method(request, **self._call_options(timeout, metadata))
-        except grpc.RpcError as error:
-            raise decode_rpc_error(error, self._transport) from error
+        attempts, options = self._attempts(timeout), self._call_options(metadata)
+        while True:
+            try:
+                return await method(request, timeout=attempts.timeout(), **options)
+            except grpc.RpcError as rpc_error:
+                error = decode_rpc_error(rpc_error, self._transport)
+                delay = attempts.next_delay(error)
+                if delay is None:
+                    raise error from rpc_error
+            await asyncio.sleep(delay)
 
 
 class Rpc(Generic[Req, Resp]):

@@ -7,7 +7,8 @@ converter cannot carry).
 Every error status the server sends carries a `google.rpc.Status` in the `grpc-status-details-bin`
 trailer: one `google.rpc.ErrorInfo` (domain `turnkeeper.v1`), a `google.rpc.BadRequest` for bad
 input, and a `google.rpc.PreconditionFailure` plus a `turnkeeper.v1.CapacityReport` when a prepared
-request does not fit the model's capacity.
+request does not fit the model's capacity. An overloaded server adds a `google.rpc.RetryInfo`: how
+long to wait before calling again (the clients' retry policy honours it, `_retry.py`).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class TurnkeeperError(ClientError):
     field_violations: tuple[FieldViolation, ...] = ()
     precondition_violations: tuple[PreconditionViolation, ...] = ()
     capacity_report: trim_pb2.CapacityReport | None = None
+    # `google.rpc.RetryInfo.retry_delay` in seconds, when the server sent one.
+    retry_delay: float | None = None
     # The server's id of the call (its `x-request-id` trailer): every log line of it carries it.
     request_id: str = ""
     # For a connection the server closed: what to check, from how this client connected.
@@ -175,6 +178,7 @@ def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -
     violations: list[FieldViolation] = []
     preconditions: list[PreconditionViolation] = []
     report: trim_pb2.CapacityReport | None = None
+    retry_delay: float | None = None
     for key, value in _metadata_items(error):
         if key == _REQUEST_ID_KEY and isinstance(value, str):
             request_id = value
@@ -187,6 +191,7 @@ def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -
             bad = error_details_pb2.BadRequest()
             pre = error_details_pb2.PreconditionFailure()
             cap = trim_pb2.CapacityReport()
+            retry = error_details_pb2.RetryInfo()
             if _unpack(detail, info):
                 # The first ErrorInfo wins: the server sends exactly one.
                 if not reason:
@@ -203,6 +208,8 @@ def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -
                 )
             elif _unpack(detail, cap):
                 report = cap
+            elif _unpack(detail, retry):
+                retry_delay = retry.retry_delay.ToNanoseconds() / 1e9
     return TurnkeeperError(
         code=code,
         message=message,
@@ -212,6 +219,7 @@ def decode_rpc_error(error: grpc.RpcError, transport: Transport | None = None) -
         field_violations=tuple(violations),
         precondition_violations=tuple(preconditions),
         capacity_report=report,
+        retry_delay=retry_delay,
         request_id=request_id,
         hint=hint,
     )
