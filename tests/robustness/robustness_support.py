@@ -5,8 +5,11 @@ from __future__ import annotations
 import importlib.util
 import statistics
 import sys
+import threading
+import time
 import types
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import grpc
@@ -20,6 +23,40 @@ BIG_MESSAGES = [
     ("grpc.max_send_message_length", 256 * 1024 * 1024),
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
 ]
+ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
+
+
+def burst(
+    address: str,
+    body: bytes,
+    calls: int,
+    outcome_of: Callable[[grpc.RpcError], str],
+    pid: int,
+    sample_seconds: float = 0.05,
+) -> tuple[Counter[str], int]:
+    """`calls` concurrent EstimateTokens of the serialized `body`, each on its own channel: their
+    outcomes ("OK" or `outcome_of(error)`) and the peak RSS of the server `pid` (MiB) meanwhile."""
+    outcomes: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def call() -> None:
+        with grpc.insecure_channel(address, options=BIG_MESSAGES) as channel:
+            try:
+                channel.unary_unary(ESTIMATE)(body, timeout=120)
+                outcome = "OK"
+            except grpc.RpcError as error:
+                outcome = outcome_of(error)
+        with lock:
+            outcomes[outcome] += 1
+
+    threads = [threading.Thread(target=call) for _ in range(calls)]
+    peak = rss_kib(pid) // 1024
+    for thread in threads:
+        thread.start()
+    while any(t.is_alive() for t in threads):
+        peak = max(peak, rss_kib(pid) // 1024)
+        time.sleep(sample_seconds)
+    return outcomes, peak
 
 
 def rich_status(error: grpc.RpcError) -> status_pb2.Status | None:

@@ -16,6 +16,8 @@ import grpc
 from google.rpc import error_details_pb2
 from robustness_support import (
     BIG_MESSAGES,
+    ESTIMATE,
+    burst,
     chat,
     error_info,
     proc_status_kib,
@@ -27,7 +29,6 @@ from turnkeeper.v1 import history_service_pb2_grpc
 
 BURST = 16
 HEADROOM_MIB = 1500  # above the server's address space at rest
-ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
 
 
 def _overloaded(error: grpc.RpcError) -> bool:
@@ -80,12 +81,12 @@ def test_16_concurrent_60_mb_requests_under_a_memory_cap(
 
     prober = threading.Thread(target=light)
     prober.start()
-    burst = [threading.Thread(target=heavy) for _ in range(BURST)]
+    heavies = [threading.Thread(target=heavy) for _ in range(BURST)]
     started = time.monotonic()
     peak = 0
-    for thread in burst:
+    for thread in heavies:
         thread.start()
-    while any(t.is_alive() for t in burst):
+    while any(t.is_alive() for t in heavies):
         if server.alive():
             peak = max(peak, rss_kib(server.pid) // 1024)
         time.sleep(0.05)
@@ -115,27 +116,11 @@ def test_rss_returns_near_idle_after_a_wave_of_big_requests(
     server = server_factory(unix=False)
     body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
     idle = rss_kib(server.pid) // 1024
-    outcomes: Counter[str] = Counter()
-    lock = threading.Lock()
 
-    def heavy() -> None:
-        with grpc.insecure_channel(server.address, options=BIG_MESSAGES) as channel:
-            call = channel.unary_unary(ESTIMATE)
-            try:
-                call(body, timeout=120)
-                outcome = "OK"
-            except grpc.RpcError as error:
-                outcome = "OVERLOADED" if _overloaded(error) else error.code().name
-        with lock:
-            outcomes[outcome] += 1
+    def outcome_of(error: grpc.RpcError) -> str:
+        return "OVERLOADED" if _overloaded(error) else error.code().name
 
-    threads = [threading.Thread(target=heavy) for _ in range(8)]
-    peak = idle
-    for thread in threads:
-        thread.start()
-    while any(t.is_alive() for t in threads):
-        peak = max(peak, rss_kib(server.pid) // 1024)
-        time.sleep(0.05)
+    outcomes, peak = burst(server.address, body, 8, outcome_of, server.pid)
     deadline = time.monotonic() + 10
     while (after := rss_kib(server.pid) // 1024) > idle + 320 and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -4,19 +4,16 @@ headers and never reads the request."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import grpc
-from robustness_support import BIG_MESSAGES, chat, error_info, rich_status, rss_kib
+from robustness_support import burst, chat, error_info, rich_status, rss_kib
 from turnkeeper.v1 import history_service_pb2 as svc
 
 BURST = 32
-ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
 
 
 def test_32_unauthenticated_60_mb_requests_cost_no_memory(
@@ -27,30 +24,14 @@ def test_32_unauthenticated_60_mb_requests_cost_no_memory(
     body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
     assert len(body) >= 60_000_000
     idle = rss_kib(server.pid) // 1024
-    outcomes: Counter[str] = Counter()
-    lock = threading.Lock()
 
-    def stranger() -> None:
-        with grpc.insecure_channel(server.address, options=BIG_MESSAGES) as channel:
-            call = channel.unary_unary(ESTIMATE)
-            try:
-                call(body, timeout=120)
-                outcome = "OK"
-            except grpc.RpcError as error:
-                status = rich_status(error)
-                info = error_info(status) if status is not None else None
-                outcome = f"{error.code().name}:{info.reason if info else 'no ErrorInfo'}"
-        with lock:
-            outcomes[outcome] += 1
+    def outcome_of(error: grpc.RpcError) -> str:
+        status = rich_status(error)
+        info = error_info(status) if status is not None else None
+        return f"{error.code().name}:{info.reason if info else 'no ErrorInfo'}"
 
-    threads = [threading.Thread(target=stranger) for _ in range(BURST)]
     started = time.monotonic()
-    for thread in threads:
-        thread.start()
-    peak = idle
-    while any(t.is_alive() for t in threads):
-        peak = max(peak, rss_kib(server.pid) // 1024)
-        time.sleep(0.02)
+    outcomes, peak = burst(server.address, body, BURST, outcome_of, server.pid, 0.02)
     elapsed = time.monotonic() - started
     figures.add("32 x 60 MB without a token", dict(outcomes))
     figures.add("idle / peak RSS MiB / burst s", f"{idle} / {peak} / {elapsed:.1f}")
