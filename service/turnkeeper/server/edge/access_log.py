@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -106,8 +107,20 @@ def return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: s
     context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
 
 
-def started(stats: CallStats, request: Any) -> None:
+def started(
+    stats: CallStats, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+) -> contextvars.Token[Mapping[str, str]]:
+    """A call begins: it is counted, its caller read, its ids put on every log line written in
+    this context and its request id returned to the caller. `finish` and `reset_call_ids` (with
+    the token returned) end it."""
     metrics.observe_started(stats.method, stats.rpc_type)
+    _read_caller(stats, request)
+    ids = set_call_ids(stats.call_ids())
+    return_request_id(context, stats.request_id)
+    return ids
+
+
+def _read_caller(stats: CallStats, request: Any) -> None:
     number = CALLER_FIELDS.get(stats.method)
     # A refusal that never reads its request gets a request iterator, with no caller to read.
     if number is not None and isinstance(request, bytes | Message):
@@ -221,9 +234,7 @@ def _unary_response(
     stats: CallStats,
 ) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
     async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started(stats, request)
-        ids = set_call_ids(stats.call_ids())
-        return_request_id(context, stats.request_id)
+        ids = started(stats, request, context)
         error: BaseException | None = None
         try:
             response = await behavior(request, context)
@@ -254,9 +265,7 @@ def _stream_response(
         async def logged_gen(
             request: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            started(stats, request)
-            ids = set_call_ids(stats.call_ids())
-            return_request_id(context, stats.request_id)
+            ids = started(stats, request, context)
             error: BaseException | None = None
             try:
                 async for item in behavior(request, context):
@@ -273,9 +282,7 @@ def _stream_response(
     if inspect.iscoroutinefunction(behavior):
         # Writes through context.write(); responses are not counted on this path.
         async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            started(stats, request)
-            ids = set_call_ids(stats.call_ids())
-            return_request_id(context, stats.request_id)
+            ids = started(stats, request, context)
             error: BaseException | None = None
             try:
                 await behavior(request, context)

@@ -26,12 +26,11 @@ from turnkeeper.server.edge.access_log import (
     finish,
     logged,
     request_id_of,
-    return_request_id,
     started,
 )
 from turnkeeper.server.edge.admission import Admission, ReceivingSlot, shutting_down_refusal
 from turnkeeper.server.edge.handlers import Continuation, refusal, rpc_type
-from turnkeeper.server.telemetry.logs import reset_call_ids, set_call_ids
+from turnkeeper.server.telemetry.logs import reset_call_ids
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -93,9 +92,7 @@ def _admitted(
         return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
 
     async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        started(stats, request)
-        ids = set_call_ids(stats.call_ids())
-        return_request_id(context, stats.request_id)
+        ids = started(stats, request, context)
         error: BaseException | None = None
         heavy: bool | None = None
         try:
