@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,8 +38,9 @@ class EventFeed(Protocol):
 
     def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
-        """Yields feed items until the feed closes; raises RequestError for a bad subscription."""
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+        """Yields feed items until the feed closes; raises RequestError for a bad subscription.
+        Closing the generator (`aclose`) ends the subscription."""
         ...
 
     async def oldest_cursor(self) -> str:

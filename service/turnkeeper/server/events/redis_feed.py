@@ -30,7 +30,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from redis.asyncio import Redis
@@ -451,7 +451,7 @@ class RedisFeed:
 
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
         """The stream of `_follow`; when the feed closes it ends with a heartbeat carrying the
         resume cursor (the last event sent, or the position the stream started at)."""
         cursor, dropped = request.after_cursor, 0
