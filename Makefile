@@ -147,6 +147,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
 	$(PY) bench/bench_cache.py
+	$(PY) bench/bench_fanout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target
