@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
+from turnkeeper.server.events.common import ITEM_COST_S, SHARE
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -225,6 +226,7 @@ async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -
     assert turns(await take(fast, 1)) == [9]
     await feed.close()
 
+
 async def test_gap_is_delivered_when_no_event_follows_the_drops() -> None:
     feed = RingFeed(ring_size=2)
     slow = await started(feed, request(session_ids=["s1"]))
@@ -241,6 +243,7 @@ async def test_gap_is_delivered_when_no_event_follows_the_drops() -> None:
     assert turns(await reading) == [6]
     await feed.close()
 
+
 async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
     feed = RingFeed(ring_size=1000)
     stalled = await started(feed, request())
@@ -255,6 +258,7 @@ async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
     assert items[0].gap.missed_events == 19_000
     assert turns(items[1:]) == list(range(19_000, 20_000))
     await feed.close()
+
 
 async def test_heartbeat_after_idle_interval_with_last_cursor_and_drop_count() -> None:
     feed = RingFeed(ring_size=1)
@@ -273,6 +277,7 @@ async def test_heartbeat_after_idle_interval_with_last_cursor_and_drop_count() -
     assert beat.heartbeat.dropped_events == 1
     assert beat.heartbeat.time.seconds > 0
     await feed.close()
+
 
 async def test_first_heartbeat_is_immediate_and_carries_the_resume_position() -> None:
     """A new subscription is answered at once, so a client knows it is registered and can resume
@@ -418,6 +423,7 @@ async def test_meter_updates_are_not_replayed_and_never_make_a_gap() -> None:
     assert heartbeat.heartbeat.dropped_events == 0
     await feed.close()
 
+
 async def test_the_oldest_cursor_replays_everything_retained_without_a_gap() -> None:
     feed = RingFeed(ring_size=5)
     empty = await feed.oldest_cursor()
@@ -429,4 +435,46 @@ async def test_the_oldest_cursor_replays_everything_retained_without_a_gap() -> 
     assert turns(await take(stream, 5)) == [4, 5, 6, 7, 8]
     feed.publish(trimmed(9))
     assert turns(await take(stream, 1)) == [9]
+    await feed.close()
+
+
+class Busy:
+    """Unary calls that never pause (the edge's admission, as the feed sees it)."""
+
+    def quiet_for(self) -> float:
+        return 0.0
+
+    async def wait_quiet(self, quiet: float, limit: float) -> None:
+        await asyncio.sleep(limit)
+
+
+async def test_while_calls_keep_coming_delivery_progresses_within_its_share() -> None:
+    """Delivery gives way to calls but is never starved: under calls that never pause, each
+    subscriber still gets every event, in order, at the pace of the share (issue 19)."""
+    feed = RingFeed(ring_size=1000, calls=Busy())
+    streams = [await started(feed, request()) for _ in range(5)]
+    for i in range(100):
+        feed.publish(trimmed(i))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for stream in streams:
+        assert turns(await take(stream, 100, limit_s=20)) == list(range(100))
+    # 500 items at SHARE / ITEM_COST_S items per second, after the first round's burst.
+    floor = (500 - 8) * ITEM_COST_S / SHARE
+    assert loop.time() - began >= floor * 0.9
+    await feed.close()
+
+
+async def test_an_idle_subscriber_gets_its_heartbeat_while_others_lag() -> None:
+    feed = RingFeed(ring_size=1000, calls=Busy())
+    idle = await started(
+        feed, request(session_ids=["quiet"], heartbeat_interval=duration_pb2.Duration(seconds=1))
+    )
+    lagging = [await started(feed, request()) for _ in range(20)]
+    for i in range(200):  # 4,000 items: two seconds of the share
+        feed.publish(trimmed(i))
+    (beat,) = await take(idle, 1, limit_s=1.8)
+    assert beat.HasField("heartbeat")
+    for stream in lagging:
+        assert turns(await take(stream, 200, limit_s=20)) == list(range(200))
     await feed.close()

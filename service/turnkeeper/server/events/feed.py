@@ -31,8 +31,8 @@ class EventFeed(Protocol):
 
         Like `publish`, it never blocks or raises. A meter update is not a trim: it is delivered
         live only, never retained for replay, never counted in heartbeats or gaps, and skipped for
-        a subscriber whose queue is full (the session's next meter update supersedes it). Its
-        cursor is the feed position of the trims before it.
+        a subscriber that fell so far behind that newer ones replaced it (the session's next
+        meter update supersedes it). Its cursor is the feed position of the trims before it.
         """
         ...
 

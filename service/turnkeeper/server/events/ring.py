@@ -241,6 +241,7 @@ class RingFeed:
                 allowed = await self._pacer.round()
                 self._unpark()
                 self._pacer.spent(self._round(loop.time(), allowed))
+                self._sweep_heartbeats(loop.time())  # idle ones are owed theirs meanwhile too
                 continue
             if self._closed and not self._live:
                 return
