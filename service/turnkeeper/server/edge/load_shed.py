@@ -152,11 +152,15 @@ _RETRY_SPREAD = (0.5, 0.75, 1.0, 1.25, 1.5, 0.625, 0.875, 1.125, 1.375)
 they do not all come back at once."""
 
 
+MAX_REFUSED_SHARE = 1 / 3
+
+
 class LoadShedder:
     """Refuses a unary call when a standing queue has formed: for `interval` seconds every call
     has waited over `target` with at least `queue_calls` calls still waiting behind it. With
     closed-loop clients, more than `queue_calls` waiting means more clients than the server
-    serves within `target`; fewer never trigger it, however slow the server is. `target` 0 never
+    serves within `target`; fewer never trigger it, however slow the server is. Within a retry
+    delay it refuses at most a third of the calls. `target` 0 never
     refuses. Sees no queue until `watch` gives it the server's channelz id."""
 
     def __init__(
@@ -168,6 +172,9 @@ class LoadShedder:
         self.clock: QueueClock | None = None
         self._above_since: float | None = None
         self._refused_at = -float("inf")
+        self.retry_after_seconds = retry_after_seconds
+        # (time, calls seen) of the refusals within the last retry delay, for their share.
+        self._recent: deque[tuple[float, int]] = deque()
         self.refused = 0
         message = (
             f"over {queue_calls} calls have waited over {target * 1e3:.0f} ms for this server "
@@ -209,6 +216,16 @@ class LoadShedder:
             self._above_since = now - self.interval if recent else now
         if now - self._above_since < self.interval:
             return False
+        # At most MAX_REFUSED_SHARE of the calls within a retry delay: a refused client that
+        # honours RetryInfo is away that long (about a tenth of 192 clients must be, measured),
+        # and one that does not comes straight back, so refusing all would only leave the server
+        # refusing the same clients instead of serving them.
+        recent = self._recent
+        while recent and recent[0][0] < now - self.retry_after_seconds:
+            recent.popleft()
+        if recent and len(recent) >= MAX_REFUSED_SHARE * (clock.seen - recent[0][1]):
+            return False
+        recent.append((now, clock.seen))
         self._refused_at = now
         self.refused += 1
         self._counter.inc()
