@@ -6,6 +6,8 @@ import asyncio
 
 import grpc
 import pytest
+from turnkeeper.server.edge.admission import Admission, AdmissionLimits
+from turnkeeper.server.edge.interceptor import EdgeInterceptor
 from turnkeeper.server.edge.load_shed import (
     POLL_SECONDS,
     LoadShedder,
@@ -121,3 +123,59 @@ async def test_channelz_counts_the_calls_a_server_started() -> None:
         assert calls_started(server_id) == 1
     finally:
         await server.stop(0)
+
+
+class _ExpiredContext:
+    """A servicer context whose call's deadline has already passed (grpc's race: the call was
+    handed to the server just before grpc noticed its deadline)."""
+
+    def __init__(self) -> None:
+        self.aborted: grpc.StatusCode | None = None
+        self._trailers: tuple[tuple[str, str], ...] = ()
+
+    def time_remaining(self) -> float:
+        return -0.5
+
+    def set_trailing_metadata(self, trailers: tuple[tuple[str, str], ...]) -> None:
+        self._trailers = trailers
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._trailers
+
+    def code(self) -> grpc.StatusCode | None:
+        return self.aborted
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted = code
+        raise grpc.aio.AbortError(details)
+
+
+async def test_a_call_handed_over_after_its_deadline_is_dropped_without_work() -> None:
+    worked: list[bytes] = []
+
+    async def behavior(request: bytes, context: object) -> bytes:
+        worked.append(request)
+        return b""
+
+    admission = Admission(
+        AdmissionLimits(max_inflight_bytes=1 << 20, heavy_call_bytes=1 << 20, max_heavy_calls=1)
+    )
+    shedder = LoadShedder(target=0.05, queue_calls=64, interval=0.1, retry_after_seconds=1.0)
+    interceptor = EdgeInterceptor(admission, shedder)
+
+    async def continuation(details: object) -> grpc.RpcMethodHandler[bytes, bytes]:
+        return grpc.unary_unary_rpc_method_handler(behavior)
+
+    details = type(
+        "Details",
+        (),
+        {"method": "/turnkeeper.v1.HistoryService/ResolveBudget", "invocation_metadata": ()},
+    )()
+    handler = await interceptor.intercept_service(continuation, details)  # type: ignore[arg-type]
+    assert handler is not None and handler.request_deserializer is not None
+    request = handler.request_deserializer(b"")
+    context = _ExpiredContext()
+    with pytest.raises(grpc.aio.AbortError):
+        await handler.unary_unary(request, context)  # type: ignore[arg-type,misc]
+    assert context.aborted == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert worked == [] and admission.calls == 0
