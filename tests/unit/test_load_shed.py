@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import grpc
 import pytest
@@ -123,6 +124,9 @@ async def test_channelz_counts_the_calls_a_server_started() -> None:
         assert calls_started(server_id) == 1
     finally:
         await server.stop(0)
+    del server
+    gc.collect()
+    assert calls_started(server_id) is None
 
 
 class _ExpiredContext:

@@ -65,8 +65,13 @@ def channelz_id(create: Callable[[], T]) -> tuple[T, int | None]:
 
 
 def calls_started(server_id: int) -> int | None:
-    """The calls grpc core has started on that server, seen or not by the application."""
-    found = _CALLS_STARTED.search(cygrpc.channelz_get_server(server_id))
+    """The calls grpc core has started on that server, seen or not by the application; None
+    once the server is gone."""
+    try:
+        document = cygrpc.channelz_get_server(server_id)
+    except ValueError:
+        return None
+    found = _CALLS_STARTED.search(document)
     return int(found.group(1)) if found else None
 
 
