@@ -1,18 +1,19 @@
-"""Load shedding: refuse a call at once when calls have been waiting too long for this server.
+"""Load shedding: refuse calls at once when a standing queue has formed in front of the server.
 
 Where calls wait (issue 19, measured): grpc aio takes the calls of each method from grpc core one
-at a time, so past the server's capacity they queue inside grpc core, unseen by the application,
-while the event loop is not even saturated. No queue length is exposed there, but channelz counts
-every call the server has started; the calls the application has seen are counted here, so the
-n-th call it sees arrived about when channelz's count reached n. `QueueClock` samples that count
-while calls arrive and gives each call the time it has waited (grpc core's queue and the event
-loop's, to the interceptor): its sojourn.
+at a time, so past the server's capacity they queue inside grpc core, unseen by the application.
+No queue length is exposed there, but channelz counts every call the server has started; the
+calls the application has seen are counted here, so the n-th call it sees arrived about when
+channelz's count reached n. `QueueClock` samples that count while calls arrive and gives each
+call the time it waited (in grpc core and on the event loop, up to the interceptor) and the
+number of calls still waiting behind it.
 
-`LoadShedder` refuses in the manner of CoDel: only once every call for `interval` has waited over
-`target` (a standing queue, not a burst) does it refuse the calls that waited over `target`, at
-once and without reading them (RESOURCE_EXHAUSTED, ErrorInfo OVERLOADED, RetryInfo); the first
-call under `target` ends that. A refused client that honours RetryInfo stays away for the delay,
-so the calls that are served wait about `target`; a refusal costs a fraction of a served call.
+`LoadShedder` refuses in the manner of CoDel: only once, for `interval`, every call has waited
+over `target` with `queue_calls` more behind it (a standing queue of more clients than the server
+serves in time, not a burst and not a slow server with few clients) does it refuse such calls, at
+once and without reading them (RESOURCE_EXHAUSTED, ErrorInfo OVERLOADED, RetryInfo), at most a
+share of them; the first call that waited less, or had fewer behind it, ends that. A refused
+client that honours RetryInfo stays away for the delay, so the queue shortens for the others.
 """
 
 from __future__ import annotations
@@ -165,8 +166,8 @@ class LoadShedder:
     has waited over `target` with at least `queue_calls` calls still waiting behind it. With
     closed-loop clients, more than `queue_calls` waiting means more clients than the server
     serves within `target`; fewer never trigger it, however slow the server is. Within a retry
-    delay it refuses at most a third of the calls. `target` 0 never
-    refuses. Sees no queue until `watch` gives it the server's channelz id."""
+    delay it refuses at most MAX_REFUSED_SHARE of the calls. `target` 0 never refuses. Sees no
+    queue until `watch` gives it the server's channelz id."""
 
     def __init__(
         self, target: float, queue_calls: int, interval: float, retry_after_seconds: float
@@ -217,8 +218,8 @@ class LoadShedder:
         if self._above_since is None:
             # A queue that stood until just now stands still (as CoDel re-enters its dropping
             # state): no new interval of grace.
-            recent = now - self._refused_at < self.interval
-            self._above_since = now - self.interval if recent else now
+            stood = now - self._refused_at < self.interval
+            self._above_since = now - self.interval if stood else now
         if now - self._above_since < self.interval:
             return False
         # At most MAX_REFUSED_SHARE of the calls within a retry delay: a refused client that
