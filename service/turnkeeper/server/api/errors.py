@@ -26,6 +26,7 @@ MAX_STATUS_BYTES = 6656
 MAX_MESSAGE_BYTES = 600
 MAX_TEXT_CHARS = 200
 
+
 class FieldViolation(NamedTuple):
     """One problem with one request field, named by its path from the request root."""
 
