@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -188,8 +189,95 @@ class Pacer:
         return int(self._tokens)
 
     def spent(self, items: int) -> None:
-        """Counts the items the round handed out (at most what `round` allowed)."""
-        self._tokens = max(0.0, self._tokens - items)
+        """Counts items handed out; more than `round` allowed is a debt the share pays back."""
+        self._tokens -= items
+
+
+class Turns:
+    """Turns to use the event loop, for subscribers that each read their own source (the Redis
+    backend): a read, or one item handed to the stream, granted in FIFO order through a `Pacer`,
+    each costing what it costs the loop (in items of ITEM_COST_S). A subscriber that found nothing
+    new parks until `newer` says the source has more (or its heartbeat falls due), without a task
+    step per subscriber: only those granted a turn wake."""
+
+    def __init__(self, pacer: Pacer) -> None:
+        self.pacer = pacer
+        self.generation = 0  # counts `newer` calls: what a subscriber read before it parks
+        self._waiting: deque[tuple[asyncio.Future[None], int]] = deque()
+        self._parked: dict[asyncio.Future[None], int] = {}
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def take(
+        self, cost: int = 1, parked_since: int | None = None, limit: float | None = None
+    ) -> None:
+        """Waits for a turn worth `cost` items. With `parked_since` (the generation seen before
+        the last read, which found nothing), first waits for something newer, or for `limit`
+        seconds (a heartbeat falls due), then for its turn like everyone else."""
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        if self._task is None:
+            self._task = loop.create_task(self._grant(), name="turnkeeper-events-turns")
+        turn: asyncio.Future[None] = loop.create_future()
+        if parked_since is not None and parked_since == self.generation:
+            self._parked[turn] = cost
+            handle = loop.call_later(limit, self._unpark, turn) if limit is not None else None
+            try:
+                await turn
+            finally:
+                self._parked.pop(turn, None)
+                if handle is not None:
+                    handle.cancel()
+            return
+        self._waiting.append((turn, cost))
+        self._wakeup.set()
+        await turn  # a cancelled one is skipped by _grant
+
+    def _unpark(self, turn: asyncio.Future[None]) -> None:
+        """A parked subscriber's heartbeat is due: it waits for a turn now."""
+        cost = self._parked.pop(turn, None)
+        if cost is not None:
+            self._waiting.append((turn, cost))
+            self._wakeup.set()
+
+    def newer(self) -> None:
+        """The source has entries the parked subscribers have not read."""
+        self.generation += 1
+        if self._parked:
+            self._waiting.extend(self._parked.items())
+            self._parked.clear()
+            self._wakeup.set()
+
+    async def _grant(self) -> None:
+        waiting = self._waiting
+        while True:
+            while waiting and waiting[0][0].done():
+                waiting.popleft()
+            if not waiting:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            allowed = await self.pacer.round()
+            granted = 0
+            while waiting and granted < allowed:
+                turn, cost = waiting.popleft()
+                if not turn.done():
+                    turn.set_result(None)
+                    granted += cost
+            self.pacer.spent(granted)
+
+    def close(self) -> None:
+        """Every waiting and parked subscriber goes ahead; turns taken from now on are free."""
+        self._closed = True
+        for turn in [*(t for t, _ in self._waiting), *self._parked]:
+            if not turn.done():
+                turn.set_result(None)
+        self._waiting.clear()
+        self._parked.clear()
+        if self._task is not None:
+            self._task.cancel()
 
 
 def meter_item(
