@@ -7,7 +7,8 @@ after round. For each run: p50/p99 of the round trip, how long after the last an
 subscriber had every event, and whether each subscriber got exactly the run's events in order.
 
 `--service DIR` (repeatable) compares source trees, interleaved round by round (e.g. main's and a
-branch's `service/`); default this tree's. `BENCH_QUICK=1` runs one round.
+branch's `service/`); default this tree's. `--events redis://HOST:PORT` runs the servers on a Redis
+feed (give each tree its own Redis, or run them one at a time). `BENCH_QUICK=1` runs one round.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--service", action="append", type=Path, help="a service/ tree to run")
     parser.add_argument("--rounds", type=int, default=1 if QUICK else 3)
+    parser.add_argument("--events", default="memory", help="the servers' --events")
     args = parser.parse_args()
     trees = args.service or [ROOT / "service"]
     servers = [
@@ -71,7 +73,7 @@ def main() -> None:
             str(tree),
             [
                 *("env", f"PYTHONPATH={tree.resolve()}", sys.executable),
-                *("-m", "turnkeeper.server", "--listen", "127.0.0.1:0"),
+                *("-m", "turnkeeper.server", "--listen", "127.0.0.1:0", "--events", args.events),
             ],
         )
         for tree in trees
@@ -89,7 +91,7 @@ def main() -> None:
     load = os.getloadavg()
     print(
         f"\n## 1,000 TrimEvents subscribers, back-to-back 100-row trims ({ALONE_TRIMS} alone, "
-        f"{TRIMS} with; medians of {args.rounds} rounds; load average "
+        f"{TRIMS} with; events {args.events}; medians of {args.rounds} rounds; load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n"
     )
     print(
