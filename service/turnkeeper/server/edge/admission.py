@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import grpc
 
+from turnkeeper.server.allocator import MALLOC_TRIM
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
@@ -196,7 +195,7 @@ class Admission:
         its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended or was
         refused (grpc lets go of its bytes after that), on a worker thread (ctypes releases the
         GIL), one at a time."""
-        if _MALLOC_TRIM is None:
+        if MALLOC_TRIM is None:
             return
         loop = asyncio.get_running_loop()
         self._trim_at = loop.time() + _TRIM_DELAY_SECONDS
@@ -210,7 +209,7 @@ class Admission:
                 loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), trim)
                 return
             self._trim_scheduled = False
-            self._trimming = loop.run_in_executor(None, _MALLOC_TRIM, 0)
+            self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
 
         self._trim_scheduled = True
         loop.call_later(_TRIM_DELAY_SECONDS, trim)
@@ -261,16 +260,6 @@ class Admission:
         return overloaded(limit, message, self.limits.retry_after_seconds)
 
 
-def _libc_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None (another C library, another platform)."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_MALLOC_TRIM = _libc_malloc_trim()
 # After the call has ended and grpc has let go of its request and response bytes.
 _TRIM_DELAY_SECONDS = 0.5
 
