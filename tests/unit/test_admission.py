@@ -148,13 +148,33 @@ async def test_receiving_slots_are_fifo_and_bounded_by_their_wait() -> None:
 
 
 def test_the_default_budget_follows_the_cgroup_memory_limit(tmp_path: Path) -> None:
-    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
-    v2.write_text(f"{768 * MIB}\n")
-    assert cgroup_memory_limit((str(v2), str(v1))) == 768 * MIB
+    root, membership = tmp_path / "cgroup", tmp_path / "self-cgroup"
+
+    def limit(lines: str) -> int | None:
+        membership.write_text(lines)
+        return cgroup_memory_limit(root, membership)
+
+    # cgroup v2: the process's own cgroup, or one above it, may carry the limit.
+    pod = root / "kubepods" / "pod1"
+    (pod / "sidecar").mkdir(parents=True)
+    (pod / "sidecar" / "memory.max").write_text("max\n")
+    (pod / "memory.max").write_text(f"{768 * MIB}\n")
+    assert limit("0::/kubepods/pod1/sidecar\n") == 768 * MIB
+    (pod / "sidecar" / "memory.max").write_text(f"{512 * MIB}\n")
+    assert limit("0::/kubepods/pod1/sidecar\n") == 512 * MIB  # the smallest one counts
     assert default_inflight_budget(768 * MIB) == 192 * MIB
-    v2.write_text("max\n")  # cgroup v2 without a limit
-    assert cgroup_memory_limit((str(v2), str(v1))) is None
-    v1.write_text(f"{2**63 - 4096}\n")  # cgroup v1 without a limit
-    assert cgroup_memory_limit((str(tmp_path / "absent"), str(v1))) is None
-    assert cgroup_memory_limit((str(tmp_path / "absent"),)) is None
+    # cgroup v1 (this is what a v1 host such as CI's shows), with other controllers around it.
+    v1 = root / "memory" / "turnkeeper-test"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(f"{768 * MIB}\n")
+    (root / "memory" / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")  # no limit
+    assert limit("5:cpu,cpuacct:/x\n4:memory:/turnkeeper-test\n0::/\n") == 768 * MIB
+    # A container without a cgroup namespace: its cgroup is mounted at the root.
+    (root / "memory" / "memory.limit_in_bytes").write_text(f"{1024 * MIB}\n")
+    assert limit("4:memory:/docker/0123abcd\n") == 1024 * MIB
+    # No limit anywhere, or nothing to read.
+    (root / "memory" / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")
+    assert limit("4:memory:/docker/0123abcd\n") is None
+    assert limit("0::/\n") is None
+    assert cgroup_memory_limit(tmp_path / "absent", tmp_path / "absent") is None
     assert default_inflight_budget(32 * MIB) == 16 * MIB  # a floor for tiny containers
