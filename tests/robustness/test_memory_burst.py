@@ -1,7 +1,9 @@
 """Issue 9 "one tenant can kill the sidecar": 16 concurrent 60 MB requests under an address-space
-cap (RLIMIT_AS) far below what they need together. The server survives: it answers some, refuses
-the rest with RESOURCE_EXHAUSTED + ErrorInfo OVERLOADED + RetryInfo (never UNKNOWN), and keeps
-serving small calls during and after the burst."""
+cap (RLIMIT_AS) far below what they need together. The server survives: it answers them, or
+refuses some with RESOURCE_EXHAUSTED + ErrorInfo OVERLOADED + RetryInfo (never UNKNOWN), and keeps
+serving small calls during and after the burst. Since issue 19 the calls beyond what the budget
+holds wait before their bytes are read (receiving calls reserve the largest request), so with
+the default waits all 16 usually succeed."""
 
 from __future__ import annotations
 
@@ -99,7 +101,7 @@ def test_16_concurrent_60_mb_requests_under_a_memory_cap(
     figures.add("small calls during the burst", dict(small))
     figures.add("peak RSS MiB / burst s", f"{peak} / {elapsed:.1f}")
     assert alive, server.log_text()[-3000:]
-    assert set(big) <= {"OK", "OVERLOADED"} and big["OK"] >= 1 and big["OVERLOADED"] >= 1, big
+    assert set(big) <= {"OK", "OVERLOADED"} and big["OK"] >= 1, big
     assert set(small) <= {"OK", "OVERLOADED"} and small["OK"] >= 1, small
     with grpc.insecure_channel(server.address) as channel:  # and after it
         history_service_pb2_grpc.HistoryServiceStub(channel).EstimateTokens(
