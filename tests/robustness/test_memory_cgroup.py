@@ -74,12 +74,16 @@ class MemoryCgroup:
 def _create() -> MemoryCgroup | str:
     """A fresh memory cgroup, or why none can be made here."""
     name = f"turnkeeper-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        v2_controllers = (V2_ROOT / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        v2_controllers = []
     if (V1_ROOT / "memory.limit_in_bytes").exists():
         candidate = MemoryCgroup(V1_ROOT / name, v2=False)
-    elif "memory" in (V2_ROOT / "cgroup.subtree_control").read_text(errors="replace").split():
+    elif "memory" in v2_controllers:
         candidate = MemoryCgroup(V2_ROOT / name, v2=True)
     else:
-        return "no cgroup memory controller is mounted, or it is not delegated here"
+        return "no cgroup memory controller is mounted, or it is not enabled at the root"
     try:
         candidate.path.mkdir()
         candidate.limit(LIMIT_MIB * MIB)

@@ -179,6 +179,18 @@ async def test_calls_still_receiving_hold_the_largest_request_against_the_budget
     assert admission.receiving.used == 2  # the fourth's and the fifth's, not wrapped in slots here
 
 
+async def test_a_call_the_budget_kept_from_receiving_is_refused_unread_after_its_wait() -> None:
+    admission = Admission(
+        AdmissionLimits(1000, 1000, 2, receive_wait_seconds=0.05, max_request_bytes=600)
+    )
+    assert await admission.receiving_slot()
+    assert not await admission.receiving_slot()  # 2 x 600 > 1000, and none came free
+    info, retry = _details(admission.receiving_refusal())
+    assert info.metadata["limit"] == "max_inflight_request_bytes" and retry == 1.0
+    admission.receiving.give()
+    assert admission.receiving.used == 0
+
+
 async def test_one_call_may_receive_however_full_the_budget() -> None:
     admission = Admission(AdmissionLimits(1000, 1000, 2, max_request_bytes=300))
     for _ in range(3):
