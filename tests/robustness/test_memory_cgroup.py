@@ -2,9 +2,9 @@
 
 The sidecar runs in a memory cgroup of its own limited to 768 MiB (what the Kubernetes examples
 give it), with default flags but what the deployment files set, so its in-flight budget follows
-that limit. A wave of 16 concurrent 60 MB EstimateTokens requests must end in OK and
-RESOURCE_EXHAUSTED (OVERLOADED + RetryInfo) answers, with no OOM kill, and RSS must come back near
-idle afterwards. Needs a writable memory cgroup (root, cgroup v1 or v2); skipped without one.
+that limit. A wave of 16 concurrent 60 MB EstimateTokens requests, or TrimHistory ones that keep
+half of it, must end in OK and RESOURCE_EXHAUSTED (OVERLOADED + RetryInfo) answers, with no OOM
+kill, and RSS must come back near idle afterwards. Needs a writable memory cgroup (root, cgroup v1 or v2); skipped without one.
 """
 
 from __future__ import annotations
@@ -21,13 +21,14 @@ from typing import Any
 import grpc
 import pytest
 from google.rpc import error_details_pb2
-from robustness_support import burst, chat, error_info, rich_status, rss_kib
+from robustness_support import ESTIMATE, burst, chat, error_info, rich_status, rss_kib
 from turnkeeper.v1 import history_service_pb2 as svc
-from turnkeeper.v1 import history_service_pb2_grpc
+from turnkeeper.v1 import history_service_pb2_grpc, trim_pb2
 
 MIB = 1024 * 1024
 LIMIT_MIB = 768  # deploy/kubernetes: the sidecar's memory limit
 WAVE = 16
+TRIM = "/turnkeeper.v1.HistoryService/TrimHistory"
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 V2_ROOT = Path("/sys/fs/cgroup")
 
@@ -103,7 +104,7 @@ def cgroup() -> Iterator[MemoryCgroup]:
         yield made
     finally:
         # The sidecar has been stopped by then; a cgroup with no process in it can be removed.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 15
         while True:
             try:
                 made.path.rmdir()
@@ -124,21 +125,35 @@ def _outcome(error: grpc.RpcError) -> str:
     return error.code().name
 
 
+def _wave_request(method: str, rows: int = 100_000) -> bytes:
+    """60 MB of history; the trim keeps about half of it, so its responses are big too."""
+    history = chat(rows, "y" * 590)
+    if method == ESTIMATE:
+        return svc.EstimateTokensRequest(history=history).SerializeToString()
+    request = svc.TrimHistoryRequest(history=history, mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET)
+    request.explicit_limits.budget_tokens = 75 * rows
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize("method", [ESTIMATE, TRIM], ids=["EstimateTokens", "TrimHistory"])
 def test_a_wave_of_16_x_60_mb_under_a_768_mib_limit(
-    cgroup: MemoryCgroup, server_factory: Callable[..., Any], figures: Any
+    method: str, cgroup: MemoryCgroup, server_factory: Callable[..., Any], figures: Any
 ) -> None:
     # What deploy/turnkeeper.toml and the image set that matters here (the rest is addresses).
     server = server_factory("--log-format", "json", unix=False, preexec=cgroup.join)
-    body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
+    body = _wave_request(method)
     assert len(body) >= 60_000_000
     # The default budget followed the limit.
     assert f"max_inflight_request_bytes={LIMIT_MIB // 4 * MIB} " in server.log_text()
+    # Idle: after one small call of the same kind (what a serving sidecar holds anyway).
+    with grpc.insecure_channel(server.address) as channel:
+        channel.unary_unary(method)(_wave_request(method, rows=20), timeout=30)
     idle = rss_kib(server.pid) // 1024
     started = time.monotonic()
-    outcomes, peak = burst(server.address, body, WAVE, _outcome, server.pid, 0.02)
+    outcomes, peak = burst(server.address, body, WAVE, _outcome, server.pid, 0.02, method)
     elapsed = time.monotonic() - started
     alive = server.alive()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 15
     after = idle
     while alive and time.monotonic() < deadline:
         after = rss_kib(server.pid) // 1024

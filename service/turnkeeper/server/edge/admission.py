@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
@@ -237,12 +238,20 @@ class Admission:
         if heavy and not self.heavy.used:
             self._return_freed_memory()
 
+    def sent(self, _context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """A heavy call's RPC ended (gRPC's done callback): its response has been sent and gRPC
+        let go of it, which can be well after `release` when big responses go to slow readers,
+        so the trim after a wave waits for this too."""
+        if not self.heavy.used:
+            self._return_freed_memory()
+
     def _return_freed_memory(self) -> None:
         """Once big requests stop arriving, hands the memory the allocator kept back to the
         system, so RSS falls back near idle after a wave of them (glibc keeps freed heap pages in
-        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended or was
-        refused (grpc lets go of its bytes after that), on a worker thread (ctypes releases the
-        GIL), one at a time."""
+        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended (`release`,
+        then `sent`) or was refused (grpc lets go of its bytes after that), on a worker thread
+        (ctypes releases the GIL), one at a time; and once more `_LATE_TRIM_SECONDS` later, for
+        the send buffers gRPC frees only once slow readers have taken big responses."""
         if MALLOC_TRIM is None:
             return
         loop = asyncio.get_running_loop()
@@ -257,6 +266,13 @@ class Admission:
                 loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), trim)
                 return
             self._trim_scheduled = False
+            self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
+            loop.call_later(_LATE_TRIM_SECONDS, late)
+
+        def late() -> None:
+            running = self._trimming
+            if self.heavy.used or self._trim_scheduled or (running and not running.done()):
+                return  # another wave began: its own trims follow it
             self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
 
         self._trim_scheduled = True
@@ -320,6 +336,7 @@ class Admission:
 
 # After the call has ended and grpc has let go of its request and response bytes.
 _TRIM_DELAY_SECONDS = 0.5
+_LATE_TRIM_SECONDS = 5.0
 
 
 def shutting_down_refusal() -> RequestError:

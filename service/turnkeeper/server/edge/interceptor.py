@@ -106,6 +106,9 @@ def _admitted(
                 )
             try:
                 heavy = await admission.admit(stats.request_bytes, remaining, slot.free)
+                if heavy:
+                    # (grpc-stubs type the callback as a class of their own.)
+                    context.add_done_callback(cast(Any, admission.sent))
             except RequestError as refused:
                 await context.abort_with_status(refused.to_status())
             response = await behavior(request, context)
