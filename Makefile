@@ -147,6 +147,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
 	$(PY) bench/bench_memory.py
+	$(PY) bench/bench_load_shed.py
 	$(PY) bench/bench_cache.py
 
 clean:

@@ -32,6 +32,7 @@ from turnkeeper.server.edge.access_log import (
 )
 from turnkeeper.server.edge.admission import Admission, ReceivingSlot, shutting_down_refusal
 from turnkeeper.server.edge.handlers import Continuation, refusal, rpc_type
+from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
 
 Req = TypeVar("Req")
@@ -41,14 +42,18 @@ Resp = TypeVar("Resp")
 class EdgeInterceptor(grpc.aio.ServerInterceptor):
     """Logs and counts every call; counts every unary call in and out of `Admission`."""
 
-    def __init__(self, admission: Admission) -> None:
+    def __init__(self, admission: Admission, shedder: LoadShedder | None = None) -> None:
         self.admission = admission
+        self.shedder = shedder
 
     async def intercept_service(
         self,
         continuation: Continuation[Req, Resp],
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        # How long the call waited for us to take it (load_shed): every call counts.
+        if self.shedder is not None:
+            self.shedder.arrived()
         handler = await continuation(details)
         if handler is None:
             return None
@@ -67,6 +72,8 @@ class EdgeInterceptor(grpc.aio.ServerInterceptor):
         behavior = handler.unary_unary
         if behavior is None or not inspect.iscoroutinefunction(behavior):
             return logged(handler, stats)
+        if self.shedder is not None and self.shedder.refuses():
+            return logged(refusal(handler, self.shedder.refusal()), stats)
         if not await admission.receiving_slot():
             return logged(refusal(handler, admission.receiving_refusal()), stats)
         return _admitted(

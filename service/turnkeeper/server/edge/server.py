@@ -8,6 +8,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission
 from turnkeeper.server.edge.interceptor import EdgeInterceptor
+from turnkeeper.server.edge.load_shed import LoadShedder, channelz_id
 from turnkeeper.server.telemetry import tracing
 
 RECEIVE_HEADROOM_BYTES = 1024 * 1024
@@ -64,11 +65,22 @@ def create_server(
 ) -> grpc.aio.Server:
     """The server with its interceptors; nothing is registered or bound yet."""
     traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
-    return grpc.aio.server(
-        # The span opens first, so the access log and every line below carry its trace id; the
-        # edge (access log, metrics, admission in one pass) is next, and authentication is its
-        # continuation: refusals are logged with their status, and strangers use none of
-        # admission's budget.
-        interceptors=[*traced, EdgeInterceptor(admission), *auth],
-        options=server_options(config),
+    shedder = LoadShedder(
+        config.shed_queue_ms / 1000,
+        config.shed_queue_calls,
+        config.shed_interval_ms / 1000,
+        admission.limits.retry_after_seconds,
     )
+    server, server_id = channelz_id(
+        lambda: grpc.aio.server(
+            # The span opens first, so the access log and every line below carry its trace id;
+            # the edge (access log, metrics, admission in one pass) is next, and authentication
+            # is its continuation: refusals are logged with their status, and strangers use none
+            # of admission's budget.
+            interceptors=[*traced, EdgeInterceptor(admission, shedder), *auth],
+            options=server_options(config),
+        )
+    )
+    # The shedder tells how long calls waited from channelz's count of the server's calls.
+    shedder.watch(server_id)
+    return server
