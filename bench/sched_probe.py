@@ -5,7 +5,8 @@ given flag sets, interleaved round after round, and reads each server thread's
 /proc/<pid>/task/<tid>/schedstat over the middle of the run: the share of wall time the thread
 ran on a CPU, the share it was runnable but waiting for one (the run queue), and the rest
 (sleeping: epoll, a futex, a condition). Also the machine's busy share (/proc/stat) and calls/s.
-A thread that runs 0.5 of the time and waits 0.4 for a CPU is not idle: it is starved.
+A thread that runs 0.5 of the time and waits 0.4 for a CPU is not idle: it is starved. The client
+processes' CPU (the load generator shares the machine) is shown beside it.
 
     python bench/sched_probe.py --clients 192 --rounds 2 "" "--accept-ahead 1"
 """
@@ -42,30 +43,52 @@ def _threads(pid: int) -> dict[str, tuple[int, int]]:
     return {name: (v[0], v[1]) for name, v in out.items()}
 
 
+def _clients(servers: set[int]) -> dict[int, float]:
+    """CPU seconds of this process's children that are not servers: the client processes."""
+    out: dict[int, float] = {}
+    for children in Path("/proc/self/task").glob("*/children"):
+        for pid in (int(p) for p in children.read_text().split()):
+            if pid in servers:
+                continue
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:
+                continue
+            out[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 def _machine() -> tuple[int, int]:
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     return sum(values) - values[3] - values[4], sum(values)
 
 
-def measure(address: str, pid: int, clients: int, heavy: int, seconds: float) -> dict[str, float]:
+def measure(
+    address: str, pid: int, servers: set[int], clients: int, heavy: int, seconds: float
+) -> dict[str, float]:
     window: dict[str, object] = {}
 
     def sample() -> None:
         time.sleep(LEAD_SECONDS)  # past the clients' start-up (spawn, imports, connections)
-        window["start"] = (time.perf_counter(), _threads(pid), _machine())
+        window["start"] = (time.perf_counter(), _threads(pid), _machine(), _clients(servers))
         time.sleep(seconds)
-        window["end"] = (time.perf_counter(), _threads(pid), _machine())
+        window["end"] = (time.perf_counter(), _threads(pid), _machine(), _clients(servers))
 
     sampler = threading.Thread(target=sample)
     sampler.start()
     report = load_probe.measure(address, clients, heavy, seconds + LEAD_SECONDS)
     sampler.join()
-    (t0, threads0, machine0), (t1, threads1, machine1) = window["start"], window["end"]  # type: ignore[misc]
+    (t0, threads0, machine0, clients0), (t1, threads1, machine1, clients1) = (  # type: ignore[misc]
+        window["start"],
+        window["end"],
+    )
     wall_ns = (t1 - t0) * 1e9
     out = {
         "served/s": report["served_per_s"],
         "refused %": 100 * report["refused_share"],
         "machine busy %": 100 * (machine1[0] - machine0[0]) / (machine1[1] - machine0[1]),
+        "client processes cpu": sum(cpu - clients0.get(pid, cpu) for pid, cpu in clients1.items())
+        / (t1 - t0),
     }
     for name, (ran, waited) in sorted(threads1.items()):
         ran0, waited0 = threads0.get(name, (0, 0))
@@ -102,7 +125,12 @@ def main() -> None:
             for name in names:
                 server = servers[name]
                 figures = measure(
-                    server.address, server.process.pid, args.clients, args.heavy, args.seconds
+                    server.address,
+                    server.process.pid,
+                    {s.process.pid for s in servers.values()},
+                    args.clients,
+                    args.heavy,
+                    args.seconds,
                 )
                 figures["load"] = os.getloadavg()[0]
                 results[name].append(figures)
