@@ -222,7 +222,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--serve")
     parser.add_argument("--clients", type=int, default=192)
-    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("contenders", nargs="*", default=["default"])
