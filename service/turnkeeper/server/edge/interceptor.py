@@ -7,8 +7,10 @@ refusals need only the headers, are logged here, and never reach admission, so s
 of its budget. Tracing, when on, runs outside it, so every line below carries the span.
 
 gRPC reads a unary request whole before any handler runs, so the calls receiving their request at
-once are capped here, before the read: a call over that cap waits in FIFO order for a slot, and if
-none comes free in time it is refused by a handler that never reads it (`handlers.refusal`).
+once are capped here, before the read, by count and by the in-flight byte budget (each reserves the
+largest request until admission counts its real size): a call over either waits in FIFO order for
+a slot, and if none comes free in time it is refused by a handler that never reads it
+(`handlers.refusal`).
 """
 
 from __future__ import annotations
@@ -93,9 +95,9 @@ def _admitted(
     inner_deserializer = handler.request_deserializer
 
     def deserialize(data: bytes) -> Req:
+        # The receiving slot (and its reservation) is freed once admission has counted these.
         stats.request_bytes = len(data)
         stats.requests = 1
-        slot.free()
         return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
 
     async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
@@ -110,7 +112,10 @@ def _admitted(
                     grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed before the call started"
                 )
             try:
-                heavy = await admission.admit(stats.request_bytes, remaining)
+                heavy = await admission.admit(stats.request_bytes, remaining, slot.free)
+                if heavy:
+                    # (grpc-stubs type the callback as a class of their own.)
+                    context.add_done_callback(cast(Any, admission.sent))
             except RequestError as refused:
                 await context.abort_with_status(refused.to_status())
             response = await behavior(request, context)
@@ -120,6 +125,7 @@ def _admitted(
             error = caught
             raise
         finally:
+            slot.free()
             if heavy is not None:
                 admission.release(stats.request_bytes, heavy)
             finish(stats, context, error)
