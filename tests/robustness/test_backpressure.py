@@ -61,13 +61,16 @@ def test_twelve_concurrent_heavy_calls_all_succeed_with_default_flags(
     assert statuses == {"OK": 12}
 
 
-def test_a_burst_past_the_byte_budget_is_refused_at_once(
+def test_a_burst_past_the_byte_budget_never_waits_for_the_heavy_queue(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
     request = svc.EstimateTokensRequest(history=chat(ROWS, "a longer line of chat text " * 4))
     size = request.ByteSize()
-    # Room for one and a half requests: a call that arrives while another is admitted passes the
-    # budget, though the heavy queue would let it wait 60 s.
+    # Room for one and a half requests. A call may start receiving only while a largest request
+    # still fits beside what is held (one may always receive), so the burst goes through one
+    # receive at a time: a call whose bytes, once in, would pass the budget is refused at once,
+    # one that finds the budget free again runs, which of the two is a race. None waits the 60 s
+    # the heavy queue would let it; the waiting for receive room is bounded by receive-wait.
     server = server_factory(
         "--max-inflight-request-bytes",
         str(size + size // 2),
@@ -77,6 +80,8 @@ def test_a_burst_past_the_byte_budget_is_refused_at_once(
         "60",
         "--max-receiving-calls",
         "16",
+        "--receive-wait-seconds",
+        "0.5",
         unix=False,
     )
     outcomes = _burst(server.address, request, 10)
@@ -85,6 +90,5 @@ def test_a_burst_past_the_byte_budget_is_refused_at_once(
     figures.add("10 x heavy, budget of 1.5", dict(statuses))
     figures.add("slowest byte-budget refusal s", f"{max(refused, default=0):.2f}")
     assert set(statuses) <= {"OK", "RESOURCE_EXHAUSTED:max_inflight_request_bytes"}, statuses
-    assert statuses["OK"] >= 1 and refused
-    # Refused without queueing: far sooner than the 60 s a heavy call may wait.
-    assert max(refused) < 10
+    assert statuses["OK"] >= 1
+    assert max(seconds for _, seconds in outcomes) < 10
