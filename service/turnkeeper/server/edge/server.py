@@ -1,4 +1,4 @@
-"""The grpc.aio server: its channel options (limits, keepalive) and its interceptor chain."""
+"""The grpc.aio server: its channel options (limits, keepalive) and its one optional interceptor."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.server.config import ServerConfig
-from turnkeeper.server.edge.admission import Admission
-from turnkeeper.server.edge.interceptor import EdgeInterceptor
 from turnkeeper.server.telemetry import tracing
 
 RECEIVE_HEADROOM_BYTES = 1024 * 1024
@@ -56,19 +54,10 @@ def server_options(config: ServerConfig) -> list[tuple[str, int]]:
     return options
 
 
-def create_server(
-    config: ServerConfig,
-    admission: Admission,
-    auth: list[grpc.aio.ServerInterceptor],
-    tracer_provider: TracerProvider | None,
-) -> grpc.aio.Server:
-    """The server with its interceptors; nothing is registered or bound yet."""
+def create_server(config: ServerConfig, tracer_provider: TracerProvider | None) -> grpc.aio.Server:
+    """The server; nothing is registered or bound yet. The edge (authentication, admission, access
+    log, metrics) wraps each handler as it is registered (`edge/interceptor.py`): a grpc.aio
+    interceptor costs every call. Tracing alone is one, so the span is open before the edge runs
+    and the access log and every line below carry its trace id."""
     traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
-    return grpc.aio.server(
-        # The span opens first, so the access log and every line below carry its trace id; the
-        # edge (access log, metrics, admission in one pass) is next, and authentication is its
-        # continuation: refusals are logged with their status, and strangers use none of
-        # admission's budget.
-        interceptors=[*traced, EdgeInterceptor(admission), *auth],
-        options=server_options(config),
-    )
+    return grpc.aio.server(interceptors=traced, options=server_options(config))
