@@ -99,9 +99,17 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
     """The classic line, then ` key=value` for each call id the record carries."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
+        if record.exc_info or record.exc_text or record.stack_info:
+            line = super().format(record)
+        else:
+            # logging.Formatter.format without what a plain record does not need (two log lines
+            # a call: their formatting is on every call's path).
+            record.message = record.getMessage()
+            record.asctime = rfc3339(record.created)
+            line = self.formatMessage(record)
+        attributes = record.__dict__
         extra = " ".join(
-            f"{name}={getattr(record, name)}" for name in CALL_FIELDS if getattr(record, name, "")
+            [f"{name}={attributes[name]}" for name in CALL_FIELDS if attributes.get(name)]
         )
         return f"{line} {extra}" if extra else line
 
