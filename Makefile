@@ -146,6 +146,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
+	$(PY) bench/bench_load_shed.py
 	$(PY) bench/bench_cache.py
 
 clean:

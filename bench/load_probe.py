@@ -6,6 +6,10 @@ bottleneck, and over one channel per `--clients-per-channel` clients (as a fleet
 many connections). The mix: of every ten calls, one 1k-row TrimHistory, one ResolveBudget and
 eight 20-row TrimHistory; `--heavy N` adds N clients sending 10k-row EstimateTokens.
 
+Clients honour RetryInfo as turnkeeper's clients do (tests/conformance/client-defaults.json: a
+refused call waits the delay and is tried again, at most maxAttempts times in all); every attempt
+is counted. `--no-retry` sends the next call at once instead.
+
     python bench/load_probe.py --address 127.0.0.1:50051 --clients 192 --seconds 10
 """
 
@@ -21,12 +25,16 @@ import time
 from pathlib import Path
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sidecar import OPTIONS, RESOLVE, TRIM, trim_request, workload
 from turnkeeper.v1 import history_service_pb2 as svc
 
 ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
+RETRY = json.loads(
+    (Path(__file__).resolve().parent.parent / "tests/conformance/client-defaults.json").read_text()
+)["retry"]
 MIXES = {
     "mixed": ["medium", "resolve", *["small"] * 8],
     "small": ["small"],
@@ -47,6 +55,21 @@ def _requests() -> dict[str, tuple[str, bytes]]:
     }
 
 
+def retry_delay(error: grpc.aio.AioRpcError) -> float | None:
+    """The RetryInfo delay of a retryable error, if it has one."""
+    if error.code().name not in RETRY["retryableCodes"]:
+        return None
+    raw = dict(error.trailing_metadata() or ()).get("grpc-status-details-bin", b"")
+    status = status_pb2.Status.FromString(raw if isinstance(raw, bytes) else raw.encode())
+    for detail in status.details:
+        if detail.Is(error_details_pb2.RetryInfo.DESCRIPTOR):
+            info = error_details_pb2.RetryInfo()
+            detail.Unpack(info)
+            delay: float = info.retry_delay.ToTimedelta().total_seconds()
+            return delay if delay <= RETRY["maxDelaySeconds"] else None
+    return None
+
+
 async def _run(
     address: str,
     clients: int,
@@ -55,6 +78,7 @@ async def _run(
     seconds: float,
     deadline: float,
     mix_name: str,
+    retry: bool = True,
 ) -> dict[str, list[tuple[float, str]]]:
     requests = _requests()
     channels = [
@@ -72,10 +96,11 @@ async def _run(
         channel = channels[k % len(channels)]
         calls = {kind: channel.unary_unary(requests[kind][0]) for kind in set(kinds)}
         i = k
+        attempt = 0
         while time.perf_counter() < end:
             kind = kinds[i % len(kinds)]
-            i += 1
             start = time.perf_counter()
+            delay = None
             try:
                 await calls[kind](requests[kind][1], timeout=deadline)
                 code = "OK"
@@ -85,7 +110,14 @@ async def _run(
                     first_errors[code] = (
                         f"{error.details()} (after {time.perf_counter() - start:.2f} s)"
                     )
+                delay = retry_delay(error) if retry else None
             results[kind].append((time.perf_counter() - start, code))
+            attempt += 1
+            if delay is not None and attempt < RETRY["maxAttempts"]:
+                await asyncio.sleep(delay)  # the same call again
+                continue
+            attempt = 0
+            i += 1
 
     mix = MIXES[mix_name]
     await asyncio.gather(
@@ -100,7 +132,7 @@ async def _run(
 
 
 def _worker(
-    args: tuple[str, int, int, int, float, float, str],
+    args: tuple[str, int, int, int, float, float, str, bool],
 ) -> dict[str, list[tuple[float, str]]]:
     return asyncio.run(_run(*args))
 
@@ -114,6 +146,7 @@ def measure(
     processes: int = 2,
     per_channel: int = 16,
     deadline: float = 30.0,
+    retry: bool = True,
 ) -> dict[str, object]:
     """Runs the load in `processes` client processes and returns the merged summary."""
     jobs = [
@@ -125,6 +158,7 @@ def measure(
             seconds,
             deadline,
             mix,
+            retry,
         )
         for p in range(processes)
     ]
@@ -148,6 +182,7 @@ def main() -> None:
     parser.add_argument("--deadline", type=float, default=30.0)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--mix", choices=sorted(MIXES), default="mixed")
+    parser.add_argument("--no-retry", action="store_true", help="ignore RetryInfo")
     args = parser.parse_args()
     report = measure(
         args.address,
@@ -158,40 +193,64 @@ def main() -> None:
         args.processes,
         args.clients_per_channel,
         args.deadline,
+        not args.no_retry,
     )
     print(json.dumps(report) if args.json else format_report(report))
 
 
+def _percentiles(times: list[float]) -> dict[str, float]:
+    times = sorted(times)
+    return {
+        "p50_ms": statistics.median(times) * 1e3,
+        "p99_ms": times[max(0, int(len(times) * 0.99) - 1)] * 1e3,
+        "max_ms": times[-1] * 1e3,
+    }
+
+
 def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> dict[str, object]:
+    """Per kind of call: attempts, their codes, and latency percentiles of the served (OK) ones
+    and of the refused (RESOURCE_EXHAUSTED) ones."""
     out: dict[str, object] = {}
-    total = 0
+    total = served = refused = 0
     for kind, rows in results.items():
         if not rows:
             continue
         total += len(rows)
-        times = sorted(t for t, _ in rows)
         codes: dict[str, int] = {}
         for _, code in rows:
             codes[code] = codes.get(code, 0) + 1
-        out[kind] = {
-            "calls": len(rows),
-            "p50_ms": statistics.median(times) * 1e3,
-            "p99_ms": times[max(0, int(len(times) * 0.99) - 1)] * 1e3,
-            "max_ms": times[-1] * 1e3,
-            "codes": codes,
-        }
+        served += codes.get("OK", 0)
+        refused += codes.get("RESOURCE_EXHAUSTED", 0)
+        row: dict[str, object] = {"calls": len(rows), "codes": codes}
+        ok = [t for t, code in rows if code == "OK"]
+        if ok:
+            row["ok"] = _percentiles(ok)
+        refusals = [t for t, code in rows if code == "RESOURCE_EXHAUSTED"]
+        if refusals:
+            row["refused"] = _percentiles(refusals)
+        out[kind] = row
     out["calls_per_s"] = total / seconds
+    out["served_per_s"] = served / seconds
+    out["refused_share"] = refused / total if total else 0.0
     return out
 
 
 def format_report(report: dict[str, object]) -> str:
-    lines = [f"calls/s {report['calls_per_s']:.0f}"]
+    lines = [
+        f"attempts/s {report['calls_per_s']:.0f}, served/s {report['served_per_s']:.0f}, "
+        f"refused {report['refused_share']:.1%}"
+    ]
     for kind, row in report.items():
         if isinstance(row, dict):
-            lines.append(
-                f"  {kind:>8}: {row['calls']:6d} calls, p50 {row['p50_ms']:7.1f} ms, "
-                f"p99 {row['p99_ms']:7.1f} ms, max {row['max_ms']:7.1f} ms, {row['codes']}"
-            )
+            text = f"  {kind:>8}: {row['calls']:6d} calls"
+            for label, key in (("served", "ok"), ("refused", "refused")):
+                if key in row:
+                    p = row[key]
+                    text += (
+                        f", {label} p50 {p['p50_ms']:6.1f} p99 {p['p99_ms']:6.1f} "
+                        f"max {p['max_ms']:6.1f} ms"
+                    )
+            lines.append(f"{text}, {row['codes']}")
     return "\n".join(lines)
 
 

@@ -30,7 +30,7 @@ from turnkeeper.server.edge.connection_guard import ConnectionGuard
 from turnkeeper.server.edge.interceptor import Edge, HandlerRegistry
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
-from turnkeeper.server.edge.server import create_server
+from turnkeeper.server.edge.server import create_server, load_shedder
 from turnkeeper.server.edge.tls import CertificateError
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed, describe_events_url
@@ -113,9 +113,11 @@ class Sidecar:
         remove_ready_file(self.config.ready_file)
         feed = await self._start_feed()
         credentials, auth = security(self.config)
-        server = self._server = create_server(self.config, self._tracing())
+        shedder = load_shedder(self.config, self.admission)
+        server = self._server = create_server(self.config, shedder, self._tracing())
         self._servicer = self._create_servicer(feed)
-        self._register_services(Edge(self.admission, auth).registry(server), self._servicer)
+        edge = Edge(self.admission, auth, shedder)
+        self._register_services(edge.registry(server), self._servicer)
         self._listen(server, credentials)
         await server.start()
         self._guard_connections(tls=credentials is not None)

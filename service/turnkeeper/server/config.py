@@ -315,6 +315,27 @@ class ServerConfig(BaseSettings):
         description="how long a heavy call over max-heavy-calls waits for a slot before it is "
         "refused",
     )
+    shed_queue_ms: float = Field(
+        default=50.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="once for shed-interval-ms every unary call has waited over this long for "
+        "the server to take it with shed-queue-calls more waiting behind it (a standing queue), "
+        "such calls are refused at once: RESOURCE_EXHAUSTED (OVERLOADED, limit queue_delay, "
+        "RetryInfo); 0: never",
+    )
+    shed_queue_calls: int = Field(
+        default=64,
+        ge=0,
+        description="calls that must be waiting behind a call before it is refused (see "
+        "shed-queue-ms): so many clients at once never see a refusal, however slow the server",
+    )
+    shed_interval_ms: float = Field(
+        default=100.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="how long the queue must stand (see shed-queue-ms) before any call is refused",
+    )
     max_concurrent_streams: int = Field(
         default=100, ge=1, description="concurrent calls per connection (HTTP/2 setting)"
     )

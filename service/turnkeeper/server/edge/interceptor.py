@@ -1,20 +1,20 @@
 """The edge every call passes, inside the handler gRPC calls: authentication, admission, access log
 and metrics in one pass.
 
-A `grpc.aio` server interceptor costs every call a chain of coroutines and a handler built for the
-call before any work: a pass-through one took a fifth of the floor server's small-call rate
-(issue 19). So the sidecar has none by default: `Edge.wrap` wraps each handler once, when it is
-registered, and the wrapper does the edge's work per call. Tracing, when on, is the one
-interceptor (OpenTelemetry's): the span is open before the wrapper runs, so every line carries it.
+A `grpc.aio` server interceptor runs for every call before its handler, and one that wraps the
+handler builds it anew per call (the edge interceptor built a handler and two closures for each).
+So the sidecar has none by default: `Edge.wrap` wraps each handler once, when it is registered,
+and the wrapper does the edge's work per call. Tracing, when on, is the one interceptor
+(OpenTelemetry's): the span is open before the wrapper runs, so every line carries it.
 Authentication (`edge/auth.py`, a `grpc.aio.ServerInterceptor`) runs inside the wrapper, on the
 call's method and headers: its refusals are logged and counted here, and never reach admission,
 so strangers use none of its budget.
 
 A method whose request is one message is registered as request-streaming (one message is framed
 the same either way), so the wrapper runs before gRPC has read the request and reads it itself,
-once authentication and admission let it: a refused call's request stays in the client. At most
-`--max-receiving-calls` calls are reading their request at once; one more waits in FIFO order for
-a slot and is refused if none comes free in time.
+once authentication, load shedding (`edge/load_shed.py`) and admission let it: a refused call's
+request stays in the client. At most `--max-receiving-calls` calls are reading their request at
+once; one more waits in FIFO order for a slot and is refused if none comes free in time.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from turnkeeper.server.edge.access_log import (
 )
 from turnkeeper.server.edge.admission import Admission, shutting_down_refusal
 from turnkeeper.server.edge.handlers import rpc_type
+from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
 from turnkeeper.v1 import errors_pb2
 
@@ -74,10 +75,14 @@ class Edge:
     """Wraps the handlers of every service the sidecar serves; `registry` registers them."""
 
     def __init__(
-        self, admission: Admission, auth: Sequence[grpc.aio.ServerInterceptor] = ()
+        self,
+        admission: Admission,
+        auth: Sequence[grpc.aio.ServerInterceptor] = (),
+        shedder: LoadShedder | None = None,
     ) -> None:
         self.admission = admission
         self._auth = tuple(auth)
+        self.shedder = shedder
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """`handler` (of the method at path `method`) with the edge around each of its calls.
@@ -170,6 +175,11 @@ class _MethodEdge:
         self.probe = method.startswith(PROBE_PREFIXES)
 
     def _stats(self, context: Context) -> CallStats:
+        """The call's figures; the first thing every call does."""
+        # How long the call waited for us to take it (load_shed): every call counts.
+        shedder = self.edge.shedder
+        if shedder is not None:
+            shedder.arrived()
         return CallStats(self.telemetry, request_id_of(context.invocation_metadata()))
 
     async def _handler(self, context: Context) -> Handler:
@@ -229,6 +239,10 @@ class _MethodEdge:
         refused = self._refusal()
         admission = self.admission
         receiving = not self.probe
+        shedder = self.edge.shedder
+        if refused is None and receiving and shedder is not None and shedder.refuses():
+            refused = shedder.refusal()
+            receiving = False
         if refused is None and receiving and not await admission.receiving_slot():
             refused = admission.receiving_refusal()
             receiving = False

@@ -6,6 +6,8 @@ import grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.edge.admission import Admission
+from turnkeeper.server.edge.load_shed import LoadShedder, channelz_id
 from turnkeeper.server.telemetry import tracing
 
 RECEIVE_HEADROOM_BYTES = 1024 * 1024
@@ -54,10 +56,27 @@ def server_options(config: ServerConfig) -> list[tuple[str, int]]:
     return options
 
 
-def create_server(config: ServerConfig, tracer_provider: TracerProvider | None) -> grpc.aio.Server:
-    """The server; nothing is registered or bound yet. The edge (authentication, admission, access
-    log, metrics) wraps each handler as it is registered (`edge/interceptor.py`): a grpc.aio
-    interceptor costs every call. Tracing alone is one, so the span is open before the edge runs
-    and the access log and every line below carry its trace id."""
+def load_shedder(config: ServerConfig, admission: Admission) -> LoadShedder:
+    """The load shedder of `config` (edge/load_shed.py); `create_server` shows it the server."""
+    return LoadShedder(
+        config.shed_queue_ms / 1000,
+        config.shed_queue_calls,
+        config.shed_interval_ms / 1000,
+        admission.limits.retry_after_seconds,
+    )
+
+
+def create_server(
+    config: ServerConfig, shedder: LoadShedder, tracer_provider: TracerProvider | None
+) -> grpc.aio.Server:
+    """The server; nothing is registered or bound yet. The edge (authentication, load shedding,
+    admission, access log, metrics) wraps each handler as it is registered (`edge/interceptor.py`):
+    a grpc.aio interceptor costs every call. Tracing alone is one, so the span is open before the
+    edge runs and the access log and every line below carry its trace id."""
     traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
-    return grpc.aio.server(interceptors=traced, options=server_options(config))
+    server, server_id = channelz_id(
+        lambda: grpc.aio.server(interceptors=traced, options=server_options(config))
+    )
+    # The shedder tells how long calls waited from channelz's count of the server's calls.
+    shedder.watch(server_id)
+    return server

@@ -111,6 +111,18 @@ ADMISSION_WAIT_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
     registry=REGISTRY,
 )
+CALLS_SHED = Counter(
+    "turnkeeper_calls_shed",
+    "Calls refused at once (RESOURCE_EXHAUSTED, OVERLOADED, limit queue_delay) because calls "
+    "had waited over --shed-queue-ms for this server for --shed-interval-ms.",
+    registry=REGISTRY,
+)
+QUEUE_DELAY_SECONDS = Gauge(
+    "turnkeeper_queue_delay_seconds",
+    "The longest a call waited for this server to take it (in grpc core and on the event loop, "
+    "before its interceptor) in the last sampling period (10 ms) while calls arrive.",
+    registry=REGISTRY,
+)
 CONNECTIONS_SHED = Counter(
     "turnkeeper_connections_shed",
     "Unused connections (no call yet) the connection guard closed: a peer over its share "
