@@ -146,7 +146,10 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_sweep.py
 	$(PY) bench/bench_sidecar.py
+	$(PY) bench/bench_memory.py
 	$(PY) bench/bench_load_shed.py
+	$(PY) bench/accept_probe.py default extra:32 generic
+	$(PY) bench/sched_probe.py '' '--shed-queue-ms 0'
 	$(PY) bench/bench_cache.py
 
 clean:

@@ -335,22 +335,7 @@ def table(
         )
 
     big = trim_request(workload(100_000))
-    big_keep = keeps[100_000]
-    print(f"\n== peak server RSS growth for one 100k-row request ({len(big) / 1e6:.1f} MB)")
-    for server in (floor_, native, python):
-        # A fresh server each: the high-water mark starts at its idle size.
-        fresh = floor("suffix") if server is floor_ else turnkeeper(server.name.split()[1])
-        try:
-            fresh.trim(small, small_keep)
-            before = fresh.rss_kib("VmRSS")
-            fresh.trim(big, big_keep)
-            growth = (fresh.rss_kib("VmHWM") - before) * 1024
-            print(
-                f"{server.name:>18}: +{growth / 1e6:.0f} MB = {growth / len(big):.1f}x the request"
-            )
-        finally:
-            fresh.stop()
-
+    # Peak RSS for one 100k-row request: bench_memory.py, with the receive floor beside it.
     print("\n== ResolveBudget latency while 100k-row TrimHistory calls run back to back")
     for server in (native, python):
         p50, p99 = latency_under_big_calls(server, big, 100 if QUICK else 300)

@@ -4,8 +4,9 @@ It does the least any server must to answer a trim: a `grpc.aio` server with the
 parses the TrimHistoryRequest, cuts the history with `del rows[1:keep]`, inserts the breadcrumb row
 at 1, and returns the history with one `CopyFrom` into the response. It prices nothing: the client
 gives `keep` in the `floor-keep` metadata (the index of the first row turnkeeper keeps after the
-system row), so both servers return the same rows. `echo` mode returns the history unchanged. Both
-answer ResolveBudget with an empty resolution.
+system row), so both servers return the same rows. `echo` mode returns the history unchanged;
+`receive` mode takes the request's bytes as they are and answers an empty response (what gRPC's
+receive path alone costs, for bench_memory.py). All answer ResolveBudget with an empty resolution.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def _keep(context: Any) -> int:
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["echo", "suffix"], required=True)
+    parser.add_argument("--mode", choices=["echo", "suffix", "receive"], required=True)
     parser.add_argument("--ready-file", required=True)
     args = parser.parse_args()
     echo = args.mode == "echo"
@@ -54,9 +55,16 @@ async def main() -> None:
     async def resolve(request: svc.ResolveBudgetRequest, context: Any) -> svc.ResolveBudgetResponse:
         return svc.ResolveBudgetResponse()
 
+    async def receive(request: bytes, context: Any) -> bytes:
+        return b""
+
     handlers = {
-        "TrimHistory": grpc.unary_unary_rpc_method_handler(
-            trim, svc.TrimHistoryRequest.FromString, svc.TrimHistoryResponse.SerializeToString
+        "TrimHistory": (
+            grpc.unary_unary_rpc_method_handler(receive)
+            if args.mode == "receive"
+            else grpc.unary_unary_rpc_method_handler(
+                trim, svc.TrimHistoryRequest.FromString, svc.TrimHistoryResponse.SerializeToString
+            )
         ),
         "ResolveBudget": grpc.unary_unary_rpc_method_handler(
             resolve,

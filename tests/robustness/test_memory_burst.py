@@ -1,7 +1,9 @@
 """Issue 9 "one tenant can kill the sidecar": 16 concurrent 60 MB requests under an address-space
-cap (RLIMIT_AS) far below what they need together. The server survives: it answers some, refuses
-the rest with RESOURCE_EXHAUSTED + ErrorInfo OVERLOADED + RetryInfo (never UNKNOWN), and keeps
-serving small calls during and after the burst."""
+cap (RLIMIT_AS) far below what they need together. The server survives: it answers them, or
+refuses some with RESOURCE_EXHAUSTED + ErrorInfo OVERLOADED + RetryInfo (never UNKNOWN), and keeps
+serving small calls during and after the burst. Since issue 19 the calls beyond what the budget
+holds wait before their bytes are read (receiving calls reserve the largest request), so with
+the default waits all 16 usually succeed."""
 
 from __future__ import annotations
 
@@ -99,7 +101,7 @@ def test_16_concurrent_60_mb_requests_under_a_memory_cap(
     figures.add("small calls during the burst", dict(small))
     figures.add("peak RSS MiB / burst s", f"{peak} / {elapsed:.1f}")
     assert alive, server.log_text()[-3000:]
-    assert set(big) <= {"OK", "OVERLOADED"} and big["OK"] >= 1 and big["OVERLOADED"] >= 1, big
+    assert set(big) <= {"OK", "OVERLOADED"} and big["OK"] >= 1, big
     assert set(small) <= {"OK", "OVERLOADED"} and small["OK"] >= 1, small
     with grpc.insecure_channel(server.address) as channel:  # and after it
         history_service_pb2_grpc.HistoryServiceStub(channel).EstimateTokens(
@@ -112,7 +114,8 @@ def test_rss_returns_near_idle_after_a_wave_of_big_requests(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
     """The probe: RSS stayed at 0.5-1.1 GB after a wave of 60 MB requests (the allocator keeps
-    what was freed); the last heavy call to end now hands it back."""
+    what was freed); the last heavy call to end now hands it back, all of it since the sidecar
+    runs in one allocator arena (issue 19), so RSS comes back within 64 MiB of idle."""
     server = server_factory(unix=False)
     body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
     idle = rss_kib(server.pid) // 1024
@@ -122,9 +125,9 @@ def test_rss_returns_near_idle_after_a_wave_of_big_requests(
 
     outcomes, peak = burst(server.address, body, 8, outcome_of, server.pid)
     deadline = time.monotonic() + 10
-    while (after := rss_kib(server.pid) // 1024) > idle + 320 and time.monotonic() < deadline:
+    while (after := rss_kib(server.pid) // 1024) > idle + 64 and time.monotonic() < deadline:
         time.sleep(0.2)
     figures.add("8 x 60 MB by outcome", dict(outcomes))
     figures.add("idle / peak / after MiB", f"{idle} / {peak} / {after}")
     assert set(outcomes) <= {"OK", "OVERLOADED"} and outcomes["OK"] >= 1, outcomes
-    assert after <= idle + 320  # was +460 MiB and more
+    assert after <= idle + 64  # was +460 MiB and more, then up to +320

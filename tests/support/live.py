@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,11 +120,13 @@ def start_server(
     unix_path: str | None = None,
     timeout: float = START_TIMEOUT_SECONDS,
     env: dict[str, str] | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> LiveServer:
     """Starts `python -m turnkeeper.server --listen 127.0.0.1:0 [--unix ...] --ready-file ...`.
 
     Waits for the ready file; raises ServerStartError (with the server's log) when the process
     exits first or the timeout passes. `extra_args` are appended, e.g. ("--ring-size", "5").
+    `preexec` runs in the child before the server starts (e.g. to join a cgroup).
     """
     owns = workdir is None
     directory = Path(workdir if workdir is not None else _short_tmpdir())
@@ -143,6 +146,7 @@ def start_server(
             env=server_env(env),
             cwd=str(REPO),
             start_new_session=True,  # a terminal ^C reaches the caller, who stops us gracefully
+            preexec_fn=preexec,
         )
     deadline = time.monotonic() + timeout
     while True:

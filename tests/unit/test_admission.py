@@ -11,7 +11,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.config import MIB, cgroup_memory_limit, default_inflight_budget
-from turnkeeper.server.edge.admission import Admission, AdmissionLimits
+from turnkeeper.server.edge.admission import Admission, AdmissionLimits, ReceivingSlot
 
 LIMITS = AdmissionLimits(
     max_inflight_bytes=1000, heavy_call_bytes=300, max_heavy_calls=2, heavy_wait_seconds=0.2
@@ -147,14 +147,90 @@ async def test_receiving_slots_are_fifo_and_bounded_by_their_wait() -> None:
     assert await second is True and admission.receiving.used == 1
 
 
+async def test_calls_still_receiving_hold_the_largest_request_against_the_budget() -> None:
+    """Issue 19 item 6: the size of a request is known only once it is in, so each receiving
+    call reserves the largest one; the bytes of admitted calls and the reservations together stay
+    within the budget, but one call may always receive."""
+    admission = Admission(
+        AdmissionLimits(
+            1000, 300, 2, max_receiving_calls=8, receive_wait_seconds=5, max_request_bytes=300
+        )
+    )
+    slots = [ReceivingSlot(admission) for _ in range(3) if await admission.receiving_slot()]
+    assert len(slots) == 3 and admission.reserved_bytes == 900
+    fourth = asyncio.create_task(admission.receiving_slot())
+    await asyncio.sleep(0.02)
+    assert not fourth.done() and admission.receiving.waiting == 1  # 4 x 300 > 1000
+    # A request that arrived: its real size is counted in before its reservation goes.
+    assert await admission.admit(100, received=slots[0].free) is False
+    assert await fourth is True  # 100 + 3 x 300 fits
+    assert admission.inflight_bytes == 100 and admission.receiving.used == 3
+    fifth = asyncio.create_task(admission.receiving_slot())
+    await asyncio.sleep(0.02)
+    assert not fifth.done()  # 100 + 4 x 300 does not
+    await admission.admit(100, received=slots[1].free)
+    await asyncio.sleep(0.02)
+    assert not fifth.done()  # 200 + 3 x 300 does not either
+    admission.release(100, False)  # an admitted call ended: room for one more reservation
+    assert await fifth is True and admission.receiving.used == 3
+    for slot in slots:
+        slot.free()
+    slots[0].free()  # freed once, whatever calls it again
+    assert admission.receiving.used == 2  # the fourth's and the fifth's, not wrapped in slots here
+
+
+async def test_a_call_the_budget_kept_from_receiving_is_refused_unread_after_its_wait() -> None:
+    admission = Admission(
+        AdmissionLimits(1000, 1000, 2, receive_wait_seconds=0.05, max_request_bytes=600)
+    )
+    assert await admission.receiving_slot()
+    assert not await admission.receiving_slot()  # 2 x 600 > 1000, and none came free
+    info, retry = _details(admission.receiving_refusal())
+    assert info.metadata["limit"] == "max_inflight_request_bytes" and retry == 1.0
+    admission.receiving.give()
+    assert admission.receiving.used == 0
+
+
+async def test_one_call_may_receive_however_full_the_budget() -> None:
+    admission = Admission(AdmissionLimits(1000, 1000, 2, max_request_bytes=300))
+    for _ in range(3):
+        await admission.admit(300)
+    assert await admission.receiving_slot()  # nobody else is receiving
+    slot = ReceivingSlot(admission)
+    with pytest.raises(RequestError) as refused:
+        await admission.admit(300, received=slot.free)  # in, but over the budget
+    assert _details(refused.value)[0].metadata["limit"] == "max_inflight_request_bytes"
+    assert admission.receiving.used == 0 and admission.inflight_bytes == 900
+
+
 def test_the_default_budget_follows_the_cgroup_memory_limit(tmp_path: Path) -> None:
-    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
-    v2.write_text(f"{768 * MIB}\n")
-    assert cgroup_memory_limit((str(v2), str(v1))) == 768 * MIB
+    root, membership = tmp_path / "cgroup", tmp_path / "self-cgroup"
+
+    def limit(lines: str) -> int | None:
+        membership.write_text(lines)
+        return cgroup_memory_limit(root, membership)
+
+    # cgroup v2: the process's own cgroup, or one above it, may carry the limit.
+    pod = root / "kubepods" / "pod1"
+    (pod / "sidecar").mkdir(parents=True)
+    (pod / "sidecar" / "memory.max").write_text("max\n")
+    (pod / "memory.max").write_text(f"{768 * MIB}\n")
+    assert limit("0::/kubepods/pod1/sidecar\n") == 768 * MIB
+    (pod / "sidecar" / "memory.max").write_text(f"{512 * MIB}\n")
+    assert limit("0::/kubepods/pod1/sidecar\n") == 512 * MIB  # the smallest one counts
     assert default_inflight_budget(768 * MIB) == 192 * MIB
-    v2.write_text("max\n")  # cgroup v2 without a limit
-    assert cgroup_memory_limit((str(v2), str(v1))) is None
-    v1.write_text(f"{2**63 - 4096}\n")  # cgroup v1 without a limit
-    assert cgroup_memory_limit((str(tmp_path / "absent"), str(v1))) is None
-    assert cgroup_memory_limit((str(tmp_path / "absent"),)) is None
+    # cgroup v1 (this is what a v1 host such as CI's shows), with other controllers around it.
+    v1 = root / "memory" / "turnkeeper-test"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(f"{768 * MIB}\n")
+    (root / "memory" / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")  # no limit
+    assert limit("5:cpu,cpuacct:/x\n4:memory:/turnkeeper-test\n0::/\n") == 768 * MIB
+    # A container without a cgroup namespace: its cgroup is mounted at the root.
+    (root / "memory" / "memory.limit_in_bytes").write_text(f"{1024 * MIB}\n")
+    assert limit("4:memory:/docker/0123abcd\n") == 1024 * MIB
+    # No limit anywhere, or nothing to read.
+    (root / "memory" / "memory.limit_in_bytes").write_text(f"{2**63 - 4096}\n")
+    assert limit("4:memory:/docker/0123abcd\n") is None
+    assert limit("0::/\n") is None
+    assert cgroup_memory_limit(tmp_path / "absent", tmp_path / "absent") is None
     assert default_inflight_budget(32 * MIB) == 16 * MIB  # a floor for tiny containers

@@ -6,6 +6,7 @@
 //! which the server answers with INTERNAL.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Mutex;
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -95,7 +96,8 @@ struct Scan {
     #[pyo3(get)]
     violation_total: u64,
     violations: Vec<history::Violation>,
-    working: Working,
+    /// Handed to the one view made of this scan (moved, not copied: it is the size of the rows).
+    working: Mutex<Option<Working>>,
 }
 
 #[pymethods]
@@ -122,12 +124,14 @@ impl Scan {
             .collect()
     }
 
+    /// The history's view; once per scan.
     fn view(&self, py: Python<'_>) -> PyResult<NativeHistory> {
-        let working = &self.working;
-        let copy = py.detach(|| guarded(|| working.clone()))?;
+        let taken = self.working.lock().ok().and_then(|mut w| w.take());
+        let working =
+            taken.ok_or_else(|| PyRuntimeError::new_err("the view of this scan was taken"))?;
         Ok(NativeHistory {
             raw: self.raw.clone_ref(py),
-            working: copy,
+            working,
         })
     }
 }
@@ -266,11 +270,21 @@ impl NativeHistory {
         Ok((self.with(py, working), removals))
     }
 
-    fn history_field<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// Field 1 of a response followed by `tail` (the rest of it), written once, straight into
+    /// the bytes object returned, with the GIL released.
+    fn history_field<'py>(&self, py: Python<'py>, tail: &[u8]) -> PyResult<Bound<'py, PyBytes>> {
         let buf = self.raw.as_bytes(py);
         let w = &self.working;
-        let out = py.detach(|| guarded(|| w.history_field(buf)))?;
-        Ok(PyBytes::new(py, &out))
+        let len = w.history_field_len();
+        PyBytes::new_with(py, len + tail.len(), |out| {
+            let (field, rest) = out.split_at_mut(len);
+            py.detach(|| {
+                guarded(|| {
+                    w.write_history_field(buf, field);
+                    rest.copy_from_slice(tail);
+                })
+            })
+        })
     }
 
     fn estimates_field<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
@@ -299,7 +313,7 @@ fn scan(
         rest: scanned.rest,
         violation_total: scanned.violations.total,
         violations: scanned.violations.named,
-        working: Working::of(scanned.history, conventions.prices),
+        working: Mutex::new(Some(Working::of(scanned.history, conventions.prices))),
     }))
 }
 

@@ -293,30 +293,31 @@ impl Working {
 
     /// Field 1 (`history`) of a response: History{shape: list{rows, unknown}, unknown}.
     pub fn history_field(&self, buf: &[u8]) -> Vec<u8> {
-        let row_bytes = |row: &Row| -> usize {
-            match &row.bytes {
-                RowBytes::Request(s, e) => e - s,
-                RowBytes::Owned(v) => v.len(),
-            }
+        let mut out = vec![0; self.history_field_len()];
+        self.write_history_field(buf, &mut out);
+        out
+    }
+
+    /// The encoded size of `history_field`.
+    pub fn history_field_len(&self) -> usize {
+        let (header, list_len) = self.history_field_header();
+        header.len() + list_len + spans_len(&self.history.history_unknown)
+    }
+
+    /// Writes `history_field` into `out`, which is `history_field_len()` bytes: straight into the
+    /// response's buffer, so a response history is copied once.
+    pub fn write_history_field(&self, buf: &[u8], out: &mut [u8]) {
+        let (header, _) = self.history_field_header();
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
         };
-        let span = |r: &(usize, usize)| r.1 - r.0;
-        let list_len: usize = self.history.rows.iter().map(row_bytes).sum::<usize>()
-            + self.history.list_unknown.iter().map(span).sum::<usize>();
-        let shape_number = match self.history.shape {
-            Some(Shape::Conversation) => 2,
-            _ => 1,
-        };
-        let history_len = 1
-            + varint_len(list_len as u64)
-            + list_len
-            + self.history.history_unknown.iter().map(span).sum::<usize>();
-        let mut out = Vec::with_capacity(history_len + 6);
-        put_len_header(&mut out, 1, history_len);
-        put_len_header(&mut out, shape_number, list_len);
+        put(&header);
         for row in &self.history.rows {
             match &row.bytes {
-                RowBytes::Request(s, e) => out.extend_from_slice(&buf[*s..*e]),
-                RowBytes::Owned(v) => out.extend_from_slice(v),
+                RowBytes::Request(s, e) => put(&buf[*s..*e]),
+                RowBytes::Owned(v) => put(v),
             }
         }
         for r in self
@@ -325,9 +326,33 @@ impl Working {
             .iter()
             .chain(&self.history.history_unknown)
         {
-            out.extend_from_slice(&buf[r.0..r.1]);
+            put(&buf[r.0..r.1]);
         }
-        out
+        debug_assert_eq!(at, out.len());
+    }
+
+    /// The tags and lengths of field 1 and of the shape field in it, and the shape's payload size.
+    fn history_field_header(&self) -> (Vec<u8>, usize) {
+        let row_bytes = |row: &Row| -> usize {
+            match &row.bytes {
+                RowBytes::Request(s, e) => e - s,
+                RowBytes::Owned(v) => v.len(),
+            }
+        };
+        let list_len: usize = self.history.rows.iter().map(row_bytes).sum::<usize>()
+            + spans_len(&self.history.list_unknown);
+        let shape_number = match self.history.shape {
+            Some(Shape::Conversation) => 2,
+            _ => 1,
+        };
+        let history_len = 1
+            + varint_len(list_len as u64)
+            + list_len
+            + spans_len(&self.history.history_unknown);
+        let mut header = Vec::with_capacity(12);
+        put_len_header(&mut header, 1, history_len);
+        put_len_header(&mut header, shape_number, list_len);
+        (header, list_len)
     }
 
     /// Field 2 (`messages`) of EstimateTokensResponse: one MessageEstimate per row.
@@ -353,6 +378,11 @@ impl Working {
         }
         out
     }
+}
+
+/// The bytes the request ranges span together.
+fn spans_len(ranges: &[(usize, usize)]) -> usize {
+    ranges.iter().map(|r| r.1 - r.0).sum()
 }
 
 /// The oneof member of a ConversationMessage that wins, with its occurrences in order.

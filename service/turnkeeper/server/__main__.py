@@ -6,8 +6,9 @@ import asyncio
 import logging
 import sys
 
+from turnkeeper.server import allocator
 from turnkeeper.server.app import StartupError, serve
-from turnkeeper.server.config import parse_config
+from turnkeeper.server.config import cgroup_memory_limit, parse_config
 from turnkeeper.server.ops.dashboard import dashboard_routes_for
 from turnkeeper.server.telemetry.core_logs import route_core_logs
 from turnkeeper.server.telemetry.logs import configure_logging
@@ -15,6 +16,7 @@ from turnkeeper.server.telemetry.logs import configure_logging
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
+    allocator.configure(cgroup_memory_limit())  # before any thread of the server allocates
     configure_logging(config.log_level, config.log_format)
     # grpc core's C++ lines (TLS handshake failures among them) through the same logger.
     route_core_logs()

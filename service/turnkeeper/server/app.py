@@ -219,7 +219,8 @@ class Sidecar:
                 ) from None
         log.info(
             "turnkeeper serving version=%s tcp=%s unix=%s http=%s events=%s engine=%s "
-            "engine_workers=%d max_receive_bytes=%d max_history_rows=%d pid=%d",
+            "engine_workers=%d max_receive_bytes=%d max_inflight_request_bytes=%d "
+            "max_history_rows=%d pid=%d",
             server_version(),
             ",".join(self.tcp_addresses) or "-",
             ",".join(self.unix_paths) or "-",
@@ -228,6 +229,7 @@ class Sidecar:
             engine,
             config.engine_workers,
             config.max_receive_bytes,
+            config.max_inflight_request_bytes,
             config.max_history_rows,
             os.getpid(),
         )

@@ -40,26 +40,49 @@ from pydantic_settings.sources.utils import parse_env_vars
 from turnkeeper.server.version import server_version
 
 MIB = 1024 * 1024
-# cgroup v2, then v1: the container's memory limit, when it has one.
-CGROUP_MEMORY_LIMIT_FILES = (
-    "/sys/fs/cgroup/memory.max",
-    "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-)
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 DEFAULT_INFLIGHT_BYTES = 256 * MIB
+_NO_LIMIT = 2**62  # cgroup v1 writes a number near 2**63 for "no limit", v2 writes "max"
 
 
-def cgroup_memory_limit(files: Sequence[str] = CGROUP_MEMORY_LIMIT_FILES) -> int | None:
-    """The memory limit of this process's cgroup in bytes, or None when it has none."""
-    for path in files:
-        try:
-            text = Path(path).read_text().strip()
-        except OSError:
-            continue
-        # v2 writes "max"; v1 writes a number near 2**63 for "no limit".
-        if text.isdigit() and int(text) < 2**62:
-            return int(text)
+def _limit_in(path: Path) -> int | None:
+    try:
+        text = path.read_text().strip()
+    except OSError:
         return None
-    return None
+    return int(text) if text.isdigit() and int(text) < _NO_LIMIT else None
+
+
+def cgroup_memory_limit(
+    root: Path = CGROUP_ROOT, membership: Path = Path("/proc/self/cgroup")
+) -> int | None:
+    """The memory limit this process runs under, in bytes, or None when it has none: the smallest
+    `memory.max` (cgroup v2) or `memory.limit_in_bytes` (v1, `root`/memory) of its own cgroup and
+    of every cgroup above it. Its cgroup is read from `membership`; where that directory is not
+    mounted (a container without a cgroup namespace sees its own cgroup at the root), the root's
+    file is the container's."""
+    try:
+        lines = membership.read_text().splitlines()
+    except OSError:
+        lines = []
+    found: list[int] = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            mount, name = root, "memory.max"
+        elif "memory" in controllers.split(","):
+            mount, name = root / "memory", "memory.limit_in_bytes"
+        else:
+            continue
+        here = mount / path.lstrip("/")
+        directory = here if here.is_dir() else mount
+        for level in (directory, *directory.parents):
+            limit = _limit_in(level / name)
+            if limit is not None:
+                found.append(limit)
+            if level == mount:
+                break
+    return min(found, default=None)
 
 
 def default_inflight_budget(limit: int | None = None) -> int:

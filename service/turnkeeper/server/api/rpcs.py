@@ -3,8 +3,8 @@
 They run in the engine worker pool, never on the event loop, and publish nothing: what a call
 publishes comes back in its `Reply` for the loop to publish. The history work goes through a
 `HistoryView`, so the same code serves both engines. Every response that carries a history has it
-as field 1, and protobuf writes fields in number order, so `view.history_field()` followed by the
-rest of the response serialized is byte-identical to serializing the whole response.
+as field 1, and protobuf writes fields in number order, so `view.history_field(tail)` (the history,
+then the rest of the response serialized) is byte-identical to serializing the whole response.
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
         )
         response.history_trimmed.CopyFrom(trimmed)
         events = (trimmed,)
-    return Reply(output.history_field() + response.SerializeToString(), events)
+    return Reply(output.history_field(response.SerializeToString()), events)
 
 
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
@@ -459,7 +459,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
     # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
     update = events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
-    return Reply(working.history_field() + response.SerializeToString(), tuple(trims), update)
+    return Reply(working.history_field(response.SerializeToString()), tuple(trims), update)
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
@@ -473,7 +473,7 @@ def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource)
 def sweep_orphans(request: svc.SweepOrphansRequest, source: HistorySource) -> Reply:
     swept, removals = _valid_view(source).sweep()
     response = svc.SweepOrphansResponse(removals=removals)
-    return Reply(swept.history_field() + response.SerializeToString())
+    return Reply(swept.history_field(response.SerializeToString()))
 
 
 def cap_tool_results(request: svc.CapToolResultsRequest) -> Reply:

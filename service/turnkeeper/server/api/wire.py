@@ -38,10 +38,12 @@ def encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def length_delimited(number: int, payload: bytes) -> bytes:
-    """One length-delimited field (bytes, string, message), encoded as protobuf does. Appended to
-    a message's bytes, a message field merges into the earlier occurrence, a repeated one adds."""
-    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+def length_delimited(number: int, payload: bytes, tail: bytes = b"") -> bytes:
+    """One length-delimited field (bytes, string, message), encoded as protobuf does, followed by
+    `tail`, in one copy. Appended to a message's bytes, a message field merges into the earlier
+    occurrence, a repeated one adds."""
+    tag = encode_varint(number << 3 | 2)
+    return b"".join((tag, encode_varint(len(payload)), payload, tail))
 
 
 def malformed_fields(raw: bytes, request_type: type[Message]) -> list[str]:

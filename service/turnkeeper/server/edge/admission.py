@@ -1,25 +1,27 @@
 """Admission control: a budget of in-flight request bytes, and FIFO queues for the scarce slots.
 
 Checked when a unary call's request has been received and before any work is done on it. The byte
-budget is the hard bound on memory: a call that would pass it is refused at once. A heavy call over
-the heavy-call cap, and a call over the receiving-call cap, waits in a FIFO queue for a slot, up to
-its deadline or the configured wait, whichever is first; only then is it refused with
-RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo). A call whose deadline has passed is
-dropped without work. Everything runs on the event loop, so plain counters need no lock.
+budget is the hard bound on memory: a call that would pass it is refused at once, and a call still
+receiving its request holds a reservation of the largest request against it (`_receive_room`).
+A heavy call over the heavy-call cap, and a call over the receiving-call cap, waits in a FIFO queue
+for a slot, up to its deadline or the configured wait, whichever is first; only then is it refused
+with RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo). A call whose deadline has passed
+is dropped without work. Everything runs on the event loop, so plain counters need no lock.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 
+from turnkeeper.server.allocator import MALLOC_TRIM
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
@@ -49,19 +51,21 @@ class AdmissionLimits:
 
 
 class SlotQueue:
-    """`limit` slots and a FIFO of the calls waiting for one: a freed slot goes to the oldest."""
+    """`limit` slots and a FIFO of the calls waiting for one: a freed slot goes to the oldest.
+    `room`, when given, must also hold for a slot to be taken (the receiving queue's bytes)."""
 
-    def __init__(self, name: str, limit: int) -> None:
+    def __init__(self, name: str, limit: int, room: Callable[[], bool] | None = None) -> None:
         self.name = name
         self.limit = limit
         self.used = 0
+        self._room = room
         self._waiters: deque[asyncio.Future[None]] = deque()
         self.waiting = 0  # waiters still in the queue (cancelled ones are skipped lazily)
         self._length = metrics.ADMISSION_QUEUE_LENGTH.labels(name)
 
     def try_take(self) -> bool:
         """Takes a slot when one is free and nobody queued before us."""
-        if self.used < self.limit and not self.waiting:
+        if self.used < self.limit and not self.waiting and (self._room is None or self._room()):
             self.used += 1
             return True
         return False
@@ -100,14 +104,20 @@ class SlotQueue:
 
     def give(self) -> None:
         """Frees a slot: it goes to the oldest waiter, or back to the pool."""
-        while self._waiters:
+        self.used -= 1
+        self.wake()
+
+    def wake(self) -> None:
+        """Hands free slots to the oldest waiters while there is room (after `give`, or when
+        what `room` depends on changed)."""
+        room = self._room
+        while self._waiters and self.used < self.limit and (room is None or room()):
             future = self._waiters.popleft()
             if not future.done():
                 self.waiting -= 1
                 self._length.set(self.waiting)
+                self.used += 1
                 future.set_result(None)
-                return
-        self.used -= 1
 
 
 class Admission:
@@ -118,7 +128,9 @@ class Admission:
         self.inflight_bytes = 0
         self.calls = 0
         self.heavy = SlotQueue(HEAVY, limits.max_heavy_calls)
-        self.receiving = SlotQueue(RECEIVING, limits.max_receiving_calls)
+        # What one receiving call may hold before its size is known: the largest request.
+        self.receive_reserve = limits.max_request_bytes or 0
+        self.receiving = SlotQueue(RECEIVING, limits.max_receiving_calls, self._receive_room)
         self.refused = 0
         # Set when the server begins to drain: calls that arrive from then on are refused with
         # UNAVAILABLE (retry elsewhere), never cancelled half-way by the shutdown.
@@ -134,11 +146,45 @@ class Admission:
     def heavy_calls(self) -> int:
         return self.heavy.used
 
-    async def admit(self, request_bytes: int, remaining: float | None = None) -> bool:
+    @property
+    def reserved_bytes(self) -> int:
+        """What the calls still receiving their request hold of the budget."""
+        return self.receiving.used * self.receive_reserve
+
+    def _receive_room(self) -> bool:
+        """Whether one more call may start receiving: gRPC sends no length before the message,
+        so each receiving call reserves the largest request against the in-flight budget until
+        its bytes are in and counted. The first one always may (what is admitted was admitted
+        under the budget, so memory stays within the budget plus one largest request), so a
+        small call never waits for big ones to finish, only for one to arrive."""
+        if not self.receive_reserve or not self.receiving.used:
+            return True
+        return (
+            self.inflight_bytes + (self.receiving.used + 1) * self.receive_reserve
+            <= self.limits.max_inflight_bytes
+        )
+
+    async def admit(
+        self,
+        request_bytes: int,
+        remaining: float | None = None,
+        received: Callable[[], None] | None = None,
+    ) -> bool:
         """Counts the call in, waiting in the heavy-call queue when the call is heavy and every
         slot is taken. Raises RequestError(RESOURCE_EXHAUSTED) when the call would pass the byte
         budget (at once) or no heavy slot came free in time. `remaining`: the call's time left
-        before its deadline, if it has one. Returns whether the call is heavy, for `release`."""
+        before its deadline, if it has one. `received`: frees the call's receiving slot, called
+        once its bytes are counted in (or refused), so that its reservation and its bytes never
+        both leave the budget free. Returns whether the call is heavy, for `release`."""
+        try:
+            return await self._admit(request_bytes, remaining, received)
+        finally:
+            if received is not None:
+                received()
+
+    async def _admit(
+        self, request_bytes: int, remaining: float | None, received: Callable[[], None] | None
+    ) -> bool:
         limits = self.limits
         if limits.max_request_bytes is not None and request_bytes > limits.max_request_bytes:
             raise RequestError(
@@ -159,6 +205,8 @@ class Admission:
             )
         # The bytes are held from here on, waiting or running, so they count from here on.
         self._count_in(request_bytes)
+        if received is not None:
+            received()
         heavy = request_bytes >= limits.heavy_call_bytes
         if not heavy:
             return False
@@ -190,13 +238,21 @@ class Admission:
         if heavy and not self.heavy.used:
             self._return_freed_memory()
 
+    def sent(self, _context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        """A heavy call's RPC ended (gRPC's done callback): its response has been sent and gRPC
+        let go of it, which can be well after `release` when big responses go to slow readers,
+        so the trim after a wave waits for this too."""
+        if not self.heavy.used:
+            self._return_freed_memory()
+
     def _return_freed_memory(self) -> None:
         """Once big requests stop arriving, hands the memory the allocator kept back to the
         system, so RSS falls back near idle after a wave of them (glibc keeps freed heap pages in
-        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended or was
-        refused (grpc lets go of its bytes after that), on a worker thread (ctypes releases the
-        GIL), one at a time."""
-        if _MALLOC_TRIM is None:
+        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended (`release`,
+        then `sent`) or was refused (grpc lets go of its bytes after that), on a worker thread
+        (ctypes releases the GIL), one at a time; and once more `_LATE_TRIM_SECONDS` later, for
+        the send buffers gRPC frees only once slow readers have taken big responses."""
+        if MALLOC_TRIM is None:
             return
         loop = asyncio.get_running_loop()
         self._trim_at = loop.time() + _TRIM_DELAY_SECONDS
@@ -210,7 +266,14 @@ class Admission:
                 loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), trim)
                 return
             self._trim_scheduled = False
-            self._trimming = loop.run_in_executor(None, _MALLOC_TRIM, 0)
+            self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
+            loop.call_later(_LATE_TRIM_SECONDS, late)
+
+        def late() -> None:
+            running = self._trimming
+            if self.heavy.used or self._trim_scheduled or (running and not running.done()):
+                return  # another wave began: its own trims follow it
+            self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
 
         self._trim_scheduled = True
         loop.call_later(_TRIM_DELAY_SECONDS, trim)
@@ -224,6 +287,7 @@ class Admission:
     def _count_out(self, request_bytes: int) -> None:
         self.inflight_bytes -= request_bytes
         self.calls -= 1
+        self.receiving.wake()
         self._last_activity = time.monotonic()
         if not self.calls:
             self._idle.set()
@@ -245,11 +309,20 @@ class Admission:
 
     async def receiving_slot(self) -> bool:
         """Waits (up to `receive_wait_seconds`, in FIFO order) until fewer than
-        `max_receiving_calls` calls are receiving their request; False when none came free. A
-        waiting call's bytes stay in the client: the server has not asked for them."""
+        `max_receiving_calls` calls are receiving their request and the budget has room for one
+        more reservation (`_receive_room`); False when none came free. A waiting call's bytes
+        stay in the client: the server has not asked for them."""
         return await self.receiving.take(self.limits.receive_wait_seconds)
 
     def receiving_refusal(self) -> RequestError:
+        if self.receiving.used < self.limits.max_receiving_calls:
+            return self._refusal(
+                "max_inflight_request_bytes",
+                f"{self.inflight_bytes} request bytes are in flight and {self.receiving.used} "
+                f"requests are arriving, each holding {self.receive_reserve} bytes (the largest "
+                f"request) until it is in; this server's budget is "
+                f"{self.limits.max_inflight_bytes}",
+            )
         return self._refusal(
             "max_receiving_calls",
             f"{self.receiving.used} requests are arriving and {self.receiving.waiting} are "
@@ -261,18 +334,9 @@ class Admission:
         return overloaded(limit, message, self.limits.retry_after_seconds)
 
 
-def _libc_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None (another C library, another platform)."""
-    try:
-        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return trim
-
-
-_MALLOC_TRIM = _libc_malloc_trim()
 # After the call has ended and grpc has let go of its request and response bytes.
 _TRIM_DELAY_SECONDS = 0.5
+_LATE_TRIM_SECONDS = 5.0
 
 
 def shutting_down_refusal() -> RequestError:
@@ -284,9 +348,9 @@ def shutting_down_refusal() -> RequestError:
 
 
 class ReceivingSlot:
-    """One call's slot among those receiving their request; freed once, whichever comes first:
-    the message arrived (`free`), or the call ended before it did and grpc dropped its handler,
-    and with it this object."""
+    """One call's slot among those receiving their request, with its reservation; freed once,
+    whichever comes first: admission counted the call's bytes in (or refused them), or the call
+    ended before its message arrived and grpc dropped its handler, and with it this object."""
 
     __slots__ = ("_queue",)
 

@@ -13,8 +13,10 @@ so strangers use none of its budget.
 A method whose request is one message is registered as request-streaming (one message is framed
 the same either way), so the wrapper runs before gRPC has read the request and reads it itself,
 once authentication, load shedding (`edge/load_shed.py`) and admission let it: a refused call's
-request stays in the client. At most `--max-receiving-calls` calls are reading their request at
-once; one more waits in FIFO order for a slot and is refused if none comes free in time.
+request stays in the client. The calls reading their request at once are capped, by count
+(`--max-receiving-calls`) and by the in-flight byte budget (each reserves the largest request
+until admission counts its real size): a call over either waits in FIFO order for a slot, and is
+refused if none comes free in time.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from turnkeeper.server.edge.access_log import (
     request_id_of,
     started,
 )
-from turnkeeper.server.edge.admission import Admission, shutting_down_refusal
+from turnkeeper.server.edge.admission import Admission, ReceivingSlot, shutting_down_refusal
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
@@ -248,14 +250,14 @@ class _MethodEdge:
             receiving = False
         if refused is not None:
             return await self._refuse(stats, context, refused)
+        # Freed (with its reservation) once admission has counted the call's bytes in.
+        slot = ReceivingSlot(admission) if receiving else None
         try:
             raw = await self._read(context, stats)
         except BaseException:
-            if receiving:
-                admission.receiving.give()
+            if slot is not None:
+                slot.free()
             raise
-        if receiving:
-            admission.receiving.give()
         request = _decoded(handler, raw)
         ids = started(stats, request, context)
         error: BaseException | None = None
@@ -272,7 +274,12 @@ class _MethodEdge:
                         "the deadline passed before the call started",
                     )
                 try:
-                    heavy = await admission.admit(stats.request_bytes, remaining)
+                    heavy = await admission.admit(
+                        stats.request_bytes, remaining, slot.free if slot is not None else None
+                    )
+                    if heavy:
+                        # (grpc-stubs type the callback as a class of their own.)
+                        context.add_done_callback(cast(Any, admission.sent))
                 except RequestError as over:
                     await context.abort_with_status(over.to_status())
             behavior = cast(Callable[..., Awaitable[Any]], handler.unary_unary)
@@ -283,6 +290,8 @@ class _MethodEdge:
             error = caught
             raise
         finally:
+            if slot is not None:
+                slot.free()
             if heavy is not None:
                 admission.release(stats.request_bytes, heavy)
             finish(stats, context, error)

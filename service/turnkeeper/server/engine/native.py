@@ -21,6 +21,7 @@ from turnkeeper import _native
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
 from turnkeeper.core.trimming import TrimPlan, rows_to_keep
+from turnkeeper.server import allocator
 from turnkeeper.server.api import validation, wire
 from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS
 from turnkeeper.server.engine.protocol import NATIVE, HistorySource
@@ -121,8 +122,8 @@ class NativeHistoryView:
         ]
         return NativeHistoryView(swept), removals
 
-    def history_field(self) -> bytes:
-        return self.native.history_field()
+    def history_field(self, tail: bytes = b"") -> bytes:
+        return self.native.history_field(tail)
 
     def estimates_field(self) -> bytes:
         return self.native.estimates_field()
@@ -132,6 +133,7 @@ class NativeEngine:
     name = NATIVE
 
     def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+        allocator.before_work(len(raw))
         scan = _native.scan(raw, max_rows, CONVENTIONS)
         if scan is None:
             raise wire.malformed_request(raw, request_type)

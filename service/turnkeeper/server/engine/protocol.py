@@ -62,8 +62,10 @@ class HistoryView(Protocol):
 
     def sweep(self) -> tuple[HistoryView, list[trim_pb2.OrphanRemoval]]: ...
 
-    def history_field(self) -> bytes:
-        """Field 1 (`history`) of a response, encoded: every response puts its history there."""
+    def history_field(self, tail: bytes = b"") -> bytes:
+        """Field 1 (`history`) of a response, encoded (every response puts its history there),
+        followed by `tail`, the rest of the response: the response in one bytes object, so a
+        big history is not copied again to join the two."""
         ...
 
     def estimates_field(self) -> bytes:

@@ -18,6 +18,7 @@ from turnkeeper.core.trimming import (
     plan_turn_count,
 )
 from turnkeeper.core.working import WorkingHistory
+from turnkeeper.server import allocator
 from turnkeeper.server.api import validation, wire
 from turnkeeper.server.engine.protocol import PYTHON, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
@@ -76,8 +77,8 @@ class PythonHistoryView:
             return self, []
         return PythonHistoryView(WorkingHistory.of(swept.history)), swept.removals
 
-    def history_field(self) -> bytes:
-        return wire.length_delimited(1, self.working.history.SerializeToString())
+    def history_field(self, tail: bytes = b"") -> bytes:
+        return wire.length_delimited(1, self.working.history.SerializeToString(), tail)
 
     def estimates_field(self) -> bytes:
         pricing = self.working.pricing
@@ -112,6 +113,7 @@ class PythonEngine:
     name = PYTHON
 
     def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+        allocator.before_work(len(raw))
         request = wire.decode(raw, request_type)
         history: history_pb2.History = getattr(request, "history")  # noqa: B009 (typed field)
         return request, python_history_source(history, max_rows)
