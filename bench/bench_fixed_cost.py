@@ -88,12 +88,8 @@ def turnkeeper_at(name: str, service: str | None) -> Server:
 
 
 def main() -> None:
-    floor = Server(
-        "floor suffix",
-        [sys.executable, str(Path(__file__).resolve().parent / "floor_server.py"), "--mode",
-         "suffix"],
-        is_floor=True,
-    )  # fmt: skip
+    floor_server = str(Path(__file__).resolve().parent / "floor_server.py")
+    floor = Server("floor suffix", [sys.executable, floor_server, "--mode", "suffix"], True)
     servers = [floor, turnkeeper_at("turnkeeper", None)]
     baseline = os.environ.get("BENCH_BASELINE")
     if baseline:
@@ -139,7 +135,6 @@ def run(servers: list[Server]) -> None:
                 parts.append(f"{s.name} {rate:.0f}/s{share}, {cpu:.0f} µs CPU/call")
             print(f"{label}, {in_flight:>2} in flight: " + "; ".join(parts))
     print(f"   load average {os.getloadavg()[0]:.2f} at the end")
-    del tk
 
 
 if __name__ == "__main__":
