@@ -152,6 +152,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/accept_probe.py default extra:32 generic
 	$(PY) bench/sched_probe.py '' '--shed-queue-ms 0'
 	$(PY) bench/bench_cache.py
+	$(PY) bench/bench_fanout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target

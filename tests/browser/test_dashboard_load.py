@@ -51,7 +51,7 @@ class FeedServer:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.feed = RingFeed(ring_size=50_000, subscriber_queue_size=5_000)
+        self.feed = RingFeed(ring_size=50_000)
         self.runner: web.AppRunner | None = None
         self.port = 0
 

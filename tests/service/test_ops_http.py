@@ -288,7 +288,7 @@ async def test_healthz_and_readyz_mirror_grpc_health(sidecar: Sidecar) -> None:
 async def test_a_degraded_feed_fails_only_the_events_probe(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(app, "create_feed", lambda config: ScriptedFeed(healthy=False))
+    monkeypatch.setattr(app, "create_feed", lambda config, calls: ScriptedFeed(healthy=False))
     running = Sidecar(ServerConfig(listen=("127.0.0.1:0",), http="127.0.0.1:0"))
     await running.start()
     try:

@@ -63,7 +63,7 @@ class ControlledFeed:
 @pytest.fixture
 def feed(monkeypatch: pytest.MonkeyPatch) -> ControlledFeed:
     controlled = ControlledFeed()
-    monkeypatch.setattr(app, "create_feed", lambda config: controlled)
+    monkeypatch.setattr(app, "create_feed", lambda config, calls: controlled)
     monkeypatch.setattr(ops_health, "FEED_POLL_SECONDS", 0.05)
     return controlled
 

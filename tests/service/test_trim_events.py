@@ -336,7 +336,8 @@ async def test_gap_notice_after_a_ring_overflow(server_factory: Callable[..., An
 async def test_stalled_subscriber_gets_a_gap_others_get_everything_trims_keep_answering(
     server_factory: Callable[..., Any],
 ) -> None:
-    server = server_factory("--subscriber-queue", "8", unix=False)
+    # A subscriber lags as far as the ring reaches: with 100 retained, the stalled one falls out.
+    server = server_factory("--ring-size", "100", unix=False)
     s = session()
     total = 300
     big = "x" * 4096  # large events fill the stalled client's HTTP/2 window quickly

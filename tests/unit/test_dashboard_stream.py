@@ -75,7 +75,7 @@ def trimmed(turns: int, session: str = "s1") -> trim_pb2.HistoryTrimmed:
 
 @pytest.fixture
 async def feed() -> AsyncIterator[RingFeed]:
-    ring = RingFeed(ring_size=100, subscriber_queue_size=100)
+    ring = RingFeed(ring_size=100)
     yield ring
     await ring.close()
 
@@ -219,13 +219,13 @@ async def test_a_page_that_leaves_unregisters_its_subscription(
 ) -> None:
     async with client.get("/dashboard/events") as response:
         await read_messages(response, 1)
-        assert len(feed._subscribers) == 1
+        assert feed.subscribers == 1
     # The next write (a trim here; an idle stream's heartbeat within 5 s) notices the closed socket.
     deadline = asyncio.get_running_loop().time() + 3.0
-    while feed._subscribers and asyncio.get_running_loop().time() < deadline:
+    while feed.subscribers and asyncio.get_running_loop().time() < deadline:
         feed.publish(trimmed(1))
         await asyncio.sleep(0.05)
-    assert not feed._subscribers
+    assert not feed.subscribers
 
 
 async def test_page_and_assets_are_served_with_a_strict_content_security_policy(
@@ -389,7 +389,7 @@ async def test_a_page_that_opens_is_backfilled_from_the_ring_then_follows_live(
 
 
 async def test_a_backfill_starts_at_the_oldest_event_the_ring_still_holds() -> None:
-    ring = RingFeed(ring_size=2, subscriber_queue_size=10)
+    ring = RingFeed(ring_size=2)
     app = web.Application()
     add_dashboard_routes(app, ring)
     try:

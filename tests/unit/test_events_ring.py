@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
+from turnkeeper.server.events.common import ITEM_COST_S, SHARE
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -68,7 +69,7 @@ def turns(items: list[Item]) -> list[int]:
 
 
 async def test_live_tail_in_order_and_only_after_subscribing() -> None:
-    feed = RingFeed(ring_size=100, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=100)
     feed.publish(trimmed(0))
     stream = await started(feed, request())
     for i in range(1, 6):
@@ -83,7 +84,7 @@ async def test_live_tail_in_order_and_only_after_subscribing() -> None:
 
 
 async def test_filters_apply_to_what_the_subscriber_sees() -> None:
-    feed = RingFeed(ring_size=100, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=100)
     by_session = await started(feed, request(session_ids=["s2"]))
     by_runtime = await started(feed, request(runtime_ids=["r2", "r3"]))
     by_reason = await started(feed, request(reasons=[trim_pb2.TRIM_REASON_TURN_LIMIT]))
@@ -103,7 +104,7 @@ async def test_filters_apply_to_what_the_subscriber_sees() -> None:
 
 
 async def test_resume_replays_every_retained_event_exactly_once_then_live() -> None:
-    feed = RingFeed(ring_size=50, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=50)
     for i in range(1, 11):
         feed.publish(trimmed(i))
     first = await started(feed, request(after_cursor=""))
@@ -130,7 +131,7 @@ async def test_resume_replays_every_retained_event_exactly_once_then_live() -> N
 
 
 async def test_resume_with_filters_replays_only_matching() -> None:
-    feed = RingFeed(ring_size=50, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=50)
     for i in range(1, 7):
         feed.publish(trimmed(i, session="a" if i % 2 else "b"))
     start = cursors.encode_ring(feed.epoch, 1)
@@ -140,7 +141,7 @@ async def test_resume_with_filters_replays_only_matching() -> None:
 
 
 async def test_cursor_older_than_the_ring_yields_an_overflow_gap_then_the_rest() -> None:
-    feed = RingFeed(ring_size=5, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=5)
     for i in range(1, 13):
         feed.publish(trimmed(i))
     stream = feed.subscribe(request(after_cursor=cursors.encode_ring(feed.epoch, 3)))
@@ -155,7 +156,7 @@ async def test_cursor_older_than_the_ring_yields_an_overflow_gap_then_the_rest()
 
 
 async def test_cursor_right_before_the_ring_has_no_gap() -> None:
-    feed = RingFeed(ring_size=5, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=5)
     for i in range(1, 11):
         feed.publish(trimmed(i))
     stream = feed.subscribe(request(after_cursor=cursors.encode_ring(feed.epoch, 5)))
@@ -164,10 +165,10 @@ async def test_cursor_right_before_the_ring_has_no_gap() -> None:
 
 
 async def test_cursor_of_another_run_yields_a_restart_gap_then_everything_retained() -> None:
-    old = RingFeed(ring_size=10, subscriber_queue_size=10)
+    old = RingFeed(ring_size=10)
     old.publish(trimmed(1))
     old_cursor = cursors.encode_ring(old.epoch, 1)
-    feed = RingFeed(ring_size=3, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=3)
     for i in range(1, 6):
         feed.publish(trimmed(i))
     stream = feed.subscribe(request(after_cursor=old_cursor))
@@ -184,7 +185,7 @@ async def test_cursor_of_another_run_yields_a_restart_gap_then_everything_retain
     ["garbage", "tk1.", "tk1.!!!", "tk1.eHx8", cursors.encode_ring("0" * 16, 1)[:-2], "x" * 500],
 )
 async def test_unreadable_cursor_is_an_invalid_subscription(cursor: str) -> None:
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     with pytest.raises(RequestError) as caught:
         await anext(feed.subscribe(request(after_cursor=cursor)))
     error = caught.value
@@ -194,7 +195,7 @@ async def test_unreadable_cursor_is_an_invalid_subscription(cursor: str) -> None
 
 
 async def test_cursor_ahead_of_everything_published_is_invalid() -> None:
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     feed.publish(trimmed(1))
     with pytest.raises(RequestError) as caught:
         await anext(feed.subscribe(request(after_cursor=cursors.encode_ring(feed.epoch, 2))))
@@ -202,80 +203,77 @@ async def test_cursor_ahead_of_everything_published_is_invalid() -> None:
 
 
 async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -> None:
-    feed = RingFeed(ring_size=100, subscriber_queue_size=3)
+    """A subscriber reads the ring at its own cursor: it may lag as far as the ring reaches, and
+    gets a SLOW_CONSUMER gap only for what the ring evicted before it read it."""
+    feed = RingFeed(ring_size=5)
     slow = await started(feed, request())
     fast = await started(feed, request())
-    feed.publish(trimmed(1))
-    await asyncio.sleep(0.05)  # both pending first reads take event 1
-    fast_seen = turns(await take(fast, 1))
-    for i in range(2, 9):
+    fast_seen: list[int] = []
+    for i in range(1, 9):
         feed.publish(trimmed(i))
         fast_seen += turns(await take(fast, 1))  # the fast one keeps up
     assert fast_seen == list(range(1, 9))
-    # The slow subscriber's queue held 1..3; 4..8 were dropped for it alone.
-    items = await take(slow, 3)
-    feed.publish(trimmed(9))  # the slow one has room again: 9 is queued after the gap
-    items += await take(slow, 2)
-    assert turns(items[:3]) == [1, 2, 3]
-    gap = items[3].gap
+    # The ring holds 4..8: 1..3 were evicted before the slow subscriber read them.
+    items = await take(slow, 6)
+    gap = items[0].gap
     assert gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert gap.missed_events == 5  # dropped for this subscriber only
-    assert gap.after_cursor == items[2].event.cursor
-    assert gap.before_cursor == items[4].event.cursor
-    assert turns(items[4:]) == [9]
+    assert gap.missed_events == 3
+    assert gap.after_cursor == ""  # nothing was delivered to it before
+    assert gap.before_cursor == items[1].event.cursor
+    assert turns(items[1:]) == [4, 5, 6, 7, 8]
+    feed.publish(trimmed(9))
+    assert turns(await take(slow, 1)) == [9]
     assert turns(await take(fast, 1)) == [9]
     await feed.close()
 
 
 async def test_gap_is_delivered_when_no_event_follows_the_drops() -> None:
-    feed = RingFeed(ring_size=100, subscriber_queue_size=2)
-    slow = await started(feed, request())
-    for i in range(1, 6):
-        feed.publish(trimmed(i))
-    items = await take(slow, 3)
-    assert turns(items[:2]) == [1, 2]
-    assert items[2].gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert items[2].gap.missed_events == 3
-    assert items[2].gap.before_cursor == ""
+    feed = RingFeed(ring_size=2)
+    slow = await started(feed, request(session_ids=["s1"]))
+    feed.publish(trimmed(1, session="s1"))
+    for i in range(2, 6):
+        feed.publish(trimmed(i, session="s2"))
+    (gap,) = await take(slow, 1)
+    assert gap.gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
+    assert gap.gap.missed_events == 3  # 1..3 were evicted (the count includes skipped ones)
+    assert gap.gap.before_cursor == ""  # no event of its session is retained yet
+    reading = asyncio.ensure_future(take(slow, 1))
+    await asyncio.sleep(0.05)  # it reads past 4 and 5 (not its session) and waits at the head
+    feed.publish(trimmed(6, session="s1"))
+    assert turns(await reading) == [6]
     await feed.close()
 
 
 async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
-    feed = RingFeed(ring_size=1000, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=1000)
     stalled = await started(feed, request())
     loop = asyncio.get_running_loop()
     began = loop.time()
     for i in range(20_000):
         feed.publish(trimmed(i))
     assert loop.time() - began < 5.0  # no waiting: only work proportional to the events
-    # The queue holds 10; the rest reach this subscriber as gaps (the dispatcher yields to the
-    # loop every few hundred offers, so the reader may take a few more events in between).
-    delivered = missed = gaps = 0
-    while delivered + missed < 20_000:
-        item = (await take(stalled, 1))[0]
-        if item.HasField("gap"):
-            gaps += 1
-            missed += item.gap.missed_events
-        else:
-            delivered += 1
-    assert delivered + missed == 20_000 and gaps >= 1 and missed > 19_000
+    # The ring holds the newest 1,000; the stalled subscriber gets one gap for the rest.
+    items = await take(stalled, 1_001)
+    assert items[0].gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
+    assert items[0].gap.missed_events == 19_000
+    assert turns(items[1:]) == list(range(19_000, 20_000))
     await feed.close()
 
 
 async def test_heartbeat_after_idle_interval_with_last_cursor_and_drop_count() -> None:
-    feed = RingFeed(ring_size=100, subscriber_queue_size=1)
+    feed = RingFeed(ring_size=1)
     stream = await started(feed, request(heartbeat_interval=duration_pb2.Duration(nanos=1)))
     feed.publish(trimmed(1))
-    feed.publish(trimmed(2))  # dropped: the queue holds one
-    items = await take(stream, 3, limit_s=5)
-    assert items[1].HasField("gap")
+    feed.publish(trimmed(2))  # evicts 1 before the subscriber read it
+    items = await take(stream, 2, limit_s=5)
+    assert items[0].HasField("gap")
     loop = asyncio.get_running_loop()
     began = loop.time()
     (beat,) = await take(stream, 1, limit_s=5)
     waited = loop.time() - began
     assert beat.HasField("heartbeat")
     assert 0.8 <= waited < 3  # clamped up to the 1 s minimum
-    assert beat.heartbeat.cursor == items[0].event.cursor
+    assert beat.heartbeat.cursor == items[1].event.cursor
     assert beat.heartbeat.dropped_events == 1
     assert beat.heartbeat.time.seconds > 0
     await feed.close()
@@ -284,7 +282,7 @@ async def test_heartbeat_after_idle_interval_with_last_cursor_and_drop_count() -
 async def test_first_heartbeat_is_immediate_and_carries_the_resume_position() -> None:
     """A new subscription is answered at once, so a client knows it is registered and can resume
     from the feed position even before any event reaches it."""
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     feed.publish(trimmed(1))
     stream = feed.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=60)))
     (beat,) = await take(stream, 1, limit_s=0.5)
@@ -299,7 +297,7 @@ async def test_first_heartbeat_is_immediate_and_carries_the_resume_position() ->
 async def test_heartbeat_cursor_of_an_empty_ring_resumes_without_loss() -> None:
     """Before any event the heartbeat carries the position before the run's first event; resuming
     from it replays everything published since, as docs/events.md promises for heartbeat cursors."""
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     stream = feed.subscribe(request(heartbeat_interval=duration_pb2.Duration(seconds=60)))
     (beat,) = await take(stream, 1, limit_s=0.5)
     assert beat.heartbeat.cursor == cursors.encode_ring(feed.epoch, 0)
@@ -313,7 +311,7 @@ async def test_heartbeat_cursor_of_an_empty_ring_resumes_without_loss() -> None:
 async def test_close_delivers_what_was_published_then_ends_each_stream_with_its_cursor() -> None:
     """Issue 9 graceful drain: every stream ends with a final heartbeat carrying its resume cursor,
     after the events published before the close."""
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     streams = [await started(feed, request()) for _ in range(3)]
 
     async def drain(stream: AsyncIterator[Item]) -> list[Item]:
@@ -331,7 +329,7 @@ async def test_close_delivers_what_was_published_then_ends_each_stream_with_its_
 
 
 async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     stream = await started(feed, request())
     worker = threading.Thread(target=feed.publish, args=(trimmed(7),))
     worker.start()
@@ -341,7 +339,7 @@ async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
 
 
 async def test_publish_copies_the_payload() -> None:
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     stream = await started(feed, request())
     payload = trimmed(1)
     feed.publish(payload)
@@ -366,7 +364,7 @@ def test_create_feed_picks_the_backend() -> None:
 async def test_subscribing_after_close_is_unavailable_shutting_down() -> None:
     """Shutdown ends open streams cleanly and turns new subscriptions away with a retryable
     UNAVAILABLE (reason SHUTTING_DOWN), so clients resubscribe elsewhere with their cursor."""
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     await feed.close()
     with pytest.raises(RequestError) as caught:
         await anext(feed.subscribe(request()))
@@ -377,7 +375,7 @@ async def test_subscribing_after_close_is_unavailable_shutting_down() -> None:
 async def test_meter_updates_go_live_to_opted_in_subscribers_only() -> None:
     """spec §10.5: an opt-in meter update per prepared call. Session and runtime filters apply,
     the reason filter does not; the cursor is the position of the trims before it."""
-    feed = RingFeed(ring_size=10, subscriber_queue_size=10)
+    feed = RingFeed(ring_size=10)
     opted = await started(feed, request(include_meter_updates=True))
     s2_only = await started(
         feed,
@@ -404,15 +402,15 @@ async def test_meter_updates_go_live_to_opted_in_subscribers_only() -> None:
 
 
 async def test_meter_updates_are_not_replayed_and_never_make_a_gap() -> None:
-    """A meter update is not a trim: resuming after one continues with the next trim, a full
-    queue skips it without a gap or a drop count, and the ring does not keep it."""
-    feed = RingFeed(ring_size=10, subscriber_queue_size=1)
+    """A meter update is not a trim: resuming after one continues with the next trim, one that a
+    lagging subscriber had not read when newer ones replaced it is skipped without a gap or a drop
+    count, and the ring does not keep it for a resume."""
+    feed = RingFeed(ring_size=1)
     stream = await started(feed, request(include_meter_updates=True))
     feed.publish_meter(meter("s1", 1))
-    feed.publish_meter(meter("s1", 2))  # the queue holds one item: skipped
-    await asyncio.sleep(0.05)
+    feed.publish_meter(meter("s1", 2))  # the subscriber has not read 1: 2 replaces it
     (first,) = await take(stream, 1)
-    assert first.meter_update.meter.used_tokens == 1
+    assert first.meter_update.meter.used_tokens == 2
     feed.publish(trimmed(1))
     (event,) = await take(stream, 1)
     assert turns([event]) == [1]
@@ -427,7 +425,7 @@ async def test_meter_updates_are_not_replayed_and_never_make_a_gap() -> None:
 
 
 async def test_the_oldest_cursor_replays_everything_retained_without_a_gap() -> None:
-    feed = RingFeed(ring_size=5, subscriber_queue_size=100)
+    feed = RingFeed(ring_size=5)
     empty = await feed.oldest_cursor()
     assert empty == cursors.encode_ring(feed.epoch, 0)  # the head of an empty ring
     for i in range(1, 9):
@@ -437,4 +435,46 @@ async def test_the_oldest_cursor_replays_everything_retained_without_a_gap() -> 
     assert turns(await take(stream, 5)) == [4, 5, 6, 7, 8]
     feed.publish(trimmed(9))
     assert turns(await take(stream, 1)) == [9]
+    await feed.close()
+
+
+class Busy:
+    """Unary calls that never pause (the edge's admission, as the feed sees it)."""
+
+    def quiet_for(self) -> float:
+        return 0.0
+
+    async def wait_quiet(self, quiet: float, limit: float) -> None:
+        await asyncio.sleep(limit)
+
+
+async def test_while_calls_keep_coming_delivery_progresses_within_its_share() -> None:
+    """Delivery gives way to calls but is never starved: under calls that never pause, each
+    subscriber still gets every event, in order, at the pace of the share (issue 19)."""
+    feed = RingFeed(ring_size=1000, calls=Busy())
+    streams = [await started(feed, request()) for _ in range(5)]
+    for i in range(100):
+        feed.publish(trimmed(i))
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for stream in streams:
+        assert turns(await take(stream, 100, limit_s=20)) == list(range(100))
+    # 500 items at SHARE / ITEM_COST_S items per second, after the first round's burst.
+    floor = (500 - 8) * ITEM_COST_S / SHARE
+    assert loop.time() - began >= floor * 0.9
+    await feed.close()
+
+
+async def test_an_idle_subscriber_gets_its_heartbeat_while_others_lag() -> None:
+    feed = RingFeed(ring_size=1000, calls=Busy())
+    idle = await started(
+        feed, request(session_ids=["quiet"], heartbeat_interval=duration_pb2.Duration(seconds=1))
+    )
+    lagging = [await started(feed, request()) for _ in range(20)]
+    for i in range(200):  # 4,000 items: two seconds of the share
+        feed.publish(trimmed(i))
+    (beat,) = await take(idle, 1, limit_s=1.8)
+    assert beat.HasField("heartbeat")
+    for stream in lagging:
+        assert turns(await take(stream, 200, limit_s=20)) == list(range(200))
     await feed.close()

@@ -129,7 +129,8 @@ class Sidecar:
         self._announce(self._servicer.engine.name)
 
     async def _start_feed(self) -> EventFeed:
-        feed = self._feed = MeteredFeed(create_feed(self.config))
+        # Fan-out gives way to the unary calls the edge's admission counts.
+        feed = self._feed = MeteredFeed(create_feed(self.config, self.admission))
         await feed.start()
         return feed
 

@@ -269,7 +269,10 @@ class ServerConfig(BaseSettings):
         default=10_000, ge=1, le=10_000_000, description="events kept for resume"
     )
     subscriber_queue: int = Field(
-        default=1_000, ge=1, le=10_000_000, description="events buffered per slow subscriber"
+        default=1_000,
+        ge=1,
+        le=10_000_000,
+        description="redis backend: stream entries a subscriber reads at once",
     )
     grace_seconds: float = Field(
         default=10.0,

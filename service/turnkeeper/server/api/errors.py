@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import grpc
 from google.protobuf import duration_pb2
@@ -26,11 +25,6 @@ MAX_FIELD_VIOLATIONS = 100
 MAX_STATUS_BYTES = 6656
 MAX_MESSAGE_BYTES = 600
 MAX_TEXT_CHARS = 200
-
-S = TypeVar("S")
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
-Ctx = TypeVar("Ctx", bound="grpc.aio.ServicerContext[Any, Any]")
 
 
 class FieldViolation(NamedTuple):
@@ -148,19 +142,3 @@ def overloaded(limit: str, message: str, retry_after_seconds: float = 1.0) -> Re
         details=[error_details_pb2.RetryInfo(retry_delay=delay)],
         metadata={"limit": limit},
     )
-
-
-def stream_errors(
-    handler: Callable[[S, Req, Ctx], AsyncIterator[Resp]],
-) -> Callable[[S, Req, Ctx], AsyncIterator[Resp]]:
-    """Turns a RequestError raised by a server-streaming handler into its rich status."""
-
-    @functools.wraps(handler)
-    async def wrapper(self: S, request: Req, context: Ctx) -> AsyncIterator[Resp]:
-        try:
-            async for item in handler(self, request, context):
-                yield item
-        except RequestError as error:
-            await context.abort_with_status(error.to_status())
-
-    return wrapper

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api import rpcs, validation, wire
-from turnkeeper.server.api.errors import RequestError, overloaded, stream_errors
+from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.api.methods import method_path
 from turnkeeper.server.engine.protocol import NATIVE, PYTHON, Engine, HistorySource
 from turnkeeper.server.events.common import encode_item
@@ -134,14 +134,21 @@ class HistoryServicer:
 
         return handle
 
-    @stream_errors
-    async def _trim_events(
-        self, raw: bytes, context: Context
-    ) -> AsyncIterator[svc.TrimEventsResponse]:
-        request = wire.decode(raw, svc.TrimEventsRequest)
-        validation.check_trim_events(request)
-        async for item in self._feed.subscribe(request):
-            yield item
+    async def _trim_events(self, raw: bytes, context: Context) -> AsyncIterator[bytes]:
+        """Each item as bytes: the events many subscribers are sent are encoded once by the feed
+        (common.share), and the access log counts bytes for free."""
+        try:
+            request = wire.decode(raw, svc.TrimEventsRequest)
+            validation.check_trim_events(request)
+            stream = self._feed.subscribe(request)
+            try:
+                async for item in stream:
+                    yield encode_item(item)
+            finally:
+                # Unregisters the subscriber now, not when the generator is collected.
+                await stream.aclose()
+        except RequestError as error:
+            await context.abort_with_status(error.to_status())
 
     def method_handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
         """The handlers by method name, for `add_registered_method_handlers`: grpc aio accepts
@@ -166,10 +173,6 @@ class HistoryServicer:
             name: grpc.unary_unary_rpc_method_handler(self._unary(name, work))
             for name, work in unary.items()
         }
-        # Raw request bytes in.
-        handlers["TrimEvents"] = grpc.unary_stream_rpc_method_handler(
-            # Events shared by many subscribers are encoded once by the feed (common.share).
-            self._trim_events,
-            response_serializer=encode_item,
-        )
+        # Raw request bytes in, raw response bytes out.
+        handlers["TrimEvents"] = grpc.unary_stream_rpc_method_handler(self._trim_events)
         return handlers

@@ -292,6 +292,11 @@ class Admission:
         if not self.calls:
             self._idle.set()
 
+    def quiet_for(self) -> float:
+        """Seconds since a call last started or ended (TrimEvents delivery gives way to calls,
+        events/common.py `Pacer`)."""
+        return time.monotonic() - self._last_activity
+
     async def wait_quiet(self, quiet: float, limit: float) -> None:
         """Waits until no call has started or ended for `quiet` seconds, or `limit` passed."""
         end = time.monotonic() + limit

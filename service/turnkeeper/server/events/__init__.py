@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from turnkeeper.server.events.feed import EventFeed
 
+from .common import CallsInFlight
 from .ring import RingFeed
 
 
@@ -28,15 +29,16 @@ class FeedConfig(Protocol):
     def subscriber_queue(self) -> int: ...
 
 
-def create_feed(config: FeedConfig) -> EventFeed:
-    """The in-process ring buffer by default; a Redis Stream shared by a fleet for `redis://`."""
+def create_feed(config: FeedConfig, calls: CallsInFlight | None = None) -> EventFeed:
+    """The in-process ring buffer by default; a Redis Stream shared by a fleet for `redis://`.
+    `calls`: the edge's record of unary calls, which delivery gives way to."""
     url = config.events_url
     if not url:
-        return RingFeed(config.ring_size, config.subscriber_queue)
+        return RingFeed(config.ring_size, calls)
     if url.startswith(("redis://", "rediss://", "unix://")):
         from .redis_feed import RedisFeed
 
-        return RedisFeed(url, config.ring_size, config.subscriber_queue)
+        return RedisFeed(url, config.ring_size, config.subscriber_queue, calls=calls)
     raise ValueError(f"unsupported events url {url!r}: expected redis://HOST:PORT")
 
 

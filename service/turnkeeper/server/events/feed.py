@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -31,15 +31,16 @@ class EventFeed(Protocol):
 
         Like `publish`, it never blocks or raises. A meter update is not a trim: it is delivered
         live only, never retained for replay, never counted in heartbeats or gaps, and skipped for
-        a subscriber whose queue is full (the session's next meter update supersedes it). Its
-        cursor is the feed position of the trims before it.
+        a subscriber that fell so far behind that newer ones replaced it (the session's next
+        meter update supersedes it). Its cursor is the feed position of the trims before it.
         """
         ...
 
     def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
-        """Yields feed items until the feed closes; raises RequestError for a bad subscription."""
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+        """Yields feed items until the feed closes; raises RequestError for a bad subscription.
+        Closing the generator (`aclose`) ends the subscription."""
         ...
 
     async def oldest_cursor(self) -> str:

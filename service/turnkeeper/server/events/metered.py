@@ -5,7 +5,7 @@ The app wraps whichever backend `create_feed` chose, so every backend is counted
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 from turnkeeper.server.events.feed import EventFeed, FeedStatus
 from turnkeeper.server.telemetry.metrics import (
@@ -33,7 +33,7 @@ class MeteredFeed:
 
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
         EVENT_SUBSCRIBERS.inc()
         stream = self.inner.subscribe(request)
         try:
@@ -50,9 +50,7 @@ class MeteredFeed:
             EVENT_SUBSCRIBERS.dec()
             # Close the backend's generator now (its cleanup unregisters the subscriber),
             # not whenever the garbage collector finalizes it.
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await stream.aclose()
 
     async def oldest_cursor(self) -> str:
         return await self.inner.oldest_cursor()

@@ -30,7 +30,7 @@ import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from redis.asyncio import Redis
@@ -43,7 +43,10 @@ from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 from . import cursor as cursors
 from .common import (
+    CallsInFlight,
     Filter,
+    Pacer,
+    Turns,
     event_item,
     gap_item,
     heartbeat_interval,
@@ -122,6 +125,13 @@ _BACKOFF_MIN_S = 0.05
 _BACKOFF_MAX_S = 1.0
 _IDLE_PING_S = 1.0  # keeps status() current while nothing is published
 _CLOSE_FLUSH_S = 2.0
+# What one subscriber's read costs the event loop, in delivered items (common.ITEM_COST_S each):
+# the command and its reply, plus each entry parsed and decoded. Paced reads take at most
+# _PACED_READ_COUNT entries, so no one read holds the loop long.
+_READ_COST = 2
+_ENTRY_COST = 1
+_PACED_READ_COUNT = 16
+_ROUND_ITEMS = 16  # the most one turn of the event loop grants, in items
 
 _Failure = (RedisError, OSError)
 
@@ -140,8 +150,12 @@ def _text(value: Any) -> str:
 
 class RedisFeed:
     """Publishes through a bounded local outbox drained by one background task; each subscriber
-    reads the stream itself (XREAD BLOCK) at its own pace, at most `subscriber_queue_size` entries
-    per read, so a stalled subscriber holds back no one and falls behind only itself."""
+    reads the stream itself at its own pace, at most `subscriber_queue_size` entries per read, so
+    a stalled subscriber holds back no one and falls behind only itself.
+
+    Reads are paced behind the calls (`common.Turns`): a subscriber that found nothing new parks
+    until this replica's one blocked reader of the stream tail (or its own publisher) sees a new
+    entry, then reads when granted a turn, so an event does not wake every subscriber at once."""
 
     def __init__(
         self,
@@ -151,6 +165,7 @@ class RedisFeed:
         *,
         outbox_size: int | None = None,
         stream_key: str = STREAM_KEY,
+        calls: CallsInFlight | None = None,
     ) -> None:
         if ring_size < 1 or subscriber_queue_size < 1:
             raise ValueError("ring_size and subscriber_queue_size must be positive")
@@ -196,6 +211,8 @@ class RedisFeed:
         self.unpublished_total = 0
         # The batch sent last whose outcome is unknown: (marker key, script args, events in it).
         self._unsettled: tuple[str, list[Any], int] | None = None
+        self._turns = Turns(Pacer(calls, _ROUND_ITEMS))
+        self._tail: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -207,6 +224,11 @@ class RedisFeed:
     async def close(self) -> None:
         self._closed = True
         self._wake.set()
+        self._turns.close()
+        if self._tail is not None:
+            self._tail.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._tail  # its read ends too, before the loop may close
         for task in list(self._reads):
             task.cancel()
         if self._task is not None:
@@ -376,8 +398,36 @@ class RedisFeed:
             return
         self._unsettled = None
         self._observe_key(reply)
+        self._turns.newer()  # this replica's own events: no need to wait for the tail reader
 
     # -- subscribing ---------------------------------------------------------------------------
+
+    async def _watch_tail(self) -> None:
+        """The one blocked read of the stream on this replica: tells the parked subscribers when
+        an entry lands (any replica's). Errors and quiet spells wake them too (a wake-up for
+        nothing costs one empty read), so a lost or rebuilt stream is never waited on."""
+        backoff = _BACKOFF_MIN_S
+        last_id = None
+        while not self._closed:
+            try:
+                if last_id is None:
+                    last_id, _ = await self._last_entry()
+                reply = await self._call(
+                    self._reader.xread(
+                        {self._keys[0]: last_id}, count=1, block=int(_MAX_BLOCK_S * 1000)
+                    )
+                )
+                newest, _ = await self._last_entry()
+                if reply or newest != last_id:
+                    self._turns.newer()
+                last_id, backoff = newest, _BACKOFF_MIN_S
+            except _FeedClosedError:
+                return
+            except _Failure:
+                self._turns.newer()
+                last_id = None
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, _BACKOFF_MAX_S)
 
     async def _call(self, coro: Any) -> Any:
         """Runs one reader command as a task that close() cancels (then raises _FeedClosedError)."""
@@ -451,7 +501,7 @@ class RedisFeed:
 
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
         """The stream of `_follow`; when the feed closes it ends with a heartbeat carrying the
         resume cursor (the last event sent, or the position the stream started at)."""
         cursor, dropped = request.after_cursor, 0
@@ -477,6 +527,8 @@ class RedisFeed:
                 raise invalid_cursor("not a cursor issued by this feed")
         if self._closed:
             raise shutting_down()
+        if self._tail is None:  # with the first subscriber (a feed that only reads is not started)
+            self._tail = asyncio.create_task(self._watch_tail(), name="turnkeeper-events-tail")
 
         sent_cursor = ""  # the last event sent on this stream, for heartbeats and gaps
         dropped = 0
@@ -510,7 +562,12 @@ class RedisFeed:
         announced = ""
 
         broken = False
+        # The Turns generation before the last read, when it found everything read (then the
+        # next read waits for something newer), else None.
+        parked_since: int | None = None
+        caught_up = False
         while not self._closed:
+            parked_since = parked_since if caught_up else None
             try:
                 if broken:
                     current = await self._epoch()
@@ -523,15 +580,17 @@ class RedisFeed:
                         yield gap_item(events_pb2.GAP_CAUSE_RESTART, after, "", 0)
                         last_sent = time.monotonic()
                         epoch, last_id, last_n = current, "0-0", None
-                block_s = min(_MAX_BLOCK_S, max(0.001, last_sent + interval - time.monotonic()))
-                reply = await self._call(
-                    self._reader.xread(
-                        {self._keys[0]: last_id},
-                        count=self._read_count,
-                        block=max(1, int(block_s * 1000)),
-                    )
-                )
+                # A parked reader wakes for a new entry, or when its heartbeat falls due.
+                wait_s = max(0.001, last_sent + interval - time.monotonic())
+                await self._turns.take(_READ_COST, parked_since, wait_s)
+                if self._closed:
+                    return
+                parked_since = self._turns.generation
+                count = min(self._read_count, _PACED_READ_COUNT)
+                reply = await self._call(self._reader.xread({self._keys[0]: last_id}, count=count))
                 entries = reply[0][1] if reply else []
+                self._turns.pacer.spent(len(entries) * _ENTRY_COST)
+                caught_up = len(entries) < count
                 for raw_id, fields in entries:
                     entry_id = _text(raw_id)
                     entry_epoch = _text(fields[b"e"])
@@ -552,6 +611,7 @@ class RedisFeed:
                         yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
                         last_sent = time.monotonic()
                         epoch, last_id, last_n = entry_epoch, await self._epoch_start(), None
+                        caught_up = False  # read again at once, from there
                         break
                     if last_n is not None and (n < last_n or (n == last_n and kind == b"e")):
                         # The number went back under one epoch: entries were lost and their
@@ -573,6 +633,7 @@ class RedisFeed:
                         # `n` of a meter update is the count of events before it: not an event.
                         update = events_pb2.MeterUpdate.FromString(fields[b"p"])
                         if wanted.matches_meter(update):
+                            await self._turns.take()
                             yield meter_item(update, cursors.encode_redis(epoch, entry_id, n))
                             last_sent = time.monotonic()
                         continue
@@ -592,12 +653,14 @@ class RedisFeed:
                     if not wanted.matches(event.trimmed):
                         continue
                     event.cursor = cursor
+                    await self._turns.take()
                     yield event_item(event)
                     sent_cursor = cursor
                     last_sent = time.monotonic()
             except _FeedClosedError:
                 return
             except _Failure as error:
+                caught_up = False  # retry at once once Redis answers, never parked
                 if not broken:
                     log.info("events: subscriber lost redis: %s", error)
                 if broken and time.monotonic() - last_sent >= interval:

@@ -1,9 +1,11 @@
-"""The embedded feed: an in-process ring buffer and per-subscriber bounded queues.
+"""The embedded feed: an in-process ring buffer that every subscriber reads at its own cursor.
 
-`publish` only appends to the ring and an inbox (it runs on the request path); the feed's own
-dispatcher task fans each event out to the subscribers, sharing one response object (encoded once,
-see `common.share`) among them and yielding to the loop every few hundred subscribers, so a trim's
-latency does not grow with the number of subscribers.
+`publish` only appends to the ring (O(1), on the request path; the response is encoded once there
+and shared by every subscriber, see `common.share`). The feed's dispatcher task hands subscribers
+their next item, a few per turn of the event loop and only between calls (`common.Pacer`): a call
+that arrives waits for one small round of delivery, never for a whole fan-out. Under sustained
+load a subscriber may fall behind; it catches up from the ring, in order, and gets a
+SLOW_CONSUMER gap only for events the ring evicted before it read them.
 """
 
 from __future__ import annotations
@@ -11,19 +13,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import secrets
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from turnkeeper.server.events.feed import FeedStatus
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 from . import cursor as cursors
 from .common import (
+    CallsInFlight,
     Filter,
+    Pacer,
     gap_item,
     heartbeat_interval,
     heartbeat_item,
@@ -32,112 +38,116 @@ from .common import (
     now_timestamp,
     share,
     shutting_down,
+    unshare,
 )
 
 log = logging.getLogger(__name__)
 
+_Item = history_service_pb2.TrimEventsResponse
+T = TypeVar("T")
 
-@dataclass
-class _Drop:
-    """Events dropped for one subscriber in a row; delivered as one SLOW_CONSUMER gap."""
+# One round of delivery: at most this many items handed out, this many subscribers looked at, and
+# this many retained events scanned past a subscriber's filter. A call arriving during a round
+# waits for it (about 40 us per item handed out: the write and its completion), so a round stays
+# well under a millisecond.
+_ROUND_ITEMS = 8
+_ROUND_LOOKS = 64
+_SCAN_LIMIT = 256
+# Heartbeats owed by idle subscribers are looked for at most this often.
+_BEAT_GRAIN_S = 0.1
 
-    after_cursor: str
-    missed: int = 0
-    before_cursor: str = ""
-    closed: bool = False
+# `_next`'s answer when it scanned _SCAN_LIMIT events past a filter without reaching the head
+# (compared by identity; never sent).
+_BEHIND = history_service_pb2.TrimEventsResponse()
+
+# A subscriber's place: waiting for its turn, waiting for something to send, writing, gone.
+_READY, _PARKED, _BUSY, _DONE = range(4)
 
 
-# A live event: one TrimEventsResponse shared by every subscriber it goes to.
-_Event = history_service_pb2.TrimEventsResponse
-_Item = _Event | _Drop
-# Offers the dispatcher makes between two yields to the event loop.
-_FANOUT_SLICE = 256
+class _Window(Generic[T]):
+    """The newest `size` items of the sequence 1, 2, 3, ... by number, in a fixed list."""
 
+    def __init__(self, size: int) -> None:
+        self._slots: list[T | None] = [None] * size
+        self.size = size
+        self.last = 0  # the number of the newest item; 0 before the first
 
-@dataclass(eq=False)  # identity semantics: kept in a set
-class _Subscriber:
-    filter: Filter
-    capacity: int
-    loop: asyncio.AbstractEventLoop
-    items: deque[_Item] = field(default_factory=deque)
-    queued_events: int = 0
-    dropped: int = 0
-    # The cursor of the newest event handed to this subscriber (queued or replayed): a drop's
-    # after_cursor.
-    last_cursor: str = ""
-    # Events up to this sequence number were replayed or precede the subscription.
-    start_seq: int = 0
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    @property
+    def first(self) -> int:
+        """The number of the oldest item retained (last + 1 when empty)."""
+        return max(1, self.last - self.size + 1)
 
-    def offer(self, item: _Event) -> None:
-        """Queues without waiting; a full queue drops the event for this subscriber only."""
-        tail = self.items[-1] if self.items else None
-        if self.queued_events >= self.capacity:
-            self.dropped += 1
-            if isinstance(tail, _Drop) and not tail.closed:
-                tail.missed += 1
-            else:
-                self.items.append(_Drop(after_cursor=self.last_cursor, missed=1))
-            return
-        if isinstance(tail, _Drop) and not tail.closed:
-            tail.before_cursor = item.event.cursor
-            tail.closed = True
-        self.items.append(item)
-        self.queued_events += 1
-        self.last_cursor = item.event.cursor
-        self.wake()
+    def append(self, item: T) -> T | None:
+        """Adds the next item; returns the one it evicted."""
+        self.last += 1
+        index = self.last % self.size
+        evicted = self._slots[index]
+        self._slots[index] = item
+        return evicted
 
-    def offer_meter(self, item: _Event) -> None:
-        """Queues a meter update when there is room; never a drop, never a gap (feed.py)."""
-        tail = self.items[-1] if self.items else None
-        if self.queued_events >= self.capacity or (isinstance(tail, _Drop) and not tail.closed):
-            return
-        self.items.append(item)
-        self.queued_events += 1
-        self.wake()
-
-    def take(self) -> _Item | None:
-        if not self.items:
-            return None
-        item = self.items.popleft()
-        if isinstance(item, _Drop):
-            item.closed = True  # later drops start a new gap after whatever comes next
-        else:
-            self.queued_events -= 1
+    def __getitem__(self, number: int) -> T:
+        item = self._slots[number % self.size]
+        assert item is not None and self.first <= number <= self.last
         return item
 
-    def wake(self) -> None:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self.loop:
-            self.wakeup.set()
-        else:  # publish() called from a worker thread
-            with contextlib.suppress(RuntimeError):  # the loop is closing; nobody is waiting
-                self.loop.call_soon_threadsafe(self.wakeup.set)
+
+@dataclass(eq=False, slots=True)  # identity semantics: a dict key
+class _Subscriber:
+    filter: Filter
+    interval: float
+    seq: int  # the last trim handed out or skipped by the filter
+    meter: int  # the last meter update handed out or skipped
+    position: str  # the feed position at subscription: the heartbeat cursor before any event
+    after: str  # the resume cursor asked for (a gap's after_cursor before any event)
+    last_sent: float
+    sent_cursor: str = ""  # the cursor of the last event handed out
+    dropped: int = 0
+    state: int = _BUSY
+    waiter: asyncio.Future[_Item] | None = None
+    greeted: bool = False  # has sent something (an opening heartbeat is owed otherwise)
+    final: bool = False  # the item handed out ends the stream
+
+
+@dataclass
+class _Parked:
+    """Subscribers with nothing to send, by what wakes them."""
+
+    trims: dict[_Subscriber, None] = field(default_factory=dict)
+    meters: dict[_Subscriber, None] = field(default_factory=dict)  # opted in to meter updates
+
+    def all(self) -> list[_Subscriber]:
+        return [*self.trims, *self.meters]
 
 
 class RingFeed:
-    """Retains the newest `ring_size` events; cursors are valid for this process only."""
+    """Retains the newest `ring_size` events; cursors are valid for this process only.
 
-    def __init__(self, ring_size: int, subscriber_queue_size: int) -> None:
-        if ring_size < 1 or subscriber_queue_size < 1:
-            raise ValueError("ring_size and subscriber_queue_size must be positive")
+    `calls` is what delivery gives way to (the edge's admission count); without it, delivery
+    only yields to the loop between rounds.
+    """
+
+    def __init__(self, ring_size: int, calls: CallsInFlight | None = None) -> None:
+        if ring_size < 1:
+            raise ValueError("ring_size must be positive")
         self.epoch = secrets.token_hex(8)
-        self._ring: deque[tuple[int, _Event]] = deque(maxlen=ring_size)
-        self._queue_size = subscriber_queue_size
-        self._seq = 0
-        self._subscribers: set[_Subscriber] = set()
-        # Published, not yet fanned out; drained by the dispatcher task on the event loop.
-        self._inbox: deque[tuple[int, _Event]] = deque()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._dispatcher: asyncio.Task[None] | None = None
-        self._inbox_ready = asyncio.Event()
-        # publish() may run on a worker thread; the ring, the sequence, the inbox and the
-        # subscriber set are guarded by this lock. Subscriber queues are touched on the loop only.
+        self._events: _Window[_Item] = _Window(ring_size)
+        # Live only (never replayed): each with the number of the last trim before it.
+        self._meters: _Window[tuple[int, _Item]] = _Window(ring_size)
+        self._pacer = Pacer(calls, _ROUND_ITEMS)
+        # publish() may run on a worker thread: the two windows and the flags below are guarded
+        # by this lock. Subscribers, the ready queue and the parked sets are touched on the loop.
         self._lock = threading.Lock()
         self._closed = False
+        self._fresh_events = False
+        self._fresh_meters = False
+        self._meter_subscribers = 0
+        self._live = 0
+        self._ready: deque[_Subscriber] = deque()
+        self._parked = _Parked()
+        self._next_beat = math.inf
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._dispatcher: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
 
     async def start(self) -> None:
         self._start_dispatcher()
@@ -148,25 +158,23 @@ class RingFeed:
             self._dispatcher = asyncio.create_task(self._dispatch(), name="turnkeeper-ring-fanout")
 
     async def close(self) -> None:
-        """Stops publishing, delivers what was published, then ends every stream with a final
-        heartbeat carrying its resume cursor."""
+        """Stops publishing; each stream gets what was published, then a final heartbeat with its
+        resume cursor, and ends."""
         with self._lock:
             self._closed = True
-        if self._dispatcher is not None:
-            self._inbox_ready.set()
-            await self._dispatcher
-        with self._lock:
-            subscribers = list(self._subscribers)
-        for sub in subscribers:
-            sub.wake()
+        self._wake()
 
     def status(self) -> FeedStatus:
         return FeedStatus(healthy=True, detail="in-process ring buffer")
 
+    @property
+    def subscribers(self) -> int:
+        """The subscriptions open now."""
+        return self._live
+
     async def oldest_cursor(self) -> str:
         with self._lock:
-            first_seq = self._ring[0][0] if self._ring else self._seq + 1
-            return cursors.encode_ring(self.epoch, first_seq - 1)
+            return cursors.encode_ring(self.epoch, self._events.first - 1)
 
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
         """O(1) whatever the number of subscribers: the dispatcher task does the fan-out."""
@@ -174,80 +182,230 @@ class RingFeed:
             with self._lock:
                 if self._closed:
                     return
-                self._seq += 1
                 # The constructor copies `trimmed`, so later changes by the caller do not leak in.
                 event = events_pb2.TrimEvent(
-                    cursor=cursors.encode_ring(self.epoch, self._seq),
+                    cursor=cursors.encode_ring(self.epoch, self._events.last + 1),
                     time=now_timestamp(),
                     trimmed=trimmed,
                 )
-                entry = (self._seq, history_service_pb2.TrimEventsResponse(event=event))
-                self._ring.append(entry)
-                if not self._subscribers:
-                    return
-                self._inbox.append(entry)
-            self._wake_dispatcher()
+                item = history_service_pb2.TrimEventsResponse(event=event)
+                share(item)
+                evicted = self._events.append(item)
+                if evicted is not None:
+                    unshare(evicted)
+                self._fresh_events = True
+            self._wake()
         except Exception:  # publish runs on the request path and must never fail it
             log.exception("dropping a trim event")
 
     def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
-        """Live only: meter updates are not retained in the ring (see feed.EventFeed)."""
+        """Live only: meter updates are not replayed (see feed.EventFeed)."""
         try:
             with self._lock:
-                if self._closed or not self._subscribers:
+                if self._closed or not self._meter_subscribers:
                     return
-                cursor = cursors.encode_ring(self.epoch, self._seq)
-                self._inbox.append((self._seq, meter_item(update, cursor)))
-            self._wake_dispatcher()
+                last = self._events.last
+                item = meter_item(update, cursors.encode_ring(self.epoch, last))
+                share(item)
+                evicted = self._meters.append((last, item))
+                if evicted is not None:
+                    unshare(evicted[1])
+                self._fresh_meters = True
+            self._wake()
         except Exception:  # publish_meter runs on the request path and must never fail it
             log.exception("dropping a meter update")
 
-    def _wake_dispatcher(self) -> None:
+    def _wake(self) -> None:
         loop = self._loop
         if loop is None:
-            return  # not started: the first subscription starts it and drains the inbox
+            return  # not started: the first subscription starts it
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is loop:
-            self._inbox_ready.set()
+            self._wakeup.set()
         else:  # publish() called from a worker thread
             with contextlib.suppress(RuntimeError):  # the loop is closing
-                loop.call_soon_threadsafe(self._inbox_ready.set)
+                loop.call_soon_threadsafe(self._wakeup.set)
+
+    # -- delivery ------------------------------------------------------------------------------
 
     async def _dispatch(self) -> None:
-        """Fans each published event (and meter update) out to the matching subscribers, in
-        publication order."""
-        offered = 0
+        """Hands out items round by round while subscribers are ready; sleeps otherwise. Ends once
+        the feed is closed and every stream has ended."""
+        loop = asyncio.get_running_loop()
         while True:
-            await self._inbox_ready.wait()
-            self._inbox_ready.clear()
-            while True:
-                with self._lock:
-                    if not self._inbox:
-                        break
-                    seq, item = self._inbox.popleft()
-                    subscribers = list(self._subscribers)
-                share(item)
-                meter = item.meter_update if item.HasField("meter_update") else None
-                for sub in subscribers:
-                    if meter is not None:
-                        # Cut at the trims before it, so a subscriber registered since gets it.
-                        if seq >= sub.start_seq and sub.filter.matches_meter(meter):
-                            sub.offer_meter(item)
-                    elif seq > sub.start_seq and sub.filter.matches(item.event.trimmed):
-                        sub.offer(item)
-                    offered += 1
-                    if offered >= _FANOUT_SLICE:
-                        offered = 0
-                        await asyncio.sleep(0)  # let calls waiting on the loop run
-            if self._closed:
+            self._unpark()
+            if self._ready:
+                allowed = await self._pacer.round()
+                self._unpark()
+                self._pacer.spent(self._round(loop.time(), allowed))
+                self._sweep_heartbeats(loop.time())  # idle ones are owed theirs meanwhile too
+                continue
+            if self._closed and not self._live:
                 return
+            self._wakeup.clear()
+            if self._fresh_events or self._fresh_meters:
+                continue  # published since _unpark looked
+            wait = self._next_beat - loop.time()
+            if wait > 0:
+                # Not wait_for: on 3.11 it can swallow a cancellation that meets a wake-up.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(min(wait, 3600.0)):
+                        await self._wakeup.wait()
+            self._sweep_heartbeats(loop.time())
+
+    def _unpark(self) -> None:
+        """Parked subscribers go back to the ready queue when something new may be theirs."""
+        parked = self._parked
+        with self._lock:
+            closed, events, meters = self._closed, self._fresh_events, self._fresh_meters
+            self._fresh_events = self._fresh_meters = False
+        groups = []
+        if events or closed:
+            groups.append(parked.trims)
+        if events or meters or closed:
+            groups.append(parked.meters)
+        for group in groups:
+            for sub in group:
+                sub.state = _READY
+            self._ready.extend(group)
+            group.clear()
+
+    def _round(self, now: float, allowed: int) -> int:
+        """Hands out up to `allowed` items; returns how many it did."""
+        handed = looked = 0
+        ready = self._ready
+        while ready and handed < allowed and looked < _ROUND_LOOKS:
+            sub = ready.popleft()
+            if sub.state != _READY:
+                continue
+            looked += 1
+            waiter = sub.waiter
+            if waiter is None or waiter.done():  # cancelled: its stream is ending
+                continue
+            out = self._next(sub)
+            if out is _BEHIND:
+                ready.append(sub)  # more to scan past its filter: next round
+                continue
+            if out is None:
+                if self._closed:
+                    out = heartbeat_item(sub.sent_cursor or sub.position, sub.dropped)
+                    sub.final = True
+                elif not sub.greeted or now - sub.last_sent >= sub.interval:
+                    out = heartbeat_item(sub.sent_cursor or sub.position, sub.dropped)
+                else:
+                    self._park(sub)
+                    continue
+            sub.state = _BUSY
+            sub.waiter = None
+            sub.greeted = True
+            waiter.set_result(out)
+            handed += 1
+        return handed
+
+    def _park(self, sub: _Subscriber) -> None:
+        sub.state = _PARKED
+        group = self._parked.meters if sub.filter.meter_updates else self._parked.trims
+        group[sub] = None
+        self._next_beat = min(self._next_beat, sub.last_sent + sub.interval)
+
+    def _sweep_heartbeats(self, now: float) -> None:
+        """Parked subscribers that owe a heartbeat go to the ready queue."""
+        if now < self._next_beat:
+            return
+        earliest = math.inf
+        for group in (self._parked.trims, self._parked.meters):
+            due = []
+            for sub in group:
+                at = sub.last_sent + sub.interval
+                if at <= now:
+                    due.append(sub)
+                else:
+                    earliest = min(earliest, at)
+            for sub in due:
+                del group[sub]
+                sub.state = _READY
+                self._ready.append(sub)
+        self._next_beat = max(earliest, now + _BEAT_GRAIN_S) if earliest < math.inf else math.inf
+
+    def _next(self, sub: _Subscriber) -> _Item | None:
+        """The subscriber's next item from the ring (advancing its cursor), None when it has
+        nothing more, or _BEHIND when a scan past its filter was cut short."""
+        events, meters = self._events, self._meters
+        wanted = sub.filter
+        with self._lock:
+            first = events.first
+            if sub.seq < first - 1:
+                # The ring evicted what this subscriber had not read yet; the count includes
+                # events its filters would have skipped (they are gone too).
+                missed = first - 1 - sub.seq
+                sub.seq = first - 1
+                sub.dropped += missed
+                return gap_item(
+                    events_pb2.GAP_CAUSE_SLOW_CONSUMER,
+                    sub.sent_cursor or sub.after,
+                    self._match_after(sub.seq, wanted),
+                    missed,
+                )
+            opted = wanted.meter_updates
+            if opted and sub.meter < meters.first - 1:
+                sub.meter = meters.first - 1  # evicted before it got to them: no gap, no count
+            for _ in range(_SCAN_LIMIT):
+                if opted and sub.meter < meters.last:
+                    before, update = meters[sub.meter + 1]
+                    if before <= sub.seq:  # it came before the subscriber's next trim
+                        sub.meter += 1
+                        if wanted.matches_meter(update.meter_update):
+                            return update
+                        continue
+                if sub.seq >= events.last:
+                    return None
+                sub.seq += 1
+                item = events[sub.seq]
+                if wanted.matches(item.event.trimmed):
+                    sub.sent_cursor = item.event.cursor
+                    return item
+            return _BEHIND
+
+    def _match_after(self, seq: int, wanted: Filter) -> str:
+        """The cursor of the next retained event after `seq` that `wanted` matches, looked for
+        among the next _SCAN_LIMIT; "" (not known yet) otherwise. Caller holds the lock."""
+        events = self._events
+        for number in range(max(seq + 1, events.first), min(events.last, seq + _SCAN_LIMIT) + 1):
+            item = events[number]
+            if wanted.matches(item.event.trimmed):
+                return item.event.cursor
+        return ""
+
+    async def _turn(self, sub: _Subscriber) -> _Item:
+        """Waits until the dispatcher hands this subscriber its next item."""
+        assert self._loop is not None
+        waiter: asyncio.Future[_Item] = self._loop.create_future()
+        sub.waiter = waiter
+        sub.state = _READY
+        self._ready.append(sub)
+        self._wakeup.set()
+        return await waiter
+
+    def _leave(self, sub: _Subscriber) -> None:
+        sub.state = _DONE
+        self._parked.trims.pop(sub, None)
+        self._parked.meters.pop(sub, None)
+        self._live -= 1
+        if sub.filter.meter_updates:
+            self._meter_subscribers -= 1
+        with contextlib.suppress(RuntimeError):  # a stream finalized after its loop closed
+            if sub.waiter is not None:
+                sub.waiter.cancel()
+            self._wakeup.set()  # a closed feed's dispatcher ends with the last stream
+
+    # -- subscribing ---------------------------------------------------------------------------
 
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
         wanted = Filter.of(request)
         interval = heartbeat_interval(request)
         start: cursors.Cursor | None = None
@@ -257,83 +415,60 @@ class RingFeed:
                 raise invalid_cursor("not a cursor issued by this feed")
 
         self._start_dispatcher()
-        sub = _Subscriber(wanted, self._queue_size, asyncio.get_running_loop())
-        backlog: deque[history_service_pb2.TrimEventsResponse] = deque()
-        # Snapshot the replay and register for live events under one lock hold, so every event
-        # lands either in the replay or in the live queue: none twice, none missing.
         with self._lock:
             if self._closed:
                 raise shutting_down()
-            if start is not None:
-                backlog.extend(self._replay(start, wanted, request.after_cursor))
-                replayed = [i.event.cursor for i in backlog if i.HasField("event")]
-                if replayed:
-                    sub.last_cursor = replayed[-1]
-            self._subscribers.add(sub)
-            sub.start_seq = self._seq
-            # The stream's resume position: everything up to the head is replayed or skipped.
-            sent_cursor = cursors.encode_ring(self.epoch, self._seq)
+            opening, seq = self._start_at(start, request.after_cursor, wanted)
+            head = self._events.last
+            sub = _Subscriber(
+                wanted,
+                interval,
+                seq=seq,
+                meter=self._meters.last,
+                position=cursors.encode_ring(self.epoch, head),
+                after=request.after_cursor,
+                last_sent=0.0,
+            )
+            self._live += 1
+            if wanted.meter_updates:
+                self._meter_subscribers += 1
         try:
-            last_sent = time.monotonic()
-            if not backlog:
+            if opening is not None:
+                yield opening
+                sub.greeted = True
+            elif seq == head:
                 # Tell the client at once that it is subscribed, and where it could resume from.
-                yield heartbeat_item(sent_cursor, 0)
+                yield heartbeat_item(sub.position, 0)
+                sub.greeted = True
+            sub.last_sent = time.monotonic()
             while True:
-                sub.wakeup.clear()
-                out: history_service_pb2.TrimEventsResponse | None = None
-                if backlog:
-                    out = backlog.popleft()
-                else:
-                    item = sub.take()
-                    if isinstance(item, _Drop):
-                        out = gap_item(
-                            events_pb2.GAP_CAUSE_SLOW_CONSUMER,
-                            item.after_cursor,
-                            item.before_cursor,
-                            item.missed,
-                        )
-                    else:
-                        out = item
-                if out is None and self._closed:
-                    # Everything queued was delivered: tell the client where to resume.
-                    yield heartbeat_item(sent_cursor, sub.dropped)
+                item = await self._turn(sub)
+                yield item
+                if sub.final:
                     return
-                if out is None:
-                    remaining = last_sent + interval - time.monotonic()
-                    if remaining > 0:
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(sub.wakeup.wait(), remaining)
-                        continue
-                    out = heartbeat_item(sent_cursor, sub.dropped)
-                elif out.HasField("event"):
-                    sent_cursor = out.event.cursor
-                yield out
-                last_sent = time.monotonic()
+                sub.last_sent = time.monotonic()
         finally:
-            with self._lock:
-                self._subscribers.discard(sub)
+            self._leave(sub)
 
-    def _replay(
-        self, start: cursors.Cursor, wanted: Filter, after: str
-    ) -> list[history_service_pb2.TrimEventsResponse]:
-        """The items owed to a subscriber resuming after `start`: a gap when some are gone, then
-        every retained matching event after it. Caller holds the lock."""
-        first_seq = self._ring[0][0] if self._ring else self._seq + 1
+    def _start_at(
+        self, start: cursors.Cursor | None, after: str, wanted: Filter
+    ) -> tuple[_Item | None, int]:
+        """Where a new subscriber starts reading (the trim before its first), and the gap it is
+        owed first when some events after its cursor are gone. Caller holds the lock."""
+        events = self._events
+        first = events.first
+        if start is None:
+            return None, events.last
         if isinstance(start, cursors.RingCursor) and start.epoch == self.epoch:
-            if start.seq > self._seq:
+            if start.seq > events.last:
                 raise invalid_cursor("the cursor is ahead of every event this feed published")
-            items = [
-                e for seq, e in self._ring if seq > start.seq and wanted.matches(e.event.trimmed)
-            ]
-            if start.seq < first_seq - 1:
-                # Everything between the cursor and the oldest retained event was evicted; the
-                # count includes events this subscriber's filters would have skipped.
-                before = items[0].event.cursor if items else ""
-                missed = first_seq - 1 - start.seq
-                gap = gap_item(events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, after, before, missed)
-                items.insert(0, gap)
-            return items
+            if start.seq >= first - 1:
+                return None, start.seq
+            # Everything between the cursor and the oldest retained event was evicted; the count
+            # includes events this subscriber's filters would have skipped.
+            missed = first - 1 - start.seq
+            before = self._match_after(first - 1, wanted)
+            return gap_item(events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, after, before, missed), first - 1
         # A cursor from an earlier run (or another backend): what happened since is unknown.
-        items = [e for _, e in self._ring if wanted.matches(e.event.trimmed)]
-        before = items[0].event.cursor if items else ""
-        return [gap_item(events_pb2.GAP_CAUSE_RESTART, after, before, 0), *items]
+        before = self._match_after(first - 1, wanted)
+        return gap_item(events_pb2.GAP_CAUSE_RESTART, after, before, 0), first - 1
