@@ -4,6 +4,8 @@ costs no event and reports no gap, and health keeps answering quickly while the 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,7 +13,6 @@ from typing import Any
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 from robustness_support import agent_trim, chat, load_procs, percentile
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
@@ -19,6 +20,19 @@ from turnkeeper.v1 import history_service_pb2_grpc
 procs = load_procs()
 SUBSCRIBERS = 20
 BEFORE, DURING, AFTER = 200, 400, 200
+# Health is asked from a process of its own: in this one, the 20 subscriber threads hold the GIL
+# while they take the replay, and a check's time would be theirs, not the server's.
+HEALTH_PROBE = """
+import sys, time, grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+check = health_pb2_grpc.HealthStub(grpc.insecure_channel(sys.argv[1])).Check
+check(health_pb2.HealthCheckRequest(), timeout=5)
+print("ready", flush=True)
+for _ in sys.stdin:
+    began = time.perf_counter()
+    check(health_pb2.HealthCheckRequest(), timeout=2)
+    print(time.perf_counter() - began, flush=True)
+"""
 
 
 @pytest.fixture
@@ -65,16 +79,25 @@ def test_a_stalled_redis_loses_nothing_and_reports_no_gap(
         stub.TrimHistory(request, timeout=10)
     time.sleep(max(0.0, 3.0 - (time.monotonic() - stalled_at)))  # past the 2 s socket timeout
     redis.process.send_signal(signal.SIGCONT)
-    health = health_pb2_grpc.HealthStub(channel)
+    probe = subprocess.Popen(
+        [sys.executable, "-c", HEALTH_PROBE, server.address],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert probe.stdin is not None and probe.stdout is not None
+    assert probe.stdout.readline().strip() == "ready"
     latencies: list[float] = []
     for _ in range(AFTER):
         stub.TrimHistory(request, timeout=10)
     deadline = time.monotonic() + 30
     while min(events(s) for s in seen) < total and time.monotonic() < deadline:
-        began = time.perf_counter()
-        health.Check(health_pb2.HealthCheckRequest(), timeout=2)
-        latencies.append(time.perf_counter() - began)
+        probe.stdin.write("check\n")
+        probe.stdin.flush()
+        latencies.append(float(probe.stdout.readline()))
         time.sleep(0.02)
+    probe.stdin.close()
+    assert probe.wait(timeout=10) == 0
     channel.close()
     delivered = [events(s) for s in seen]
     gaps = [i.gap for s in seen for i in s if i.HasField("gap")]
@@ -91,4 +114,6 @@ def test_a_stalled_redis_loses_nothing_and_reports_no_gap(
     assert delivered == [total] * SUBSCRIBERS, delivered
     assert not gaps, gaps[:3]
     assert all(len(set(c)) == total for c in cursors)  # exactly once
-    assert not latencies or max(latencies) < 0.1
+    # The replay now runs paced beside the calls for seconds, not in one burst before them: health
+    # answers well inside a probe's timeout (kubelet's default is 1 s) and mostly at once.
+    assert not latencies or (max(latencies) < 0.25 and percentile(latencies, 50) < 0.05)
