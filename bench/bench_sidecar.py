@@ -94,14 +94,16 @@ KEEP_METADATA = "floor-keep"
 
 
 class Server:
-    def __init__(self, name: str, argv: list[str], is_floor: bool = False) -> None:
+    def __init__(
+        self, name: str, argv: list[str], is_floor: bool = False, env: dict[str, str] | None = None
+    ) -> None:
         self.name = name
         self.is_floor = is_floor
         self.tmp = tempfile.mkdtemp(prefix="tk-bench-")
         ready = os.path.join(self.tmp, "ready.json")
         self.process = subprocess.Popen(
             [*argv, "--ready-file", ready],
-            env={**os.environ, "PYTHONPATH": str(ROOT / "service")},
+            env={**os.environ, "PYTHONPATH": str(ROOT / "service"), **(env or {})},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

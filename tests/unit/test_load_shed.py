@@ -8,7 +8,7 @@ import gc
 import grpc
 import pytest
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
-from turnkeeper.server.edge.interceptor import EdgeInterceptor
+from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.load_shed import (
     POLL_SECONDS,
     LoadShedder,
@@ -140,6 +140,12 @@ class _ExpiredContext:
     def time_remaining(self) -> float:
         return -0.5
 
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    async def read(self) -> bytes:
+        return b""
+
     def set_trailing_metadata(self, trailers: tuple[tuple[str, str], ...]) -> None:
         self._trailers = trailers
 
@@ -165,21 +171,14 @@ async def test_a_call_handed_over_after_its_deadline_is_dropped_without_work() -
         AdmissionLimits(max_inflight_bytes=1 << 20, heavy_call_bytes=1 << 20, max_heavy_calls=1)
     )
     shedder = LoadShedder(target=0.05, queue_calls=64, interval=0.1, retry_after_seconds=1.0)
-    interceptor = EdgeInterceptor(admission, shedder)
-
-    async def continuation(details: object) -> grpc.RpcMethodHandler[bytes, bytes]:
-        return grpc.unary_unary_rpc_method_handler(behavior)
-
-    details = type(
-        "Details",
-        (),
-        {"method": "/turnkeeper.v1.HistoryService/ResolveBudget", "invocation_metadata": ()},
-    )()
-    handler = await interceptor.intercept_service(continuation, details)  # type: ignore[arg-type]
-    assert handler is not None and handler.request_deserializer is not None
-    request = handler.request_deserializer(b"")
+    edge = Edge(admission, (), shedder)
+    handler = edge.wrap(
+        "/turnkeeper.v1.HistoryService/ResolveBudget", grpc.unary_unary_rpc_method_handler(behavior)
+    )
+    # The wrapper reads the one request message itself (from the context).
+    assert handler.request_streaming and handler.request_deserializer is None
     context = _ExpiredContext()
     with pytest.raises(grpc.aio.AbortError):
-        await handler.unary_unary(request, context)  # type: ignore[arg-type,misc]
+        await handler.stream_unary(iter(()), context)  # type: ignore[arg-type,misc]
     assert context.aborted == grpc.StatusCode.DEADLINE_EXCEEDED
     assert worked == [] and admission.calls == 0

@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 from collections.abc import Sequence
+from typing import cast
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -26,9 +27,10 @@ from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenFileError
 from turnkeeper.server.edge.connection_guard import ConnectionGuard
+from turnkeeper.server.edge.interceptor import Edge, HandlerRegistry
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
-from turnkeeper.server.edge.server import create_server
+from turnkeeper.server.edge.server import create_server, load_shedder
 from turnkeeper.server.edge.tls import CertificateError
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed, describe_events_url
@@ -111,9 +113,11 @@ class Sidecar:
         remove_ready_file(self.config.ready_file)
         feed = await self._start_feed()
         credentials, auth = security(self.config)
-        server = self._server = create_server(self.config, self.admission, auth, self._tracing())
+        shedder = load_shedder(self.config, self.admission)
+        server = self._server = create_server(self.config, shedder, self._tracing())
         self._servicer = self._create_servicer(feed)
-        self._register_services(server, self._servicer)
+        edge = Edge(self.admission, auth, shedder)
+        self._register_services(edge.registry(server), self._servicer)
         self._listen(server, credentials)
         await server.start()
         self._guard_connections(tls=credentials is not None)
@@ -161,11 +165,13 @@ class Sidecar:
             ),
         )
 
-    def _register_services(self, server: grpc.aio.Server, servicer: HistoryServicer) -> None:
-        server.add_registered_method_handlers(SERVICE_NAME, servicer.method_handlers())
-        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+    def _register_services(self, registry: HandlerRegistry, servicer: HistoryServicer) -> None:
+        """Every service through the edge, which wraps each handler."""
+        registry.add_registered_method_handlers(SERVICE_NAME, servicer.method_handlers())
+        # The generated function only registers handlers: the two methods a registry has.
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, cast(grpc.aio.Server, registry))
         if self.config.reflection:
-            enable_reflection(server, (SERVICE_NAME, health.SERVICE_NAME))
+            enable_reflection(registry, (SERVICE_NAME, health.SERVICE_NAME))
 
     def _listen(
         self, server: grpc.aio.Server, credentials: list[grpc.ServerCredentials | None]

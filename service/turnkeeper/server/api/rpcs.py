@@ -224,14 +224,15 @@ def _record_trim(
             tokens_before=plan.tokens_before,
             tokens_after=plan.tokens_after,
         )
-        tracing.annotate(
-            {
-                f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
-                f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
-                f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
-                f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
-            }
-        )
+        if tracing.recording():  # the attributes are built only for a span
+            tracing.annotate(
+                {
+                    f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
+                    f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
+                    f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
+                    f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
+                }
+            )
         log.info(
             "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
             "kept_turns=%d tokens_before=%d tokens_after=%d",

@@ -3,23 +3,21 @@
 Both carry the method, status, duration and sizes only. Every call has a request id: the
 caller's `x-request-id` metadata when it sends a usable one, else a new UUID. Every log line of
 the call carries it, and the call's trailers return it (`x-request-id`), so a runtime can quote
-it and an operator find the call's lines. `edge.interceptor` runs them for every call, in the
-same pass as admission control.
+it and an operator find the call's lines. `edge/interceptor.py` runs them for every call, in
+the same pass as authentication and admission control. What a method's calls share (metric
+series, log level) is resolved once per method, not per call.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
-import inspect
 import logging
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -28,7 +26,7 @@ from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.methods import PROBE_PREFIXES
 from turnkeeper.server.telemetry import metrics, tracing
-from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, reset_call_ids, set_call_ids
+from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, set_call_ids
 
 log = logging.getLogger("turnkeeper.access")
 
@@ -40,16 +38,54 @@ _STATUS_DETAILS_KEY = "grpc-status-details-bin"
 _USABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 
 
-@dataclass
-class CallStats:
-    method: str
-    request_id: str
-    # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
-    rpc_type: str = "unary"
-    caller_ids: dict[str, str] = field(default_factory=dict)
+class MethodTelemetry:
+    """What every call of one method shares, resolved once when it is registered: its metric
+    series, its log level, where its request keeps its CallerContext."""
 
-    def call_ids(self) -> dict[str, str]:
-        return {"request_id": self.request_id, **self.caller_ids}
+    __slots__ = ("caller_field", "level", "method", "rpc_type", "series")
+
+    def __init__(self, method: str, rpc_type: str) -> None:
+        self.method = method
+        # go-grpc-prometheus grpc_type: unary, server_stream, client_stream or bidi_stream.
+        self.rpc_type = rpc_type
+        self.series = metrics.RpcSeries(method, rpc_type)
+        self.caller_field = CALLER_FIELDS.get(method)
+        # Probes poll constantly; at DEBUG they do not drown real traffic.
+        self.level = logging.DEBUG if method.startswith(PROBE_PREFIXES) else logging.INFO
+
+
+class CallStats:
+    """One call's figures, from its start (`started` then counts it) to `finish`."""
+
+    __slots__ = (
+        "call_ids",
+        "request_bytes",
+        "request_id",
+        "requests",
+        "response_bytes",
+        "responses",
+        "started",
+        "telemetry",
+    )
+
+    def __init__(self, telemetry: MethodTelemetry, request_id: str) -> None:
+        self.telemetry = telemetry
+        self.request_id = request_id
+        # The ids on every log line of the call: the request id and the caller's, once read.
+        self.call_ids: Mapping[str, str] = {"request_id": request_id}
+        self.started = time.perf_counter()
+        self.request_bytes = 0
+        self.response_bytes = 0
+        self.requests = 0
+        self.responses = 0
+
+    @property
+    def method(self) -> str:
+        return self.telemetry.method
+
+    def count_request(self, size: int) -> None:
+        self.request_bytes += size
+        self.requests += 1
 
     def count_response(self, response: Any) -> None:
         # Raw-bytes handlers (every HistoryService method) answer bytes: their size is free.
@@ -58,12 +94,6 @@ class CallStats:
             self.response_bytes += len(response)
         elif isinstance(response, Message):
             self.response_bytes += response.ByteSize()
-
-    started: float = field(default_factory=time.perf_counter)
-    request_bytes: int = 0
-    response_bytes: int = 0
-    requests: int = 0
-    responses: int = 0
 
 
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
@@ -113,26 +143,29 @@ def started(
     """A call begins: it is counted, its caller read, its ids put on every log line written in
     this context and its request id returned to the caller. `finish` and `reset_call_ids` (with
     the token returned) end it."""
-    metrics.observe_started(stats.method, stats.rpc_type)
+    stats.telemetry.series.started.inc()
     _read_caller(stats, request)
-    ids = set_call_ids(stats.call_ids())
+    ids = set_call_ids(stats.call_ids)
     return_request_id(context, stats.request_id)
     return ids
 
 
 def _read_caller(stats: CallStats, request: Any) -> None:
-    number = CALLER_FIELDS.get(stats.method)
-    # A refusal that never reads its request gets a request iterator, with no caller to read.
+    number = stats.telemetry.caller_field
+    # A refusal that never reads its request has no caller to read.
     if number is not None and isinstance(request, bytes | Message):
         try:
             caller = caller_of(request, number)
         except ValueError:  # unreadable bytes: the handler reports them
             return
-        stats.caller_ids = {
-            "session_id": caller.session_id,
-            "runtime_id": caller.runtime_id,
-            "agent_id": caller.agent_id,
-        }
+        ids = {"request_id": stats.request_id}
+        if caller.session_id:
+            ids["session_id"] = caller.session_id
+        if caller.runtime_id:
+            ids["runtime_id"] = caller.runtime_id
+        if caller.agent_id:
+            ids["agent_id"] = caller.agent_id
+        stats.call_ids = ids
 
 
 def finish(
@@ -141,19 +174,11 @@ def finish(
     status = _status_of(context, error)
     seconds = time.perf_counter() - stats.started
     reason = _error_reason(context) if status != "OK" else None
-    tracing.annotate(
-        {
-            "rpc.request.bytes": stats.request_bytes,
-            "rpc.response.bytes": stats.response_bytes,
-            "rpc.messages.received": stats.requests,
-            "rpc.messages.sent": stats.responses,
-            "rpc.grpc.status": status,
-            **({"turnkeeper.error_reason": reason} if reason else {}),
-        }
+    telemetry = stats.telemetry
+    tracing.annotate_call(
+        stats.request_bytes, stats.response_bytes, stats.requests, stats.responses, status, reason
     )
-    metrics.observe_rpc(
-        stats.method,
-        stats.rpc_type,
+    telemetry.series.finished(
         status,
         seconds,
         stats.request_bytes,
@@ -162,136 +187,31 @@ def finish(
         stats.responses,
         reason,
     )
-    # Probes poll constantly; at DEBUG they do not drown real traffic.
-    level = logging.DEBUG if stats.method.startswith(PROBE_PREFIXES) else logging.INFO
+    level = telemetry.level
     if not log.isEnabledFor(level):
         return
     duration_ms = round(seconds * 1000.0, 2)
+    extra = {
+        "method": telemetry.method,
+        "status": status,
+        "duration_ms": duration_ms,
+        "request_bytes": stats.request_bytes,
+        "response_bytes": stats.response_bytes,
+        "requests": stats.requests,
+        "responses": stats.responses,
+    }
+    if reason:
+        extra["error_reason"] = reason
     log.log(
         level,
         "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d response_bytes=%d requests=%d "
         "responses=%d",
-        stats.method,
+        telemetry.method,
         status,
         duration_ms,
         stats.request_bytes,
         stats.response_bytes,
         stats.requests,
         stats.responses,
-        extra={
-            "method": stats.method,
-            "status": status,
-            "duration_ms": duration_ms,
-            "request_bytes": stats.request_bytes,
-            "response_bytes": stats.response_bytes,
-            "requests": stats.requests,
-            "responses": stats.responses,
-            **({"error_reason": reason} if reason else {}),
-        },
+        extra=extra,
     )
-
-
-def logged(
-    handler: grpc.RpcMethodHandler[Req, Resp], stats: CallStats
-) -> grpc.RpcMethodHandler[Req, Resp]:
-    """The handler, its completion logged and counted, sizes only. Request size is measured on
-    the wire bytes (wrapping the deserializer), so it is exact and costs nothing extra. Handlers
-    that are not coroutines or async generators (none are registered by the sidecar) pass through
-    unlogged rather than being re-threaded."""
-    inner_deserializer = handler.request_deserializer
-
-    def deserialize(data: bytes) -> Req:
-        stats.request_bytes += len(data)
-        stats.requests += 1
-        return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
-
-    serializer = handler.response_serializer
-    if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
-        return grpc.unary_unary_rpc_method_handler(
-            _unary_response(cast(Callable[..., Awaitable[Any]], handler.unary_unary), stats),
-            deserialize,
-            serializer,
-        )
-    if handler.stream_unary is not None and inspect.iscoroutinefunction(handler.stream_unary):
-        return grpc.stream_unary_rpc_method_handler(
-            _unary_response(cast(Callable[..., Awaitable[Any]], handler.stream_unary), stats),
-            deserialize,
-            serializer,
-        )
-    if handler.unary_stream is not None:
-        wrapped = _stream_response(handler.unary_stream, stats)
-        if wrapped is not None:
-            return grpc.unary_stream_rpc_method_handler(wrapped, deserialize, serializer)
-    if handler.stream_stream is not None:
-        wrapped = _stream_response(handler.stream_stream, stats)
-        if wrapped is not None:
-            return grpc.stream_stream_rpc_method_handler(wrapped, deserialize, serializer)
-    return handler
-
-
-def _unary_response(
-    behavior: Callable[..., Awaitable[Any]],
-    stats: CallStats,
-) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]:
-    async def logged(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        ids = started(stats, request, context)
-        error: BaseException | None = None
-        try:
-            response = await behavior(request, context)
-            stats.count_response(response)
-            return response
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            finish(stats, context, error)
-            reset_call_ids(ids)
-
-    return logged
-
-
-def _reset_in_generator(ids: Any) -> None:
-    # A generator closed from another context (garbage collection) cannot reset the variable;
-    # its own context then dies with it.
-    with contextlib.suppress(ValueError):
-        reset_call_ids(ids)
-
-
-def _stream_response(
-    behavior: Callable[..., Any], stats: CallStats
-) -> Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Any] | None:
-    if inspect.isasyncgenfunction(behavior):
-
-        async def logged_gen(
-            request: Any, context: grpc.aio.ServicerContext[Any, Any]
-        ) -> AsyncIterator[Any]:
-            ids = started(stats, request, context)
-            error: BaseException | None = None
-            try:
-                async for item in behavior(request, context):
-                    stats.count_response(item)
-                    yield item
-            except BaseException as caught:
-                error = caught
-                raise
-            finally:
-                finish(stats, context, error)
-                _reset_in_generator(ids)
-
-        return logged_gen
-    if inspect.iscoroutinefunction(behavior):
-        # Writes through context.write(); responses are not counted on this path.
-        async def logged_coro(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-            ids = started(stats, request, context)
-            error: BaseException | None = None
-            try:
-                await behavior(request, context)
-            except BaseException as caught:
-                error = caught
-                raise
-            finally:
-                finish(stats, context, error)
-                reset_call_ids(ids)
-
-        return logged_coro
-    return None

@@ -4,7 +4,8 @@
 request. gRPC reads a unary request whole before the handler runs; a client-streaming handler
 gets an iterator instead, and one message is framed the same either way. So a refusal is a
 streaming-request handler, of the call's response shape, that aborts without iterating: the
-request's bytes stay in the client. Authentication and admission both refuse with it.
+request's bytes stay in the client. Authentication refuses with it (the edge, which reads the
+request itself, refuses without reading it too).
 """
 
 from __future__ import annotations

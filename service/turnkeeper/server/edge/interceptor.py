@@ -1,123 +1,288 @@
-"""The one interceptor every call passes: access log, metrics and admission control in one pass.
+"""The edge every call passes, inside the handler gRPC calls: authentication, admission, access log
+and metrics in one pass.
 
-Each layer of interceptor costs a call a coroutine, a handler and a deserializer wrapper of its
-own; together the access log and admission were a quarter of a small call's cost (issue 19), so
-they share one. Authentication runs inside it (it is this interceptor's continuation): its
-refusals need only the headers, are logged here, and never reach admission, so strangers use none
-of its budget. Tracing, when on, runs outside it, so every line below carries the span.
+A `grpc.aio` server interceptor runs for every call before its handler, and one that wraps the
+handler builds it anew per call (the edge interceptor built a handler and two closures for each).
+So the sidecar has none by default: `Edge.wrap` wraps each handler once, when it is registered,
+and the wrapper does the edge's work per call. Tracing, when on, is the one interceptor
+(OpenTelemetry's): the span is open before the wrapper runs, so every line carries it.
+Authentication (`edge/auth.py`, a `grpc.aio.ServerInterceptor`) runs inside the wrapper, on the
+call's method and headers: its refusals are logged and counted here, and never reach admission,
+so strangers use none of its budget.
 
-gRPC reads a unary request whole before any handler runs, so the calls receiving their request at
-once are capped here, before the read, by count and by the in-flight byte budget (each reserves the
-largest request until admission counts its real size): a call over either waits in FIFO order for
-a slot, and if none comes free in time it is refused by a handler that never reads it
-(`handlers.refusal`).
+A method whose request is one message is registered as request-streaming (one message is framed
+the same either way), so the wrapper runs before gRPC has read the request and reads it itself,
+once authentication, load shedding (`edge/load_shed.py`) and admission let it: a refused call's
+request stays in the client. The calls reading their request at once are capped, by count
+(`--max-receiving-calls`) and by the in-flight byte budget (each reserves the largest request
+until admission counts its real size): a call over either waits in FIFO order for a slot, and is
+refused if none comes free in time.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeAlias, cast
 
 import grpc
+from google.protobuf.message import DecodeError
 
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.api.methods import PROBE_PREFIXES
 from turnkeeper.server.edge.access_log import (
     CallStats,
+    MethodTelemetry,
     finish,
-    logged,
     request_id_of,
     started,
 )
 from turnkeeper.server.edge.admission import Admission, ReceivingSlot, shutting_down_refusal
-from turnkeeper.server.edge.handlers import Continuation, refusal, rpc_type
+from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
+from turnkeeper.v1 import errors_pb2
 
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
 
 
-class EdgeInterceptor(grpc.aio.ServerInterceptor):
-    """Logs and counts every call; counts every unary call in and out of `Admission`."""
+class _CallDetails(grpc.HandlerCallDetails):
+    """What an interceptor reads of a call: its method and its headers."""
 
-    def __init__(self, admission: Admission, shedder: LoadShedder | None = None) -> None:
+    def __init__(self, method: str, invocation_metadata: Any) -> None:
+        self.method = method
+        self.invocation_metadata = invocation_metadata
+
+
+def _no_message() -> RequestError:
+    return RequestError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        errors_pb2.ERROR_REASON_MALFORMED_REQUEST,
+        "the call ended before its request message arrived",
+    )
+
+
+def _undecodable(error: Exception) -> RequestError:
+    return RequestError(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        errors_pb2.ERROR_REASON_MALFORMED_REQUEST,
+        f"the request message does not decode: {error}",
+    )
+
+
+class Edge:
+    """Wraps the handlers of every service the sidecar serves; `registry` registers them."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        auth: Sequence[grpc.aio.ServerInterceptor] = (),
+        shedder: LoadShedder | None = None,
+    ) -> None:
         self.admission = admission
+        self._auth = tuple(auth)
         self.shedder = shedder
 
-    async def intercept_service(
-        self,
-        continuation: Continuation[Req, Resp],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        # How long the call waited for us to take it (load_shed): every call counts.
-        if self.shedder is not None:
-            self.shedder.arrived()
-        handler = await continuation(details)
+    def wrap(self, method: str, handler: Handler) -> Handler:
+        """`handler` (of the method at path `method`) with the edge around each of its calls.
+        Handlers that are not coroutines or async generators (none are registered by the
+        sidecar) pass through unwrapped rather than being re-threaded."""
+        call = _MethodEdge(self, method, handler)
+        serializer = handler.response_serializer
+        if handler.unary_unary is not None and inspect.iscoroutinefunction(handler.unary_unary):
+            return grpc.stream_unary_rpc_method_handler(call.unary, None, serializer)
+        if handler.unary_stream is not None and inspect.isasyncgenfunction(handler.unary_stream):
+            return grpc.stream_stream_rpc_method_handler(call.unary_stream, None, serializer)
+        if handler.stream_unary is not None and inspect.iscoroutinefunction(handler.stream_unary):
+            return grpc.stream_unary_rpc_method_handler(call.stream_unary, None, serializer)
+        if handler.stream_stream is not None and inspect.isasyncgenfunction(handler.stream_stream):
+            return grpc.stream_stream_rpc_method_handler(call.stream_stream, None, serializer)
+        return handler
+
+    def registry(self, server: HandlerRegistry) -> HandlerRegistry:
+        """`server` as something to register handlers with (generated `add_*_to_server`
+        functions take it), every handler wrapped."""
+        return _WrappingRegistry(self, server)
+
+
+class HandlerRegistry(Protocol):
+    """The registration half of `grpc.aio.Server`."""
+
+    def add_generic_rpc_handlers(
+        self, generic_rpc_handlers: Sequence[grpc.GenericRpcHandler]
+    ) -> None: ...
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: dict[str, Handler]
+    ) -> None: ...
+
+
+class _WrappingRegistry:
+    def __init__(self, edge: Edge, server: HandlerRegistry) -> None:
+        self._edge = edge
+        self._server = server
+
+    def add_generic_rpc_handlers(
+        self, generic_rpc_handlers: Sequence[grpc.GenericRpcHandler]
+    ) -> None:
+        self._server.add_generic_rpc_handlers(
+            tuple(_WrappingGenericHandler(self._edge, inner) for inner in generic_rpc_handlers)
+        )
+
+    def add_registered_method_handlers(
+        self, service_name: str, method_handlers: dict[str, Handler]
+    ) -> None:
+        self._server.add_registered_method_handlers(
+            service_name,
+            {
+                name: self._edge.wrap(f"/{service_name}/{name}", handler)
+                for name, handler in method_handlers.items()
+            },
+        )
+
+
+class _WrappingGenericHandler(grpc.GenericRpcHandler):
+    """A generic handler's handlers, each wrapped the first time its method is called (only
+    methods it serves are remembered: a client cannot grow the cache with made-up names)."""
+
+    def __init__(self, edge: Edge, inner: grpc.GenericRpcHandler) -> None:
+        self._edge = edge
+        self._inner = inner
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
+
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> Handler | None:
+        handler = self._inner.service(handler_call_details)
         if handler is None:
             return None
-        method = details.method
-        stats = CallStats(
-            method=method,
-            request_id=request_id_of(details.invocation_metadata),
-            rpc_type=rpc_type(method, handler),
-        )
+        method = handler_call_details.method
+        known = self._wrapped.get(method)
+        if known is None or known[0] is not handler:
+            known = self._wrapped[method] = (handler, self._edge.wrap(method, handler))
+        return known[1]
+
+
+class _MethodEdge:
+    """The edge of one method: what its calls share is resolved here, once."""
+
+    def __init__(self, edge: Edge, method: str, handler: Handler) -> None:
+        self.edge = edge
+        self.admission = edge.admission
+        self.method = method
+        self.handler = handler
+        self.telemetry = MethodTelemetry(method, rpc_type(method, handler))
         # A probe must see the server even when it is busy.
-        if method.startswith(PROBE_PREFIXES):
-            return logged(handler, stats)
+        self.probe = method.startswith(PROBE_PREFIXES)
+
+    def _stats(self, context: Context) -> CallStats:
+        """The call's figures; the first thing every call does."""
+        # How long the call waited for us to take it (load_shed): every call counts.
+        shedder = self.edge.shedder
+        if shedder is not None:
+            shedder.arrived()
+        return CallStats(self.telemetry, request_id_of(context.invocation_metadata()))
+
+    async def _handler(self, context: Context) -> Handler:
+        """The handler this call gets: the method's, or what authentication made of it."""
+        auth = self.edge._auth
+        if not auth:
+            return self.handler
+        details = _CallDetails(self.method, context.invocation_metadata())
+        handler = await _intercepted(auth, self.handler, details)
+        assert handler is not None, "authentication never drops a method"
+        return handler
+
+    def _refusal(self) -> RequestError | None:
+        """Why a unary call is refused before its request is read, if it is: the server is
+        draining. (Authentication's refusals come as handlers.)"""
+        if not self.probe and self.admission.draining:
+            return shutting_down_refusal()
+        return None
+
+    @staticmethod
+    async def _read(context: Context, stats: CallStats) -> Any:
+        raw = await context.read()
+        if raw is grpc.aio.EOF:
+            await context.abort_with_status(_no_message().to_status())
+        stats.count_request(len(raw))
+        return raw
+
+    @staticmethod
+    async def _refuse(
+        stats: CallStats,
+        context: Context,
+        refusal: RequestError | Callable[[], Awaitable[Any]],
+    ) -> Any:
+        """Answers a call refused before its request is read: with `refusal`, or by running it
+        (authentication's refusal handler, on the unread requests)."""
+        ids = started(stats, None, context)
+        failure: BaseException | None = None
+        try:
+            if isinstance(refusal, RequestError):
+                await context.abort_with_status(refusal.to_status())
+                raise AssertionError("abort_with_status returned")  # pragma: no cover
+            return await refusal()
+        except BaseException as caught:
+            failure = caught
+            raise
+        finally:
+            finish(stats, context, failure)
+            reset_call_ids(ids)
+
+    async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
+        """A unary call: authenticated, admitted, its one request read, answered, logged."""
+        stats = self._stats(context)
+        handler = await self._handler(context)
+        if handler.request_streaming:
+            refuse = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
+            return await self._refuse(stats, context, functools.partial(refuse, requests, context))
+        refused = self._refusal()
         admission = self.admission
-        if admission.draining:
-            return logged(refusal(handler, shutting_down_refusal()), stats)
-        behavior = handler.unary_unary
-        if behavior is None or not inspect.iscoroutinefunction(behavior):
-            return logged(handler, stats)
-        if self.shedder is not None and self.shedder.refuses():
-            return logged(refusal(handler, self.shedder.refusal()), stats)
-        if not await admission.receiving_slot():
-            return logged(refusal(handler, admission.receiving_refusal()), stats)
-        return _admitted(
-            handler,
-            cast(Callable[..., Awaitable[Any]], behavior),
-            stats,
-            admission,
-            ReceivingSlot(admission),
-        )
-
-
-def _admitted(
-    handler: grpc.RpcMethodHandler[Req, Resp],
-    behavior: Callable[..., Awaitable[Any]],
-    stats: CallStats,
-    admission: Admission,
-    slot: ReceivingSlot,
-) -> grpc.RpcMethodHandler[Req, Resp]:
-    inner_deserializer = handler.request_deserializer
-
-    def deserialize(data: bytes) -> Req:
-        # The receiving slot (and its reservation) is freed once admission has counted these.
-        stats.request_bytes = len(data)
-        stats.requests = 1
-        return inner_deserializer(data) if inner_deserializer is not None else cast(Req, data)
-
-    async def admitted(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        receiving = not self.probe
+        shedder = self.edge.shedder
+        if refused is None and receiving and shedder is not None and shedder.refuses():
+            refused = shedder.refusal()
+            receiving = False
+        if refused is None and receiving and not await admission.receiving_slot():
+            refused = admission.receiving_refusal()
+            receiving = False
+        if refused is not None:
+            return await self._refuse(stats, context, refused)
+        # Freed (with its reservation) once admission has counted the call's bytes in.
+        slot = ReceivingSlot(admission) if receiving else None
+        try:
+            raw = await self._read(context, stats)
+        except BaseException:
+            if slot is not None:
+                slot.free()
+            raise
+        request = _decoded(handler, raw)
         ids = started(stats, request, context)
         error: BaseException | None = None
         heavy: bool | None = None
         try:
-            remaining = context.time_remaining()
-            if remaining is not None and remaining <= 0:
-                # Nobody waits for the answer any more: no work, nothing published.
-                await context.abort(
-                    grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed before the call started"
-                )
-            try:
-                heavy = await admission.admit(stats.request_bytes, remaining, slot.free)
-                if heavy:
-                    # (grpc-stubs type the callback as a class of their own.)
-                    context.add_done_callback(cast(Any, admission.sent))
-            except RequestError as refused:
-                await context.abort_with_status(refused.to_status())
+            if isinstance(request, RequestError):
+                await context.abort_with_status(request.to_status())
+            if not self.probe:
+                remaining = context.time_remaining()
+                if remaining is not None and remaining <= 0:
+                    # Nobody waits for the answer any more: no work, nothing published.
+                    await context.abort(
+                        grpc.StatusCode.DEADLINE_EXCEEDED,
+                        "the deadline passed before the call started",
+                    )
+                try:
+                    heavy = await admission.admit(
+                        stats.request_bytes, remaining, slot.free if slot is not None else None
+                    )
+                    if heavy:
+                        # (grpc-stubs type the callback as a class of their own.)
+                        context.add_done_callback(cast(Any, admission.sent))
+                except RequestError as over:
+                    await context.abort_with_status(over.to_status())
+            behavior = cast(Callable[..., Awaitable[Any]], handler.unary_unary)
             response = await behavior(request, context)
             stats.count_response(response)
             return response
@@ -125,10 +290,141 @@ def _admitted(
             error = caught
             raise
         finally:
-            slot.free()
+            if slot is not None:
+                slot.free()
             if heavy is not None:
                 admission.release(stats.request_bytes, heavy)
             finish(stats, context, error)
             reset_call_ids(ids)
 
-    return grpc.unary_unary_rpc_method_handler(admitted, deserialize, handler.response_serializer)
+    async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
+        """A call with one request and a stream of responses (TrimEvents, health Watch)."""
+        stats = self._stats(context)
+        handler = await self._handler(context)
+        if handler.request_streaming:
+            async for item in self._refused_stream(stats, context, handler, requests):
+                yield item
+            return
+        refused = self._refusal()
+        if refused is not None:
+            await self._refuse(stats, context, refused)
+            return
+        raw = await self._read(context, stats)
+        request = _decoded(handler, raw)
+        ids = started(stats, request, context)
+        error: BaseException | None = None
+        try:
+            if isinstance(request, RequestError):
+                await context.abort_with_status(request.to_status())
+            behavior = cast(Callable[..., AsyncIterator[Any]], handler.unary_stream)
+            async for item in behavior(request, context):
+                stats.count_response(item)
+                yield item
+        except BaseException as caught:
+            error = caught
+            raise
+        finally:
+            finish(stats, context, error)
+            _reset_in_generator(ids)
+
+    async def _refused_stream(
+        self, stats: CallStats, context: Context, handler: Handler, requests: Any
+    ) -> AsyncIterator[Any]:
+        ids = started(stats, None, context)
+        error: BaseException | None = None
+        try:
+            refuse = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
+            async for item in refuse(requests, context):
+                yield item  # pragma: no cover (a refusal aborts)
+        except BaseException as caught:
+            error = caught
+            raise
+        finally:
+            finish(stats, context, error)
+            _reset_in_generator(ids)
+
+    def _counted(self, requests: AsyncIterator[Any], stats: CallStats) -> AsyncIterator[Any]:
+        deserializer = self.handler.request_deserializer
+
+        async def counted() -> AsyncIterator[Any]:
+            async for raw in requests:
+                stats.count_request(len(raw))
+                yield deserializer(raw) if deserializer is not None else raw
+
+        return counted()
+
+    async def stream_unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
+        """A client-streaming call (none in the sidecar's services; here for completeness)."""
+        stats = self._stats(context)
+        handler = await self._handler(context)
+        ids = started(stats, None, context)
+        error: BaseException | None = None
+        try:
+            behavior = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
+            response = await behavior(self._counted(requests, stats), context)
+            stats.count_response(response)
+            return response
+        except BaseException as caught:
+            error = caught
+            raise
+        finally:
+            finish(stats, context, error)
+            reset_call_ids(ids)
+
+    async def stream_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
+        """A bidirectional call (server reflection)."""
+        stats = self._stats(context)
+        handler = await self._handler(context)
+        ids = started(stats, None, context)
+        error: BaseException | None = None
+        try:
+            behavior = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
+            async for item in behavior(self._counted(requests, stats), context):
+                stats.count_response(item)
+                yield item
+        except BaseException as caught:
+            error = caught
+            raise
+        finally:
+            finish(stats, context, error)
+            _reset_in_generator(ids)
+
+
+def _decoded(handler: Handler, raw: bytes) -> Any:
+    """The request as the handler takes it (raw bytes for every HistoryService method), or the
+    error to answer when it does not decode."""
+    deserializer = handler.request_deserializer
+    if deserializer is None:
+        return raw
+    try:
+        return deserializer(raw)
+    except (DecodeError, ValueError, TypeError) as error:
+        return _undecodable(error)
+
+
+def _reset_in_generator(ids: Any) -> None:
+    # A generator closed from another context (garbage collection) cannot reset the variable;
+    # its own context then dies with it.
+    with contextlib.suppress(ValueError):
+        reset_call_ids(ids)
+
+
+async def _intercepted(
+    interceptors: Iterable[grpc.aio.ServerInterceptor],
+    handler: Handler,
+    details: grpc.HandlerCallDetails,
+) -> Handler | None:
+    """What `interceptors`, in order, make of `handler` for the call `details` (as gRPC runs a
+    server's interceptor chain)."""
+    chain = iter(interceptors)
+
+    async def continuation(call: grpc.HandlerCallDetails) -> Handler | None:
+        interceptor = next(chain, None)
+        if interceptor is None:
+            return handler
+        return await interceptor.intercept_service(continuation, call)
+
+    return await continuation(details)
+
+
+__all__ = ["Edge", "HandlerRegistry"]

@@ -1,4 +1,4 @@
-"""The grpc.aio server: its channel options (limits, keepalive) and its interceptor chain."""
+"""The grpc.aio server: its channel options (limits, keepalive) and its one optional interceptor."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission
-from turnkeeper.server.edge.interceptor import EdgeInterceptor
 from turnkeeper.server.edge.load_shed import LoadShedder, channelz_id
 from turnkeeper.server.telemetry import tracing
 
@@ -57,29 +56,26 @@ def server_options(config: ServerConfig) -> list[tuple[str, int]]:
     return options
 
 
-def create_server(
-    config: ServerConfig,
-    admission: Admission,
-    auth: list[grpc.aio.ServerInterceptor],
-    tracer_provider: TracerProvider | None,
-) -> grpc.aio.Server:
-    """The server with its interceptors; nothing is registered or bound yet."""
-    traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
-    shedder = LoadShedder(
+def load_shedder(config: ServerConfig, admission: Admission) -> LoadShedder:
+    """The load shedder of `config` (edge/load_shed.py); `create_server` shows it the server."""
+    return LoadShedder(
         config.shed_queue_ms / 1000,
         config.shed_queue_calls,
         config.shed_interval_ms / 1000,
         admission.limits.retry_after_seconds,
     )
+
+
+def create_server(
+    config: ServerConfig, shedder: LoadShedder, tracer_provider: TracerProvider | None
+) -> grpc.aio.Server:
+    """The server; nothing is registered or bound yet. The edge (authentication, load shedding,
+    admission, access log, metrics) wraps each handler as it is registered (`edge/interceptor.py`):
+    a grpc.aio interceptor costs every call. Tracing alone is one, so the span is open before the
+    edge runs and the access log and every line below carry its trace id."""
+    traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
     server, server_id = channelz_id(
-        lambda: grpc.aio.server(
-            # The span opens first, so the access log and every line below carry its trace id;
-            # the edge (access log, metrics, admission in one pass) is next, and authentication
-            # is its continuation: refusals are logged with their status, and strangers use none
-            # of admission's budget.
-            interceptors=[*traced, EdgeInterceptor(admission, shedder), *auth],
-            options=server_options(config),
-        )
+        lambda: grpc.aio.server(interceptors=traced, options=server_options(config))
     )
     # The shedder tells how long calls waited from channelz's count of the server's calls.
     shedder.watch(server_id)

@@ -11,11 +11,15 @@ its messages.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import grpc
 from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor import FileDescriptor
 from grpc_reflection.v1alpha import reflection, reflection_pb2
+
+if TYPE_CHECKING:
+    from turnkeeper.server.edge.interceptor import HandlerRegistry
 
 V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME
 V1_PACKAGE = "grpc.reflection.v1"
@@ -56,7 +60,7 @@ def v1_file() -> FileDescriptor:
     return pool.FindFileByName(V1_FILE_NAME)
 
 
-def enable_reflection(server: grpc.aio.Server, service_names: Iterable[str]) -> None:
+def enable_reflection(server: HandlerRegistry, service_names: Iterable[str]) -> None:
     """Serves reflection for `service_names` and both reflection services, under both names."""
     v1_file()
     servicer = reflection.aio.ReflectionServicer(

@@ -1,6 +1,6 @@
 """What the sidecar tells about itself: Prometheus metrics, OpenTelemetry traces, logs.
 
 `metrics.py` holds every collector (served at /metrics by `ops/http.py`), `tracing.py` the span
-per RPC, `logs.py` the text/JSON log setup with call ids. The interceptor that records each call
-into all three is `edge/access_log.py`.
+per RPC, `logs.py` the text/JSON log setup with call ids. What records each call into all three
+is `edge/access_log.py`, run by the edge around every handler.
 """

@@ -204,68 +204,91 @@ def split_method(full_method: str) -> tuple[str, str]:
     return service, method
 
 
-@dataclass(frozen=True, slots=True)
-class _RpcSeries:
-    """The labelled series one method's calls update, looked up once per method, not per call."""
-
-    started: Any
-    seconds: Any
-    received: Any
-    sent: Any
-    request_bytes: Any
-    response_bytes: Any
-    labels: tuple[str, str, str]
-    method: str
+_RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED.name
 
 
-@functools.lru_cache(maxsize=1024)  # bounded: clients may call any method path
-def _series(full_method: str, rpc_type: str) -> _RpcSeries:
-    service, method = split_method(full_method)
-    labels = (service, method, rpc_type)
-    return _RpcSeries(
-        RPCS_STARTED.labels(*labels),
-        RPC_SECONDS.labels(*labels),
-        MESSAGES_RECEIVED.labels(*labels),
-        MESSAGES_SENT.labels(*labels),
-        REQUEST_BYTES.labels(method),
-        RESPONSE_BYTES.labels(method),
-        labels,
-        method,
+class RpcSeries:
+    """The labelled series one method's calls update, resolved once per method (at registration),
+    not per call: `.labels()` takes a lock and hashes its label values every time."""
+
+    __slots__ = (
+        "_handled",
+        "labels",
+        "method",
+        "received",
+        "request_bytes",
+        "response_bytes",
+        "seconds",
+        "sent",
+        "started",
     )
 
+    def __init__(self, full_method: str, rpc_type: str) -> None:
+        service, method = split_method(full_method)
+        labels = (service, method, rpc_type)
+        self.labels = labels
+        self.method = method
+        self.started = RPCS_STARTED.labels(*labels)
+        self.seconds = RPC_SECONDS.labels(*labels)
+        self.received = MESSAGES_RECEIVED.labels(*labels)
+        self.sent = MESSAGES_SENT.labels(*labels)
+        self.request_bytes = REQUEST_BYTES.labels(method)
+        self.response_bytes = RESPONSE_BYTES.labels(method)
+        # By status code name: at most the 17 gRPC codes.
+        self._handled: dict[str, Any] = {}
 
-def observe_started(full_method: str, rpc_type: str) -> None:
-    _series(full_method, rpc_type).started.inc()
-
-
-def observe_rpc(
-    full_method: str,
-    rpc_type: str,
-    code: str,
-    seconds: float,
-    request_bytes: int,
-    response_bytes: int,
-    requests: int,
-    responses: int,
-    error_reason: str | None,
-) -> None:
-    """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
-    series = _series(full_method, rpc_type)
-    RPCS_HANDLED.labels(*series.labels, code).inc()
-    series.seconds.observe(seconds)
-    series.received.inc(requests)
-    series.sent.inc(responses)
-    series.request_bytes.observe(request_bytes)
-    series.response_bytes.observe(response_bytes)
-    if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
-        CAPACITY_FAILURES.labels(series.method).inc()
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED.name:
-        ADMISSION_REJECTIONS.labels(series.method, error_reason or "none").inc()
+    def finished(
+        self,
+        code: str,
+        seconds: float,
+        request_bytes: int,
+        response_bytes: int,
+        requests: int,
+        responses: int,
+        error_reason: str | None,
+    ) -> None:
+        """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
+        handled = self._handled.get(code)
+        if handled is None:
+            handled = self._handled[code] = RPCS_HANDLED.labels(*self.labels, code)
+        handled.inc()
+        self.seconds.observe(seconds)
+        self.received.inc(requests)
+        self.sent.inc(responses)
+        self.request_bytes.observe(request_bytes)
+        self.response_bytes.observe(response_bytes)
+        if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
+            CAPACITY_FAILURES.labels(self.method).inc()
+        if code == _RESOURCE_EXHAUSTED:
+            ADMISSION_REJECTIONS.labels(self.method, error_reason or "none").inc()
 
 
 def enum_label(enum_name: str, prefix: str) -> str:
     """A label value from a protobuf enum name: TRIM_REASON_TURN_LIMIT -> turn_limit."""
     return enum_name.removeprefix(prefix).lower()
+
+
+@dataclass(frozen=True, slots=True)
+class _TrimSeries:
+    trims: Any
+    dropped_turns: Any
+    dropped_messages: Any
+    tokens_before: Any
+    tokens_after: Any
+
+
+@functools.cache  # bounded: three reasons, the CallerPath values
+def _trim_series(reason: str, caller_path: trim_pb2.CallerPath.ValueType) -> _TrimSeries:
+    path = enum_label(
+        trim_pb2.CallerPath.Name(caller_path or trim_pb2.CALLER_PATH_AGENT), "CALLER_PATH_"
+    )
+    return _TrimSeries(
+        TRIMS.labels(reason, path),
+        DROPPED_TURNS.labels(reason, path),
+        DROPPED_MESSAGES.labels(reason, path),
+        TOKENS_BEFORE.labels(reason),
+        TOKENS_AFTER.labels(reason),
+    )
 
 
 def observe_trim(
@@ -278,14 +301,12 @@ def observe_trim(
     tokens_after: int,
 ) -> None:
     """One trim that dropped history. `reason`: token_budget, turn_limit or row_limit."""
-    path = enum_label(
-        trim_pb2.CallerPath.Name(caller_path or trim_pb2.CALLER_PATH_AGENT), "CALLER_PATH_"
-    )
-    TRIMS.labels(reason, path).inc()
-    DROPPED_TURNS.labels(reason, path).inc(dropped_turns)
-    DROPPED_MESSAGES.labels(reason, path).inc(dropped_messages)
-    TOKENS_BEFORE.labels(reason).observe(tokens_before)
-    TOKENS_AFTER.labels(reason).observe(tokens_after)
+    series = _trim_series(reason, caller_path)
+    series.trims.inc()
+    series.dropped_turns.inc(dropped_turns)
+    series.dropped_messages.inc(dropped_messages)
+    series.tokens_before.observe(tokens_before)
+    series.tokens_after.observe(tokens_after)
 
 
 def observe_feed_health(healthy: bool) -> None:

@@ -49,7 +49,18 @@ def tracer_provider(mode: TracingMode) -> TracerProvider | None:
     return provider
 
 
+_started = False
+
+
+def tracing_started() -> bool:
+    """Whether any server in this process traces: until one does, no call has a span, and the
+    per-call span lookups are skipped."""
+    return _started
+
+
 def server_interceptor(provider: TracerProvider) -> grpc.aio.ServerInterceptor:
+    global _started
+    _started = True
     # The instrumentation package ships no type hints.
     interceptor: grpc.aio.ServerInterceptor = aio_server_interceptor(  # type: ignore[no-untyped-call]
         tracer_provider=provider
@@ -59,6 +70,37 @@ def server_interceptor(provider: TracerProvider) -> grpc.aio.ServerInterceptor:
 
 def annotate(attributes: dict[str, int | str]) -> None:
     """Adds sizes and counts to the current span (a no-op outside a traced call)."""
+    if not _started:
+        return
     span = trace.get_current_span()
     if span.is_recording():
         span.set_attributes(attributes)
+
+
+def recording() -> bool:
+    """Whether the current call has a span that records attributes."""
+    return _started and trace.get_current_span().is_recording()
+
+
+def annotate_call(
+    request_bytes: int,
+    response_bytes: int,
+    requests: int,
+    responses: int,
+    status: str,
+    error_reason: str | None,
+) -> None:
+    """A finished call's sizes, counts and status on its span; its attributes are built only
+    when there is one."""
+    if not recording():
+        return
+    attributes: dict[str, int | str] = {
+        "rpc.request.bytes": request_bytes,
+        "rpc.response.bytes": response_bytes,
+        "rpc.messages.received": requests,
+        "rpc.messages.sent": responses,
+        "rpc.grpc.status": status,
+    }
+    if error_reason:
+        attributes["turnkeeper.error_reason"] = error_reason
+    trace.get_current_span().set_attributes(attributes)

@@ -1,0 +1,141 @@
+"""A call's fixed cost (issue 19 item 1): small calls against the suffix floor, rate and server CPU.
+
+Prints figures, never pass/fail. Contenders: the suffix floor (bench/floor_server.py) and
+turnkeeper with its default flags (access log at INFO, metrics, admission; native engine), plus,
+when `BENCH_BASELINE` names another checkout's `service/` directory, turnkeeper from there (to
+measure a change before/after in one interleaved run). Workloads: the 20-row TrimHistory of
+`bench_sidecar.py`, and a 20-row PrepareModelCall (profiles and a caller; the floor does not
+serve it). Each measurement is a closed loop of 1 or 16 calls in flight for `SECONDS`, contenders
+in rotating order, round after round; medians. Two figures: requests/s (noisy on a shared
+machine) and the server process's CPU time per call (utime + stime from /proc, all threads: what
+the call costs the server, much less sensitive to what else the machine runs).
+`BENCH_QUICK=1` runs fewer, shorter rounds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import grpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_sidecar import OPTIONS, TRIM, Server, keep_of, trim_request, workload
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import profile_pb2, trim_pb2
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3" if QUICK else "5"))
+SECONDS = float(os.environ.get("BENCH_SECONDS", "0.8" if QUICK else "1.5"))
+PREPARE = "/turnkeeper.v1.HistoryService/PrepareModelCall"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def prepare_request() -> bytes:
+    history = workload(20)
+    return svc.PrepareModelCallRequest(
+        history=history,
+        profiles=profile_pb2.Profiles(
+            runtime=profile_pb2.RuntimeProfile(
+                max_context_tokens=8_000, default_provider="provider"
+            ),
+            providers=[profile_pb2.ProviderProfile(alias="provider", context_window=200_000)],
+        ),
+        caller=trim_pb2.CallerContext(session_id="session-1", runtime_id="runtime-1"),
+    ).SerializeToString()
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def loop(
+    server: Server, method: str, raw: bytes, metadata: object, in_flight: int
+) -> tuple[float, float]:
+    """(calls/s, server CPU µs per call) of a closed loop of `in_flight` calls."""
+
+    async def run() -> tuple[int, float, float]:
+        async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
+            call = channel.unary_unary(method)
+            await call(raw, metadata=metadata)  # the connection is up before the clock starts
+            done = 0
+            cpu = cpu_seconds(server.process.pid)
+            start = time.perf_counter()
+            end = start + SECONDS
+
+            async def worker() -> None:
+                nonlocal done
+                while time.perf_counter() < end:
+                    await call(raw, metadata=metadata)
+                    done += 1
+
+            await asyncio.gather(*(worker() for _ in range(in_flight)))
+            return done, time.perf_counter() - start, cpu_seconds(server.process.pid) - cpu
+
+    done, elapsed, cpu = asyncio.run(run())
+    return done / elapsed, cpu / done * 1e6
+
+
+def turnkeeper_at(name: str, service: str | None) -> Server:
+    argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
+    env = {"PYTHONPATH": service} if service else {}
+    return Server(name, argv, env=env)
+
+
+def main() -> None:
+    floor_server = str(Path(__file__).resolve().parent / "floor_server.py")
+    floor = Server("floor suffix", [sys.executable, floor_server, "--mode", "suffix"], True)
+    servers = [floor, turnkeeper_at("turnkeeper", None)]
+    baseline = os.environ.get("BENCH_BASELINE")
+    if baseline:
+        servers.append(turnkeeper_at("baseline", baseline))
+    try:
+        run(servers)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def run(servers: list[Server]) -> None:
+    floor, tk = servers[0], servers[1]
+    trim = trim_request(workload(20))
+    keep = keep_of(tk, trim)
+    prepare = prepare_request()
+    print(
+        f"== a small call's fixed cost: closed loops of {SECONDS} s, {ROUNDS} interleaved rounds, "
+        f"medians; load average {os.getloadavg()[0]:.2f} at the start"
+    )
+    for in_flight in (1, 16):
+        for label, method, raw, contenders in (
+            ("20-row TrimHistory", TRIM, trim, servers),
+            ("20-row PrepareModelCall", PREPARE, prepare, servers[1:]),
+        ):
+            rates: dict[str, list[float]] = {s.name: [] for s in contenders}
+            cpus: dict[str, list[float]] = {s.name: [] for s in contenders}
+            for r in range(ROUNDS):
+                order = contenders[r % len(contenders) :] + contenders[: r % len(contenders)]
+                for s in order:
+                    rate, cpu = loop(s, method, raw, s.metadata(keep), in_flight)
+                    rates[s.name].append(rate)
+                    cpus[s.name].append(cpu)
+            parts = []
+            for s in contenders:
+                rate = statistics.median(rates[s.name])
+                cpu = statistics.median(cpus[s.name])
+                share = (
+                    f" = {rate / statistics.median(rates[floor.name]) * 100:.0f} % of the floor"
+                    if floor in contenders and s is not floor
+                    else ""
+                )
+                parts.append(f"{s.name} {rate:.0f}/s{share}, {cpu:.0f} µs CPU/call")
+            print(f"{label}, {in_flight:>2} in flight: " + "; ".join(parts))
+    print(f"   load average {os.getloadavg()[0]:.2f} at the end")
+
+
+if __name__ == "__main__":
+    main()
