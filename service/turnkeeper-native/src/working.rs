@@ -345,10 +345,8 @@ impl Working {
             Some(Shape::Conversation) => 2,
             _ => 1,
         };
-        let history_len = 1
-            + varint_len(list_len as u64)
-            + list_len
-            + spans_len(&self.history.history_unknown);
+        let history_len =
+            1 + varint_len(list_len as u64) + list_len + spans_len(&self.history.history_unknown);
         let mut header = Vec::with_capacity(12);
         put_len_header(&mut header, 1, history_len);
         put_len_header(&mut header, shape_number, list_len);
