@@ -217,19 +217,28 @@ class _MethodEdge:
     ) -> Any:
         """Answers a call refused before its request is read: with `refusal`, or by running it
         (authentication's refusal handler, on the unread requests)."""
-        ids = started(stats, None, context)
-        failure: BaseException | None = None
-        try:
+        with _Call(stats, None, context):
             if isinstance(refusal, RequestError):
                 await context.abort_with_status(refusal.to_status())
                 raise AssertionError("abort_with_status returned")  # pragma: no cover
             return await refusal()
-        except BaseException as caught:
-            failure = caught
-            raise
-        finally:
-            finish(stats, context, failure)
-            reset_call_ids(ids)
+
+    async def _admit(self, context: Context, stats: CallStats, slot: ReceivingSlot | None) -> bool:
+        """Counts a read request in (admission); whether it is heavy. Aborts the call when its
+        deadline has passed or admission refuses it."""
+        remaining = context.time_remaining()
+        if remaining is not None and remaining <= 0:
+            # Nobody waits for the answer any more: no work, nothing published.
+            await context.abort(
+                grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed before the call started"
+            )
+        try:
+            return await self.admission.admit(
+                stats.request_bytes, remaining, slot.free if slot is not None else None
+            )
+        except RequestError as over:
+            await context.abort_with_status(over.to_status())
+            raise AssertionError("abort_with_status returned") from over  # pragma: no cover
 
     async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A unary call: authenticated, admitted, its one request read, answered, logged."""
@@ -259,43 +268,25 @@ class _MethodEdge:
                 slot.free()
             raise
         request = _decoded(handler, raw)
-        ids = started(stats, request, context)
-        error: BaseException | None = None
         heavy: bool | None = None
-        try:
-            if isinstance(request, RequestError):
-                await context.abort_with_status(request.to_status())
-            if not self.probe:
-                remaining = context.time_remaining()
-                if remaining is not None and remaining <= 0:
-                    # Nobody waits for the answer any more: no work, nothing published.
-                    await context.abort(
-                        grpc.StatusCode.DEADLINE_EXCEEDED,
-                        "the deadline passed before the call started",
-                    )
-                try:
-                    heavy = await admission.admit(
-                        stats.request_bytes, remaining, slot.free if slot is not None else None
-                    )
+        with _Call(stats, request, context):
+            try:
+                if isinstance(request, RequestError):
+                    await context.abort_with_status(request.to_status())
+                if not self.probe:
+                    heavy = await self._admit(context, stats, slot)
                     if heavy:
                         # (grpc-stubs type the callback as a class of their own.)
                         context.add_done_callback(cast(Any, admission.sent))
-                except RequestError as over:
-                    await context.abort_with_status(over.to_status())
-            behavior = cast(Callable[..., Awaitable[Any]], handler.unary_unary)
-            response = await behavior(request, context)
-            stats.count_response(response)
-            return response
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            if slot is not None:
-                slot.free()
-            if heavy is not None:
-                admission.release(stats.request_bytes, heavy)
-            finish(stats, context, error)
-            reset_call_ids(ids)
+                behavior = cast(Callable[..., Awaitable[Any]], handler.unary_unary)
+                response = await behavior(request, context)
+                stats.count_response(response)
+                return response
+            finally:
+                if slot is not None:
+                    slot.free()
+                if heavy is not None:
+                    admission.release(stats.request_bytes, heavy)
 
     async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A call with one request and a stream of responses (TrimEvents, health Watch)."""
@@ -311,37 +302,21 @@ class _MethodEdge:
             return
         raw = await self._read(context, stats)
         request = _decoded(handler, raw)
-        ids = started(stats, request, context)
-        error: BaseException | None = None
-        try:
+        with _Call(stats, request, context, in_generator=True):
             if isinstance(request, RequestError):
                 await context.abort_with_status(request.to_status())
             behavior = cast(Callable[..., AsyncIterator[Any]], handler.unary_stream)
             async for item in behavior(request, context):
                 stats.count_response(item)
                 yield item
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            finish(stats, context, error)
-            _reset_in_generator(ids)
 
     async def _refused_stream(
         self, stats: CallStats, context: Context, handler: Handler, requests: Any
     ) -> AsyncIterator[Any]:
-        ids = started(stats, None, context)
-        error: BaseException | None = None
-        try:
+        with _Call(stats, None, context, in_generator=True):
             refuse = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
             async for item in refuse(requests, context):
                 yield item  # pragma: no cover (a refusal aborts)
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            finish(stats, context, error)
-            _reset_in_generator(ids)
 
     def _counted(self, requests: AsyncIterator[Any], stats: CallStats) -> AsyncIterator[Any]:
         deserializer = self.handler.request_deserializer
@@ -357,37 +332,21 @@ class _MethodEdge:
         """A client-streaming call (none in the sidecar's services; here for completeness)."""
         stats = self._stats(context)
         handler = await self._handler(context)
-        ids = started(stats, None, context)
-        error: BaseException | None = None
-        try:
+        with _Call(stats, None, context):
             behavior = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
             response = await behavior(self._counted(requests, stats), context)
             stats.count_response(response)
             return response
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            finish(stats, context, error)
-            reset_call_ids(ids)
 
     async def stream_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A bidirectional call (server reflection)."""
         stats = self._stats(context)
         handler = await self._handler(context)
-        ids = started(stats, None, context)
-        error: BaseException | None = None
-        try:
+        with _Call(stats, None, context, in_generator=True):
             behavior = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
             async for item in behavior(self._counted(requests, stats), context):
                 stats.count_response(item)
                 yield item
-        except BaseException as caught:
-            error = caught
-            raise
-        finally:
-            finish(stats, context, error)
-            _reset_in_generator(ids)
 
 
 def _decoded(handler: Handler, raw: bytes) -> Any:
@@ -402,11 +361,32 @@ def _decoded(handler: Handler, raw: bytes) -> Any:
         return _undecodable(error)
 
 
-def _reset_in_generator(ids: Any) -> None:
-    # A generator closed from another context (garbage collection) cannot reset the variable;
-    # its own context then dies with it.
-    with contextlib.suppress(ValueError):
-        reset_call_ids(ids)
+class _Call:
+    """One call from `started` to `finish`, whichever way it ends (the exception that ends it,
+    cancellation and a closed generator included, is its status)."""
+
+    __slots__ = ("_context", "_ids", "_in_generator", "_stats")
+
+    def __init__(
+        self, stats: CallStats, request: Any, context: Context, in_generator: bool = False
+    ) -> None:
+        self._stats = stats
+        self._context = context
+        self._in_generator = in_generator
+        self._ids = started(stats, request, context)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, _kind: object, error: BaseException | None, _traceback: object) -> None:
+        finish(self._stats, self._context, error)
+        if not self._in_generator:
+            reset_call_ids(self._ids)
+            return
+        # A generator closed from another context (garbage collection) cannot reset the
+        # variable; its own context then dies with it.
+        with contextlib.suppress(ValueError):
+            reset_call_ids(self._ids)
 
 
 async def _intercepted(
