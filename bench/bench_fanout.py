@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "robustness"))
 
 from bench_sidecar import Server  # noqa: E402
-from fanout_probe import Fleet, Trimmer, trim_requests  # noqa: E402
+from fanout_probe import back_to_back  # noqa: E402
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 SUBSCRIBERS = 1_000
@@ -37,18 +37,8 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def one_round(server: Server) -> dict[str, float | bool]:
-    trimmer = Trimmer(server.address)
-    try:
-        trimmer.run(trim_requests(0, 10))  # warm the connection and the server up
-        alone, _ = trimmer.run(trim_requests(0, ALONE_TRIMS))
-        fleet = Fleet(server.address, SUBSCRIBERS)
-        try:
-            loaded, last_answer = trimmer.run(trim_requests(0, TRIMS))
-            outcome = fleet.finish(0, TRIMS, timeout_s=300)
-        finally:
-            fleet.close()
-    finally:
-        trimmer.close()
+    run = back_to_back(server.address, SUBSCRIBERS, ALONE_TRIMS, TRIMS, timeout_s=300)
+    alone, loaded, last_answer, outcome = run.alone, run.loaded, run.last_answer, run.outcome
     caught_up = outcome.caught_up_at - last_answer if outcome.caught_up_at else float("nan")
     return {
         "alone_p50": statistics.median(alone),
@@ -57,7 +47,7 @@ def one_round(server: Server) -> dict[str, float | bool]:
         "with_p99": pct(loaded, 99),
         "catch_up_s": max(0.0, caught_up),
         "exact": outcome.all_exact,
-        "registered_s": fleet.registered_s,
+        "registered_s": run.registered_s,
     }
 
 

@@ -14,17 +14,13 @@ the call costs the server, much less sensitive to what else the machine runs).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
-import grpc
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sidecar import OPTIONS, TRIM, Server, keep_of, trim_request, workload
+from bench_sidecar import TRIM, Server, closed_loop, keep_of, trim_request, workload
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
 
@@ -32,7 +28,6 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3" if QUICK else "5"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "0.8" if QUICK else "1.5"))
 PREPARE = "/turnkeeper.v1.HistoryService/PrepareModelCall"
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def prepare_request() -> bytes:
@@ -49,35 +44,11 @@ def prepare_request() -> bytes:
     ).SerializeToString()
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 def loop(
     server: Server, method: str, raw: bytes, metadata: object, in_flight: int
 ) -> tuple[float, float]:
     """(calls/s, server CPU µs per call) of a closed loop of `in_flight` calls."""
-
-    async def run() -> tuple[int, float, float]:
-        async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(method)
-            await call(raw, metadata=metadata)  # the connection is up before the clock starts
-            done = 0
-            cpu = cpu_seconds(server.process.pid)
-            start = time.perf_counter()
-            end = start + SECONDS
-
-            async def worker() -> None:
-                nonlocal done
-                while time.perf_counter() < end:
-                    await call(raw, metadata=metadata)
-                    done += 1
-
-            await asyncio.gather(*(worker() for _ in range(in_flight)))
-            return done, time.perf_counter() - start, cpu_seconds(server.process.pid) - cpu
-
-    done, elapsed, cpu = asyncio.run(run())
+    done, elapsed, cpu = closed_loop(server, method, raw, metadata, in_flight, SECONDS)
     return done / elapsed, cpu / done * 1e6
 
 

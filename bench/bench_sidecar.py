@@ -215,14 +215,26 @@ def naive_cut(history: h.History, budget: int) -> int:
     return lay.turns - 1
 
 
-def small_rate(server: Server, raw: bytes, keep: int, in_flight: int, seconds: float) -> float:
-    metadata = server.metadata(keep)
+def server_cpu_seconds(pid: int) -> float:
+    """utime + stime of the process `pid`, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-    async def run() -> int:
+
+def closed_loop(
+    server: Server, method: str, raw: bytes, metadata: Any, in_flight: int, seconds: float
+) -> tuple[int, float, float]:
+    """(calls done, seconds taken, server CPU seconds) of `in_flight` callers sending `raw` to
+    `method` back to back for `seconds`, after one call that brings the connection up."""
+
+    async def run() -> tuple[int, float, float]:
         async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(TRIM)
+            call = channel.unary_unary(method)
+            await call(raw, metadata=metadata)
             done = 0
-            end = time.perf_counter() + seconds
+            cpu = server_cpu_seconds(server.process.pid)
+            start = time.perf_counter()
+            end = start + seconds
 
             async def worker() -> None:
                 nonlocal done
@@ -231,9 +243,15 @@ def small_rate(server: Server, raw: bytes, keep: int, in_flight: int, seconds: f
                     done += 1
 
             await asyncio.gather(*(worker() for _ in range(in_flight)))
-            return done
+            elapsed = time.perf_counter() - start
+            return done, elapsed, server_cpu_seconds(server.process.pid) - cpu
 
-    return asyncio.run(run()) / seconds
+    return asyncio.run(run())
+
+
+def small_rate(server: Server, raw: bytes, keep: int, in_flight: int, seconds: float) -> float:
+    done, elapsed, _ = closed_loop(server, TRIM, raw, server.metadata(keep), in_flight, seconds)
+    return done / elapsed
 
 
 def latency_under_big_calls(server: Server, big: bytes, samples: int) -> tuple[float, float]:

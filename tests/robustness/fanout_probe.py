@@ -128,6 +128,37 @@ class Fleet:
         self.process.wait(timeout=30)
 
 
+@dataclass
+class BackToBack:
+    """One measured run: trim latencies (ms) alone and with the fleet, and what the fleet saw."""
+
+    alone: list[float]
+    loaded: list[float]
+    last_answer: float  # monotonic time of the run's last answer
+    outcome: Outcome
+    registered_s: float  # how long the fleet's subscriptions took to register
+
+
+def back_to_back(
+    address: str, subscribers: int, alone_trims: int, trims: int, timeout_s: float
+) -> BackToBack:
+    """`alone_trims` back-to-back trims with nobody listening, then `trims` with `subscribers`
+    taking the whole feed, waiting up to `timeout_s` for every one to hold the run."""
+    trimmer = Trimmer(address)
+    try:
+        trimmer.run(trim_requests(0, 10))  # warm the server and the connection up
+        alone, _ = trimmer.run(trim_requests(0, alone_trims))
+        fleet = Fleet(address, subscribers)
+        try:
+            loaded, last_answer = trimmer.run(trim_requests(0, trims))
+            outcome = fleet.finish(0, trims, timeout_s=timeout_s)
+        finally:
+            fleet.close()
+    finally:
+        trimmer.close()
+    return BackToBack(alone, loaded, last_answer, outcome, fleet.registered_s)
+
+
 async def _fleet(address: str, subscribers: int, connections: int) -> None:
     channels = [
         grpc.aio.insecure_channel(address, options=OWN_CONNECTION) for _ in range(connections)

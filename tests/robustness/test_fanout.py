@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import grpc
-from fanout_probe import Fleet, Trimmer, trim_requests
+from fanout_probe import back_to_back
 from robustness_support import agent_trim, chat
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
@@ -108,18 +108,8 @@ def test_back_to_back_trims_stay_fast_and_every_subscriber_gets_every_event_in_o
     server_factory: Any, figures: Any
 ) -> None:
     server = server_factory(unix=False)
-    trimmer = Trimmer(server.address)
-    try:
-        trimmer.run(trim_requests(0, 10))  # warm the server and the connection up
-        alone, _ = trimmer.run(trim_requests(0, 100))
-        fleet = Fleet(server.address, SUBSCRIBERS)
-        try:
-            loaded, last_answer = trimmer.run(trim_requests(0, BACK_TO_BACK_TRIMS))
-            outcome = fleet.finish(0, BACK_TO_BACK_TRIMS, timeout_s=240)
-        finally:
-            fleet.close()
-    finally:
-        trimmer.close()
+    run = back_to_back(server.address, SUBSCRIBERS, 100, BACK_TO_BACK_TRIMS, timeout_s=240)
+    alone, loaded, last_answer, outcome = run.alone, run.loaded, run.last_answer, run.outcome
     added = statistics.median(loaded) - statistics.median(alone)
     figures.add("back-to-back trim p50 alone", f"{statistics.median(alone):.2f} ms")
     figures.add("back-to-back trim p50 with 1,000", f"{statistics.median(loaded):.2f} ms")
