@@ -353,12 +353,30 @@ async def test_a_loop_turns_lines_are_written_at_its_end_in_one_write(
     log = logging.getLogger("turnkeeper.access")
     for index in range(3):
         logs.log_line(log, logging.INFO, "line %d", index)
-    log.info("line 3")
+    log.info("line 3")  # an ordinary record: written at the end of this turn, with the others
     assert stream.writes == []
     await asyncio.sleep(0)
     assert len(stream.writes) == 1
     assert [line.split(": ")[1] for line in stream.getvalue().splitlines()] == [
         f"line {index}" for index in range(4)
+    ]
+
+
+async def test_access_and_trim_lines_wait_a_few_milliseconds_for_others(
+    configure: Callable[[str], Writes],
+) -> None:
+    stream = configure("json")
+    log = logging.getLogger("turnkeeper.access")
+    logs.log_line(log, logging.INFO, "call 1")
+    await asyncio.sleep(0)
+    logs.log_line(log, logging.INFO, "call 2")  # a later turn: joins the same write
+    await asyncio.sleep(0)
+    assert stream.writes == []
+    await asyncio.sleep(logs._WINDOW * 3)
+    assert len(stream.writes) == 1
+    assert [json.loads(line)["message"] for line in stream.writes[0].splitlines()] == [
+        "call 1",
+        "call 2",
     ]
 
 
@@ -407,7 +425,7 @@ async def test_pending_lines_are_bounded(configure: Callable[[str], Writes]) -> 
     for index in range(logs._MAX_PENDING + 10):
         logs.log_line(log, logging.INFO, "%d", index)
     assert len(stream.writes) == 1 and stream.getvalue().count("\n") == logs._MAX_PENDING
-    await asyncio.sleep(0)
+    await asyncio.sleep(logs._WINDOW * 2)
     assert stream.getvalue().count("\n") == logs._MAX_PENDING + 10
 
 

@@ -237,22 +237,26 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
         return f"{line} {extra}" if extra else line
 
 
-# Lines written on an event loop wait at most this many for the end of its turn.
+# At most this many lines wait; a call's two lines wait at most this long (seconds).
 _MAX_PENDING = 256
+_WINDOW = 0.005
 _handlers: weakref.WeakSet[TurnHandler] = weakref.WeakSet()
 
 
 class TurnHandler(logging.StreamHandler[TextIO]):
-    """A StreamHandler that writes the lines of one event-loop turn with one write.
+    """A StreamHandler that writes the lines logged on an event loop a few at a time.
 
-    A record logged on a running event loop is formatted at once and its line kept; the first
-    one of a turn schedules a write at the end of that turn (`call_soon`: after the callbacks
-    ready now, before the loop next waits for I/O). WARNING and above, the 256th pending line,
-    and any record logged where no loop runs (startup, engine worker threads, the grpc core
-    relay) write everything pending and themselves at once, so lines come out in the order
-    written; a worker thread's line joins the pending ones while a write is due on a running
-    loop. `flush` (logging.shutdown at exit, `setStream`) and the hooks that print a traceback
-    write what is pending first; a forked child drops its copy of it (the parent writes it).
+    A line logged on a running event loop is formatted at once and kept. An ordinary record's
+    line is written at the end of the loop turn that logged it (`call_soon`: after the callbacks
+    ready now, before the loop next waits for I/O); the access and trim lines (`log_line`) wait
+    up to `_WINDOW` (5 ms) for others, so that a busy server writes a batch of calls' lines at
+    once (one write was half a line's cost, and under load a loop turn finishes about one
+    call). WARNING and above, the 256th pending line and a line logged where no loop runs
+    (startup, a worker thread when nothing is pending) write everything pending, then
+    themselves, at once; a worker thread's line joins the pending ones while a write is due on a
+    running loop. So lines come out in the order they were logged. `flush` (logging.shutdown at
+    exit, `setStream`) and the hooks that print a traceback write what is pending first; a
+    forked child drops its copy of it (the parent writes it).
     """
 
     def __init__(self, stream: TextIO) -> None:
@@ -261,7 +265,9 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         self.addFilter(self.ids)
         self._lines: list[str] = []
         self._last: logging.LogRecord | None = None  # for handleError, should a write fail
-        self._due: asyncio.AbstractEventLoop | None = None  # the loop whose turn's end writes
+        # The loop on which a write is due, and on which one is due at the end of this turn.
+        self._due: asyncio.AbstractEventLoop | None = None
+        self._due_soon: asyncio.AbstractEventLoop | None = None
         _handlers.add(self)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -275,8 +281,9 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         self._last = record
         self.add(line, record.levelno)
 
-    def add(self, line: str, levelno: int) -> None:
-        """Writes a formatted line now or at the end of this loop turn (the lock held)."""
+    def add(self, line: str, levelno: int, wait: bool = False) -> None:
+        """Writes a formatted line now, at the end of this loop turn, or (`wait`) within
+        `_WINDOW`; the lock held."""
         lines = self._lines
         lines.append(line)
         if levelno >= logging.WARNING or len(lines) >= _MAX_PENDING:
@@ -287,14 +294,21 @@ class TurnHandler(logging.StreamHandler[TextIO]):
             due = self._due
             if due is None or not due.is_running():
                 self.flush()
-        elif self._due is not loop:
-            self._due = loop
-            loop.call_soon(self._end_of_turn, loop)
+        elif wait:
+            if self._due is not loop:
+                self._due = loop
+                loop.call_later(_WINDOW, self._write_due, loop)
+        elif self._due_soon is not loop:
+            self._due = self._due_soon = loop
+            loop.call_soon(self._write_due, loop)
 
-    def _end_of_turn(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _write_due(self, loop: asyncio.AbstractEventLoop) -> None:
         with self.lock or contextlib.nullcontext():
+            # Any write due on this loop may go now: the callbacks still to come find less.
             if self._due is loop:
                 self._due = None
+            if self._due_soon is loop:
+                self._due_soon = None
             self.flush()
 
     def flush(self) -> None:
@@ -316,7 +330,7 @@ class TurnHandler(logging.StreamHandler[TextIO]):
 
     def forget_pending(self) -> None:
         self._lines.clear()
-        self._last = self._due = None
+        self._last = self._due = self._due_soon = None
 
 
 def flush_logs() -> None:
@@ -398,7 +412,7 @@ def log_line(
         logger.log(level, msg, *args, extra=extra, stacklevel=2)
         return
     with handler.lock or contextlib.nullcontext():
-        handler.add(line, level)
+        handler.add(line, level, wait=True)
 
 
 @functools.lru_cache(maxsize=64)
