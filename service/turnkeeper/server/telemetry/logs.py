@@ -7,9 +7,9 @@ with milliseconds (`2026-12-01T11:58:18.974Z`). JSON output is python-json-logge
 Nothing here ever sees message text: records carry ids, counts and sizes only.
 
 Two lines a call (the access line, the trim line) make logging a large part of a small call's
-cost, so (issue 19): the handler (`TurnHandler`) writes the lines of one event-loop turn with
-one write; the formatters take a short path for plain records; and `log_line`, which the two
-statements call instead of `Logger.log`, formats the very same line without building a
+cost, so (issue 19): the handler (`TurnHandler`) writes lines logged on the event loop a few at
+a time, in order; the formatters take a short path for plain records; and `log_line`, which the
+two statements call instead of `Logger.log`, formats the very same line without building a
 LogRecord when the configuration is the one `configure_logging` set up, and is `Logger.log`
 otherwise (a handler, filter, record factory or formatter of anyone else's).
 """
