@@ -11,6 +11,7 @@ from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.load_shed import (
     POLL_SECONDS,
+    SLOW_POLL_SECONDS,
     LoadShedder,
     QueueClock,
     calls_started,
@@ -23,8 +24,10 @@ class Started:
 
     def __init__(self) -> None:
         self.count = 0
+        self.reads = 0
 
     def __call__(self) -> int:
+        self.reads += 1
         return self.count
 
 
@@ -53,6 +56,45 @@ async def test_a_call_seen_after_waiting_is_given_its_wait_and_the_calls_behind_
     first_hundred = clock.waited
     clock.arrived()  # one of the 50 that arrived samples later: it waited that much less
     assert clock.waited <= first_hundred - 0.9 * POLL_SECONDS
+
+
+async def test_a_call_that_started_between_two_samples_is_given_a_wait_between_theirs() -> None:
+    started = Started()
+    clock = QueueClock(started, poll=0.05)
+    started.count = 1
+    clock.arrived()  # sampled at once: 1 started
+    await asyncio.sleep(0.01)
+    started.count = 11  # 10 more start before the next sample (0.05 s later)
+    await asyncio.sleep(0.06)
+    clock.arrived()  # the 2nd call started 0.1 of the way between the two samples
+    first = clock.waited
+    for _ in range(8):
+        clock.arrived()
+    clock.arrived()  # the 11th started last: 0.9 of the way later
+    last = clock.waited
+    between = first - last
+    # Not the time of the sample after it (which gave all ten the same, shorter, wait).
+    assert 0.6 * 0.05 <= between <= 1.1 * 0.06, (first, last)
+    assert last >= 0.0
+
+
+async def test_channelz_is_read_often_only_while_a_queue_may_be_forming() -> None:
+    started = Started()
+    clock = QueueClock(started, poll=POLL_SECONDS, slow_poll=SLOW_POLL_SECONDS, busy=10)
+    started.count = 1
+    clock.arrived()
+    for _ in range(6):  # one call waiting at a time: slow
+        await asyncio.sleep(SLOW_POLL_SECONDS / 2)
+        started.count += 1
+        clock.arrived()
+    slow = started.reads
+    assert slow <= 5, slow
+    started.count += 50  # 50 waiting: fast
+    for _ in range(10):
+        await asyncio.sleep(POLL_SECONDS)
+        clock.arrived()
+        started.count += 1
+    assert started.reads - slow >= 5, started.reads
 
 
 async def test_calls_grpc_dropped_before_they_were_seen_are_written_off_once_quiet() -> None:
@@ -88,10 +130,11 @@ async def test_sheds_only_a_standing_queue_of_more_calls_than_its_floor() -> Non
     error = shedder.refusal()
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.metadata["limit"] == "queue_delay"
-    # Under the floor of calls waiting behind, however long they waited: served.
-    while clock.behind >= 64:
+    # At the floor of calls waiting behind (64 clients and more), however long they waited:
+    # served.
+    while clock.behind > 64:
         shedder.arrived()
-    assert clock.waited >= 0.07 and not shedder.refuses()
+    assert clock.behind == 64 and clock.waited >= 0.07 and not shedder.refuses()
 
 
 async def test_refused_clients_are_told_different_delays() -> None:
