@@ -240,7 +240,11 @@ def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> di
             codes[code] = codes.get(code, 0) + 1
         served += codes.get("OK", 0)
         refused += codes.get("RESOURCE_EXHAUSTED", 0)
-        row: dict[str, object] = {"calls": len(rows), "codes": codes}
+        row: dict[str, object] = {
+            "calls": len(rows),
+            "codes": codes,
+            "mean_ms": statistics.fmean(t for t, _ in rows) * 1e3,
+        }
         ok = [t for t, code in rows if code == "OK"]
         if ok:
             row["ok"] = _percentiles(ok)

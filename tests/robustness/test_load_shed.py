@@ -1,8 +1,8 @@
 """Issue 19 "many small calls": past the server's capacity a standing queue is shed at once with
 RESOURCE_EXHAUSTED + RetryInfo, before the request is read, instead of growing into seconds of
 silent waiting; clients that honour RetryInfo are then served about as fast as the clients the
-server serves in time; those (48) are never refused; a call whose deadline passed while it queued
-gets no work."""
+server serves in time; those (--shed-queue-calls, 60: issue 19's 48 mixed + 12 heavy) are never
+refused; a call whose deadline passed while it queued gets no work."""
 
 from __future__ import annotations
 
@@ -141,13 +141,13 @@ async def test_192_clients_are_served_or_refused_at_once_never_queued_for_second
     assert _trims_read(server.http) == counts["OK"]
 
 
-async def test_192_clients_honouring_retry_info_wait_about_as_long_as_48(
+async def test_192_clients_honouring_retry_info_wait_about_as_long_as_60(
     server_factory: Any, figures: Any
 ) -> None:
     """With clients that stay away for their RetryInfo delay, refusing holds the queue at about
-    --shed-queue-calls (48): a served call waits about what 48 queued calls take to serve, not
-    the 192 of every client. Bound: under the time of 100 of the server's calls (measured in
-    the same run: served calls / s), twice what 48 cost, half of what 192 cost."""
+    --shed-queue-calls (60): a served call waits about what 60 queued calls take to serve, not
+    the 192 of every client. Bound: under the time of 120 of the server's calls (measured in
+    the same run: served calls / s), twice what 60 cost, well under what 192 cost."""
     server = server_factory(*SLOW_SERVER, unix=False)
     result = await _closed_loop(server.address, 192, 5.0, honour_retry=True)
     times: dict[str, list[float]] = result["times"]
@@ -159,18 +159,20 @@ async def test_192_clients_honouring_retry_info_wait_about_as_long_as_48(
     figures.add("192 honouring: server time per served call", f"{per_call * 1e3:.1f} ms")
     assert set(counts) <= {"OK", "RESOURCE_EXHAUSTED:queue_delay"}, counts
     assert counts.get("RESOURCE_EXHAUSTED:queue_delay", 0) > 0
-    assert served < 100 * per_call, f"p50 {served * 1e3:.0f} ms, {per_call * 1e3:.1f} ms a call"
+    assert served < 120 * per_call, f"p50 {served * 1e3:.0f} ms, {per_call * 1e3:.1f} ms a call"
 
 
-async def test_48_clients_are_never_refused_even_when_the_server_is_slow(
+async def test_60_clients_are_never_refused_even_when_the_server_is_slow(
     server_factory: Any, figures: Any
 ) -> None:
+    """--shed-queue-calls clients (and the health checker) never see a refusal: none can have
+    more than 60 calls behind it, however long they all wait."""
     server = server_factory(*SLOW_SERVER, unix=False)
-    result = await _closed_loop(server.address, 48, 3.0)
+    result = await _closed_loop(server.address, 60, 3.0)
     times: dict[str, list[float]] = result["times"]
     counts = {outcome: len(samples) for outcome, samples in times.items()}
-    figures.add("48 clients: attempts", counts)
-    figures.add("48 clients: OK p50 / p99", f"{_p(times['OK'], 0.5)} / {_p(times['OK'], 0.99)}")
+    figures.add("60 clients: attempts", counts)
+    figures.add("60 clients: OK p50 / p99", f"{_p(times['OK'], 0.5)} / {_p(times['OK'], 0.99)}")
     assert set(counts) == {"OK"}, counts
 
 

@@ -116,6 +116,8 @@ class QueueClock:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._longest = 0.0  # the longest sojourn since the last sample, for the gauge
         self._gauge = metrics.QUEUE_DELAY_SECONDS
+        self._waits = 0.0  # the sojourns since the last sample, for the counter
+        self._counter = metrics.QUEUE_WAIT_SECONDS
 
     def arrived(self) -> None:
         """Counts one call seen; sets its `waited` and `behind`."""
@@ -141,6 +143,7 @@ class QueueClock:
         assert self._loop is not None
         self.waited = waited = self._loop.time() - at
         self.behind = self._last_started - position
+        self._waits += waited
         if waited > self._longest:
             self._longest = waited
 
@@ -171,6 +174,9 @@ class QueueClock:
         self._last_started = started
         self._gauge.set(self._longest)
         self._longest = 0.0
+        if self._waits:
+            self._counter.inc(self._waits)
+            self._waits = 0.0
         if self._quiet_samples >= 2:
             self._samples.clear()
             self._before = None
