@@ -90,7 +90,7 @@ class QueueClock:
     count reached n, interpolated between the two samples around it. Calls grpc core dropped
     before the application saw them (cancelled, expired) would pass for calls still waiting:
     when no call has arrived for two samples, none can be waiting, and the difference is written
-    off."""
+    off. Sampling stops once no call arrived since the last sample and none waits."""
 
     def __init__(
         self,
@@ -177,10 +177,11 @@ class QueueClock:
         if self._waits:
             self._counter.inc(self._waits)
             self._waits = 0.0
-        if self._quiet_samples >= 2:
+        if self._quiet_samples >= 2 or (self._quiet_samples and not waiting):
+            # Idle (none arrived, none waits): no sampling until the next call.
             self._samples.clear()
             self._before = None
-            self._timer = None  # idle: no sampling until the next call
+            self._timer = None
             return
         poll = self._poll if waiting >= self._busy else self._slow_poll
         self._timer = self._loop.call_later(poll, self._sample)
