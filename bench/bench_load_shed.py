@@ -93,7 +93,8 @@ def measure(contender: Server, clients: int, heavy: int = 0) -> dict[str, float]
                 out[f"{kind} {label} p50 ms"] = row[key]["p50_ms"]
                 out[f"{kind} {label} p99 ms"] = row[key]["p99_ms"]
     calls = delta["grpc_server_started_total"]
-    out["server wait ms"] = 1e3 * delta["turnkeeper_queue_wait_seconds_total"] / max(1.0, calls)
+    if delta["turnkeeper_queue_wait_seconds_total"]:  # (not measured with shedding off)
+        out["server wait ms"] = 1e3 * delta["turnkeeper_queue_wait_seconds_total"] / calls
     out["server handling ms"] = (
         1e3
         * delta["grpc_server_handling_seconds_sum"]
@@ -106,11 +107,16 @@ def measure(contender: Server, clients: int, heavy: int = 0) -> dict[str, float]
 
 
 def show(name: str, rounds: list[dict[str, float]]) -> None:
+    """Medians over the rounds, a line per kind of call (then the server's view)."""
     keys = [key for key in rounds[0] if all(key in r for r in rounds)]
     print(f"{name} (median of {len(rounds)}):")
-    print(
-        "  " + ", ".join(f"{key} {statistics.median(r[key] for r in rounds):.1f}" for key in keys)
-    )
+    groups: dict[str, list[str]] = {}  # by kind of call; "" for the whole load and the server
+    for key in keys:
+        kind = key.split()[0]
+        value = statistics.median(r[key] for r in rounds)
+        groups.setdefault(kind if kind in KINDS else "", []).append(f"{key} {value:.1f}")
+    for items in groups.values():
+        print("  " + ", ".join(items))
 
 
 def main() -> None:
