@@ -9,11 +9,13 @@ call the time it waited (in grpc core and on the event loop, up to the intercept
 number of calls still waiting behind it.
 
 `LoadShedder` refuses in the manner of CoDel: only once, for `interval`, every call has waited
-over `target` with `queue_calls` more behind it (a standing queue of more clients than the server
-serves in time, not a burst and not a slow server with few clients) does it refuse such calls, at
-once and without reading them (RESOURCE_EXHAUSTED, ErrorInfo OVERLOADED, RetryInfo), at most a
-share of them; the first call that waited less, or had fewer behind it, ends that. A refused
-client that honours RetryInfo stays away for the delay, so the queue shortens for the others.
+over `target` with more than `queue_calls` behind it (a standing queue of more clients than the
+server serves in time, not a burst and not a slow server with few clients) does it refuse such
+calls, at once and without reading them (RESOURCE_EXHAUSTED, ErrorInfo OVERLOADED, RetryInfo), at
+most a share of them; the first call that waited less, or had fewer behind it, ends that. A
+refused client that honours RetryInfo stays away for the delay, so the queue shortens for the
+others, down to `queue_calls` and no further. Measured at 192 clients (README, "Overload"): the
+queue's wait is the latency, 93-99 % of what the clients measure.
 """
 
 from __future__ import annotations
