@@ -147,7 +147,9 @@ async def test_192_clients_honouring_retry_info_wait_about_as_long_as_60(
     """With clients that stay away for their RetryInfo delay, refusing holds the queue at about
     --shed-queue-calls (60): a served call waits about what 60 queued calls take to serve, not
     the 192 of every client. Bound: under the time of 120 of the server's calls (measured in
-    the same run: served calls / s), twice what 60 cost, well under what 192 cost."""
+    the same run: served calls / s), twice the 60 it holds (measured: 38-86, the clients' own
+    process adding its part), where without shedding it is 150-190 (measured: 157; the clients'
+    process keeps some of the 192 out of the server's queue)."""
     server = server_factory(*SLOW_SERVER, unix=False)
     result = await _closed_loop(server.address, 192, 5.0, honour_retry=True)
     times: dict[str, list[float]] = result["times"]
