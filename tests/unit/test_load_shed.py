@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 
 import grpc
 import pytest
@@ -11,6 +12,7 @@ from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.load_shed import (
     POLL_SECONDS,
+    READ_SHARE,
     SLOW_POLL_SECONDS,
     LoadShedder,
     QueueClock,
@@ -96,6 +98,31 @@ async def test_channelz_is_read_often_only_while_a_queue_may_be_forming() -> Non
         clock.arrived()
         started.count += 1
     assert started.reads - slow >= 5, started.reads
+
+
+async def test_reading_channelz_takes_at_most_its_share_of_the_loop() -> None:
+    """A read as dear as channelz's on a server with hundreds of connections (several ms) is
+    made that much less often, however long the queue."""
+    started = Started()
+
+    def dear() -> int:
+        spin = time.thread_time() + 0.004
+        while time.thread_time() < spin:
+            pass
+        return started()
+
+    clock = QueueClock(dear, poll=0.001, slow_poll=0.001)
+    started.count = 1
+    clock.arrived()
+    begin = time.monotonic()
+    while time.monotonic() - begin < 0.6:
+        await asyncio.sleep(0.001)
+        started.count += 2  # a queue that keeps growing: sampled as often as allowed
+        clock.arrived()
+    elapsed = time.monotonic() - begin
+    assert started.reads >= 2
+    # Each read took at least 4 ms of CPU, so the next came at least 4 ms / READ_SHARE later.
+    assert started.reads <= 1 + elapsed / (0.004 / READ_SHARE) + 1, started.reads
 
 
 async def test_an_isolated_call_costs_two_reads_of_channelz() -> None:
