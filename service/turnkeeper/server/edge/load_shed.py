@@ -116,6 +116,7 @@ class QueueClock:
         self._before: tuple[float, int] | None = None  # the last sample dropped from _samples
         self.seen = 0
         self.waited = 0.0  # the last call's sojourn, in seconds (0: after the last sample)
+        self.known = True  # whether it is known (not for a call started after the last sample)
         self.behind = 0  # calls started after it and not seen yet, at the last sample
         self._lost = 0  # started calls that will never be seen
         self._last_started = 0
@@ -132,15 +133,16 @@ class QueueClock:
         """Counts one call seen; sets its `waited` and `behind`."""
         self.seen += 1
         if self._timer is None:
-            self._start()
-            self.waited, self.behind = 0.0, 0
+            self._start()  # idle until now: it did not wait
+            self.waited, self.behind, self.known = 0.0, 0, True
             return
         position = self.seen + self._lost
         samples = self._samples
         if not samples or samples[-1][1] < position:
-            # It started after the last sample: no wait is known yet.
-            self.waited, self.behind = 0.0, 0
+            # It started after the last sample: its wait is not known yet.
+            self.waited, self.behind, self.known = 0.0, 0, False
             return
+        self.known = True
         before = self._before
         while samples[0][1] < position:
             before = samples.popleft()
@@ -264,7 +266,9 @@ class LoadShedder:
     def refuses(self) -> bool:
         """Whether the call that arrived last is refused."""
         clock = self.clock
-        if clock is None or clock.waited < self.target or clock.behind <= self.queue_calls:
+        if clock is None or not clock.known:
+            return False  # (an unknown wait neither starts nor ends a standing queue)
+        if clock.waited < self.target or clock.behind <= self.queue_calls:
             self._above_since = None
             return False
         now = asyncio.get_running_loop().time()
