@@ -10,8 +10,7 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.events import RingFeed, create_feed
-from turnkeeper.server.events import common
+from turnkeeper.server.events import RingFeed, common, create_feed
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.common import ITEM_COST_S, SHARE
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2

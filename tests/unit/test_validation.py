@@ -399,6 +399,37 @@ def test_limits_token_budget_with_explicit_limits_lacking_budget_tokens() -> Non
 # --- TrimEvents (ERROR_REASON_INVALID_SUBSCRIPTION) ------------------------------------------
 
 
+def _described(violations: validation.Violations) -> tuple[int, list[tuple[int, str, str]]]:
+    return violations.total, [(r, v.field, v.description) for r, v in violations]
+
+
+@pytest.mark.parametrize("mode", [*trim_pb2.TrimMode.values(), 99])
+@pytest.mark.parametrize("path", [*trim_pb2.CallerPath.values(), 99])
+def test_limits_the_quick_check_agrees_with_every_rule(mode: int, path: int) -> None:
+    """trim_request_violations answers the common case with one check; it finds what the rules
+    in full find, for every mode, path, kind of limits and reported usage."""
+    bad_profiles = profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")])
+    usage = trim_pb2.ReportedUsage(reported_input_tokens=5, estimated_input_tokens=4)
+    limits: list[dict[str, object]] = [
+        {},
+        {"explicit_limits": svc.ExplicitLimits()},
+        {"explicit_limits": svc.ExplicitLimits(budget_tokens=10)},
+        {"profiles": profile_pb2.Profiles()},
+        {"profiles": bad_profiles},
+    ]
+    for fields in limits:
+        for extra in ({}, {"reported_usage": usage}):
+            request = svc.TrimHistoryRequest(
+                mode=mode,  # type: ignore[arg-type]
+                caller_path=path,  # type: ignore[arg-type]
+                **fields,  # type: ignore[arg-type]
+                **extra,  # type: ignore[arg-type]
+            )
+            assert _described(validation.trim_request_violations(request)) == _described(
+                validation._trim_request_violations_in_full(request)
+            )
+
+
 def test_trim_events_reason_unspecified_or_unknown() -> None:
     request = svc.TrimEventsRequest(
         reasons=[trim_pb2.TRIM_REASON_TURN_LIMIT, trim_pb2.TRIM_REASON_UNSPECIFIED, 77]

@@ -46,6 +46,7 @@ _AGENT_MODES = frozenset(
         trim_pb2.TRIM_MODE_REPORTED_USAGE,
     }
 )
+_NO_MODES: frozenset[int] = frozenset()
 # docs/conventions.md: the modes each caller path serves.
 _MODES_BY_PATH: dict[int, frozenset[int]] = {
     trim_pb2.CALLER_PATH_UNSPECIFIED: _AGENT_MODES,
@@ -453,6 +454,29 @@ def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> V
 
 def trim_request_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
     """The violations of a TrimHistory request outside its history."""
+    mode = request.mode
+    limits = request.WhichOneof("limits")
+    if (
+        mode in _MODES_BY_PATH.get(request.caller_path, _NO_MODES)
+        and mode != trim_pb2.TRIM_MODE_REPORTED_USAGE
+        and not request.HasField("reported_usage")
+        and (
+            mode != trim_pb2.TRIM_MODE_TOKEN_BUDGET
+            or limits != "explicit_limits"
+            or request.explicit_limits.HasField("budget_tokens")
+        )
+    ):
+        # The well-formed common case in one check: the rules below would find nothing but
+        # what the profiles break.
+        if limits == "profiles":
+            return profiles_violations(request.profiles, "profiles")
+        return Violations()
+    return _trim_request_violations_in_full(request)
+
+
+def _trim_request_violations_in_full(
+    request: history_service_pb2.TrimHistoryRequest,
+) -> Violations:
     violations = _limits_violations(request)
     if request.WhichOneof("limits") == "profiles":
         violations += profiles_violations(request.profiles, "profiles")

@@ -2,11 +2,11 @@
 
 `publish` only appends the payload and its time to the ring (O(1), on the request path); the
 response a subscriber is sent is built from them the first time one reads it, and encoded once for
-every subscriber (`common.share`): with nobody reading, an event costs no protobuf work. The feed's dispatcher task hands subscribers
-their next item, a few per turn of the event loop and only between calls (`common.Pacer`): a call
-that arrives waits for one small round of delivery, never for a whole fan-out. Under sustained
-load a subscriber may fall behind; it catches up from the ring, in order, and gets a
-SLOW_CONSUMER gap only for events the ring evicted before it read them.
+every subscriber (`common.share`): with nobody reading, an event costs no protobuf work. The
+feed's dispatcher task hands subscribers their next item, a few per turn of the event loop and only
+between calls (`common.Pacer`): a call that arrives waits for one small round of delivery, never
+for a whole fan-out. Under sustained load a subscriber may fall behind; it catches up from the
+ring, in order, and gets a SLOW_CONSUMER gap only for events the ring evicted before it read them.
 """
 
 from __future__ import annotations
