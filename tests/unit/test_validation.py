@@ -337,6 +337,35 @@ def test_profile_rules_apply_to_every_request_carrying_profiles() -> None:
         assert fields_of(check) == ["profiles.providers[0].alias"]
 
 
+def test_profiles_resolved_once_per_encoding_are_checked_every_time() -> None:
+    """Valid profiles are resolved once and answered from the cache after; invalid ones are
+    refused every time, with every violation named, on every RPC."""
+    bad = profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")] * 2)
+    good = profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(max_context_tokens=777, default_provider="p"),
+        providers=[profile_pb2.ProviderProfile(alias="p", context_window=1_000)],
+    )
+    history = chat(row(USER))
+    for _ in range(2):
+        for check in (
+            resolve(bad),
+            lambda: served(rpcs.prepare_model_call, svc.PrepareModelCallRequest(profiles=bad)),
+            lambda: served(rpcs.check_capacity_rpc, svc.CheckCapacityRequest(profiles=bad)),
+            trim(profiles=bad),
+        ):
+            found = fields_of(check)
+            assert found[-2:] == ["profiles.providers[0].alias", "profiles.providers[1].alias"]
+            assert found[:-2] in ([], ["history"])
+    rpcs._resolution_of.cache_clear()
+    answers = [rpcs.resolve_budget(svc.ResolveBudgetRequest(profiles=good)).body for _ in range(3)]
+    served(rpcs.check_capacity_rpc, svc.CheckCapacityRequest(history=history, profiles=good))
+    assert rpcs._resolution_of.cache_info().misses == 1
+    assert answers[0] == answers[2]
+    resolution = svc.ResolveBudgetResponse.FromString(answers[0]).resolution
+    assert resolution.capacity.model_context_window == 1_000
+    assert resolution == rpcs.resolve(good)
+
+
 # --- Limits (ERROR_REASON_INVALID_LIMITS) ----------------------------------------------------
 
 

@@ -9,6 +9,7 @@ then the rest of the response serialized) is byte-identical to serializing the w
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -74,8 +75,38 @@ class TrimLimits:
     resolution: resolution_pb2.Resolution | None
 
 
-def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
-    if request.WhichOneof("limits") == "explicit_limits":
+# Profiles this size or smaller are resolved once per distinct encoding (a runtime sends the same
+# ones with every call); at most this many are kept.
+_CACHED_PROFILE_BYTES = 16 * 1024
+_CACHED_PROFILES = 256
+
+
+@functools.lru_cache(maxsize=_CACHED_PROFILES)
+def _resolution_of(encoded: bytes) -> resolution_pb2.Resolution | None:
+    return _checked_resolution(profile_pb2.Profiles.FromString(encoded))
+
+
+def _checked_resolution(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution | None:
+    if validation.profiles_violations(profiles, "profiles").total:
+        return None
+    return resolve(profiles)
+
+
+def _valid_resolution(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution | None:
+    """The resolution of `profiles` when they break no profile rule, else None (validation then
+    names what they break). Resolution is a function of the profiles alone, so small ones are
+    resolved once per encoding; the message is shared by the calls that sent them and never
+    changed (responses copy it)."""
+    encoded = profiles.SerializeToString()
+    if len(encoded) > _CACHED_PROFILE_BYTES:
+        return _checked_resolution(profiles)
+    return _resolution_of(encoded)
+
+
+def _limits(
+    request: svc.TrimHistoryRequest, resolution: resolution_pb2.Resolution | None
+) -> TrimLimits:
+    if resolution is None:
         explicit = request.explicit_limits
         has_limit = explicit.HasField("max_history_messages")
         return TrimLimits(
@@ -90,7 +121,6 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
             )[0],
             resolution=None,
         )
-    resolution = resolve(request.profiles)
     runtime = request.profiles.runtime
     return TrimLimits(
         budget_tokens=resolution.budget_tokens,
@@ -334,16 +364,21 @@ def estimate_tokens(request: svc.EstimateTokensRequest, source: HistorySource) -
 
 
 def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
-    validation.check_resolve_budget(request)
-    return Reply(
-        svc.ResolveBudgetResponse(resolution=resolve(request.profiles)).SerializeToString()
-    )
+    resolution = _valid_resolution(request.profiles)
+    if resolution is None:
+        validation.check_resolve_budget(request)
+        raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
+    return Reply(svc.ResolveBudgetResponse(resolution=resolution).SerializeToString())
 
 
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source, validation.trim_request_violations(request))
+    # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
+    explicit = request.WhichOneof("limits") == "explicit_limits"
+    resolution = None if explicit else _valid_resolution(request.profiles)
+    violations = validation.trim_request_violations(request, profiles_valid=resolution is not None)
+    view = _valid_view(source, violations)
     path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-    limits = _limits(request)
+    limits = _limits(request, resolution)
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
     crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
@@ -401,8 +436,10 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
 
 
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source, validation.prepare_request_violations(request))
-    resolution = resolve(request.profiles)
+    resolution = _valid_resolution(request.profiles)
+    valid = resolution is not None
+    view = _valid_view(source, validation.prepare_request_violations(request, valid))
+    assert resolution is not None, "profiles without a resolution break a rule"
     runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
     text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
     crumb = breadcrumb_cost(text)
@@ -487,8 +524,11 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
-    resolution = resolve(request.profiles)
+    resolution = _valid_resolution(request.profiles)
+    if resolution is None:
+        _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
+        raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
+    view = _valid_view(source)
     report = _preflight(view, _extras(request), resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
     return Reply(response.SerializeToString())

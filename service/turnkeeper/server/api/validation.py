@@ -452,8 +452,11 @@ def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> V
     return out
 
 
-def trim_request_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
-    """The violations of a TrimHistory request outside its history."""
+def trim_request_violations(
+    request: history_service_pb2.TrimHistoryRequest, profiles_valid: bool = False
+) -> Violations:
+    """The violations of a TrimHistory request outside its history; `profiles_valid`: its
+    profiles are known to break no rule."""
     mode = request.mode
     limits = request.WhichOneof("limits")
     if (
@@ -468,27 +471,30 @@ def trim_request_violations(request: history_service_pb2.TrimHistoryRequest) -> 
     ):
         # The well-formed common case in one check: the rules below would find nothing but
         # what the profiles break.
-        if limits == "profiles":
+        if limits == "profiles" and not profiles_valid:
             return profiles_violations(request.profiles, "profiles")
         return Violations()
-    return _trim_request_violations_in_full(request)
+    return _trim_request_violations_in_full(request, profiles_valid)
 
 
 def _trim_request_violations_in_full(
-    request: history_service_pb2.TrimHistoryRequest,
+    request: history_service_pb2.TrimHistoryRequest, profiles_valid: bool = False
 ) -> Violations:
     violations = _limits_violations(request)
-    if request.WhichOneof("limits") == "profiles":
+    if request.WhichOneof("limits") == "profiles" and not profiles_valid:
         violations += profiles_violations(request.profiles, "profiles")
     violations += _trim_usage_violations(request)
     return violations
 
 
 def prepare_request_violations(
-    request: history_service_pb2.PrepareModelCallRequest,
+    request: history_service_pb2.PrepareModelCallRequest, profiles_valid: bool = False
 ) -> Violations:
-    """The violations of a PrepareModelCall request outside its history."""
-    violations = profiles_violations(request.profiles, "profiles")
+    """The violations of a PrepareModelCall request outside its history; `profiles_valid`: its
+    profiles are known to break no rule."""
+    violations = Violations()
+    if not profiles_valid:
+        violations = profiles_violations(request.profiles, "profiles")
     if request.HasField("reported_usage"):
         violations += usage_violations(request.reported_usage, "reported_usage")
     return violations
