@@ -356,10 +356,10 @@ def test_profiles_resolved_once_per_encoding_are_checked_every_time() -> None:
             found = fields_of(check)
             assert found[-2:] == ["profiles.providers[0].alias", "profiles.providers[1].alias"]
             assert found[:-2] in ([], ["history"])
-    rpcs._resolution_of.cache_clear()
+    rpcs._resolved_encoding.cache_clear()
     answers = [rpcs.resolve_budget(svc.ResolveBudgetRequest(profiles=good)).body for _ in range(3)]
     served(rpcs.check_capacity_rpc, svc.CheckCapacityRequest(history=history, profiles=good))
-    assert rpcs._resolution_of.cache_info().misses == 1
+    assert rpcs._resolved_encoding.cache_info().misses == 1
     assert answers[0] == answers[2]
     resolution = svc.ResolveBudgetResponse.FromString(answers[0]).resolution
     assert resolution.capacity.model_context_window == 1_000

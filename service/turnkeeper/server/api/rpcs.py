@@ -83,26 +83,35 @@ _CACHED_PROFILE_BYTES = 16 * 1024
 _CACHED_PROFILES = 256
 
 
+@dataclass(slots=True)  # not frozen, like Reply
+class Resolved:
+    """What valid profiles resolve to: the resolution, and the prices of its route's model."""
+
+    resolution: resolution_pb2.Resolution
+    prices: profile_pb2.ModelPrices | None
+
+
 @functools.lru_cache(maxsize=_CACHED_PROFILES)
-def _resolution_of(encoded: bytes) -> resolution_pb2.Resolution | None:
+def _resolved_encoding(encoded: bytes) -> Resolved | None:
     return _checked_resolution(profile_pb2.Profiles.FromString(encoded))
 
 
-def _checked_resolution(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution | None:
+def _checked_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
     if validation.profiles_violations(profiles, "profiles").total:
         return None
-    return resolve(profiles)
+    resolution = resolve(profiles)
+    return Resolved(resolution, route_prices(profiles, resolution.route))
 
 
-def _valid_resolution(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution | None:
-    """The resolution of `profiles` when they break no profile rule, else None (validation then
-    names what they break). Resolution is a function of the profiles alone, so small ones are
-    resolved once per encoding; the message is shared by the calls that sent them and never
-    changed (responses copy it)."""
+def _valid_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
+    """What `profiles` resolve to when they break no profile rule, else None (validation then
+    names what they break). It is a function of the profiles alone, so small ones are resolved
+    once per encoding; the messages are shared by the calls that sent them and never changed
+    (responses copy them)."""
     encoded = profiles.SerializeToString()
     if len(encoded) > _CACHED_PROFILE_BYTES:
         return _checked_resolution(profiles)
-    return _resolution_of(encoded)
+    return _resolved_encoding(encoded)
 
 
 def _limits(
@@ -366,21 +375,21 @@ def estimate_tokens(request: svc.EstimateTokensRequest, source: HistorySource) -
 
 
 def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
-    resolution = _valid_resolution(request.profiles)
-    if resolution is None:
+    resolved = _valid_resolution(request.profiles)
+    if resolved is None:
         validation.check_resolve_budget(request)
         raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
-    return Reply(svc.ResolveBudgetResponse(resolution=resolution).SerializeToString())
+    return Reply(svc.ResolveBudgetResponse(resolution=resolved.resolution).SerializeToString())
 
 
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
     # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
     explicit = request.WhichOneof("limits") == "explicit_limits"
-    resolution = None if explicit else _valid_resolution(request.profiles)
-    violations = validation.trim_request_violations(request, profiles_valid=resolution is not None)
+    resolved = None if explicit else _valid_resolution(request.profiles)
+    violations = validation.trim_request_violations(request, profiles_valid=resolved is not None)
     view = _valid_view(source, violations)
     path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-    limits = _limits(request, resolution)
+    limits = _limits(request, None if resolved is None else resolved.resolution)
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
     crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
@@ -438,10 +447,10 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
 
 
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
-    resolution = _valid_resolution(request.profiles)
-    valid = resolution is not None
-    view = _valid_view(source, validation.prepare_request_violations(request, valid))
-    assert resolution is not None, "profiles without a resolution break a rule"
+    resolved = _valid_resolution(request.profiles)
+    view = _valid_view(source, validation.prepare_request_violations(request, resolved is not None))
+    assert resolved is not None, "profiles without a resolution break a rule"
+    resolution = resolved.resolution
     runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
     text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
     crumb = breadcrumb_cost(text)
@@ -515,7 +524,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     response.context_meter.CopyFrom(meter)
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
-    prices = route_prices(request.profiles, resolution.route)
+    prices = resolved.prices
     if prices is not None:
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
     # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
@@ -526,11 +535,12 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
-    resolution = _valid_resolution(request.profiles)
-    if resolution is None:
+    resolved = _valid_resolution(request.profiles)
+    if resolved is None:
         _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
         raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
     view = _valid_view(source)
+    resolution = resolved.resolution
     report = _preflight(view, _extras(request), resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
     return Reply(response.SerializeToString())
