@@ -429,7 +429,8 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
         response.recovery.CopyFrom(recovery.report)
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
     if emits and plan.trimmed:
-        # Published as it is: nothing changes the response once it is encoded.
+        # Published as it is (nothing changes the response once it is encoded). The feed then
+        # retains this small response with it: 1.7 KB an event, as much as the payload alone.
         trimmed = response.history_trimmed
         _fill_history_trimmed(
             trimmed,
@@ -498,10 +499,15 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
     report = _preflight(working, extras, resolution)
     response = svc.PrepareModelCallResponse()
+    # Published apart from the response: what the feed retains must not hold the response's
+    # other fields (its orphan removals may be many).
+    trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, step_counts in steps:
         if plan.trimmed:
+            trimmed = trim_pb2.HistoryTrimmed()
+            trims.append(trimmed)
             _fill_history_trimmed(
-                response.trims.add(),
+                trimmed,
                 plan,
                 reason,
                 step_counts,
@@ -517,6 +523,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     used = input_tokens(report)
     meter = context_meter(used, resolution)
     response.resolution.CopyFrom(resolution)
+    response.trims.extend(trims)
     response.orphans_removed.extend(removals)
     response.capacity_report.CopyFrom(report)
     if tokens_before:
@@ -529,9 +536,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
     # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
     update = events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
-    # Published as they are: nothing changes the response once it is encoded.
-    trims = tuple(response.trims)
-    return Reply(working.history_field(response.SerializeToString()), trims, update)
+    return Reply(working.history_field(response.SerializeToString()), tuple(trims), update)
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
