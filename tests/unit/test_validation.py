@@ -13,6 +13,7 @@ from typing import TypeVar
 import grpc
 import pytest
 from google.protobuf.message import Message
+from turnkeeper.core import budget
 from turnkeeper.server.api import rpcs, validation
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.engine.protocol import HistorySource
@@ -363,7 +364,7 @@ def test_profiles_resolved_once_per_encoding_are_checked_every_time() -> None:
     assert answers[0] == answers[2]
     resolution = svc.ResolveBudgetResponse.FromString(answers[0]).resolution
     assert resolution.capacity.model_context_window == 1_000
-    assert resolution == rpcs.resolve(good)
+    assert resolution == budget.resolve(good)
 
 
 # --- Limits (ERROR_REASON_INVALID_LIMITS) ----------------------------------------------------
