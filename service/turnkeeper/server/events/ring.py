@@ -216,18 +216,18 @@ class RingFeed:
         """O(1) whatever the number of subscribers: the dispatcher task does the fan-out. The ring
         keeps `trimmed` itself (the caller does not change it once published, see feed.py)."""
         try:
-            now = time.time_ns()
             with self._lock:
                 if self._closed:
                     return
-                entry = _Event(trimmed, now, self.epoch, self._events.last + 1)
+                entry = _Event(trimmed, time.time_ns(), self.epoch, self._events.last + 1)
                 evicted = self._events.append(entry)
                 if evicted is not None:
                     evicted.evicted()
                 self._fresh_events = True
+            # Only a parked subscriber needs a wake-up: without one, the dispatcher sleeps with
+            # nobody to serve, or is busy and sees `_fresh_events` before it sleeps (and every
+            # stream that comes back for its next item wakes it).
             if self._parked.trims or self._parked.meters:
-                # Nobody parked: the dispatcher is asleep with no one to serve, or busy and sees
-                # `_fresh_events` before it sleeps (every stream that comes back wakes it).
                 self._wake()
         except Exception:  # publish runs on the request path and must never fail it
             log.exception("dropping a trim event")
