@@ -47,6 +47,9 @@ from turnkeeper.v1 import errors_pb2
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+# What a handler's behaviours are; built once here, as `cast` evaluates its type on every call.
+_Unary: TypeAlias = Callable[..., Awaitable[Any]]
+_Streaming: TypeAlias = Callable[..., AsyncIterator[Any]]
 
 
 class _CallDetails(grpc.HandlerCallDetails):
@@ -245,7 +248,7 @@ class _MethodEdge:
         stats = self._stats(context)
         handler = await self._handler(context)
         if handler.request_streaming:
-            refuse = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
+            refuse = cast(_Unary, handler.stream_unary)
             return await self._refuse(stats, context, functools.partial(refuse, requests, context))
         refused = self._refusal()
         admission = self.admission
@@ -278,7 +281,7 @@ class _MethodEdge:
                     if heavy:
                         # (grpc-stubs type the callback as a class of their own.)
                         context.add_done_callback(cast(Any, admission.sent))
-                behavior = cast(Callable[..., Awaitable[Any]], handler.unary_unary)
+                behavior = cast(_Unary, handler.unary_unary)
                 response = await behavior(request, context)
                 stats.count_response(response)
                 return response
@@ -305,7 +308,7 @@ class _MethodEdge:
         with _Call(stats, request, context, in_generator=True):
             if isinstance(request, RequestError):
                 await context.abort_with_status(request.to_status())
-            behavior = cast(Callable[..., AsyncIterator[Any]], handler.unary_stream)
+            behavior = cast(_Streaming, handler.unary_stream)
             async for item in behavior(request, context):
                 stats.count_response(item)
                 yield item
@@ -314,7 +317,7 @@ class _MethodEdge:
         self, stats: CallStats, context: Context, handler: Handler, requests: Any
     ) -> AsyncIterator[Any]:
         with _Call(stats, None, context, in_generator=True):
-            refuse = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
+            refuse = cast(_Streaming, handler.stream_stream)
             async for item in refuse(requests, context):
                 yield item  # pragma: no cover (a refusal aborts)
 
@@ -333,7 +336,7 @@ class _MethodEdge:
         stats = self._stats(context)
         handler = await self._handler(context)
         with _Call(stats, None, context):
-            behavior = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
+            behavior = cast(_Unary, handler.stream_unary)
             response = await behavior(self._counted(requests, stats), context)
             stats.count_response(response)
             return response
@@ -343,7 +346,7 @@ class _MethodEdge:
         stats = self._stats(context)
         handler = await self._handler(context)
         with _Call(stats, None, context, in_generator=True):
-            behavior = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
+            behavior = cast(_Streaming, handler.stream_stream)
             async for item in behavior(self._counted(requests, stats), context):
                 stats.count_response(item)
                 yield item
