@@ -64,6 +64,17 @@ def updates(seed: int, count: int) -> list[tuple[str, str, float]]:
 def test_updates_from_one_thread_expose_what_prometheus_client_exposes() -> None:
     registry, counter, histogram = families()
     expected_registry, expected_counter, expected_histogram = oracle()
+    # A family without labels shows its series at once and takes prometheus-client's `inc`.
+    events = CounterFamily("t_events", "Events.", ())
+    registry.register(events)
+    expected_events = Counter("t_events", "Events.", registry=expected_registry)
+    assert without_created(generate_latest(registry))[-3:] == [
+        "# HELP t_events_created Events.",
+        "# TYPE t_events_created gauge",
+        "t_events_created <time>",
+    ]
+    with pytest.raises(ValueError):
+        events.inc(-1)
     # A declared series shows at zero before any update, as a `.labels()` child does.
     counter.declare(("Z", "OK"))
     expected_counter.labels("Z", "OK")
@@ -72,6 +83,8 @@ def test_updates_from_one_thread_expose_what_prometheus_client_exposes() -> None
         histogram.cell((method,)).observe(value)
         expected_counter.labels(method, code).inc()
         expected_histogram.labels(method).observe(value)
+        events.inc(2 if code == "OK" else 1)
+        expected_events.inc(2 if code == "OK" else 1)
     for expose in (generate_latest, openmetrics_latest):
         assert without_created(expose(registry)) == without_created(expose(expected_registry))
     assert registry.get_sample_value("t_calls_created", {"method": "Z", "code": "OK"})
@@ -126,14 +139,16 @@ def test_a_scrape_while_threads_update_sees_consistent_growing_series() -> None:
     stop = threading.Event()
     scrapes: list[dict[str, float]] = []
 
+    def scrape_once() -> None:
+        seen: dict[str, float] = {}
+        for family in text_string_to_metric_families(generate_latest(registry).decode()):
+            for s in family.samples:
+                seen[s.name + repr(sorted(s.labels.items()))] = s.value
+        scrapes.append(seen)
+
     def scrape() -> None:
         while not stop.is_set():
-            seen: dict[str, float] = {}
-            for family in text_string_to_metric_families(generate_latest(registry).decode()):
-                for s in family.samples:
-                    key = s.name + repr(sorted(s.labels.items()))
-                    seen[key] = s.value
-            scrapes.append(seen)
+            scrape_once()
 
     def work() -> None:
         for index in range(per_thread):
@@ -149,7 +164,7 @@ def test_a_scrape_while_threads_update_sees_consistent_growing_series() -> None:
         worker.join()
     stop.set()
     scraper.join()
-    scrape()  # once more, after every update
+    scrape_once()  # once more, after every update
     assert len(scrapes) > 1
     calls = "t_calls_total" + repr(sorted({"method": "A", "code": "OK"}.items()))
     count = "t_sizes_count" + repr([("method", "A")])

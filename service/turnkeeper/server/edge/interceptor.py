@@ -172,6 +172,7 @@ class _MethodEdge:
 
     def __init__(self, edge: Edge, method: str, handler: Handler) -> None:
         self.edge = edge
+        self.auth = edge._auth
         self.admission = edge.admission
         self.method = method
         self.handler = handler
@@ -187,13 +188,12 @@ class _MethodEdge:
             shedder.arrived()
         return CallStats(self.telemetry, request_id_of(context.invocation_metadata()))
 
-    async def _handler(self, context: Context) -> Handler:
-        """The handler this call gets: the method's, or what authentication made of it."""
-        auth = self.edge._auth
-        if not auth:
-            return self.handler
+    async def _authenticated(self, context: Context) -> Handler:
+        """What authentication (`self.auth`, when there is any) makes of the method's handler for
+        this call: the handler, or a refusal. Without authentication a call uses `self.handler`
+        without this step (a coroutine per call)."""
         details = _CallDetails(self.method, context.invocation_metadata())
-        handler = await _intercepted(auth, self.handler, details)
+        handler = await _intercepted(self.auth, self.handler, details)
         assert handler is not None, "authentication never drops a method"
         return handler
 
@@ -246,7 +246,7 @@ class _MethodEdge:
     async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A unary call: authenticated, admitted, its one request read, answered, logged."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         if handler.request_streaming:
             refuse = cast(_Unary, handler.stream_unary)
             return await self._refuse(stats, context, functools.partial(refuse, requests, context))
@@ -294,7 +294,7 @@ class _MethodEdge:
     async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A call with one request and a stream of responses (TrimEvents, health Watch)."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         if handler.request_streaming:
             async for item in self._refused_stream(stats, context, handler, requests):
                 yield item
@@ -334,7 +334,7 @@ class _MethodEdge:
     async def stream_unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A client-streaming call (none in the sidecar's services; here for completeness)."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         with _Call(stats, None, context):
             behavior = cast(_Unary, handler.stream_unary)
             response = await behavior(self._counted(requests, stats), context)
@@ -344,7 +344,7 @@ class _MethodEdge:
     async def stream_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A bidirectional call (server reflection)."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         with _Call(stats, None, context, in_generator=True):
             behavior = cast(_Streaming, handler.stream_stream)
             async for item in behavior(self._counted(requests, stats), context):

@@ -114,6 +114,8 @@ class _Family(Collector):
         self._created: dict[Labels, float] = {}  # in first-use order, as prometheus-client's
         self._cells: list[tuple[Labels, Any]] = []
         self._local = threading.local()
+        if not self.labelnames:  # its one series shows from the start, as prometheus-client's
+            self.declare(())
 
     def declare(self, labels: Labels) -> None:
         with self._lock:
@@ -152,6 +154,12 @@ class CounterFamily(_Family):
     def cell(self, labels: Labels) -> CounterCell:
         cell: CounterCell = self._cell(labels)
         return cell
+
+    def inc(self, amount: float = 1) -> None:
+        """Adds to the one series of a family without labels (prometheus-client's `inc`)."""
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        self._cell(()).value += amount
 
     def _new_cell(self) -> CounterCell:
         return CounterCell()
@@ -331,8 +339,9 @@ TOKENS_AFTER = _histogram(
     _TOKEN_BUCKETS,
 )
 
-EVENTS_PUBLISHED = Counter(
-    "turnkeeper_events_published", "HistoryTrimmed events handed to the feed.", registry=REGISTRY
+# Counted per event and per delivery (1,000 subscribers: 1,000 a trim), so per-thread cells too.
+EVENTS_PUBLISHED = _counter(
+    "turnkeeper_events_published", "HistoryTrimmed events handed to the feed."
 )
 EVENT_SUBSCRIBERS = Gauge(
     "turnkeeper_event_subscribers",
@@ -345,10 +354,8 @@ EVENT_GAPS = Counter(
     ("cause",),
     registry=REGISTRY,
 )
-EVENTS_DELIVERED = Counter(
-    "turnkeeper_events_delivered",
-    "Events delivered to subscribers (one per subscriber).",
-    registry=REGISTRY,
+EVENTS_DELIVERED = _counter(
+    "turnkeeper_events_delivered", "Events delivered to subscribers (one per subscriber)."
 )
 FEED_HEALTHY = Gauge(
     "turnkeeper_event_feed_healthy",
