@@ -36,6 +36,9 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# Built once: `A | B` in an isinstance check makes a union object on every call.
+_ENDED = (asyncio.CancelledError, GeneratorExit)
+_READABLE = (bytes, Message)
 # What a caller's request id may be: a UUID, a trace or span id, a load balancer's id.
 _USABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 
@@ -99,7 +102,7 @@ class CallStats:
 
 
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
-    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+    if isinstance(error, _ENDED):
         # grpc cancels the handler both when the client cancels and when the deadline passes; a
         # stream's generator that grpc stops iterating is closed at its yield (GeneratorExit).
         remaining = context.time_remaining()
@@ -173,7 +176,7 @@ def started(
 def _read_caller(stats: CallStats, request: Any) -> None:
     number = stats.telemetry.caller_field
     # A refusal that never reads its request has no caller to read.
-    if number is not None and isinstance(request, bytes | Message):
+    if number is not None and isinstance(request, _READABLE):
         try:
             caller = caller_of(request, number)
         except ValueError:  # unreadable bytes: the handler reports them
