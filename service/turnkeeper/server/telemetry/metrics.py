@@ -421,16 +421,13 @@ class RpcSeries:
         RESPONSE_BYTES.declare((method,))
         self._local = threading.local()
 
-    def _cells(self) -> _RpcCells:
+    def start(self) -> None:
+        """One RPC started."""
         try:
             cells: _RpcCells = self._local.cells
         except AttributeError:
             cells = self._local.cells = _RpcCells(self)
-        return cells
-
-    def start(self) -> None:
-        """One RPC started."""
-        self._cells().started.value += 1
+        cells.started.value += 1
 
     def finished(
         self,
@@ -443,16 +440,26 @@ class RpcSeries:
         error_reason: str | None,
     ) -> None:
         """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
-        cells = self._cells()
+        try:
+            cells: _RpcCells = self._local.cells
+        except AttributeError:
+            cells = self._local.cells = _RpcCells(self)
         handled = cells.handled.get(code)
         if handled is None:
             handled = cells.handled[code] = RPCS_HANDLED.cell((*self.labels, code))
         handled.value += 1
-        cells.seconds.observe(seconds)
         cells.received.value += requests
         cells.sent.value += responses
-        cells.request_bytes.observe(request_bytes)
-        cells.response_bytes.observe(response_bytes)
+        # HistogramCell.observe, inline (its three calls were a third of this method's time).
+        histogram = cells.seconds
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.sum += seconds
+        histogram = cells.request_bytes
+        histogram.counts[bisect.bisect_left(histogram.bounds, request_bytes)] += 1
+        histogram.sum += request_bytes
+        histogram = cells.response_bytes
+        histogram.counts[bisect.bisect_left(histogram.bounds, response_bytes)] += 1
+        histogram.sum += response_bytes
         if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
             CAPACITY_FAILURES.labels(self.method).inc()
         if code == _RESOURCE_EXHAUSTED:
