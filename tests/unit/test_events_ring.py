@@ -10,7 +10,7 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.events import RingFeed, create_feed
+from turnkeeper.server.events import RingFeed, common, create_feed
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.common import ITEM_COST_S, SHARE
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
@@ -338,13 +338,23 @@ async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
     await feed.close()
 
 
-async def test_publish_copies_the_payload() -> None:
+async def test_an_event_is_built_and_encoded_once_and_only_when_read() -> None:
+    """publish keeps the payload (nothing built on the request path); the first read builds the
+    response, and every subscriber is sent that one, encoded once."""
     feed = RingFeed(ring_size=10)
-    stream = await started(feed, request())
-    payload = trimmed(1)
-    feed.publish(payload)
-    payload.dropped_turns = 99
-    assert turns(await take(stream, 1)) == [1]
+    await feed.start()
+    shared = len(common._SHARED)
+    before = await feed.oldest_cursor()
+    for i in (1, 2):
+        feed.publish(trimmed(i))
+    assert len(common._SHARED) == shared
+    first = await take(await started(feed, request(after_cursor=before)), 2)
+    second = await take(await started(feed, request(after_cursor=before)), 2)
+    assert turns(first) == [1, 2]
+    assert [a is b for a, b in zip(first, second, strict=True)] == [True, True]
+    assert len(common._SHARED) == shared + 2
+    assert common.encode_item(first[0]) is common.encode_item(second[0])
+    assert first[0].event.time.ToNanoseconds() > 0
     await feed.close()
 
 

@@ -13,6 +13,7 @@ from typing import TypeVar
 import grpc
 import pytest
 from google.protobuf.message import Message
+from turnkeeper.core import budget
 from turnkeeper.server.api import rpcs, validation
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.engine.protocol import HistorySource
@@ -337,6 +338,35 @@ def test_profile_rules_apply_to_every_request_carrying_profiles() -> None:
         assert fields_of(check) == ["profiles.providers[0].alias"]
 
 
+def test_profiles_resolved_once_per_encoding_are_checked_every_time() -> None:
+    """Valid profiles are resolved once and answered from the cache after; invalid ones are
+    refused every time, with every violation named, on every RPC."""
+    bad = profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")] * 2)
+    good = profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(max_context_tokens=777, default_provider="p"),
+        providers=[profile_pb2.ProviderProfile(alias="p", context_window=1_000)],
+    )
+    history = chat(row(USER))
+    for _ in range(2):
+        for check in (
+            resolve(bad),
+            lambda: served(rpcs.prepare_model_call, svc.PrepareModelCallRequest(profiles=bad)),
+            lambda: served(rpcs.check_capacity_rpc, svc.CheckCapacityRequest(profiles=bad)),
+            trim(profiles=bad),
+        ):
+            found = fields_of(check)
+            assert found[-2:] == ["profiles.providers[0].alias", "profiles.providers[1].alias"]
+            assert found[:-2] in ([], ["history"])
+    rpcs._resolved_encoding.cache_clear()
+    answers = [rpcs.resolve_budget(svc.ResolveBudgetRequest(profiles=good)).body for _ in range(3)]
+    served(rpcs.check_capacity_rpc, svc.CheckCapacityRequest(history=history, profiles=good))
+    assert rpcs._resolved_encoding.cache_info().misses == 1
+    assert answers[0] == answers[2]
+    resolution = svc.ResolveBudgetResponse.FromString(answers[0]).resolution
+    assert resolution.capacity.model_context_window == 1_000
+    assert resolution == budget.resolve(good)
+
+
 # --- Limits (ERROR_REASON_INVALID_LIMITS) ----------------------------------------------------
 
 
@@ -397,6 +427,37 @@ def test_limits_token_budget_with_explicit_limits_lacking_budget_tokens() -> Non
 
 
 # --- TrimEvents (ERROR_REASON_INVALID_SUBSCRIPTION) ------------------------------------------
+
+
+def _described(violations: validation.Violations) -> tuple[int, list[tuple[int, str, str]]]:
+    return violations.total, [(r, v.field, v.description) for r, v in violations]
+
+
+@pytest.mark.parametrize("mode", [*trim_pb2.TrimMode.values(), 99])
+@pytest.mark.parametrize("path", [*trim_pb2.CallerPath.values(), 99])
+def test_limits_the_quick_check_agrees_with_every_rule(mode: int, path: int) -> None:
+    """trim_request_violations answers the common case with one check; it finds what the rules
+    in full find, for every mode, path, kind of limits and reported usage."""
+    bad_profiles = profile_pb2.Profiles(providers=[profile_pb2.ProviderProfile(alias="")])
+    usage = trim_pb2.ReportedUsage(reported_input_tokens=5, estimated_input_tokens=4)
+    limits: list[dict[str, object]] = [
+        {},
+        {"explicit_limits": svc.ExplicitLimits()},
+        {"explicit_limits": svc.ExplicitLimits(budget_tokens=10)},
+        {"profiles": profile_pb2.Profiles()},
+        {"profiles": bad_profiles},
+    ]
+    for fields in limits:
+        for extra in ({}, {"reported_usage": usage}):
+            request = svc.TrimHistoryRequest(
+                mode=mode,  # type: ignore[arg-type]
+                caller_path=path,  # type: ignore[arg-type]
+                **fields,  # type: ignore[arg-type]
+                **extra,  # type: ignore[arg-type]
+            )
+            assert _described(validation.trim_request_violations(request)) == _described(
+                validation._trim_request_violations_in_full(request)
+            )
 
 
 def test_trim_events_reason_unspecified_or_unknown() -> None:

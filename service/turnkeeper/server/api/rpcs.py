@@ -9,6 +9,7 @@ then the rest of the response serialized) is byte-identical to serializing the w
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -39,7 +40,9 @@ from turnkeeper.v1 import history_service_pb2 as svc
 log = logging.getLogger("turnkeeper.trim")
 
 
-@dataclass(frozen=True, slots=True)
+# Built per call and never changed, but not frozen: a frozen dataclass's __init__ is about 3x
+# slower (object.__setattr__ per field).
+@dataclass(slots=True)
 class Reply:
     """A response's bytes and what to publish once it is sent."""
 
@@ -50,6 +53,8 @@ class Reply:
 
 def _valid_view(source: HistorySource, *more: validation.Violations) -> HistoryView:
     """The history view, once the history and the rest of the request passed validation."""
+    if source.view is not None and not any(extra.total for extra in more):
+        return source.view  # a history with a view has no violations
     violations = validation.Violations()
     violations += source.violations
     for extra in more:
@@ -59,7 +64,7 @@ def _valid_view(source: HistorySource, *more: validation.Violations) -> HistoryV
     return source.view
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, like Reply
 class TrimLimits:
     """The limits one TrimHistory call works with, from explicit limits or resolved profiles."""
 
@@ -72,8 +77,47 @@ class TrimLimits:
     resolution: resolution_pb2.Resolution | None
 
 
-def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
-    if request.WhichOneof("limits") == "explicit_limits":
+# Profiles this size or smaller are resolved once per distinct encoding (a runtime sends the same
+# ones with every call); at most this many are kept.
+_CACHED_PROFILE_BYTES = 16 * 1024
+_CACHED_PROFILES = 256
+
+
+@dataclass(slots=True)  # not frozen, like Reply
+class Resolved:
+    """What valid profiles resolve to: the resolution, and the prices of its route's model."""
+
+    resolution: resolution_pb2.Resolution
+    prices: profile_pb2.ModelPrices | None
+
+
+@functools.lru_cache(maxsize=_CACHED_PROFILES)
+def _resolved_encoding(encoded: bytes) -> Resolved | None:
+    return _checked_resolution(profile_pb2.Profiles.FromString(encoded))
+
+
+def _checked_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
+    if validation.profiles_violations(profiles, "profiles").total:
+        return None
+    resolution = resolve(profiles)
+    return Resolved(resolution, route_prices(profiles, resolution.route))
+
+
+def _valid_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
+    """What `profiles` resolve to when they break no profile rule, else None (validation then
+    names what they break). It is a function of the profiles alone, so small ones are resolved
+    once per encoding; the messages are shared by the calls that sent them and never changed
+    (responses copy them)."""
+    encoded = profiles.SerializeToString()
+    if len(encoded) > _CACHED_PROFILE_BYTES:
+        return _checked_resolution(profiles)
+    return _resolved_encoding(encoded)
+
+
+def _limits(
+    request: svc.TrimHistoryRequest, resolution: resolution_pb2.Resolution | None
+) -> TrimLimits:
+    if resolution is None:
         explicit = request.explicit_limits
         has_limit = explicit.HasField("max_history_messages")
         return TrimLimits(
@@ -88,7 +132,6 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
             )[0],
             resolution=None,
         )
-    resolution = resolve(request.profiles)
     runtime = request.profiles.runtime
     return TrimLimits(
         budget_tokens=resolution.budget_tokens,
@@ -100,7 +143,7 @@ def _limits(request: svc.TrimHistoryRequest) -> TrimLimits:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, like Reply
 class Counts:
     """The token counts a trim reports, and where they come from (§10.3)."""
 
@@ -140,30 +183,47 @@ def _usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
     )
 
 
-def _outcome(plan: TrimPlan, counts: Counts) -> svc.TrimOutcome:
-    outcome = svc.TrimOutcome(
-        trimmed=plan.trimmed,
-        dropped_messages=plan.dropped_messages,
-        dropped_turns=plan.dropped_turns,
-        kept_turns=plan.kept_turns,
-        tokens_before=counts.tokens_before,
-        tokens_after=counts.tokens_after,
-        target_tokens=counts.target_tokens,
-        count_source=counts.source,
-        cut_step=plan.cut_step,
-        cut_drop_target=plan.cut_drop_target,
-    )
-    if counts.calibration is not None:
-        outcome.calibration.CopyFrom(counts.calibration)
-    if plan.trimmed:
-        outcome.dropped_range.start = plan.drop.start
-        outcome.dropped_range.end = plan.drop.stop
+# The messages below are filled in place, in the response that sends them: a field is set only
+# when it is not its default (which proto3 does not write anyway), so a call builds no message
+# twice and sets only what it sends.
+
+
+def _fill_outcome(outcome: svc.TrimOutcome, plan: TrimPlan, counts: Counts) -> None:
+    outcome.SetInParent()  # sent even when every field is a default
+    drop = plan.drop
+    if drop:
+        outcome.trimmed = True
+        outcome.dropped_messages = len(drop)
+        outcome.dropped_range.start = drop.start
+        outcome.dropped_range.end = drop.stop
+    if plan.dropped_turns:
+        outcome.dropped_turns = plan.dropped_turns
+    if plan.kept_turns:
+        outcome.kept_turns = plan.kept_turns
+    _fill_counts(outcome, counts)
+    if plan.cut_step:
+        outcome.cut_step = plan.cut_step
+    if plan.cut_drop_target:
+        outcome.cut_drop_target = plan.cut_drop_target
     if plan.breadcrumb_at is not None:
         outcome.breadcrumb_index = plan.breadcrumb_at
-    return outcome
 
 
-def _history_trimmed(
+def _fill_counts(message: svc.TrimOutcome | trim_pb2.HistoryTrimmed, counts: Counts) -> None:
+    if counts.tokens_before:
+        message.tokens_before = counts.tokens_before
+    if counts.tokens_after:
+        message.tokens_after = counts.tokens_after
+    if counts.target_tokens:
+        message.target_tokens = counts.target_tokens
+    if counts.source:
+        message.count_source = counts.source
+    if counts.calibration is not None:
+        message.calibration.CopyFrom(counts.calibration)
+
+
+def _fill_history_trimmed(
+    trimmed: trim_pb2.HistoryTrimmed,
     plan: TrimPlan,
     reason: trim_pb2.TrimReason.ValueType,
     counts: Counts,
@@ -173,34 +233,36 @@ def _history_trimmed(
     turn_limit: int,
     resolution: resolution_pb2.Resolution | None,
     caller: trim_pb2.CallerContext | None,
-) -> trim_pb2.HistoryTrimmed:
-    """The §7 payload: returned to the caller and published to every TrimEvents subscriber."""
-    trimmed = trim_pb2.HistoryTrimmed(
-        reason=reason,
-        overflow_recovery=overflow_recovery,
-        dropped_messages=plan.dropped_messages,
-        dropped_turns=plan.dropped_turns,
-        kept_turns=plan.kept_turns,
-        tokens_before=counts.tokens_before,
-        tokens_after=counts.tokens_after,
-        target_tokens=counts.target_tokens,
-        budget_tokens=budget_tokens,
-        turn_limit=turn_limit if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else 0,
-        breadcrumb_inserted=plan.breadcrumb_at is not None,
-        count_source=counts.source,
-        cut_step=plan.cut_step,
-        cut_drop_target=plan.cut_drop_target,
-    )
-    if counts.calibration is not None:
-        trimmed.calibration.CopyFrom(counts.calibration)
+) -> None:
+    """The §7 payload of a trim that dropped history: returned to the caller and published to
+    every TrimEvents subscriber."""
+    trimmed.reason = reason
+    if overflow_recovery:
+        trimmed.overflow_recovery = True
+    trimmed.dropped_messages = plan.dropped_messages
+    if plan.dropped_turns:
+        trimmed.dropped_turns = plan.dropped_turns
+    if plan.kept_turns:
+        trimmed.kept_turns = plan.kept_turns
+    _fill_counts(trimmed, counts)
+    if budget_tokens:
+        trimmed.budget_tokens = budget_tokens
+    if turn_limit and reason == trim_pb2.TRIM_REASON_TURN_LIMIT:
+        trimmed.turn_limit = turn_limit
+    if plan.breadcrumb_at is not None:
+        trimmed.breadcrumb_inserted = True
+    if plan.cut_step:
+        trimmed.cut_step = plan.cut_step
+    if plan.cut_drop_target:
+        trimmed.cut_drop_target = plan.cut_drop_target
     if resolution is not None:
         trimmed.capacity.CopyFrom(resolution.capacity)
         trimmed.route.CopyFrom(resolution.route)
     if caller is not None:
         trimmed.caller.CopyFrom(caller)
-    return trimmed
 
 
+_MODE_NAMES = {mode: trim_pb2.TrimMode.Name(mode) for mode in trim_pb2.TrimMode.values()}
 # Metric and log label of each TrimMode's reason; row caps have no TrimReason of their own.
 _MODE_REASONS = {
     trim_pb2.TRIM_MODE_TOKEN_BUDGET: "token_budget",
@@ -313,16 +375,21 @@ def estimate_tokens(request: svc.EstimateTokensRequest, source: HistorySource) -
 
 
 def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
-    validation.check_resolve_budget(request)
-    return Reply(
-        svc.ResolveBudgetResponse(resolution=resolve(request.profiles)).SerializeToString()
-    )
+    resolved = _valid_resolution(request.profiles)
+    if resolved is None:
+        validation.check_resolve_budget(request)
+        raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
+    return Reply(svc.ResolveBudgetResponse(resolution=resolved.resolution).SerializeToString())
 
 
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source, validation.trim_request_violations(request))
+    # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
+    explicit = request.WhichOneof("limits") == "explicit_limits"
+    resolved = None if explicit else _valid_resolution(request.profiles)
+    violations = validation.trim_request_violations(request, profiles_valid=resolved is not None)
+    view = _valid_view(source, violations)
     path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-    limits = _limits(request)
+    limits = _limits(request, None if resolved is None else resolved.resolution)
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
     crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
@@ -352,16 +419,21 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
         plan = view.plan_row_count(limits.row_limit)
         counts = Counts.estimated(plan)
     output = view.apply(plan, limits.breadcrumb_text)
-    _record_trim(path, trim_pb2.TrimMode.Name(mode), _MODE_REASONS.get(mode, "unknown"), plan)
+    _record_trim(path, _MODE_NAMES[mode], _MODE_REASONS.get(mode, "unknown"), plan)
 
-    response = svc.TrimHistoryResponse(outcome=_outcome(plan, counts))
+    response = svc.TrimHistoryResponse()
+    _fill_outcome(response.outcome, plan, counts)
     if limits.resolution is not None:
         response.resolution.CopyFrom(limits.resolution)
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
     if emits and plan.trimmed:
-        trimmed = _history_trimmed(
+        # Published as it is (nothing changes the response once it is encoded). The feed then
+        # retains this small response with it: 1.7 KB an event, as much as the payload alone.
+        trimmed = response.history_trimmed
+        _fill_history_trimmed(
+            trimmed,
             plan,
             reason,
             counts,
@@ -371,14 +443,15 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
             resolution=limits.resolution,
             caller=request.caller if request.HasField("caller") else None,
         )
-        response.history_trimmed.CopyFrom(trimmed)
         events = (trimmed,)
     return Reply(output.history_field(response.SerializeToString()), events)
 
 
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source, validation.prepare_request_violations(request))
-    resolution = resolve(request.profiles)
+    resolved = _valid_resolution(request.profiles)
+    view = _valid_view(source, validation.prepare_request_violations(request, resolved is not None))
+    assert resolved is not None, "profiles without a resolution break a rule"
+    resolution = resolved.resolution
     runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
     text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
     crumb = breadcrumb_cost(text)
@@ -425,36 +498,40 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 
     # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
     report = _preflight(working, extras, resolution)
-    trims = [
-        _history_trimmed(
-            plan,
-            reason,
-            step_counts,
-            overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
-            budget_tokens=budget,
-            turn_limit=resolution.max_history_turns,
-            resolution=resolution,
-            caller=caller,
-        )
-        for plan, reason, step_counts in steps
-        if plan.trimmed
-    ]
+    response = svc.PrepareModelCallResponse()
+    # Published apart from the response: what the feed retains must not hold the response's
+    # other fields (its orphan removals may be many).
+    trims: list[trim_pb2.HistoryTrimmed] = []
+    for plan, reason, step_counts in steps:
+        if plan.trimmed:
+            trimmed = trim_pb2.HistoryTrimmed()
+            trims.append(trimmed)
+            _fill_history_trimmed(
+                trimmed,
+                plan,
+                reason,
+                step_counts,
+                overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+                budget_tokens=budget,
+                turn_limit=resolution.max_history_turns,
+                resolution=resolution,
+                caller=caller,
+            )
     for plan, reason, _ in steps:
         label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
         _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
     used = input_tokens(report)
     meter = context_meter(used, resolution)
-    response = svc.PrepareModelCallResponse(
-        resolution=resolution,
-        orphans_removed=removals,
-        trims=trims,
-        capacity_report=report,
-        tokens_before=tokens_before,
-        context_meter=meter,
-    )
+    response.resolution.CopyFrom(resolution)
+    response.trims.extend(trims)
+    response.orphans_removed.extend(removals)
+    response.capacity_report.CopyFrom(report)
+    if tokens_before:
+        response.tokens_before = tokens_before
+    response.context_meter.CopyFrom(meter)
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
-    prices = route_prices(request.profiles, resolution.route)
+    prices = resolved.prices
     if prices is not None:
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
     # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
@@ -463,8 +540,12 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
-    resolution = resolve(request.profiles)
+    resolved = _valid_resolution(request.profiles)
+    if resolved is None:
+        _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
+        raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
+    view = _valid_view(source)
+    resolution = resolved.resolution
     report = _preflight(view, _extras(request), resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
     return Reply(response.SerializeToString())

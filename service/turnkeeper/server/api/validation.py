@@ -46,6 +46,7 @@ _AGENT_MODES = frozenset(
         trim_pb2.TRIM_MODE_REPORTED_USAGE,
     }
 )
+_NO_MODES: frozenset[int] = frozenset()
 # docs/conventions.md: the modes each caller path serves.
 _MODES_BY_PATH: dict[int, frozenset[int]] = {
     trim_pb2.CALLER_PATH_UNSPECIFIED: _AGENT_MODES,
@@ -451,20 +452,49 @@ def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> V
     return out
 
 
-def trim_request_violations(request: history_service_pb2.TrimHistoryRequest) -> Violations:
-    """The violations of a TrimHistory request outside its history."""
+def trim_request_violations(
+    request: history_service_pb2.TrimHistoryRequest, profiles_valid: bool = False
+) -> Violations:
+    """The violations of a TrimHistory request outside its history; `profiles_valid`: its
+    profiles are known to break no rule."""
+    mode = request.mode
+    limits = request.WhichOneof("limits")
+    if (
+        mode in _MODES_BY_PATH.get(request.caller_path, _NO_MODES)
+        and mode != trim_pb2.TRIM_MODE_REPORTED_USAGE
+        and not request.HasField("reported_usage")
+        and (
+            mode != trim_pb2.TRIM_MODE_TOKEN_BUDGET
+            or limits != "explicit_limits"
+            or request.explicit_limits.HasField("budget_tokens")
+        )
+    ):
+        # The well-formed common case in one check: the rules below would find nothing but
+        # what the profiles break.
+        if limits == "profiles" and not profiles_valid:
+            return profiles_violations(request.profiles, "profiles")
+        return Violations()
+    return _trim_request_violations_in_full(request, profiles_valid)
+
+
+def _trim_request_violations_in_full(
+    request: history_service_pb2.TrimHistoryRequest, profiles_valid: bool = False
+) -> Violations:
     violations = _limits_violations(request)
-    if request.WhichOneof("limits") == "profiles":
+    if request.WhichOneof("limits") == "profiles" and not profiles_valid:
         violations += profiles_violations(request.profiles, "profiles")
     violations += _trim_usage_violations(request)
     return violations
 
 
 def prepare_request_violations(
-    request: history_service_pb2.PrepareModelCallRequest,
+    request: history_service_pb2.PrepareModelCallRequest, profiles_valid: bool = False
 ) -> Violations:
-    """The violations of a PrepareModelCall request outside its history."""
-    violations = profiles_violations(request.profiles, "profiles")
+    """The violations of a PrepareModelCall request outside its history; `profiles_valid`: its
+    profiles are known to break no rule."""
+    violations = Violations()
+    if not profiles_valid:
+        violations = profiles_violations(request.profiles, "profiles")
     if request.HasField("reported_usage"):
         violations += usage_violations(request.reported_usage, "reported_usage")
     return violations

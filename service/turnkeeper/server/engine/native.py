@@ -60,7 +60,7 @@ def _plan(plan: _native.Plan) -> TrimPlan:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, like rpcs.Reply: built per call
 class NativeHistoryView:
     """A `HistoryView` over the extension's row view of the request bytes."""
 

@@ -73,7 +73,7 @@ class HistoryView(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen, like rpcs.Reply: built per call
 class HistorySource:
     """The request's history as an engine read it: its violations, or a view when it has none."""
 

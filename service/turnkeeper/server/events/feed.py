@@ -21,7 +21,8 @@ class EventFeed(Protocol):
     """Publishes HistoryTrimmed payloads (and meter updates) and serves TrimEvents subscriptions.
 
     `publish` and `publish_meter` are called on the request path: they must never block, await a
-    subscriber or raise.
+    subscriber or raise. A backend may keep the message it is given: the caller does not change
+    it once published.
     """
 
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None: ...

@@ -1,11 +1,12 @@
 """The embedded feed: an in-process ring buffer that every subscriber reads at its own cursor.
 
-`publish` only appends to the ring (O(1), on the request path; the response is encoded once there
-and shared by every subscriber, see `common.share`). The feed's dispatcher task hands subscribers
-their next item, a few per turn of the event loop and only between calls (`common.Pacer`): a call
-that arrives waits for one small round of delivery, never for a whole fan-out. Under sustained
-load a subscriber may fall behind; it catches up from the ring, in order, and gets a
-SLOW_CONSUMER gap only for events the ring evicted before it read them.
+`publish` only appends the payload and its time to the ring (O(1), on the request path); the
+response a subscriber is sent is built from them the first time one reads it, and encoded once for
+every subscriber (`common.share`): with nobody reading, an event costs no protobuf work. The
+feed's dispatcher task hands subscribers their next item, a few per turn of the event loop and only
+between calls (`common.Pacer`): a call that arrives waits for one small round of delivery, never
+for a whole fan-out. Under sustained load a subscriber may fall behind; it catches up from the
+ring, in order, and gets a SLOW_CONSUMER gap only for events the ring evicted before it read them.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ from .common import (
     heartbeat_item,
     invalid_cursor,
     meter_item,
-    now_timestamp,
     share,
     shutting_down,
     unshare,
@@ -91,6 +91,42 @@ class _Window(Generic[T]):
         return item
 
 
+@dataclass(slots=True)
+class _Event:
+    """A published trim as the ring retains it; its response is built when first read."""
+
+    trimmed: trim_pb2.HistoryTrimmed
+    time_ns: int
+    epoch: str
+    seq: int
+    _cursor: str = ""
+    _item: _Item | None = None
+
+    @property
+    def cursor(self) -> str:
+        cursor = self._cursor
+        if not cursor:
+            cursor = self._cursor = cursors.encode_ring(self.epoch, self.seq)
+        return cursor
+
+    @property
+    def item(self) -> _Item:
+        """The response (shared, see `common.share`); built under the feed's lock."""
+        item = self._item
+        if item is None:
+            item = self._item = history_service_pb2.TrimEventsResponse()
+            event = item.event
+            event.cursor = self.cursor
+            event.time.FromNanoseconds(self.time_ns)
+            event.trimmed.CopyFrom(self.trimmed)
+            share(item)
+        return item
+
+    def evicted(self) -> None:
+        if self._item is not None:
+            unshare(self._item)
+
+
 @dataclass(eq=False, slots=True)  # identity semantics: a dict key
 class _Subscriber:
     filter: Filter
@@ -130,7 +166,7 @@ class RingFeed:
         if ring_size < 1:
             raise ValueError("ring_size must be positive")
         self.epoch = secrets.token_hex(8)
-        self._events: _Window[_Item] = _Window(ring_size)
+        self._events: _Window[_Event] = _Window(ring_size)
         # Live only (never replayed): each with the number of the last trim before it.
         self._meters: _Window[tuple[int, _Item]] = _Window(ring_size)
         self._pacer = Pacer(calls, _ROUND_ITEMS)
@@ -177,24 +213,22 @@ class RingFeed:
             return cursors.encode_ring(self.epoch, self._events.first - 1)
 
     def publish(self, trimmed: trim_pb2.HistoryTrimmed) -> None:
-        """O(1) whatever the number of subscribers: the dispatcher task does the fan-out."""
+        """O(1) whatever the number of subscribers: the dispatcher task does the fan-out. The ring
+        keeps `trimmed` itself (the caller does not change it once published, see feed.py)."""
         try:
             with self._lock:
                 if self._closed:
                     return
-                # The constructor copies `trimmed`, so later changes by the caller do not leak in.
-                event = events_pb2.TrimEvent(
-                    cursor=cursors.encode_ring(self.epoch, self._events.last + 1),
-                    time=now_timestamp(),
-                    trimmed=trimmed,
-                )
-                item = history_service_pb2.TrimEventsResponse(event=event)
-                share(item)
-                evicted = self._events.append(item)
+                entry = _Event(trimmed, time.time_ns(), self.epoch, self._events.last + 1)
+                evicted = self._events.append(entry)
                 if evicted is not None:
-                    unshare(evicted)
+                    evicted.evicted()
                 self._fresh_events = True
-            self._wake()
+            # Only a parked subscriber needs a wake-up: without one, the dispatcher sleeps with
+            # nobody to serve, or is busy and sees `_fresh_events` before it sleeps (and every
+            # stream that comes back for its next item wakes it).
+            if self._parked.trims or self._parked.meters:
+                self._wake()
         except Exception:  # publish runs on the request path and must never fail it
             log.exception("dropping a trim event")
 
@@ -363,10 +397,10 @@ class RingFeed:
                 if sub.seq >= events.last:
                     return None
                 sub.seq += 1
-                item = events[sub.seq]
-                if wanted.matches(item.event.trimmed):
-                    sub.sent_cursor = item.event.cursor
-                    return item
+                entry = events[sub.seq]
+                if wanted.matches(entry.trimmed):
+                    sub.sent_cursor = entry.cursor
+                    return entry.item
             return _BEHIND
 
     def _match_after(self, seq: int, wanted: Filter) -> str:
@@ -374,9 +408,9 @@ class RingFeed:
         among the next _SCAN_LIMIT; "" (not known yet) otherwise. Caller holds the lock."""
         events = self._events
         for number in range(max(seq + 1, events.first), min(events.last, seq + _SCAN_LIMIT) + 1):
-            item = events[number]
-            if wanted.matches(item.event.trimmed):
-                return item.event.cursor
+            entry = events[number]
+            if wanted.matches(entry.trimmed):
+                return entry.cursor
         return ""
 
     async def _turn(self, sub: _Subscriber) -> _Item:
