@@ -79,6 +79,7 @@ async def _run(
     deadline: float,
     mix_name: str,
     retry: bool = True,
+    warmup: float = 0.0,
 ) -> dict[str, list[tuple[float, str]]]:
     requests = _requests()
     channels = [
@@ -89,7 +90,8 @@ async def _run(
         for _ in range(max(1, (clients + heavy + per_channel - 1) // per_channel))
     ]
     results: dict[str, list[tuple[float, str]]] = {kind: [] for kind in requests}
-    end = time.perf_counter() + seconds
+    begin = time.perf_counter() + warmup  # calls started before it are not counted
+    end = begin + seconds
     first_errors: dict[str, str] = {}
 
     async def client(k: int, kinds: list[str]) -> None:
@@ -111,7 +113,8 @@ async def _run(
                         f"{error.details()} (after {time.perf_counter() - start:.2f} s)"
                     )
                 delay = retry_delay(error) if retry else None
-            results[kind].append((time.perf_counter() - start, code))
+            if start >= begin:
+                results[kind].append((time.perf_counter() - start, code))
             attempt += 1
             if delay is not None and attempt < RETRY["maxAttempts"]:
                 await asyncio.sleep(delay)  # the same call again
@@ -132,7 +135,7 @@ async def _run(
 
 
 def _worker(
-    args: tuple[str, int, int, int, float, float, str, bool],
+    args: tuple[str, int, int, int, float, float, str, bool, float],
 ) -> dict[str, list[tuple[float, str]]]:
     return asyncio.run(_run(*args))
 
@@ -147,8 +150,15 @@ def measure(
     per_channel: int = 16,
     deadline: float = 30.0,
     retry: bool = True,
+    probe: int = 0,
+    warmup: float = 0.0,
 ) -> dict[str, object]:
-    """Runs the load in `processes` client processes and returns the merged summary."""
+    """Runs the load in `processes` client processes and returns the merged summary; calls
+    started in the first `warmup` seconds are not counted. `probe`: so many of the `clients`
+    send 20-row TrimHistory calls from a process of their own instead (kind "probe"), where
+    their latency carries little of the load generator's own queueing: what the loaded clients
+    measure beyond it is spent in their processes, not in the server."""
+    clients -= probe
     jobs = [
         (
             address,
@@ -159,15 +169,18 @@ def measure(
             deadline,
             mix,
             retry,
+            warmup,
         )
         for p in range(processes)
     ]
-    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+    if probe:
+        jobs.append((address, probe, 0, per_channel, seconds, deadline, "small", retry, warmup))
+    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
         parts = pool.map(_worker, jobs)
     merged: dict[str, list[tuple[float, str]]] = {}
-    for part in parts:
+    for p, part in enumerate(parts):
         for kind, rows in part.items():
-            merged.setdefault(kind, []).extend(rows)
+            merged.setdefault("probe" if p == processes else kind, []).extend(rows)
     return summarize(merged, seconds)
 
 
@@ -183,6 +196,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--mix", choices=sorted(MIXES), default="mixed")
     parser.add_argument("--no-retry", action="store_true", help="ignore RetryInfo")
+    parser.add_argument(
+        "--probe", type=int, default=0, help="of the clients, so many in a process of their own"
+    )
+    parser.add_argument("--warmup", type=float, default=0.0, help="seconds not counted first")
     args = parser.parse_args()
     report = measure(
         args.address,
@@ -194,6 +211,8 @@ def main() -> None:
         args.clients_per_channel,
         args.deadline,
         not args.no_retry,
+        args.probe,
+        args.warmup,
     )
     print(json.dumps(report) if args.json else format_report(report))
 
@@ -221,7 +240,11 @@ def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> di
             codes[code] = codes.get(code, 0) + 1
         served += codes.get("OK", 0)
         refused += codes.get("RESOURCE_EXHAUSTED", 0)
-        row: dict[str, object] = {"calls": len(rows), "codes": codes}
+        row: dict[str, object] = {
+            "calls": len(rows),
+            "codes": codes,
+            "mean_ms": statistics.fmean(t for t, _ in rows) * 1e3,
+        }
         ok = [t for t, code in rows if code == "OK"]
         if ok:
             row["ok"] = _percentiles(ok)

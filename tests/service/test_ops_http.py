@@ -44,6 +44,7 @@ EXPECTED_FAMILIES = {
     "turnkeeper_admission_queue_length",
     "turnkeeper_admission_wait_seconds",
     "turnkeeper_connections_shed",
+    "turnkeeper_queue_wait_seconds",
     "turnkeeper_trims",
     "turnkeeper_dropped_turns",
     "turnkeeper_dropped_messages",

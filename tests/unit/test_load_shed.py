@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 
 import grpc
 import pytest
@@ -11,6 +12,8 @@ from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.load_shed import (
     POLL_SECONDS,
+    READ_SHARE,
+    SLOW_POLL_SECONDS,
     LoadShedder,
     QueueClock,
     calls_started,
@@ -23,8 +26,10 @@ class Started:
 
     def __init__(self) -> None:
         self.count = 0
+        self.reads = 0
 
     def __call__(self) -> int:
+        self.reads += 1
         return self.count
 
 
@@ -53,6 +58,84 @@ async def test_a_call_seen_after_waiting_is_given_its_wait_and_the_calls_behind_
     first_hundred = clock.waited
     clock.arrived()  # one of the 50 that arrived samples later: it waited that much less
     assert clock.waited <= first_hundred - 0.9 * POLL_SECONDS
+
+
+async def test_a_call_that_started_between_two_samples_is_given_a_wait_between_theirs() -> None:
+    started = Started()
+    clock = QueueClock(started, poll=0.05)
+    started.count = 1
+    clock.arrived()  # sampled at once: 1 started
+    await asyncio.sleep(0.01)
+    started.count = 11  # 10 more start before the next sample (0.05 s later)
+    await asyncio.sleep(0.06)
+    clock.arrived()  # the 2nd call started 0.1 of the way between the two samples
+    first = clock.waited
+    for _ in range(8):
+        clock.arrived()
+    clock.arrived()  # the 11th started last: 0.9 of the way later
+    last = clock.waited
+    # Not the time of the sample after them (which would give all ten the same, shorter, wait).
+    assert clock._before is not None
+    (one, _), (eleven, _) = clock._before, clock._samples[0]
+    assert eleven - one >= 0.05
+    assert abs((first - last) - 0.9 * (eleven - one)) < 1e-3, (first, last, one, eleven)
+
+
+async def test_channelz_is_read_often_only_while_a_queue_may_be_forming() -> None:
+    started = Started()
+    clock = QueueClock(started, poll=POLL_SECONDS, slow_poll=SLOW_POLL_SECONDS, busy=10)
+    started.count = 1
+    clock.arrived()
+    begin = time.monotonic()
+    for _ in range(6):  # one call waiting at a time: slow
+        await asyncio.sleep(SLOW_POLL_SECONDS / 2)
+        started.count += 1
+        clock.arrived()
+    slow = started.reads
+    assert slow <= 2 + (time.monotonic() - begin) / SLOW_POLL_SECONDS, slow
+    started.count += 50  # 50 waiting: fast, from the next (slow) read on
+    begin = time.monotonic()
+    for _ in range(20):
+        await asyncio.sleep(POLL_SECONDS)
+        clock.arrived()
+        started.count += 1
+    fast = (time.monotonic() - begin - SLOW_POLL_SECONDS) / POLL_SECONDS
+    assert started.reads - slow >= fast / 2, (started.reads, slow, fast)
+
+
+async def test_reading_channelz_takes_at_most_its_share_of_the_loop() -> None:
+    """A read as dear as channelz's on a server with hundreds of connections (several ms) is
+    made that much less often, however long the queue."""
+    started = Started()
+
+    def dear() -> int:
+        spin = time.thread_time() + 0.004
+        while time.thread_time() < spin:
+            pass
+        return started()
+
+    clock = QueueClock(dear, poll=0.001, slow_poll=0.001)
+    started.count = 1
+    clock.arrived()
+    begin = time.monotonic()
+    while time.monotonic() - begin < 0.6:
+        await asyncio.sleep(0.001)
+        started.count += 2  # a queue that keeps growing: sampled as often as allowed
+        clock.arrived()
+    elapsed = time.monotonic() - begin
+    assert started.reads >= 2
+    # Each read took at least 4 ms of CPU, so the next came at least 4 ms / READ_SHARE later.
+    assert started.reads <= 1 + elapsed / (0.004 / READ_SHARE) + 1, started.reads
+
+
+async def test_an_isolated_call_costs_two_reads_of_channelz() -> None:
+    started = Started()
+    clock = QueueClock(started, poll=0.01, slow_poll=0.01)
+    started.count = 1
+    clock.arrived()
+    await asyncio.sleep(0.1)
+    # At once (1 started), then nothing arrived and nothing waits: idle.
+    assert started.reads == 2
 
 
 async def test_calls_grpc_dropped_before_they_were_seen_are_written_off_once_quiet() -> None:
@@ -88,10 +171,34 @@ async def test_sheds_only_a_standing_queue_of_more_calls_than_its_floor() -> Non
     error = shedder.refusal()
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.metadata["limit"] == "queue_delay"
-    # Under the floor of calls waiting behind, however long they waited: served.
-    while clock.behind >= 64:
+    # At the floor of calls waiting behind (64 clients and more), however long they waited:
+    # served.
+    while clock.behind > 64:
         shedder.arrived()
-    assert clock.waited >= 0.07 and not shedder.refuses()
+    assert clock.behind == 64 and clock.waited >= 0.07 and not shedder.refuses()
+
+
+async def test_a_call_of_unknown_wait_neither_starts_nor_ends_a_standing_queue() -> None:
+    started = Started()
+    shedder = LoadShedder(target=0.02, queue_calls=64, interval=0.05, retry_after_seconds=1.0)
+    clock = shedder.clock = QueueClock(started)
+    started.count = 1
+    shedder.arrived()
+    started.count = 301
+    refused = []
+    for _ in range(9):
+        await _trickle(shedder, 1)
+        refused.append(shedder.refuses())  # (the standing queue is timed from the first over)
+    assert clock.known and any(refused)
+    # A call that started after channelz's last read (when reads are far apart): not refused,
+    # and the queue still stands for the next call whose wait is known.
+    standing_since = shedder._above_since
+    clock.known = False
+    assert not shedder.refuses()
+    assert shedder._above_since == standing_since is not None
+    for _ in range(3):  # (past the refused share)
+        shedder.arrived()
+    assert clock.known and shedder.refuses()
 
 
 async def test_refused_clients_are_told_different_delays() -> None:

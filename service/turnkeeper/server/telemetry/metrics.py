@@ -305,7 +305,13 @@ CALLS_SHED = Counter(
 QUEUE_DELAY_SECONDS = Gauge(
     "turnkeeper_queue_delay_seconds",
     "The longest a call waited for this server to take it (in grpc core and on the event loop, "
-    "before its interceptor) in the last sampling period (10 ms) while calls arrive.",
+    "before its interceptor) in the last sampling period (20-100 ms) while calls arrive.",
+    registry=REGISTRY,
+)
+QUEUE_WAIT_SECONDS = Counter(
+    "turnkeeper_queue_wait_seconds",
+    "The time calls waited for this server to take it (as turnkeeper_queue_delay_seconds), "
+    "summed over the calls; over grpc_server_started, the mean wait.",
     registry=REGISTRY,
 )
 CONNECTIONS_SHED = Counter(
