@@ -6,8 +6,10 @@ import asyncio
 import json
 import shutil
 import tempfile
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import grpc
@@ -16,6 +18,7 @@ from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from turnkeeper.server import app
 from turnkeeper.server.api.methods import SERVICE_NAME
+from turnkeeper.server.api.servicer import INLINE_REQUEST_BYTES
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.engine import default_engine_name
@@ -182,6 +185,59 @@ async def test_trims_are_counted_by_reason_and_path_with_token_histograms(
     )
     # Only the agent path publishes (§7).
     assert sample("turnkeeper_events_published_total") == before["published"] + 1
+
+
+async def test_trims_on_engine_workers_are_counted_exactly(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request over the inline limit is trimmed on an engine worker thread, which records the
+    trim into its own metric cells: the scrape sums them with the loop's."""
+    threads: list[str] = []
+    observe = metrics.observe_trim
+
+    def spy(*args: Any, **kwargs: Any) -> None:
+        threads.append(threading.current_thread().name)
+        observe(*args, **kwargs)
+
+    monkeypatch.setattr(metrics, "observe_trim", spy)
+    agent = {"reason": "turn_limit", "caller_path": "agent"}
+    before = {
+        "trims": sample("turnkeeper_trims_total", **agent),
+        "turns": sample("turnkeeper_dropped_turns_total", **agent),
+        "count": sample("turnkeeper_trim_tokens_after_count", reason="turn_limit"),
+        "sum": sample("turnkeeper_trim_tokens_after_sum", reason="turn_limit"),
+    }
+    big = user_turns(400)
+    for row in big.chat.messages[1:]:
+        row.content = row.content * 1500
+    request = svc.TrimHistoryRequest(
+        history=big,
+        mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+        explicit_limits=svc.ExplicitLimits(max_history_messages=3),
+    )
+    assert request.ByteSize() > max(INLINE_REQUEST_BYTES.values())
+    small = svc.TrimHistoryRequest(
+        history=user_turns(4),
+        mode=trim_pb2.TRIM_MODE_TURN_COUNT,
+        explicit_limits=svc.ExplicitLimits(max_history_messages=1),
+    )
+    async with grpc.aio.insecure_channel(
+        sidecar.tcp_addresses[0], options=[("grpc.max_send_message_length", 64 << 20)]
+    ) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        replies = [await stub.TrimHistory(request, timeout=30) for _ in range(3)]
+        replies.append(await stub.TrimHistory(small, timeout=5))
+    assert any(name.startswith("engine") for name in threads), threads
+    assert any(not name.startswith("engine") for name in threads), threads
+    outcomes = [reply.outcome for reply in replies]
+    assert sample("turnkeeper_trims_total", **agent) == before["trims"] + 4
+    assert sample("turnkeeper_dropped_turns_total", **agent) == before["turns"] + sum(
+        outcome.dropped_turns for outcome in outcomes
+    )
+    assert sample("turnkeeper_trim_tokens_after_count", reason="turn_limit") == before["count"] + 4
+    assert sample("turnkeeper_trim_tokens_after_sum", reason="turn_limit") == before["sum"] + sum(
+        outcome.tokens_after for outcome in outcomes
+    )
 
 
 async def test_capacity_failures_are_counted(sidecar: Sidecar) -> None:

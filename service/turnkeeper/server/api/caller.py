@@ -43,30 +43,42 @@ def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
     """The request's CallerContext from its raw bytes, skipping every other top-level field.
 
     Occurrences are concatenated, which merges them exactly as protobuf parsing does. Raises
-    ValueError when the bytes cannot be read.
+    ValueError when the bytes cannot be read. Every call's edge runs it: one-byte keys and
+    lengths (nearly all) are read inline, without a call each.
     """
     parts = []
     at = 0
-    while at < len(data):
-        key, at = _read_varint(data, at)
+    end = len(data)
+    while at < end:
+        key = data[at]
+        if key < 0x80:
+            at += 1
+        else:
+            key, at = _read_varint(data, at)
         wire_type = key & 7
-        if wire_type == 0:
+        if wire_type == 2:
+            length = data[at] if at < end else 0x80
+            if length < 0x80:
+                at += 1
+            else:
+                length, at = _read_varint(data, at)
+            if key >> 3 == number:
+                parts.append(data[at : at + length])
+            at += length
+        elif wire_type == 0:
             _, at = _read_varint(data, at)
         elif wire_type == 1:
             at += 8
         elif wire_type == 5:
             at += 4
-        elif wire_type == 2:
-            length, at = _read_varint(data, at)
-            if key >> 3 == number:
-                parts.append(data[at : at + length])
-            at += length
         else:
             raise ValueError(f"unexpected wire type {wire_type}")
-        if at > len(data):
+        if at > end:
             raise ValueError("truncated field")
+    if not parts:
+        return trim_pb2.CallerContext()
     try:
-        return trim_pb2.CallerContext.FromString(b"".join(parts))
+        return trim_pb2.CallerContext.FromString(parts[0] if len(parts) == 1 else b"".join(parts))
     except DecodeError as error:  # protobuf's DecodeError is not a ValueError (a bad string)
         raise ValueError(f"the CallerContext does not decode: {error}") from None
 

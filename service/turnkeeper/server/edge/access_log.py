@@ -1,7 +1,8 @@
 """Per-RPC telemetry: one access-log line and the grpc_server_* metrics — never content.
 
 Both carry the method, status, duration and sizes only. Every call has a request id: the
-caller's `x-request-id` metadata when it sends a usable one, else a new UUID. Every log line of
+caller's `x-request-id` metadata when it sends a usable one, else a new random (version 4) UUID
+(`new_request_id`). Every log line of
 the call carries it, and the call's trailers return it (`x-request-id`), so a runtime can quote
 it and an operator find the call's lines. `edge/interceptor.py` runs them for every call, in
 the same pass as authentication and admission control. What a method's calls share (metric
@@ -13,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import os
+import random
 import re
 import time
-import uuid
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -34,6 +36,9 @@ Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
 _STATUS_DETAILS_KEY = "grpc-status-details-bin"
+# Built once: `A | B` in an isinstance check makes a union object on every call.
+_ENDED = (asyncio.CancelledError, GeneratorExit)
+_READABLE = (bytes, Message)
 # What a caller's request id may be: a UUID, a trace or span id, a load balancer's id.
 _USABLE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
 
@@ -97,7 +102,7 @@ class CallStats:
 
 
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
-    if isinstance(error, asyncio.CancelledError | GeneratorExit):
+    if isinstance(error, _ENDED):
         # grpc cancels the handler both when the client cancels and when the deadline passes; a
         # stream's generator that grpc stops iterating is closed at its yield (GeneratorExit).
         remaining = context.time_remaining()
@@ -122,12 +127,30 @@ def _error_reason(context: grpc.aio.ServicerContext[Any, Any]) -> str | None:
     return None
 
 
+# Request ids are drawn from a generator of their own, seeded from os.urandom (and again in a
+# forked child): `uuid.uuid4()` makes a system call and a UUID object per call, and the module's
+# shared generator may be seeded by anything in the process (tests seed it), repeating ids.
+_ids = random.Random()
+os.register_at_fork(after_in_child=_ids.seed)
+_random_bits = _ids.getrandbits
+# The version (4) and variant (RFC 9562) bits of a UUID, as uuid.UUID(version=4) sets them.
+_UUID4_CLEAR = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
+def new_request_id() -> str:
+    """A new random version 4 UUID in its canonical form (122 random bits, as `uuid.uuid4()`):
+    unique, not a secret."""
+    digits = "%032x" % (_random_bits(128) & _UUID4_CLEAR | _UUID4_SET)
+    return f"{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
 def request_id_of(metadata: Any) -> str:
     """The caller's `x-request-id` when usable, else a new UUID."""
     for key, value in metadata or ():
         if key == REQUEST_ID_KEY and isinstance(value, str) and _USABLE_REQUEST_ID.fullmatch(value):
             return value
-    return str(uuid.uuid4())
+    return new_request_id()
 
 
 def return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
@@ -143,7 +166,7 @@ def started(
     """A call begins: it is counted, its caller read, its ids put on every log line written in
     this context and its request id returned to the caller. `finish` and `reset_call_ids` (with
     the token returned) end it."""
-    stats.telemetry.series.started.inc()
+    stats.telemetry.series.start()
     _read_caller(stats, request)
     ids = set_call_ids(stats.call_ids)
     return_request_id(context, stats.request_id)
@@ -153,7 +176,7 @@ def started(
 def _read_caller(stats: CallStats, request: Any) -> None:
     number = stats.telemetry.caller_field
     # A refusal that never reads its request has no caller to read.
-    if number is not None and isinstance(request, bytes | Message):
+    if number is not None and isinstance(request, _READABLE):
         try:
             caller = caller_of(request, number)
         except ValueError:  # unreadable bytes: the handler reports them

@@ -47,6 +47,9 @@ from turnkeeper.v1 import errors_pb2
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 Context: TypeAlias = "grpc.aio.ServicerContext[Any, Any]"
+# What a handler's behaviours are; built once here, as `cast` evaluates its type on every call.
+_Unary: TypeAlias = Callable[..., Awaitable[Any]]
+_Streaming: TypeAlias = Callable[..., AsyncIterator[Any]]
 
 
 class _CallDetails(grpc.HandlerCallDetails):
@@ -169,6 +172,7 @@ class _MethodEdge:
 
     def __init__(self, edge: Edge, method: str, handler: Handler) -> None:
         self.edge = edge
+        self.auth = edge._auth
         self.admission = edge.admission
         self.method = method
         self.handler = handler
@@ -184,13 +188,12 @@ class _MethodEdge:
             shedder.arrived()
         return CallStats(self.telemetry, request_id_of(context.invocation_metadata()))
 
-    async def _handler(self, context: Context) -> Handler:
-        """The handler this call gets: the method's, or what authentication made of it."""
-        auth = self.edge._auth
-        if not auth:
-            return self.handler
+    async def _authenticated(self, context: Context) -> Handler:
+        """What authentication (`self.auth`, when there is any) makes of the method's handler for
+        this call: the handler, or a refusal. Without authentication a call uses `self.handler`
+        without this step (a coroutine per call)."""
         details = _CallDetails(self.method, context.invocation_metadata())
-        handler = await _intercepted(auth, self.handler, details)
+        handler = await _intercepted(self.auth, self.handler, details)
         assert handler is not None, "authentication never drops a method"
         return handler
 
@@ -243,9 +246,9 @@ class _MethodEdge:
     async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A unary call: authenticated, admitted, its one request read, answered, logged."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         if handler.request_streaming:
-            refuse = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
+            refuse = cast(_Unary, handler.stream_unary)
             return await self._refuse(stats, context, functools.partial(refuse, requests, context))
         refused = self._refusal()
         admission = self.admission
@@ -278,7 +281,7 @@ class _MethodEdge:
                     if heavy:
                         # (grpc-stubs type the callback as a class of their own.)
                         context.add_done_callback(cast(Any, admission.sent))
-                behavior = cast(Callable[..., Awaitable[Any]], handler.unary_unary)
+                behavior = cast(_Unary, handler.unary_unary)
                 response = await behavior(request, context)
                 stats.count_response(response)
                 return response
@@ -291,7 +294,7 @@ class _MethodEdge:
     async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A call with one request and a stream of responses (TrimEvents, health Watch)."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         if handler.request_streaming:
             async for item in self._refused_stream(stats, context, handler, requests):
                 yield item
@@ -305,7 +308,7 @@ class _MethodEdge:
         with _Call(stats, request, context, in_generator=True):
             if isinstance(request, RequestError):
                 await context.abort_with_status(request.to_status())
-            behavior = cast(Callable[..., AsyncIterator[Any]], handler.unary_stream)
+            behavior = cast(_Streaming, handler.unary_stream)
             async for item in behavior(request, context):
                 stats.count_response(item)
                 yield item
@@ -314,7 +317,7 @@ class _MethodEdge:
         self, stats: CallStats, context: Context, handler: Handler, requests: Any
     ) -> AsyncIterator[Any]:
         with _Call(stats, None, context, in_generator=True):
-            refuse = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
+            refuse = cast(_Streaming, handler.stream_stream)
             async for item in refuse(requests, context):
                 yield item  # pragma: no cover (a refusal aborts)
 
@@ -331,9 +334,9 @@ class _MethodEdge:
     async def stream_unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A client-streaming call (none in the sidecar's services; here for completeness)."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         with _Call(stats, None, context):
-            behavior = cast(Callable[..., Awaitable[Any]], handler.stream_unary)
+            behavior = cast(_Unary, handler.stream_unary)
             response = await behavior(self._counted(requests, stats), context)
             stats.count_response(response)
             return response
@@ -341,9 +344,9 @@ class _MethodEdge:
     async def stream_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A bidirectional call (server reflection)."""
         stats = self._stats(context)
-        handler = await self._handler(context)
+        handler = await self._authenticated(context) if self.auth else self.handler
         with _Call(stats, None, context, in_generator=True):
-            behavior = cast(Callable[..., AsyncIterator[Any]], handler.stream_stream)
+            behavior = cast(_Streaming, handler.stream_stream)
             async for item in behavior(self._counted(requests, stats), context):
                 stats.count_response(item)
                 yield item

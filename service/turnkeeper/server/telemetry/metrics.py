@@ -5,13 +5,23 @@ dashboards work; everything else is `turnkeeper_*`. Labels never carry message t
 only bounded sets (method, code, reason, path, cause). Collectors live in one module-level
 registry, as prometheus-client intends, and are thread-safe: engine workers record into them.
 The feed's counters are recorded by `events/metered.py`, each RPC's by `edge/access_log.py`.
+
+The families every call updates (the RPC ones) and every trim updates are not prometheus-client
+collectors but `CounterFamily` / `HistogramFamily`: plain per-thread cells that only their own
+thread writes (no lock; a prometheus-client child takes one per update, and a histogram walks its
+buckets in Python), summed into the same families when scraped. The exposition is the same:
+names, help, labels, buckets, values and `_created` samples (each label set's first use).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+import math
 import platform
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import grpc
@@ -24,6 +34,15 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client import metrics as prometheus_metrics
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+from prometheus_client.utils import floatToGoString
 
 from turnkeeper.server.version import distribution_version, server_version
 from turnkeeper.v1 import trim_pb2
@@ -45,41 +64,207 @@ _TOKEN_BUCKETS = (
     400_000.0, 1_000_000.0, 2_000_000.0,
 )  # fmt: skip
 
-RPCS_STARTED = Counter(
-    "grpc_server_started", "RPCs started on the server.", _RPC_LABELS, registry=REGISTRY
-)
-RPCS_HANDLED = Counter(
+
+Labels = tuple[str, ...]
+
+
+def _created_samples() -> bool:
+    """Whether `_created` samples are exposed: prometheus-client's own switch
+    (PROMETHEUS_DISABLE_CREATED_SERIES, `disable_created_metrics()`), read as its collectors do."""
+    return bool(getattr(prometheus_metrics, "_use_created", True))
+
+
+class CounterCell:
+    """One thread's part of one counter series; only that thread adds to it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
+class HistogramCell:
+    """One thread's part of one histogram series: a count per bucket (not cumulative; the last is
+    +Inf) and the sum. Only that thread observes into it."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * len(bounds)
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        # The first bucket whose bound is >= amount, as prometheus-client's `amount <= bound`.
+        self.counts[bisect.bisect_left(self.bounds, amount)] += 1
+        self.sum += amount
+
+
+class _Family(Collector):
+    """A family of series, each the sum of its threads' cells. `declare` shows a series (at zero)
+    before its first update; a series' `_created` is its first declaration or cell."""
+
+    kind = ""
+
+    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self._lock = threading.Lock()
+        self._created: dict[Labels, float] = {}  # in first-use order, as prometheus-client's
+        self._cells: list[tuple[Labels, Any]] = []
+        self._local = threading.local()
+        if not self.labelnames:  # its one series shows from the start, as prometheus-client's
+            self.declare(())
+
+    def declare(self, labels: Labels) -> None:
+        with self._lock:
+            self._created.setdefault(labels, time.time())
+
+    def _cell(self, labels: Labels) -> Any:
+        """The calling thread's cell of the series `labels` (made on its first use there)."""
+        try:
+            mine: dict[Labels, Any] = self._local.cells
+        except AttributeError:
+            mine = self._local.cells = {}
+        cell = mine.get(labels)
+        if cell is None:
+            cell = mine[labels] = self._new_cell()
+            with self._lock:
+                self._created.setdefault(labels, time.time())
+                self._cells.append((labels, cell))
+        return cell
+
+    def _new_cell(self) -> Any:
+        raise NotImplementedError
+
+    def _snapshot(self) -> tuple[list[tuple[Labels, float]], list[tuple[Labels, Any]]]:
+        with self._lock:
+            return list(self._created.items()), list(self._cells)
+
+    def _family(self) -> Metric:
+        raise NotImplementedError
+
+    def describe(self) -> Iterable[Metric]:
+        # The registry takes the names from here (clashes, `?name[]=` filtering) without a scrape.
+        return [self._family()]
+
+
+class CounterFamily(_Family):
+    def cell(self, labels: Labels) -> CounterCell:
+        cell: CounterCell = self._cell(labels)
+        return cell
+
+    def inc(self, amount: float = 1) -> None:
+        """Adds to the one series of a family without labels (prometheus-client's `inc`)."""
+        if amount < 0:
+            raise ValueError("Counters can only be incremented by non-negative amounts.")
+        self._cell(()).value += amount
+
+    def _new_cell(self) -> CounterCell:
+        return CounterCell()
+
+    def _family(self) -> CounterMetricFamily:
+        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterable[Metric]:
+        created, cells = self._snapshot()
+        totals = dict.fromkeys((labels for labels, _ in created), 0)
+        for labels, cell in cells:
+            totals[labels] += cell.value
+        family = self._family()
+        with_created = _created_samples()
+        for labels, first in created:
+            family.add_metric(labels, float(totals[labels]), first if with_created else None)
+        return [family]
+
+
+class HistogramFamily(_Family):
+    def __init__(
+        self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]
+    ) -> None:
+        super().__init__(name, documentation, labelnames)
+        self.bounds = (*(float(bound) for bound in buckets), math.inf)
+        # The `le` labels as prometheus-client writes them (it ships no hints for this one).
+        self._les: list[str] = [
+            floatToGoString(bound)  # type: ignore[no-untyped-call]
+            for bound in self.bounds
+        ]
+
+    def cell(self, labels: Labels) -> HistogramCell:
+        cell: HistogramCell = self._cell(labels)
+        return cell
+
+    def _new_cell(self) -> HistogramCell:
+        return HistogramCell(self.bounds)
+
+    def _family(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
+
+    def collect(self) -> Iterable[Metric]:
+        created, cells = self._snapshot()
+        size = len(self.bounds)
+        counts = {labels: [0] * size for labels, _ in created}
+        sums = dict.fromkeys(counts, 0.0)
+        for labels, cell in cells:
+            sums[labels] += cell.sum
+            total = counts[labels]
+            for index, count in enumerate(list(cell.counts)):
+                total[index] += count
+        family = self._family()
+        with_created = _created_samples()
+        for labels, first in created:
+            cumulative = 0.0
+            buckets = []
+            for le, count in zip(self._les, counts[labels], strict=True):
+                cumulative += count
+                buckets.append((le, cumulative))
+            family.add_metric(labels, buckets, sums[labels])
+            if with_created:
+                series = dict(zip(self.labelnames, labels, strict=True))
+                family.samples.append(Sample(f"{self.name}_created", series, first))
+        return [family]
+
+
+def _counter(name: str, documentation: str, labelnames: Sequence[str] = ()) -> CounterFamily:
+    family = CounterFamily(name, documentation, labelnames)
+    REGISTRY.register(family)
+    return family
+
+
+def _histogram(
+    name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]
+) -> HistogramFamily:
+    family = HistogramFamily(name, documentation, labelnames, buckets)
+    REGISTRY.register(family)
+    return family
+
+
+RPCS_STARTED = _counter("grpc_server_started", "RPCs started on the server.", _RPC_LABELS)
+RPCS_HANDLED = _counter(
     "grpc_server_handled",
     "RPCs completed on the server, by status code.",
     (*_RPC_LABELS, "grpc_code"),
-    registry=REGISTRY,
 )
-RPC_SECONDS = Histogram(
+RPC_SECONDS = _histogram(
     "grpc_server_handling_seconds",
     "Time from the handler's start to its completion.",
     _RPC_LABELS,
-    buckets=_LATENCY_BUCKETS,
-    registry=REGISTRY,
+    _LATENCY_BUCKETS,
 )
-MESSAGES_RECEIVED = Counter(
-    "grpc_server_msg_received", "Request messages received.", _RPC_LABELS, registry=REGISTRY
-)
-MESSAGES_SENT = Counter(
-    "grpc_server_msg_sent", "Response messages sent.", _RPC_LABELS, registry=REGISTRY
-)
-REQUEST_BYTES = Histogram(
+MESSAGES_RECEIVED = _counter("grpc_server_msg_received", "Request messages received.", _RPC_LABELS)
+MESSAGES_SENT = _counter("grpc_server_msg_sent", "Response messages sent.", _RPC_LABELS)
+REQUEST_BYTES = _histogram(
     "turnkeeper_rpc_request_bytes",
     "Size of each RPC's request messages on the wire.",
     ("grpc_method",),
-    buckets=_SIZE_BUCKETS,
-    registry=REGISTRY,
+    _SIZE_BUCKETS,
 )
-RESPONSE_BYTES = Histogram(
+RESPONSE_BYTES = _histogram(
     "turnkeeper_rpc_response_bytes",
     "Size of each RPC's response messages, serialized.",
     ("grpc_method",),
-    buckets=_SIZE_BUCKETS,
-    registry=REGISTRY,
+    _SIZE_BUCKETS,
 )
 CAPACITY_FAILURES = Counter(
     "turnkeeper_capacity_failures",
@@ -138,35 +323,31 @@ CONNECTIONS_SHED = Counter(
 )
 
 _TRIM_LABELS = ("reason", "caller_path")
-TRIMS = Counter(
-    "turnkeeper_trims", "Trims that dropped history, by reason and caller path.", _TRIM_LABELS,
-    registry=REGISTRY,
-)  # fmt: skip
-DROPPED_TURNS = Counter(
-    "turnkeeper_dropped_turns", "Complete turns dropped by trims.", _TRIM_LABELS,
-    registry=REGISTRY,
-)  # fmt: skip
-DROPPED_MESSAGES = Counter(
-    "turnkeeper_dropped_messages", "History messages dropped by trims.", _TRIM_LABELS,
-    registry=REGISTRY,
-)  # fmt: skip
-TOKENS_BEFORE = Histogram(
+TRIMS = _counter(
+    "turnkeeper_trims", "Trims that dropped history, by reason and caller path.", _TRIM_LABELS
+)
+DROPPED_TURNS = _counter(
+    "turnkeeper_dropped_turns", "Complete turns dropped by trims.", _TRIM_LABELS
+)
+DROPPED_MESSAGES = _counter(
+    "turnkeeper_dropped_messages", "History messages dropped by trims.", _TRIM_LABELS
+)
+TOKENS_BEFORE = _histogram(
     "turnkeeper_trim_tokens_before",
     "Estimated history tokens before each trim.",
     ("reason",),
-    buckets=_TOKEN_BUCKETS,
-    registry=REGISTRY,
+    _TOKEN_BUCKETS,
 )
-TOKENS_AFTER = Histogram(
+TOKENS_AFTER = _histogram(
     "turnkeeper_trim_tokens_after",
     "Estimated history tokens after each trim.",
     ("reason",),
-    buckets=_TOKEN_BUCKETS,
-    registry=REGISTRY,
+    _TOKEN_BUCKETS,
 )
 
-EVENTS_PUBLISHED = Counter(
-    "turnkeeper_events_published", "HistoryTrimmed events handed to the feed.", registry=REGISTRY
+# Counted per event and per delivery (1,000 subscribers: 1,000 a trim), so per-thread cells too.
+EVENTS_PUBLISHED = _counter(
+    "turnkeeper_events_published", "HistoryTrimmed events handed to the feed."
 )
 EVENT_SUBSCRIBERS = Gauge(
     "turnkeeper_event_subscribers",
@@ -179,10 +360,8 @@ EVENT_GAPS = Counter(
     ("cause",),
     registry=REGISTRY,
 )
-EVENTS_DELIVERED = Counter(
-    "turnkeeper_events_delivered",
-    "Events delivered to subscribers (one per subscriber).",
-    registry=REGISTRY,
+EVENTS_DELIVERED = _counter(
+    "turnkeeper_events_delivered", "Events delivered to subscribers (one per subscriber)."
 )
 FEED_HEALTHY = Gauge(
     "turnkeeper_event_feed_healthy",
@@ -213,35 +392,48 @@ def split_method(full_method: str) -> tuple[str, str]:
 _RESOURCE_EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED.name
 
 
-class RpcSeries:
-    """The labelled series one method's calls update, resolved once per method (at registration),
-    not per call: `.labels()` takes a lock and hashes its label values every time."""
+class _RpcCells:
+    """One thread's cells of one method's RPC series."""
 
-    __slots__ = (
-        "_handled",
-        "labels",
-        "method",
-        "received",
-        "request_bytes",
-        "response_bytes",
-        "seconds",
-        "sent",
-        "started",
-    )
+    __slots__ = ("handled", "received", "request_bytes", "response_bytes", "seconds", "sent",
+                 "started")  # fmt: skip
+
+    def __init__(self, series: RpcSeries) -> None:
+        labels = series.labels
+        self.started = RPCS_STARTED.cell(labels)
+        self.seconds = RPC_SECONDS.cell(labels)
+        self.received = MESSAGES_RECEIVED.cell(labels)
+        self.sent = MESSAGES_SENT.cell(labels)
+        self.request_bytes = REQUEST_BYTES.cell((series.method,))
+        self.response_bytes = RESPONSE_BYTES.cell((series.method,))
+        # By status code name: at most the 17 gRPC codes.
+        self.handled: dict[str, CounterCell] = {}
+
+
+class RpcSeries:
+    """The series one method's calls update, resolved once per method (at registration) and
+    thread (its cells), not per call. The series show (at zero) from registration on."""
+
+    __slots__ = ("_local", "labels", "method")
 
     def __init__(self, full_method: str, rpc_type: str) -> None:
         service, method = split_method(full_method)
         labels = (service, method, rpc_type)
         self.labels = labels
         self.method = method
-        self.started = RPCS_STARTED.labels(*labels)
-        self.seconds = RPC_SECONDS.labels(*labels)
-        self.received = MESSAGES_RECEIVED.labels(*labels)
-        self.sent = MESSAGES_SENT.labels(*labels)
-        self.request_bytes = REQUEST_BYTES.labels(method)
-        self.response_bytes = RESPONSE_BYTES.labels(method)
-        # By status code name: at most the 17 gRPC codes.
-        self._handled: dict[str, Any] = {}
+        for family in (RPCS_STARTED, RPC_SECONDS, MESSAGES_RECEIVED, MESSAGES_SENT):
+            family.declare(labels)
+        REQUEST_BYTES.declare((method,))
+        RESPONSE_BYTES.declare((method,))
+        self._local = threading.local()
+
+    def start(self) -> None:
+        """One RPC started."""
+        try:
+            cells: _RpcCells = self._local.cells
+        except AttributeError:
+            cells = self._local.cells = _RpcCells(self)
+        cells.started.value += 1
 
     def finished(
         self,
@@ -254,15 +446,26 @@ class RpcSeries:
         error_reason: str | None,
     ) -> None:
         """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
-        handled = self._handled.get(code)
+        try:
+            cells: _RpcCells = self._local.cells
+        except AttributeError:
+            cells = self._local.cells = _RpcCells(self)
+        handled = cells.handled.get(code)
         if handled is None:
-            handled = self._handled[code] = RPCS_HANDLED.labels(*self.labels, code)
-        handled.inc()
-        self.seconds.observe(seconds)
-        self.received.inc(requests)
-        self.sent.inc(responses)
-        self.request_bytes.observe(request_bytes)
-        self.response_bytes.observe(response_bytes)
+            handled = cells.handled[code] = RPCS_HANDLED.cell((*self.labels, code))
+        handled.value += 1
+        cells.received.value += requests
+        cells.sent.value += responses
+        # HistogramCell.observe, inline (its three calls were a third of this method's time).
+        histogram = cells.seconds
+        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
+        histogram.sum += seconds
+        histogram = cells.request_bytes
+        histogram.counts[bisect.bisect_left(histogram.bounds, request_bytes)] += 1
+        histogram.sum += request_bytes
+        histogram = cells.response_bytes
+        histogram.counts[bisect.bisect_left(histogram.bounds, response_bytes)] += 1
+        histogram.sum += response_bytes
         if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
             CAPACITY_FAILURES.labels(self.method).inc()
         if code == _RESOURCE_EXHAUSTED:
@@ -274,13 +477,33 @@ def enum_label(enum_name: str, prefix: str) -> str:
     return enum_name.removeprefix(prefix).lower()
 
 
-@dataclass(frozen=True, slots=True)
+class _TrimCells:
+    """One thread's cells of one (reason, caller path)'s trim series."""
+
+    __slots__ = ("dropped_messages", "dropped_turns", "tokens_after", "tokens_before", "trims")
+
+    def __init__(self, reason: str, path: str) -> None:
+        self.trims = TRIMS.cell((reason, path))
+        self.dropped_turns = DROPPED_TURNS.cell((reason, path))
+        self.dropped_messages = DROPPED_MESSAGES.cell((reason, path))
+        self.tokens_before = TOKENS_BEFORE.cell((reason,))
+        self.tokens_after = TOKENS_AFTER.cell((reason,))
+
+
 class _TrimSeries:
-    trims: Any
-    dropped_turns: Any
-    dropped_messages: Any
-    tokens_before: Any
-    tokens_after: Any
+    __slots__ = ("_local", "path", "reason")
+
+    def __init__(self, reason: str, path: str) -> None:
+        self.reason = reason
+        self.path = path
+        self._local = threading.local()
+
+    def cells(self) -> _TrimCells:
+        try:
+            cells: _TrimCells = self._local.cells
+        except AttributeError:
+            cells = self._local.cells = _TrimCells(self.reason, self.path)
+        return cells
 
 
 @functools.cache  # bounded: three reasons, the CallerPath values
@@ -288,13 +511,7 @@ def _trim_series(reason: str, caller_path: trim_pb2.CallerPath.ValueType) -> _Tr
     path = enum_label(
         trim_pb2.CallerPath.Name(caller_path or trim_pb2.CALLER_PATH_AGENT), "CALLER_PATH_"
     )
-    return _TrimSeries(
-        TRIMS.labels(reason, path),
-        DROPPED_TURNS.labels(reason, path),
-        DROPPED_MESSAGES.labels(reason, path),
-        TOKENS_BEFORE.labels(reason),
-        TOKENS_AFTER.labels(reason),
-    )
+    return _TrimSeries(reason, path)
 
 
 def observe_trim(
@@ -306,13 +523,14 @@ def observe_trim(
     tokens_before: int,
     tokens_after: int,
 ) -> None:
-    """One trim that dropped history. `reason`: token_budget, turn_limit or row_limit."""
-    series = _trim_series(reason, caller_path)
-    series.trims.inc()
-    series.dropped_turns.inc(dropped_turns)
-    series.dropped_messages.inc(dropped_messages)
-    series.tokens_before.observe(tokens_before)
-    series.tokens_after.observe(tokens_after)
+    """One trim that dropped history. `reason`: token_budget, turn_limit or row_limit. Engine
+    workers call it as well as the event loop: each thread adds to its own cells."""
+    cells = _trim_series(reason, caller_path).cells()
+    cells.trims.value += 1
+    cells.dropped_turns.value += dropped_turns
+    cells.dropped_messages.value += dropped_messages
+    cells.tokens_before.observe(tokens_before)
+    cells.tokens_after.observe(tokens_after)
 
 
 def observe_feed_health(healthy: bool) -> None:
