@@ -527,3 +527,43 @@ def test_no_line_is_lost_and_a_traceback_comes_after_the_lines(
         assert last_line < traceback and after in done.stderr, done.stderr
     if end == "thread":
         assert "after the thread" in output[-1]
+
+
+async def test_a_line_that_cannot_be_formatted_is_reported_and_the_others_written(
+    configure: Callable[[str], Writes],
+) -> None:
+    stream = configure("text")
+    log = logging.getLogger("turnkeeper.trim")
+    logs.log_line(log, logging.INFO, "before")
+    logs.log_line(log, logging.INFO, "bad %d", "not a number")  # formatted with its batch
+    logs.log_line(log, logging.INFO, "after")
+    logs.flush_logs()
+    text = stream.getvalue()
+    assert "--- Logging error ---" in text and "bad %d" in text
+    lines = [line for line in text.splitlines() if " INFO turnkeeper.trim: " in line]
+    assert [line.split(": ", 1)[1] for line in lines] == ["before", "after"]
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_a_span_in_progress_names_its_trace_on_the_line(
+    configure: Callable[[str], Writes], log_format: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from turnkeeper.server.telemetry import tracing
+
+    stream = configure(log_format)
+    monkeypatch.setattr(tracing, "_started", True)
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("call") as span:
+        logs.log_line(logging.getLogger("turnkeeper.access"), logging.INFO, "in a span")
+        context = span.get_span_context()
+    logs.log_line(logging.getLogger("turnkeeper.access"), logging.INFO, "after it")
+    logs.flush_logs()
+    first, second = stream.getvalue().splitlines()
+    trace_id, span_id = format(context.trace_id, "032x"), format(context.span_id, "016x")
+    if log_format == "json":
+        assert (json.loads(first)["trace_id"], json.loads(first)["span_id"]) == (trace_id, span_id)
+        assert "trace_id" not in json.loads(second)
+    else:
+        assert first.endswith(f"in a span trace_id={trace_id} span_id={span_id}")
+        assert second.endswith(": after it")

@@ -72,21 +72,31 @@ def reset_call_ids(token: contextvars.Token[Mapping[str, str]]) -> None:
     _call_ids.reset(token)
 
 
-def _add_call_context(attributes: dict[str, object]) -> None:
-    """The current call's ids and trace context, into a record's attributes (never replacing
-    what they hold: an extra of the same name wins)."""
-    ids = _call_ids.get()
+def _call_context() -> tuple[Mapping[str, str], tuple[str, str] | None]:
+    """The current call's ids and its trace and span ids (None: no valid span)."""
+    if tracing_started():
+        span = trace.get_current_span().get_span_context()
+        if span.is_valid:
+            return _call_ids.get(), (format(span.trace_id, "032x"), format(span.span_id, "016x"))
+    return _call_ids.get(), None
+
+
+def _add_call_context(
+    attributes: dict[str, object],
+    context: tuple[Mapping[str, str], tuple[str, str] | None] | None = None,
+) -> None:
+    """A call's ids and trace context (the current one's by default) into a record's
+    attributes, never replacing what they hold: an extra of the same name wins."""
+    ids, spans = _call_context() if context is None else context
     if ids:
         if attributes.keys().isdisjoint(ids):  # the usual case: one C-level update
             attributes.update(ids)
         else:
             for name, value in ids.items():
                 attributes.setdefault(name, value)
-    if tracing_started():
-        span = trace.get_current_span().get_span_context()
-        if span.is_valid:
-            attributes.setdefault("trace_id", format(span.trace_id, "032x"))
-            attributes.setdefault("span_id", format(span.span_id, "016x"))
+    if spans is not None:
+        attributes.setdefault("trace_id", spans[0])
+        attributes.setdefault("span_id", spans[1])
 
 
 class CallContextFilter(logging.Filter):
@@ -237,6 +247,18 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
         return f"{line} {extra}" if extra else line
 
 
+# A log_line line to format when it is written: formatter, time, level, logger name, message,
+# arguments, extras, the call's ids and trace context.
+_Deferred = tuple[
+    "_TextFormatter | _JsonFormatter",
+    float,
+    int,
+    str,
+    str,
+    tuple[object, ...],
+    Mapping[str, object] | None,
+    tuple[Mapping[str, str], tuple[str, str] | None],
+]
 # At most this many lines wait; a call's two lines wait at most this long (seconds).
 _MAX_PENDING = 256
 _WINDOW = 0.005
@@ -263,7 +285,7 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         super().__init__(stream)
         self.ids = CallContextFilter()
         self.addFilter(self.ids)
-        self._lines: list[str] = []
+        self._lines: list[str | _Deferred] = []
         self._last: logging.LogRecord | None = None  # for handleError, should a write fail
         # The loop on which a write is due, and on which one is due at the end of this turn.
         self._due: asyncio.AbstractEventLoop | None = None
@@ -281,7 +303,7 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         self._last = record
         self.add(line, record.levelno)
 
-    def add(self, line: str, levelno: int, wait: bool = False) -> None:
+    def add(self, line: str | _Deferred, levelno: int, wait: bool = False) -> None:
         """Writes a formatted line now, at the end of this loop turn, or (`wait`) within
         `_WINDOW`; the lock held."""
         lines = self._lines
@@ -317,9 +339,17 @@ class TurnHandler(logging.StreamHandler[TextIO]):
             if not lines:
                 super().flush()
                 return
-            text = "\n".join(lines) + self.terminator
+            out = []
+            for line in lines:
+                text = line if type(line) is str else self._format(line)
+                if text is not None:
+                    out.append(text)
             lines.clear()
             record, self._last = self._last, None
+            if not out:
+                super().flush()
+                return
+            text = "\n".join(out) + self.terminator
             try:
                 self.stream.write(text)
                 super().flush()
@@ -327,6 +357,25 @@ class TurnHandler(logging.StreamHandler[TextIO]):
                 raise
             except Exception:
                 self.handleError(record or logging.makeLogRecord({"msg": text}))
+
+    def _format(self, entry: str | _Deferred) -> str | None:
+        """A log_line entry's line, formatted here: a batch's lines are formatted together, the
+        formatting code hot in the CPU's caches (one at a time in a busy server, where each
+        call's work evicts it, a line cost several times as much)."""
+        assert not isinstance(entry, str)
+        formatter, created, level, name, msg, args, extra, context = entry
+        try:
+            attributes = dict(extra) if extra else {}
+            _add_call_context(attributes, context)
+            message = str(msg) % args if args else str(msg)
+            return formatter.line(
+                rfc3339(created), logging.getLevelName(level), name, message, attributes
+            )
+        except Exception:  # as logging reports a record it cannot format; the line is dropped
+            record = logging.LogRecord(name, level, "(unknown file)", 0, msg, args, None)
+            record.__dict__.update(extra or {})
+            self.handleError(record)
+            return None
 
     def forget_pending(self) -> None:
         self._lines.clear()
@@ -390,7 +439,9 @@ def log_line(
     extra: Mapping[str, object] | None = None,
 ) -> None:
     """`logger.log(level, msg, *args, extra=extra)`: the same line, without a LogRecord when
-    the record would reach only the handler configure_logging installed."""
+    the record would reach only the handler configure_logging installed. Then the line is
+    formatted when it is written, with the batch it joins: `args` and `extra` must not change
+    afterwards (the two statements pass numbers, strings and a dict made for the line)."""
     if not logger.isEnabledFor(level):
         return
     handler = _direct_handler(logger, level)
@@ -401,18 +452,10 @@ def log_line(
     ):
         logger.log(level, msg, *args, extra=extra, stacklevel=2)
         return
-    try:
-        attributes = dict(extra) if extra else {}
-        _add_call_context(attributes)
-        message = str(msg) % args if args else str(msg)
-        line = handler.formatter.line(  # type: ignore[union-attr]
-            rfc3339(time.time()), logging.getLevelName(level), logger.name, message, attributes
-        )
-    except Exception:  # reported as logging reports it
-        logger.log(level, msg, *args, extra=extra, stacklevel=2)
-        return
+    # Formatted when the batch is written (TurnHandler._format): what it reads is taken now.
+    entry = (handler.formatter, time.time(), level, logger.name, msg, args, extra, _call_context())
     with handler.lock or contextlib.nullcontext():
-        handler.add(line, level, wait=True)
+        handler.add(entry, level, wait=True)  # type: ignore[arg-type]
 
 
 @functools.lru_cache(maxsize=64)
