@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -134,3 +136,54 @@ def test_grpc_core_lines_of_a_failed_start_are_relayed_before_the_process_ends(
     records = json_records(log)
     core = [r for r in records if r["logger"] == "grpc.core"]
     assert any(r["level"] == "ERROR" and "Failed to add port" in r["message"] for r in core), log
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_every_answered_call_has_its_lines_after_a_sigterm_mid_load(
+    server_factory: Callable[..., Any], log_format: str
+) -> None:
+    """Lines are written once per event-loop turn: none is lost to a SIGTERM that arrives while
+    calls are in flight, and the last line is still the server's `stopped`."""
+    server = server_factory("--log-format", log_format)
+    answered: list[str] = []
+    stop = threading.Event()
+
+    def caller(index: int) -> None:
+        with grpc.insecure_channel(server.address) as channel:
+            stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+            while not stop.is_set():
+                try:
+                    _, call = stub.TrimHistory.with_call(trim_request(f"s-{index}"), timeout=5)
+                except grpc.RpcError:
+                    return  # the server is draining or gone
+                answered.append(trailer(call))
+
+    callers = [threading.Thread(target=caller, args=(index,)) for index in range(6)]
+    for thread in callers:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(answered) < 60 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server.terminate()
+    stop.set()
+    for thread in callers:
+        thread.join(30)
+    assert server.stop() == 0
+    text = server.log_text()
+    if log_format == "json":
+        records = json_records(text)
+        ids = [(r["logger"], r.get("request_id")) for r in records]
+        last = records[-1]["message"]
+    else:
+        lines = text.splitlines()
+        ids = [
+            (line.split()[2].rstrip(":"), line.partition("request_id=")[2].split(" ")[0])
+            for line in lines
+            if "request_id=" in line
+        ]
+        last = lines[-1].partition(": ")[2]
+    assert len(answered) >= 60
+    for logger in ("turnkeeper.access", "turnkeeper.trim"):
+        logged = {request_id for name, request_id in ids if name == logger}
+        assert set(answered) <= logged, logger
+    assert last == "stopped"

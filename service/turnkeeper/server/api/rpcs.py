@@ -34,6 +34,7 @@ from turnkeeper.server.api import validation
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.engine.protocol import HistorySource, HistoryView
 from turnkeeper.server.telemetry import metrics, tracing
+from turnkeeper.server.telemetry.logs import log_line
 from turnkeeper.v1 import errors_pb2, events_pb2, profile_pb2, resolution_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -295,7 +296,9 @@ def _record_trim(
                     f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
                 }
             )
-        log.info(
+        log_line(
+            log,
+            logging.INFO,
             "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
             "kept_turns=%d tokens_before=%d tokens_after=%d",
             trim_pb2.CallerPath.Name(path),

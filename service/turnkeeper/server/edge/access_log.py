@@ -28,7 +28,7 @@ from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
 from turnkeeper.server.api.methods import PROBE_PREFIXES
 from turnkeeper.server.telemetry import metrics, tracing
-from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, set_call_ids
+from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, log_line, set_call_ids
 
 log = logging.getLogger("turnkeeper.access")
 
@@ -225,7 +225,8 @@ def finish(
     }
     if reason:
         extra["error_reason"] = reason
-    log.log(
+    log_line(
+        log,
         level,
         "rpc method=%s status=%s duration_ms=%.2f request_bytes=%d response_bytes=%d requests=%d "
         "responses=%d",

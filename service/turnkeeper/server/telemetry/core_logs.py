@@ -27,6 +27,8 @@ import signal
 import sys
 import time
 
+from turnkeeper.server.telemetry.logs import flush_logs
+
 log = logging.getLogger("grpc.core")
 _other = logging.getLogger("stderr")
 
@@ -109,6 +111,7 @@ def route_core_logs() -> None:
     """
     read_fd, write_fd = os.pipe()
     original = os.dup(2)
+    flush_logs()  # nothing held for the old descriptor 2, nothing copied into the relay
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:  # the relay
@@ -136,6 +139,7 @@ def route_core_logs() -> None:
 
 
 def _stop_relay(pid: int, original: int) -> None:
+    flush_logs()  # the sidecar's last lines first (logging.shutdown runs after this)
     # Descriptor 2 back to the real stderr closes the pipe; the relay drains it and exits.
     os.dup2(original, 2)
     deadline = time.monotonic() + _DRAIN_SECONDS
