@@ -427,13 +427,17 @@ class RpcSeries:
         RESPONSE_BYTES.declare((method,))
         self._local = threading.local()
 
-    def start(self) -> None:
-        """One RPC started."""
+    def _cells(self) -> _RpcCells:
+        """The calling thread's cells (made on its first call there)."""
         try:
             cells: _RpcCells = self._local.cells
         except AttributeError:
             cells = self._local.cells = _RpcCells(self)
-        cells.started.value += 1
+        return cells
+
+    def start(self) -> None:
+        """One RPC started."""
+        self._cells().started.value += 1
 
     def finished(
         self,
@@ -446,10 +450,7 @@ class RpcSeries:
         error_reason: str | None,
     ) -> None:
         """One finished RPC; `error_reason` is its ErrorInfo reason, if it failed with one."""
-        try:
-            cells: _RpcCells = self._local.cells
-        except AttributeError:
-            cells = self._local.cells = _RpcCells(self)
+        cells = self._cells()
         handled = cells.handled.get(code)
         if handled is None:
             handled = cells.handled[code] = RPCS_HANDLED.cell((*self.labels, code))
