@@ -13,6 +13,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, method_path
 from turnkeeper.server.app import Sidecar
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
@@ -120,3 +121,54 @@ class _Details(grpc.HandlerCallDetails):
 
 async def _answer(request: bytes, context: object) -> bytes:
     return request
+
+
+def test_only_the_own_accept_methods_are_registered_and_the_rest_served_generically() -> None:
+    served = grpc.unary_unary_rpc_method_handler(_answer)
+    admission = Admission(
+        AdmissionLimits(max_inflight_bytes=1 << 20, heavy_call_bytes=1 << 20, max_heavy_calls=1)
+    )
+    registered: dict[str, dict[str, grpc.RpcMethodHandler[object, object]]] = {}
+    generic: list[grpc.GenericRpcHandler] = []
+
+    class Registry:
+        def add_generic_rpc_handlers(self, handlers: tuple[grpc.GenericRpcHandler, ...]) -> None:
+            generic.extend(handlers)
+
+        def add_registered_method_handlers(
+            self, name: str, handlers: dict[str, grpc.RpcMethodHandler[object, object]]
+        ) -> None:
+            registered[name] = handlers
+
+    registry = Edge(admission).registry(Registry(), {"/pkg.Service/Hot"})
+    registry.add_registered_method_handlers("pkg.Service", {"Hot": served, "Rare": served})
+    assert list(registered) == ["pkg.Service"] and list(registered["pkg.Service"]) == ["Hot"]
+    assert registered["pkg.Service"]["Hot"].request_streaming  # wrapped by the edge
+    (shared,) = generic
+    rare = shared.service(_Details("/pkg.Service/Rare"))
+    assert rare is not None and rare.request_streaming  # wrapped by the edge too
+    assert shared.service(_Details("/pkg.Service/Hot")) is None
+    # Without a set, every method keeps its own accept (as grpc's generated code registers).
+    registered.clear()
+    generic.clear()
+    Edge(admission).registry(Registry()).add_registered_method_handlers(
+        "pkg.Service", {"Hot": served, "Rare": served}
+    )
+    assert list(registered["pkg.Service"]) == ["Hot", "Rare"] and not generic
+
+
+async def test_the_sidecar_registers_the_per_call_methods_and_still_serves_the_rest(
+    sidecar: Sidecar,
+) -> None:
+    assert method_path("TrimHistory") in OWN_ACCEPT_METHODS
+    assert method_path("SweepOrphans") not in OWN_ACCEPT_METHODS
+    async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+        # Served through the generic handler: an empty request is valid for it.
+        answer = await channel.unary_unary(method_path("ClassifyProviderError"))(b"", timeout=5)
+        assert isinstance(answer, bytes)
+        watch = channel.unary_stream("/grpc.health.v1.Health/Watch")(
+            health_pb2.HealthCheckRequest().SerializeToString(), timeout=5
+        )
+        async for _ in watch:
+            break
+        watch.cancel()

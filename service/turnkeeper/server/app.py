@@ -21,7 +21,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server.api.methods import SERVICE_NAME
+from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
@@ -117,7 +117,7 @@ class Sidecar:
         server = self._server = create_server(self.config, shedder, self._tracing())
         self._servicer = self._create_servicer(feed)
         edge = Edge(self.admission, auth, shedder)
-        self._register_services(edge.registry(server), self._servicer)
+        self._register_services(edge.registry(server, OWN_ACCEPT_METHODS), self._servicer)
         self._listen(server, credentials)
         await server.start()
         self._guard_connections(tls=credentials is not None)

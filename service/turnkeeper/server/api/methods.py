@@ -21,6 +21,20 @@ def method_path(method: str) -> str:
 
 TRIM_EVENTS_METHOD = method_path("TrimEvents")
 
+# The methods grpc aio accepts through an outstanding request of their own (registered method
+# handlers), so that a flood of one does not hold up the others: the per-call ones and the
+# probe. Every other method (rare: subscriptions, sweeps, caps, classification, health's Watch
+# and List, reflection) shares one generic accept. Each registered method costs every accepted
+# call a little (grpc aio's serving loop waits on all the outstanding requests at once): 12
+# cost a 20-row TrimHistory 26k instructions more than these 5 (issue 19, README).
+OWN_ACCEPT_METHODS = frozenset(
+    [
+        *(method_path(name) for name in ("TrimHistory", "PrepareModelCall", "EstimateTokens")),
+        method_path("ResolveBudget"),
+        f"/{health.SERVICE_NAME}/Check",
+    ]
+)
+
 # grpc.health.v1: probes (kubelet, load balancers) call it constantly, and never with a token.
 HEALTH_PREFIX = f"/{health.SERVICE_NAME}/"
 # Server reflection, v1alpha and v1 alike (`/grpc.reflection.v1alpha.ServerReflection/...`).

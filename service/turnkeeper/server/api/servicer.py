@@ -153,7 +153,8 @@ class HistoryServicer:
     def method_handlers(self) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
         """The handlers by method name, for `add_registered_method_handlers`: grpc aio accepts
         the calls of each registered method through its own outstanding request, so a flood of
-        one method does not hold up the others (generic handlers share one)."""
+        one method does not hold up the others (generic handlers share one; which methods get
+        their own is api/methods.py's OWN_ACCEPT_METHODS)."""
         unary: dict[str, Work] = {
             "EstimateTokens": self._with_history(svc.EstimateTokensRequest, rpcs.estimate_tokens),
             "ResolveBudget": self._plain(svc.ResolveBudgetRequest, rpcs.resolve_budget),

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, Protocol, TypeAlias, cast
 
 import grpc
@@ -105,10 +105,13 @@ class Edge:
             return grpc.stream_stream_rpc_method_handler(call.stream_stream, None, serializer)
         return handler
 
-    def registry(self, server: HandlerRegistry) -> HandlerRegistry:
+    def registry(
+        self, server: HandlerRegistry, own_accept: Collection[str] | None = None
+    ) -> HandlerRegistry:
         """`server` as something to register handlers with (generated `add_*_to_server`
-        functions take it), every handler wrapped."""
-        return _WrappingRegistry(self, server)
+        functions take it), every handler wrapped. Of the registered method handlers, those
+        whose paths are not in `own_accept` (when given) are served by a generic handler."""
+        return _WrappingRegistry(self, server, own_accept)
 
 
 class HandlerRegistry(Protocol):
@@ -124,9 +127,12 @@ class HandlerRegistry(Protocol):
 
 
 class _WrappingRegistry:
-    def __init__(self, edge: Edge, server: HandlerRegistry) -> None:
+    def __init__(
+        self, edge: Edge, server: HandlerRegistry, own_accept: Collection[str] | None
+    ) -> None:
         self._edge = edge
         self._server = server
+        self._own_accept = own_accept
 
     def add_generic_rpc_handlers(
         self, generic_rpc_handlers: Sequence[grpc.GenericRpcHandler]
@@ -138,13 +144,18 @@ class _WrappingRegistry:
     def add_registered_method_handlers(
         self, service_name: str, method_handlers: dict[str, Handler]
     ) -> None:
-        self._server.add_registered_method_handlers(
-            service_name,
-            {
-                name: self._edge.wrap(f"/{service_name}/{name}", handler)
-                for name, handler in method_handlers.items()
-            },
-        )
+        own: dict[str, Handler] = {}
+        shared: dict[str, Handler] = {}
+        for name, handler in method_handlers.items():
+            path = f"/{service_name}/{name}"
+            own_accept = self._own_accept is None or path in self._own_accept
+            (own if own_accept else shared)[name] = self._edge.wrap(path, handler)
+        if own:
+            self._server.add_registered_method_handlers(service_name, own)
+        if shared:
+            self._server.add_generic_rpc_handlers(
+                (grpc.method_handlers_generic_handler(service_name, shared),)
+            )
 
 
 class _WrappingGenericHandler(grpc.GenericRpcHandler):
