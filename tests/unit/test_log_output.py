@@ -214,9 +214,12 @@ def test_log_line_makes_no_record_alone_and_a_record_for_anyone_else(
 
         monkeypatch.setattr(logger, "makeRecord", counting)
     write_pinned(logs.log_line)
-    assert made == []
+    # Only the line whose extras name a call field (request_id) is a record: the short path
+    # never reads extras for the ids.
+    assert [getattr(record, "request_id", None) for record in made] == ["own"]
     assert stream.getvalue() == PINNED[log_format]
     # Someone else's handler (a user's config, pytest's capture) gets records, the same bytes.
+    made.clear()
     other = _Collect()
     logging.getLogger().addHandler(other)
     stream.seek(0)
@@ -377,6 +380,37 @@ async def test_access_and_trim_lines_wait_a_few_milliseconds_for_others(
     assert [json.loads(line)["message"] for line in stream.writes[0].splitlines()] == [
         "call 1",
         "call 2",
+    ]
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+async def test_the_lines_of_interleaved_calls_in_one_batch_carry_their_own_ids(
+    configure: Callable[[str], Writes], log_format: str
+) -> None:
+    stream = configure(log_format)
+    log = logging.getLogger("turnkeeper.trim")
+    first = {"request_id": "r-1", "session_id": "s-1"}
+    second = {"request_id": "r-2", "agent_id": "a-2"}
+    for ids in (first, second, first, {}, second):
+        token = logs.set_call_ids(ids)
+        logs.log_line(log, logging.INFO, "call %s", ids.get("request_id", "none"))
+        logs.reset_call_ids(token)
+    logs.flush_logs()
+    assert len(stream.writes) == 1  # one batch
+    lines = stream.writes[0].splitlines()
+    if log_format == "json":
+        assert [json.loads(line) for line in lines] == [
+            {**json.loads(line), "message": f"call {ids.get('request_id', 'none')}", **ids}
+            for line, ids in zip(lines, (first, second, first, {}, second), strict=True)
+        ]
+        assert "request_id" not in json.loads(lines[3])
+        return
+    assert [line.split(": ", 1)[1] for line in lines] == [
+        "call r-1 request_id=r-1 session_id=s-1",
+        "call r-2 request_id=r-2 agent_id=a-2",
+        "call r-1 request_id=r-1 session_id=s-1",
+        "call none",
+        "call r-2 request_id=r-2 agent_id=a-2",
     ]
 
 

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType, TracebackType
-from typing import Literal, TextIO
+from typing import Literal, TextIO, TypeAlias
 
 from opentelemetry import trace
 from pythonjsonlogger.json import JsonEncoder, JsonFormatter
@@ -43,6 +43,7 @@ _JSON_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _JSON_RENAMES = {"asctime": "time", "levelname": "level", "name": "logger"}
 # The record attributes a call's context adds (empty ones are left out).
 CALL_FIELDS = ("request_id", "session_id", "runtime_id", "agent_id", "trace_id", "span_id")
+_CALL_FIELD_SET = frozenset(CALL_FIELDS)
 # What a record holds before its extras (which may not reuse these names) and what formatting
 # adds to it.
 _RECORD_ATTRIBUTES = frozenset(
@@ -72,7 +73,11 @@ def reset_call_ids(token: contextvars.Token[Mapping[str, str]]) -> None:
     _call_ids.reset(token)
 
 
-def _call_context() -> tuple[Mapping[str, str], tuple[str, str] | None]:
+# A call's ids and its trace and span ids (None: no valid span).
+CallContext: TypeAlias = tuple[Mapping[str, str], tuple[str, str] | None]
+
+
+def _call_context() -> CallContext:
     """The current call's ids and its trace and span ids (None: no valid span)."""
     if tracing_started():
         span = trace.get_current_span().get_span_context()
@@ -81,10 +86,7 @@ def _call_context() -> tuple[Mapping[str, str], tuple[str, str] | None]:
     return _call_ids.get(), None
 
 
-def _add_call_context(
-    attributes: dict[str, object],
-    context: tuple[Mapping[str, str], tuple[str, str] | None] | None = None,
-) -> None:
+def _add_call_context(attributes: dict[str, object], context: CallContext | None = None) -> None:
     """A call's ids and trace context (the current one's by default) into a record's
     attributes, never replacing what they hold: an extra of the same name wins."""
     ids, spans = _call_context() if context is None else context
@@ -211,6 +213,20 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
                 pass
         return self._encoder.encode(data)
 
+    def deferred(
+        self,
+        created: float,
+        level: int,
+        name: str,
+        message: str,
+        extra: Mapping[str, object] | None,
+        context: CallContext,
+    ) -> str:
+        """The line of a `log_line` record (its extras name no call field: `_plain_extras`)."""
+        attributes = dict(extra) if extra else {}
+        _add_call_context(attributes, context)
+        return self.line(rfc3339(created), logging.getLevelName(level), name, message, attributes)
+
 
 class _TextFormatter(_Rfc3339Time, logging.Formatter):
     """The classic line, then ` key=value` for each call id the record carries."""
@@ -219,6 +235,8 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
 
     def __init__(self) -> None:
         super().__init__(_TEXT_FORMAT)
+        # The last call context's ` key=value` suffix: a call's lines share its ids mapping.
+        self._last_suffix: tuple[CallContext | None, str] = (None, "")
 
     def format(self, record: logging.LogRecord) -> str:
         if not _plain(record):
@@ -239,6 +257,30 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
         logging.Formatter's general path: two lines a call take this one)."""
         return self._ids(f"{asctime} {levelname!s} {name!s}: {message}", attributes)
 
+    def deferred(
+        self,
+        created: float,
+        level: int,
+        name: str,
+        message: str,
+        extra: Mapping[str, object] | None,
+        context: CallContext,
+    ) -> str:
+        """The line of a `log_line` record: its extras name no call field (`_plain_extras`)
+        and the text line shows no other, so they are not read, and the ids' suffix is made
+        once per call context."""
+        known, suffix = self._last_suffix
+        if (
+            known is None
+            or known[0] is not context[0]  # (identity: a mapping of ids does not change)
+            or known[1] != context[1]
+        ):
+            attributes: dict[str, object] = {}
+            _add_call_context(attributes, context)
+            suffix = self._ids("", attributes)
+            self._last_suffix = (context, suffix)
+        return f"{rfc3339(created)} {logging.getLevelName(level)} {name}: {message}{suffix}"
+
     @staticmethod
     def _ids(line: str, attributes: Mapping[str, object]) -> str:
         extra = " ".join(
@@ -257,7 +299,7 @@ _Deferred = tuple[
     str,
     tuple[object, ...],
     Mapping[str, object] | None,
-    tuple[Mapping[str, str], tuple[str, str] | None],
+    CallContext,
 ]
 # At most this many lines wait; a call's two lines wait at most this long (seconds).
 _MAX_PENDING = 256
@@ -365,12 +407,8 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         assert not isinstance(entry, str)
         formatter, created, level, name, msg, args, extra, context = entry
         try:
-            attributes = dict(extra) if extra else {}
-            _add_call_context(attributes, context)
             message = str(msg) % args if args else str(msg)
-            return formatter.line(
-                rfc3339(created), logging.getLevelName(level), name, message, attributes
-            )
+            return formatter.deferred(created, level, name, message, extra, context)
         except Exception:  # as logging reports a record it cannot format; the line is dropped
             record = logging.LogRecord(name, level, "(unknown file)", 0, msg, args, None)
             record.__dict__.update(extra or {})
@@ -460,10 +498,13 @@ def log_line(
 
 @functools.lru_cache(maxsize=64)
 def _plain_extras(names: tuple[str, ...]) -> bool:
-    """Extras that makeRecord accepts (no record attribute's name) and that a JSON line keeps
-    (none named `_...`): their record's line is log_line's."""
-    return _RECORD_ATTRIBUTES.isdisjoint(names) and not any(
-        not isinstance(name, str) or name.startswith("_") for name in names
+    """Extras that makeRecord accepts (no record attribute's name), that a JSON line keeps
+    (none named `_...`) and that name no call field (which they would replace): their
+    record's line is log_line's."""
+    return (
+        _RECORD_ATTRIBUTES.isdisjoint(names)
+        and _CALL_FIELD_SET.isdisjoint(names)
+        and not any(not isinstance(name, str) or name.startswith("_") for name in names)
     )
 
 
