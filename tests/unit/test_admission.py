@@ -231,3 +231,19 @@ def test_the_default_budget_follows_the_cgroup_memory_limit(tmp_path: Path) -> N
     assert limit("0::/\n") is None
     assert cgroup_memory_limit(tmp_path / "absent", tmp_path / "absent") is None
     assert default_inflight_budget(32 * MIB) == 16 * MIB  # a floor for tiny containers
+
+
+async def test_wait_idle_returns_once_the_last_admitted_call_ends_or_after_its_limit() -> None:
+    admission = Admission(LIMITS)
+    assert await admission.wait_idle(0)  # nothing admitted
+    await admission.admit(100)
+    await admission.admit(100)
+    assert not await admission.wait_idle(0.01)  # calls still in after the limit
+    idle = asyncio.create_task(admission.wait_idle(5))
+    await asyncio.sleep(0.01)
+    admission.release(100, False)
+    await asyncio.sleep(0.01)
+    assert not idle.done()  # one call is still in
+    admission.release(100, False)
+    assert await asyncio.wait_for(idle, 1) is True
+    assert admission._idle_waiters == []

@@ -12,7 +12,6 @@ is dropped without work. Everything runs on the event loop, so plain counters ne
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -105,7 +104,8 @@ class SlotQueue:
     def give(self) -> None:
         """Frees a slot: it goes to the oldest waiter, or back to the pool."""
         self.used -= 1
-        self.wake()
+        if self._waiters:  # (what wake would find, without its call)
+            self.wake()
 
     def wake(self) -> None:
         """Hands free slots to the oldest waiters while there is room (after `give`, or when
@@ -138,8 +138,9 @@ class Admission:
         self._trim_scheduled = False
         self._trim_at = 0.0
         self._trimming: asyncio.Future[int] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
+        # wait_idle's callers (the drain at shutdown), woken when the last admitted call ends: an
+        # asyncio.Event cleared and set again by every call cost each one two calls.
+        self._idle_waiters: list[asyncio.Future[None]] = []
         self._last_activity = 0.0  # time.monotonic() of the last call start or end
 
     @property
@@ -288,16 +289,19 @@ class Admission:
     def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
         self.calls += 1
-        self._idle.clear()
         self._last_activity = time.monotonic()
 
     def _count_out(self, request_bytes: int) -> None:
         self.inflight_bytes -= request_bytes
         self.calls -= 1
-        self.receiving.wake()
+        receiving = self.receiving
+        if receiving._waiters:  # (what wake would find, without its call)
+            receiving.wake()
         self._last_activity = time.monotonic()
-        if not self.calls:
-            self._idle.set()
+        if not self.calls and self._idle_waiters:
+            for waiter in self._idle_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def quiet_for(self) -> float:
         """Seconds since a call last started or ended (TrimEvents delivery gives way to calls,
@@ -315,9 +319,14 @@ class Admission:
 
     async def wait_idle(self, limit: float) -> bool:
         """Waits up to `limit` seconds for every admitted call to end; True if they did."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), limit)
-        return self._idle.is_set()
+        if self.calls:
+            idle: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(idle)
+            try:
+                await asyncio.wait((idle,), timeout=limit)
+            finally:
+                self._idle_waiters.remove(idle)
+        return not self.calls
 
     async def receiving_slot(self) -> bool:
         """Waits (up to `receive_wait_seconds`, in FIFO order) until fewer than
