@@ -202,9 +202,15 @@ def finish(
     seconds = time.perf_counter() - stats.started
     reason = _error_reason(context) if status != "OK" else None
     telemetry = stats.telemetry
-    tracing.annotate_call(
-        stats.request_bytes, stats.response_bytes, stats.requests, stats.responses, status, reason
-    )
+    if tracing.tracing_started():  # (without a span, two calls less)
+        tracing.annotate_call(
+            stats.request_bytes,
+            stats.response_bytes,
+            stats.requests,
+            stats.responses,
+            status,
+            reason,
+        )
     telemetry.series.finished(
         status,
         seconds,

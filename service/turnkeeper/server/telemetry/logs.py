@@ -448,6 +448,8 @@ def _forget_pending_after_fork() -> None:
 
 os.register_at_fork(after_in_child=_forget_pending_after_fork)
 
+# The formatters that format log_line's lines when they are written.
+_DEFERRING_FORMATTERS = (_TextFormatter, _JsonFormatter)
 # The handler configure_logging installed, for log_line.
 _installed: TurnHandler | None = None
 
@@ -477,7 +479,7 @@ def _direct_handler(logger: logging.Logger, level: int) -> TurnHandler | None:
         or handler.level > level
         or len(handler.filters) != 1
         or handler.filters[0] is not handler.ids
-        or type(formatter) not in (_TextFormatter, _JsonFormatter)
+        or type(formatter) not in _DEFERRING_FORMATTERS
         or not formatter.short  # type: ignore[union-attr]
     ):
         return None
@@ -508,7 +510,7 @@ def log_line(
     # Formatted when the batch is written (TurnHandler._format): what it reads is taken now.
     entry = (handler.formatter, time.time(), level, logger.name, msg, args, extra, _call_context())
     with handler.lock or contextlib.nullcontext():
-        handler.add(entry, level, wait=True)  # type: ignore[arg-type]
+        handler.add(entry, level, True)  # type: ignore[arg-type]  # (wait)
 
 
 @functools.lru_cache(maxsize=64)
