@@ -263,7 +263,9 @@ def _fill_history_trimmed(
         trimmed.caller.CopyFrom(caller)
 
 
+# Enum names by value: `Name` is a Python call that costs more than the rest of a log line's args.
 _MODE_NAMES = {mode: trim_pb2.TrimMode.Name(mode) for mode in trim_pb2.TrimMode.values()}
+_PATH_NAMES = {path: trim_pb2.CallerPath.Name(path) for path in trim_pb2.CallerPath.values()}
 # Metric and log label of each TrimMode's reason; row caps have no TrimReason of their own.
 _MODE_REASONS = {
     trim_pb2.TRIM_MODE_TOKEN_BUDGET: "token_budget",
@@ -278,12 +280,13 @@ def _record_trim(
     path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
 ) -> None:
     """Logs and counts a trim that dropped history (sizes and counts only)."""
-    if plan.trimmed:
+    dropped_messages = plan.dropped_messages
+    if dropped_messages:
         metrics.observe_trim(
             path,
             reason,
             dropped_turns=plan.dropped_turns,
-            dropped_messages=plan.dropped_messages,
+            dropped_messages=dropped_messages,
             tokens_before=plan.tokens_before,
             tokens_after=plan.tokens_after,
         )
@@ -291,7 +294,7 @@ def _record_trim(
             tracing.annotate(
                 {
                     f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
-                    f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
+                    f"turnkeeper.trim.{reason}.dropped_messages": dropped_messages,
                     f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
                     f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
                 }
@@ -301,10 +304,10 @@ def _record_trim(
             logging.INFO,
             "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
             "kept_turns=%d tokens_before=%d tokens_after=%d",
-            trim_pb2.CallerPath.Name(path),
+            _PATH_NAMES[path],
             mode,
             reason,
-            plan.dropped_messages,
+            dropped_messages,
             plan.dropped_turns,
             plan.kept_turns,
             plan.tokens_before,
