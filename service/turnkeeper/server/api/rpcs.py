@@ -52,17 +52,19 @@ class Reply:
     meter: events_pb2.MeterUpdate | None = None
 
 
-def _valid_view(source: HistorySource, *more: validation.Violations) -> HistoryView:
-    """The history view, once the history and the rest of the request passed validation."""
-    if source.view is not None and not any(extra.total for extra in more):
-        return source.view  # a history with a view has no violations
-    violations = validation.Violations()
-    violations += source.violations
-    for extra in more:
-        violations += extra
-    validation.raise_if_any(violations)
-    assert source.view is not None, "a history without violations always has a view"
-    return source.view
+def _valid_view(source: HistorySource, extra: validation.Violations | None = None) -> HistoryView:
+    """The history view, once the history and the rest of the request (`extra`) passed
+    validation."""
+    if isinstance(source, validation.Violations):
+        violations = validation.Violations()
+        violations += source
+        if extra is not None:
+            violations += extra
+        validation.raise_if_any(violations)
+        raise AssertionError("a history without a view has violations")  # pragma: no cover
+    if extra is not None and extra.total:
+        validation.raise_if_any(extra)
+    return source
 
 
 @dataclass(slots=True)  # not frozen, like Reply

@@ -141,6 +141,8 @@ class NativeEngine:
             request = request_type.FromString(scan.rest())
         except DecodeError:
             raise wire.malformed_request(raw, request_type) from None
+        if scan.violation_total == 0:
+            return request, NativeHistoryView(scan.view())
         violations = validation.Violations()
         for found in scan.violations():
             rule = validation.HistoryRule(found.rule)
@@ -148,5 +150,4 @@ class NativeEngine:
                 validation.history_rule_violation(rule, found.path, found.count, max_rows)
             )
         violations.total = scan.violation_total
-        view = NativeHistoryView(scan.view()) if scan.violation_total == 0 else None
-        return request, HistorySource(violations, view)
+        return request, violations
