@@ -67,7 +67,7 @@ def _valid_view(source: HistorySource, extra: validation.Violations | None = Non
     return source
 
 
-@dataclass(slots=True)  # not frozen, like Reply
+@dataclass(frozen=True, slots=True)  # shared by the calls that sent the same limits
 class TrimLimits:
     """The limits one TrimHistory call works with, from explicit limits or resolved profiles."""
 
@@ -75,23 +75,59 @@ class TrimLimits:
     turn_limit: int
     row_limit: int
     breadcrumb_text: str
+    breadcrumb_cost: int
+    """The price of `breadcrumb_text` as a row (on paths that insert one)."""
     low_water: float
     """The §11 fraction in effect (1.0: the minimal cut)."""
     resolution: resolution_pb2.Resolution | None
 
 
-# Profiles this size or smaller are resolved once per distinct encoding (a runtime sends the same
-# ones with every call); at most this many are kept.
+def _explicit_limits(explicit: svc.ExplicitLimits) -> TrimLimits:
+    has_limit = explicit.HasField("max_history_messages")
+    text = explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
+    return TrimLimits(
+        budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
+        turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
+        row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
+        breadcrumb_text=text,
+        breadcrumb_cost=breadcrumb_cost(text),
+        low_water=low_water(
+            explicit.history_trim_low_water if explicit.HasField("history_trim_low_water") else None
+        )[0],
+        resolution=None,
+    )
+
+
+def _profile_limits(
+    profiles: profile_pb2.Profiles, resolution: resolution_pb2.Resolution
+) -> TrimLimits:
+    runtime = profiles.runtime
+    text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
+    return TrimLimits(
+        budget_tokens=resolution.budget_tokens,
+        turn_limit=resolution.max_history_turns,
+        row_limit=runtime.max_history_messages,
+        breadcrumb_text=text,
+        breadcrumb_cost=breadcrumb_cost(text),
+        low_water=resolution.history_trim_low_water,
+        resolution=resolution,
+    )
+
+
+# Profiles and explicit limits this size or smaller are resolved once per distinct encoding (a
+# runtime sends the same ones with every call); at most this many of each are kept.
 _CACHED_PROFILE_BYTES = 16 * 1024
 _CACHED_PROFILES = 256
 
 
 @dataclass(slots=True)  # not frozen, like Reply
 class Resolved:
-    """What valid profiles resolve to: the resolution, and the prices of its route's model."""
+    """What valid profiles resolve to: the resolution, the prices of its route's model, and the
+    limits they give (TrimHistory's; PrepareModelCall's breadcrumb)."""
 
     resolution: resolution_pb2.Resolution
     prices: profile_pb2.ModelPrices | None
+    limits: TrimLimits
 
 
 @functools.lru_cache(maxsize=_CACHED_PROFILES)
@@ -103,7 +139,11 @@ def _checked_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
     if validation.profiles_violations(profiles, "profiles").total:
         return None
     resolution = resolve(profiles)
-    return Resolved(resolution, route_prices(profiles, resolution.route))
+    return Resolved(
+        resolution,
+        route_prices(profiles, resolution.route),
+        _profile_limits(profiles, resolution),
+    )
 
 
 def _valid_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
@@ -117,33 +157,18 @@ def _valid_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
     return _resolved_encoding(encoded)
 
 
-def _limits(
-    request: svc.TrimHistoryRequest, resolution: resolution_pb2.Resolution | None
-) -> TrimLimits:
-    if resolution is None:
-        explicit = request.explicit_limits
-        has_limit = explicit.HasField("max_history_messages")
-        return TrimLimits(
-            budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
-            turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
-            row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
-            breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
-            low_water=low_water(
-                explicit.history_trim_low_water
-                if explicit.HasField("history_trim_low_water")
-                else None
-            )[0],
-            resolution=None,
-        )
-    runtime = request.profiles.runtime
-    return TrimLimits(
-        budget_tokens=resolution.budget_tokens,
-        turn_limit=resolution.max_history_turns,
-        row_limit=runtime.max_history_messages,
-        breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
-        low_water=resolution.history_trim_low_water,
-        resolution=resolution,
-    )
+@functools.lru_cache(maxsize=_CACHED_PROFILES)
+def _explicit_limits_encoding(encoded: bytes) -> TrimLimits:
+    return _explicit_limits(svc.ExplicitLimits.FromString(encoded))
+
+
+def _limits(explicit: svc.ExplicitLimits) -> TrimLimits:
+    """The limits `explicit` gives: a function of them alone, so small ones are read once per
+    encoding (like profiles, see `_valid_resolution`)."""
+    encoded = explicit.SerializeToString()
+    if len(encoded) > _CACHED_PROFILE_BYTES:
+        return _explicit_limits(explicit)
+    return _explicit_limits_encoding(encoded)
 
 
 @dataclass(slots=True)  # not frozen, like Reply
@@ -397,10 +422,10 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     violations = validation.trim_request_violations(request, profiles_valid=resolved is not None)
     view = _valid_view(source, violations)
     path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-    limits = _limits(request, None if resolved is None else resolved.resolution)
+    limits = _limits(request.explicit_limits) if resolved is None else resolved.limits
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
-    crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
+    crumb = limits.breadcrumb_cost if emits else None
     mode = request.mode
     reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
     # Validation guarantees a budget with explicit limits where one is needed.
@@ -460,9 +485,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     view = _valid_view(source, validation.prepare_request_violations(request, resolved is not None))
     assert resolved is not None, "profiles without a resolution break a rule"
     resolution = resolved.resolution
-    runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
-    text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
-    crumb = breadcrumb_cost(text)
+    text, crumb = resolved.limits.breadcrumb_text, resolved.limits.breadcrumb_cost
     caller = request.caller if request.HasField("caller") else None
 
     tokens_before = view.total_tokens
