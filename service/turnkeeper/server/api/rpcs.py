@@ -416,17 +416,29 @@ def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
 
 
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
+    mode, path = request.mode, request.caller_path
     # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
-    explicit = request.WhichOneof("limits") == "explicit_limits"
-    resolved = None if explicit else _valid_resolution(request.profiles)
-    violations = validation.trim_request_violations(request, profiles_valid=resolved is not None)
-    view = _valid_view(source, violations)
-    path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-    limits = _limits(request.explicit_limits) if resolved is None else resolved.limits
+    limits: TrimLimits | None
+    if request.WhichOneof("limits") == "explicit_limits":
+        resolved, limits = None, _limits(request.explicit_limits)
+    else:
+        resolved = _valid_resolution(request.profiles)
+        limits = None if resolved is None else resolved.limits
+    if limits is not None and validation.plain_trim_request(
+        mode,
+        path,
+        budget_given=limits.budget_tokens is not None,
+        reported_usage=request.HasField("reported_usage"),
+    ):
+        view = _valid_view(source)
+    else:
+        violations = validation.trim_request_violations(request, resolved is not None)
+        view = _valid_view(source, violations)
+        assert limits is not None, "profiles without a resolution break a rule"
+    path = path or trim_pb2.CALLER_PATH_AGENT
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
     crumb = limits.breadcrumb_cost if emits else None
-    mode = request.mode
     reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
     # Validation guarantees a budget with explicit limits where one is needed.
     budget = limits.budget_tokens or 0
