@@ -546,28 +546,31 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     # other fields (its orphan removals may be many).
     trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, step_counts in steps:
-        if plan.trimmed:
-            trimmed = trim_pb2.HistoryTrimmed()
-            trims.append(trimmed)
-            _fill_history_trimmed(
-                trimmed,
-                plan,
-                reason,
-                step_counts,
-                overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
-                budget_tokens=budget,
-                turn_limit=resolution.max_history_turns,
-                resolution=resolution,
-                caller=caller,
-            )
-    for plan, reason, _ in steps:
+        if not plan.trimmed:
+            continue
+        trimmed = trim_pb2.HistoryTrimmed()
+        trims.append(trimmed)
+        _fill_history_trimmed(
+            trimmed,
+            plan,
+            reason,
+            step_counts,
+            overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+            budget_tokens=budget,
+            turn_limit=resolution.max_history_turns,
+            resolution=resolution,
+            caller=caller,
+        )
         label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
         _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
     used = input_tokens(report)
     meter = context_meter(used, resolution)
     response.resolution.CopyFrom(resolution)
-    response.trims.extend(trims)
-    response.orphans_removed.extend(removals)
+    # Only when there are some: an empty extend costs the repeated field's wrapper and the call.
+    if trims:
+        response.trims.extend(trims)
+    if removals:
+        response.orphans_removed.extend(removals)
     response.capacity_report.CopyFrom(report)
     if tokens_before:
         response.tokens_before = tokens_before
@@ -577,8 +580,13 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     prices = resolved.prices
     if prices is not None:
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
-    # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
-    update = events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
+    # spec §10.5: every session's fill level for subscribers that opted in (dashboards). Filled
+    # with copies: a constructor merges message arguments through their encoding, which costs more.
+    update = events_pb2.MeterUpdate()
+    if caller is not None:
+        update.caller.CopyFrom(caller)
+    update.route.CopyFrom(resolution.route)
+    update.meter.CopyFrom(meter)
     return Reply(working.history_field(response.SerializeToString()), tuple(trims), update)
 
 
