@@ -217,13 +217,15 @@ def _usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
 
 
 def _fill_outcome(outcome: svc.TrimOutcome, plan: TrimPlan, counts: Counts) -> None:
-    outcome.SetInParent()  # sent even when every field is a default
     drop = plan.drop
     if drop:
-        outcome.trimmed = True
+        outcome.trimmed = True  # which sets the outcome in the response
         outcome.dropped_messages = len(drop)
-        outcome.dropped_range.start = drop.start
-        outcome.dropped_range.end = drop.stop
+        dropped = outcome.dropped_range
+        dropped.start = drop.start
+        dropped.end = drop.stop
+    else:
+        outcome.SetInParent()  # sent even when every field is a default
     if plan.dropped_turns:
         outcome.dropped_turns = plan.dropped_turns
     if plan.kept_turns:
@@ -267,7 +269,7 @@ def _fill_history_trimmed(
     trimmed.reason = reason
     if overflow_recovery:
         trimmed.overflow_recovery = True
-    trimmed.dropped_messages = plan.dropped_messages
+    trimmed.dropped_messages = len(plan.drop)
     if plan.dropped_turns:
         trimmed.dropped_turns = plan.dropped_turns
     if plan.kept_turns:
@@ -307,7 +309,7 @@ def _record_trim(
     path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
 ) -> None:
     """Logs and counts a trim that dropped history (sizes and counts only)."""
-    dropped_messages = plan.dropped_messages
+    dropped_messages = len(plan.drop)
     if dropped_messages:
         metrics.observe_trim(
             path,
@@ -473,7 +475,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
-    if emits and plan.trimmed:
+    if emits and plan.drop:
         # Published as it is (nothing changes the response once it is encoded). The feed then
         # retains this small response with it: 1.7 KB an event, as much as the payload alone.
         trimmed = response.history_trimmed
@@ -546,7 +548,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     # other fields (its orphan removals may be many).
     trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, step_counts in steps:
-        if not plan.trimmed:
+        if not plan.drop:
             continue
         trimmed = trim_pb2.HistoryTrimmed()
         trims.append(trimmed)

@@ -100,10 +100,11 @@ class NativeHistoryView:
         return _plan(self.native.plan_row_count(rows_to_keep(limit)))
 
     def apply(self, plan: TrimPlan, breadcrumb_text: str) -> NativeHistoryView:
-        if not plan.trimmed:
+        drop = plan.drop
+        if not drop:
             return self
         applied = self.native.apply(
-            plan.drop.start, plan.drop.stop, plan.breadcrumb_at is not None, breadcrumb_text
+            drop.start, drop.stop, plan.breadcrumb_at is not None, breadcrumb_text
         )
         return NativeHistoryView(applied)
 
