@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import grpc
 from google.rpc import error_details_pb2
@@ -41,6 +42,13 @@ from turnkeeper.v1 import history_service_pb2 as svc
 log = logging.getLogger("turnkeeper.trim")
 
 
+MeterParts: TypeAlias = tuple[
+    trim_pb2.CallerContext | None, resolution_pb2.Route, trim_pb2.ContextMeter
+]
+"""What a prepared call's meter update is made of (`meter_update`): the update itself is built
+only when the feed wants one (subscribers opted in), at 10k instructions a call."""
+
+
 # Built per call and never changed, but not frozen: a frozen dataclass's __init__ is about 3x
 # slower (object.__setattr__ per field).
 @dataclass(slots=True)
@@ -49,7 +57,20 @@ class Reply:
 
     body: bytes
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
-    meter: events_pb2.MeterUpdate | None = None
+    meter: MeterParts | None = None
+
+
+def meter_update(
+    caller: trim_pb2.CallerContext | None, route: resolution_pb2.Route, meter: trim_pb2.ContextMeter
+) -> events_pb2.MeterUpdate:
+    """spec §10.5: a session's fill level for subscribers that opted in (dashboards). Filled with
+    copies: a constructor merges message arguments through their encoding, which costs more."""
+    update = events_pb2.MeterUpdate()
+    if caller is not None:
+        update.caller.CopyFrom(caller)
+    update.route.CopyFrom(route)
+    update.meter.CopyFrom(meter)
+    return update
 
 
 def _valid_view(source: HistorySource, extra: validation.Violations | None = None) -> HistoryView:
@@ -582,13 +603,8 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     prices = resolved.prices
     if prices is not None:
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
-    # spec §10.5: every session's fill level for subscribers that opted in (dashboards). Filled
-    # with copies: a constructor merges message arguments through their encoding, which costs more.
-    update = events_pb2.MeterUpdate()
-    if caller is not None:
-        update.caller.CopyFrom(caller)
-    update.route.CopyFrom(resolution.route)
-    update.meter.CopyFrom(meter)
+    # spec §10.5: every session's fill level, for subscribers that opted in (`meter_update`).
+    update = (caller, resolution.route, meter)
     return Reply(working.history_field(response.SerializeToString()), tuple(trims), update)
 
 
