@@ -298,6 +298,9 @@ class ScriptedFeed:
     def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
         pass
 
+    def wants_meter_updates(self) -> bool:
+        return False
+
     async def subscribe(
         self, request: svc.TrimEventsRequest
     ) -> AsyncIterator[svc.TrimEventsResponse]:
