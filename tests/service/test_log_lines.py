@@ -114,7 +114,7 @@ def test_grpc_core_lines_come_out_as_records_naming_the_tls_handshake_cause(
             history_service_pb2_grpc.HistoryServiceStub(channel).EstimateTokens(
                 svc.EstimateTokensRequest(), timeout=5
             )
-        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert server.stop() == 0
     records = json_records(server.log_text())  # every line is JSON, grpc core's too
     core = [r for r in records if r["logger"] == "grpc.core"]

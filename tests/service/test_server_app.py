@@ -41,6 +41,9 @@ class ControlledFeed:
     def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
         pass
 
+    def wants_meter_updates(self) -> bool:
+        return False
+
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:

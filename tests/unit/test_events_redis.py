@@ -261,6 +261,15 @@ async def test_start_and_subscribe_while_redis_is_down(tmp_path: Path) -> None:
         server.stop()
 
 
+async def test_meter_updates_are_wanted_while_the_feed_is_open(url: str, key: str) -> None:
+    """A replica cannot tell whether another one's subscribers opted in: it takes every meter
+    update until it is closed."""
+    a = await feed(url, key)
+    assert a.wants_meter_updates()
+    await a.close()
+    assert not a.wants_meter_updates()
+
+
 async def test_meter_updates_reach_opted_in_subscribers_on_every_replica_and_count_as_no_event(
     url: str, key: str
 ) -> None:

@@ -411,6 +411,26 @@ async def test_meter_updates_go_live_to_opted_in_subscribers_only() -> None:
     await feed.close()
 
 
+async def test_meter_updates_are_wanted_only_while_a_subscriber_opted_in() -> None:
+    """The servicer builds a prepared call's meter update only when the feed wants one."""
+    feed = RingFeed(ring_size=10)
+    assert not feed.wants_meter_updates()
+    plain = feed.subscribe(request())
+    await anext(plain)
+    assert not feed.wants_meter_updates()
+    opted = feed.subscribe(request(include_meter_updates=True))
+    await anext(opted)
+    assert feed.wants_meter_updates()
+    await opted.aclose()
+    assert not feed.wants_meter_updates()
+    opted = feed.subscribe(request(include_meter_updates=True))
+    await anext(opted)
+    await feed.close()
+    assert not feed.wants_meter_updates()
+    await plain.aclose()
+    await opted.aclose()
+
+
 async def test_meter_updates_are_not_replayed_and_never_make_a_gap() -> None:
     """A meter update is not a trim: resuming after one continues with the next trim, one that a
     lagging subscriber had not read when newer ones replaced it is skipped without a gap or a drop

@@ -367,6 +367,32 @@ def test_profiles_resolved_once_per_encoding_are_checked_every_time() -> None:
     assert resolution == budget.resolve(good)
 
 
+def test_explicit_limits_read_once_per_encoding() -> None:
+    """Explicit limits are read once per encoding: repeated trims answer from the cache as the
+    first did; limits over the cached size are read every time, to the same effect."""
+    history = chat(row(SYS), *(row(USER, f"turn {i}") for i in range(4)))
+
+    def trimmed(explicit: svc.ExplicitLimits) -> bytes:
+        request = svc.TrimHistoryRequest(
+            history=history, mode=trim_pb2.TRIM_MODE_TURN_COUNT, explicit_limits=explicit
+        )
+        raw = request.SerializeToString()
+        return rpcs.trim_history(*PythonEngine().read(raw, svc.TrimHistoryRequest, ROWS)).body
+
+    def crumb(answer: bytes) -> str:
+        return svc.TrimHistoryResponse.FromString(answer).history.chat.messages[1].content
+
+    rpcs._explicit_limits_encoding.cache_clear()
+    small = svc.ExplicitLimits(max_history_messages=2, breadcrumb_text="earlier turns gone")
+    answers = [trimmed(small) for _ in range(3)]
+    assert rpcs._explicit_limits_encoding.cache_info().misses == 1
+    assert answers[0] == answers[2]
+    assert crumb(answers[0]) == "earlier turns gone"
+    text = "x" * (rpcs._CACHED_PROFILE_BYTES + 1)
+    assert crumb(trimmed(svc.ExplicitLimits(max_history_messages=2, breadcrumb_text=text))) == text
+    assert rpcs._explicit_limits_encoding.cache_info().misses == 1
+
+
 # --- Limits (ERROR_REASON_INVALID_LIMITS) ----------------------------------------------------
 
 

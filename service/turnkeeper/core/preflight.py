@@ -7,7 +7,7 @@ bounds the budget trim of PrepareModelCall (spec §12), so it is computed once, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from turnkeeper.core.pricing import price_text
@@ -15,7 +15,15 @@ from turnkeeper.core.saturation import saturate
 from turnkeeper.v1 import resolution_pb2, trim_pb2
 
 
-@dataclass(frozen=True, slots=True)
+def _priced(texts: Sequence[str]) -> int:
+    # Looked at first: protobuf's repeated fields iterate by index until IndexError, whose message
+    # is formatted (about 3.6k instructions), and a request most often has no hooks or schemas.
+    return sum(map(price_text, texts)) if texts else 0
+
+
+# Not frozen: a frozen dataclass's __init__ costs twice as much, and the pre-flight builds one
+# per call; nothing changes one once built.
+@dataclass(slots=True)
 class Extras:
     """The rest of the request beside its messages, in tokens (§9 Capacity)."""
 
@@ -25,13 +33,9 @@ class Extras:
 
     @classmethod
     def of(
-        cls, hook_texts: Iterable[str], tool_schemas: Iterable[str], reserved_output_tokens: int
+        cls, hook_texts: Sequence[str], tool_schemas: Sequence[str], reserved_output_tokens: int
     ) -> Extras:
-        return cls(
-            sum(price_text(t) for t in hook_texts),
-            sum(price_text(s) for s in tool_schemas),
-            reserved_output_tokens,
-        )
+        return cls(_priced(hook_texts), _priced(tool_schemas), reserved_output_tokens)
 
     @property
     def total(self) -> int:
@@ -52,7 +56,7 @@ def check_capacity(
     capacity: resolution_pb2.Capacity,
 ) -> trim_pb2.CapacityReport:
     total = message_tokens + extras.total
-    return trim_pb2.CapacityReport(
+    report = trim_pb2.CapacityReport(
         message_tokens=message_tokens,
         image_tokens=image_tokens,
         hook_tokens=extras.hook_tokens,
@@ -60,6 +64,8 @@ def check_capacity(
         reserved_output_tokens=extras.reserved_output_tokens,
         # The reported total saturates; the decision is taken on the exact sum.
         total_tokens=saturate(total),
-        capacity=capacity,
         fits=total <= capacity.safety_tokens,
     )
+    # Copied, not passed to the constructor, which merges it through its encoding (slower).
+    report.capacity.CopyFrom(capacity)
+    return report

@@ -53,7 +53,9 @@ def layout(rows: Sequence[Row]) -> Layout:
     return Layout(system_rows, prefix, boundaries)
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__ (about 5x
+# slower for these nine), and every trim builds one or more plans; nothing changes one once built.
+@dataclass(slots=True)
 class TrimPlan:
     """What a trim does, in input indices; `drop` is empty when the history is unchanged."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import grpc
 from google.rpc import error_details_pb2
@@ -41,6 +42,13 @@ from turnkeeper.v1 import history_service_pb2 as svc
 log = logging.getLogger("turnkeeper.trim")
 
 
+MeterParts: TypeAlias = tuple[
+    trim_pb2.CallerContext | None, resolution_pb2.Route, trim_pb2.ContextMeter
+]
+"""What a prepared call's meter update is made of (`meter_update`): the update itself is built
+only when the feed wants one (subscribers opted in), at 10k instructions a call."""
+
+
 # Built per call and never changed, but not frozen: a frozen dataclass's __init__ is about 3x
 # slower (object.__setattr__ per field).
 @dataclass(slots=True)
@@ -49,23 +57,38 @@ class Reply:
 
     body: bytes
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
-    meter: events_pb2.MeterUpdate | None = None
+    meter: MeterParts | None = None
 
 
-def _valid_view(source: HistorySource, *more: validation.Violations) -> HistoryView:
-    """The history view, once the history and the rest of the request passed validation."""
-    if source.view is not None and not any(extra.total for extra in more):
-        return source.view  # a history with a view has no violations
-    violations = validation.Violations()
-    violations += source.violations
-    for extra in more:
-        violations += extra
-    validation.raise_if_any(violations)
-    assert source.view is not None, "a history without violations always has a view"
-    return source.view
+def meter_update(
+    caller: trim_pb2.CallerContext | None, route: resolution_pb2.Route, meter: trim_pb2.ContextMeter
+) -> events_pb2.MeterUpdate:
+    """spec §10.5: a session's fill level for subscribers that opted in (dashboards). Filled with
+    copies: a constructor merges message arguments through their encoding, which costs more."""
+    update = events_pb2.MeterUpdate()
+    if caller is not None:
+        update.caller.CopyFrom(caller)
+    update.route.CopyFrom(route)
+    update.meter.CopyFrom(meter)
+    return update
 
 
-@dataclass(slots=True)  # not frozen, like Reply
+def _valid_view(source: HistorySource, extra: validation.Violations | None = None) -> HistoryView:
+    """The history view, once the history and the rest of the request (`extra`) passed
+    validation."""
+    if isinstance(source, validation.Violations):
+        violations = validation.Violations()
+        violations += source
+        if extra is not None:
+            violations += extra
+        validation.raise_if_any(violations)
+        raise AssertionError("a history without a view has violations")  # pragma: no cover
+    if extra is not None and extra.total:
+        validation.raise_if_any(extra)
+    return source
+
+
+@dataclass(frozen=True, slots=True)  # shared by the calls that sent the same limits
 class TrimLimits:
     """The limits one TrimHistory call works with, from explicit limits or resolved profiles."""
 
@@ -73,23 +96,59 @@ class TrimLimits:
     turn_limit: int
     row_limit: int
     breadcrumb_text: str
+    breadcrumb_cost: int
+    """The price of `breadcrumb_text` as a row (on paths that insert one)."""
     low_water: float
     """The §11 fraction in effect (1.0: the minimal cut)."""
     resolution: resolution_pb2.Resolution | None
 
 
-# Profiles this size or smaller are resolved once per distinct encoding (a runtime sends the same
-# ones with every call); at most this many are kept.
+def _explicit_limits(explicit: svc.ExplicitLimits) -> TrimLimits:
+    has_limit = explicit.HasField("max_history_messages")
+    text = explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
+    return TrimLimits(
+        budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
+        turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
+        row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
+        breadcrumb_text=text,
+        breadcrumb_cost=breadcrumb_cost(text),
+        low_water=low_water(
+            explicit.history_trim_low_water if explicit.HasField("history_trim_low_water") else None
+        )[0],
+        resolution=None,
+    )
+
+
+def _profile_limits(
+    profiles: profile_pb2.Profiles, resolution: resolution_pb2.Resolution
+) -> TrimLimits:
+    runtime = profiles.runtime
+    text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
+    return TrimLimits(
+        budget_tokens=resolution.budget_tokens,
+        turn_limit=resolution.max_history_turns,
+        row_limit=runtime.max_history_messages,
+        breadcrumb_text=text,
+        breadcrumb_cost=breadcrumb_cost(text),
+        low_water=resolution.history_trim_low_water,
+        resolution=resolution,
+    )
+
+
+# Profiles and explicit limits this size or smaller are resolved once per distinct encoding (a
+# runtime sends the same ones with every call); at most this many of each are kept.
 _CACHED_PROFILE_BYTES = 16 * 1024
 _CACHED_PROFILES = 256
 
 
 @dataclass(slots=True)  # not frozen, like Reply
 class Resolved:
-    """What valid profiles resolve to: the resolution, and the prices of its route's model."""
+    """What valid profiles resolve to: the resolution, the prices of its route's model, and the
+    limits they give (TrimHistory's; PrepareModelCall's breadcrumb)."""
 
     resolution: resolution_pb2.Resolution
     prices: profile_pb2.ModelPrices | None
+    limits: TrimLimits
 
 
 @functools.lru_cache(maxsize=_CACHED_PROFILES)
@@ -101,7 +160,11 @@ def _checked_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
     if validation.profiles_violations(profiles, "profiles").total:
         return None
     resolution = resolve(profiles)
-    return Resolved(resolution, route_prices(profiles, resolution.route))
+    return Resolved(
+        resolution,
+        route_prices(profiles, resolution.route),
+        _profile_limits(profiles, resolution),
+    )
 
 
 def _valid_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
@@ -115,33 +178,18 @@ def _valid_resolution(profiles: profile_pb2.Profiles) -> Resolved | None:
     return _resolved_encoding(encoded)
 
 
-def _limits(
-    request: svc.TrimHistoryRequest, resolution: resolution_pb2.Resolution | None
-) -> TrimLimits:
-    if resolution is None:
-        explicit = request.explicit_limits
-        has_limit = explicit.HasField("max_history_messages")
-        return TrimLimits(
-            budget_tokens=explicit.budget_tokens if explicit.HasField("budget_tokens") else None,
-            turn_limit=explicit.max_history_messages if has_limit else DEFAULT_TURN_LIMIT,
-            row_limit=explicit.max_history_messages if has_limit else DEFAULT_ROW_LIMIT,
-            breadcrumb_text=explicit.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
-            low_water=low_water(
-                explicit.history_trim_low_water
-                if explicit.HasField("history_trim_low_water")
-                else None
-            )[0],
-            resolution=None,
-        )
-    runtime = request.profiles.runtime
-    return TrimLimits(
-        budget_tokens=resolution.budget_tokens,
-        turn_limit=resolution.max_history_turns,
-        row_limit=runtime.max_history_messages,
-        breadcrumb_text=runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT,
-        low_water=resolution.history_trim_low_water,
-        resolution=resolution,
-    )
+@functools.lru_cache(maxsize=_CACHED_PROFILES)
+def _explicit_limits_encoding(encoded: bytes) -> TrimLimits:
+    return _explicit_limits(svc.ExplicitLimits.FromString(encoded))
+
+
+def _limits(explicit: svc.ExplicitLimits) -> TrimLimits:
+    """The limits `explicit` gives: a function of them alone, so small ones are read once per
+    encoding (like profiles, see `_valid_resolution`)."""
+    encoded = explicit.SerializeToString()
+    if len(encoded) > _CACHED_PROFILE_BYTES:
+        return _explicit_limits(explicit)
+    return _explicit_limits_encoding(encoded)
 
 
 @dataclass(slots=True)  # not frozen, like Reply
@@ -190,13 +238,15 @@ def _usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
 
 
 def _fill_outcome(outcome: svc.TrimOutcome, plan: TrimPlan, counts: Counts) -> None:
-    outcome.SetInParent()  # sent even when every field is a default
     drop = plan.drop
     if drop:
-        outcome.trimmed = True
+        outcome.trimmed = True  # which sets the outcome in the response
         outcome.dropped_messages = len(drop)
-        outcome.dropped_range.start = drop.start
-        outcome.dropped_range.end = drop.stop
+        dropped = outcome.dropped_range
+        dropped.start = drop.start
+        dropped.end = drop.stop
+    else:
+        outcome.SetInParent()  # sent even when every field is a default
     if plan.dropped_turns:
         outcome.dropped_turns = plan.dropped_turns
     if plan.kept_turns:
@@ -240,7 +290,7 @@ def _fill_history_trimmed(
     trimmed.reason = reason
     if overflow_recovery:
         trimmed.overflow_recovery = True
-    trimmed.dropped_messages = plan.dropped_messages
+    trimmed.dropped_messages = len(plan.drop)
     if plan.dropped_turns:
         trimmed.dropped_turns = plan.dropped_turns
     if plan.kept_turns:
@@ -263,7 +313,9 @@ def _fill_history_trimmed(
         trimmed.caller.CopyFrom(caller)
 
 
+# Enum names by value: `Name` is a Python call that costs more than the rest of a log line's args.
 _MODE_NAMES = {mode: trim_pb2.TrimMode.Name(mode) for mode in trim_pb2.TrimMode.values()}
+_PATH_NAMES = {path: trim_pb2.CallerPath.Name(path) for path in trim_pb2.CallerPath.values()}
 # Metric and log label of each TrimMode's reason; row caps have no TrimReason of their own.
 _MODE_REASONS = {
     trim_pb2.TRIM_MODE_TOKEN_BUDGET: "token_budget",
@@ -278,12 +330,13 @@ def _record_trim(
     path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
 ) -> None:
     """Logs and counts a trim that dropped history (sizes and counts only)."""
-    if plan.trimmed:
+    dropped_messages = len(plan.drop)
+    if dropped_messages:
         metrics.observe_trim(
             path,
             reason,
             dropped_turns=plan.dropped_turns,
-            dropped_messages=plan.dropped_messages,
+            dropped_messages=dropped_messages,
             tokens_before=plan.tokens_before,
             tokens_after=plan.tokens_after,
         )
@@ -291,7 +344,7 @@ def _record_trim(
             tracing.annotate(
                 {
                     f"turnkeeper.trim.{reason}.dropped_turns": plan.dropped_turns,
-                    f"turnkeeper.trim.{reason}.dropped_messages": plan.dropped_messages,
+                    f"turnkeeper.trim.{reason}.dropped_messages": dropped_messages,
                     f"turnkeeper.trim.{reason}.tokens_before": plan.tokens_before,
                     f"turnkeeper.trim.{reason}.tokens_after": plan.tokens_after,
                 }
@@ -301,10 +354,10 @@ def _record_trim(
             logging.INFO,
             "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
             "kept_turns=%d tokens_before=%d tokens_after=%d",
-            trim_pb2.CallerPath.Name(path),
+            _PATH_NAMES[path],
             mode,
             reason,
-            plan.dropped_messages,
+            dropped_messages,
             plan.dropped_turns,
             plan.kept_turns,
             plan.tokens_before,
@@ -386,17 +439,29 @@ def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
 
 
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
+    mode, path = request.mode, request.caller_path
     # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
-    explicit = request.WhichOneof("limits") == "explicit_limits"
-    resolved = None if explicit else _valid_resolution(request.profiles)
-    violations = validation.trim_request_violations(request, profiles_valid=resolved is not None)
-    view = _valid_view(source, violations)
-    path = request.caller_path or trim_pb2.CALLER_PATH_AGENT
-    limits = _limits(request, None if resolved is None else resolved.resolution)
+    limits: TrimLimits | None
+    if request.WhichOneof("limits") == "explicit_limits":
+        resolved, limits = None, _limits(request.explicit_limits)
+    else:
+        resolved = _valid_resolution(request.profiles)
+        limits = None if resolved is None else resolved.limits
+    if limits is not None and validation.plain_trim_request(
+        mode,
+        path,
+        budget_given=limits.budget_tokens is not None,
+        reported_usage=request.HasField("reported_usage"),
+    ):
+        view = _valid_view(source)
+    else:
+        violations = validation.trim_request_violations(request, resolved is not None)
+        view = _valid_view(source, violations)
+        assert limits is not None, "profiles without a resolution break a rule"
+    path = path or trim_pb2.CALLER_PATH_AGENT
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
-    crumb = breadcrumb_cost(limits.breadcrumb_text) if emits else None
-    mode = request.mode
+    crumb = limits.breadcrumb_cost if emits else None
     reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
     # Validation guarantees a budget with explicit limits where one is needed.
     budget = limits.budget_tokens or 0
@@ -431,7 +496,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
-    if emits and plan.trimmed:
+    if emits and plan.drop:
         # Published as it is (nothing changes the response once it is encoded). The feed then
         # retains this small response with it: 1.7 KB an event, as much as the payload alone.
         trimmed = response.history_trimmed
@@ -455,9 +520,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     view = _valid_view(source, validation.prepare_request_violations(request, resolved is not None))
     assert resolved is not None, "profiles without a resolution break a rule"
     resolution = resolved.resolution
-    runtime: profile_pb2.RuntimeProfile = request.profiles.runtime
-    text = runtime.breadcrumb_text or DEFAULT_BREADCRUMB_TEXT
-    crumb = breadcrumb_cost(text)
+    text, crumb = resolved.limits.breadcrumb_text, resolved.limits.breadcrumb_cost
     caller = request.caller if request.HasField("caller") else None
 
     tokens_before = view.total_tokens
@@ -506,28 +569,31 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     # other fields (its orphan removals may be many).
     trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, step_counts in steps:
-        if plan.trimmed:
-            trimmed = trim_pb2.HistoryTrimmed()
-            trims.append(trimmed)
-            _fill_history_trimmed(
-                trimmed,
-                plan,
-                reason,
-                step_counts,
-                overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
-                budget_tokens=budget,
-                turn_limit=resolution.max_history_turns,
-                resolution=resolution,
-                caller=caller,
-            )
-    for plan, reason, _ in steps:
+        if not plan.drop:
+            continue
+        trimmed = trim_pb2.HistoryTrimmed()
+        trims.append(trimmed)
+        _fill_history_trimmed(
+            trimmed,
+            plan,
+            reason,
+            step_counts,
+            overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+            budget_tokens=budget,
+            turn_limit=resolution.max_history_turns,
+            resolution=resolution,
+            caller=caller,
+        )
         label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
         _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
     used = input_tokens(report)
     meter = context_meter(used, resolution)
     response.resolution.CopyFrom(resolution)
-    response.trims.extend(trims)
-    response.orphans_removed.extend(removals)
+    # Only when there are some: an empty extend costs the repeated field's wrapper and the call.
+    if trims:
+        response.trims.extend(trims)
+    if removals:
+        response.orphans_removed.extend(removals)
     response.capacity_report.CopyFrom(report)
     if tokens_before:
         response.tokens_before = tokens_before
@@ -537,8 +603,8 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     prices = resolved.prices
     if prices is not None:
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
-    # spec §10.5: every session's fill level for subscribers that opted in (dashboards).
-    update = events_pb2.MeterUpdate(caller=caller, route=resolution.route, meter=meter)
+    # spec §10.5: every session's fill level, for subscribers that opted in (`meter_update`).
+    update = (caller, resolution.route, meter)
     return Reply(working.history_field(response.SerializeToString()), tuple(trims), update)
 
 

@@ -128,8 +128,8 @@ class HistoryServicer:
                 )
             for event in reply.events:
                 self._feed.publish(event)
-            if reply.meter is not None:
-                self._feed.publish_meter(reply.meter)
+            if reply.meter is not None and self._feed.wants_meter_updates():
+                self._feed.publish_meter(rpcs.meter_update(*reply.meter))
             return reply.body
 
         return handle

@@ -452,25 +452,38 @@ def _trim_usage_violations(request: history_service_pb2.TrimHistoryRequest) -> V
     return out
 
 
+def plain_trim_request(
+    mode: trim_pb2.TrimMode.ValueType,
+    caller_path: trim_pb2.CallerPath.ValueType,
+    *,
+    budget_given: bool,
+    reported_usage: bool,
+) -> bool:
+    """Whether a TrimHistory request is the well-formed common case, by one check: a mode its
+    caller path serves, other than REPORTED_USAGE, no reported usage, and a budget if the mode
+    needs one (explicit limits may lack it). Then the rules outside its history find nothing but
+    what its profiles break; otherwise `trim_request_violations` (which may find nothing)."""
+    return (
+        mode in _MODES_BY_PATH.get(caller_path, _NO_MODES)
+        and mode != trim_pb2.TRIM_MODE_REPORTED_USAGE
+        and not reported_usage
+        and (mode != trim_pb2.TRIM_MODE_TOKEN_BUDGET or budget_given)
+    )
+
+
 def trim_request_violations(
     request: history_service_pb2.TrimHistoryRequest, profiles_valid: bool = False
 ) -> Violations:
     """The violations of a TrimHistory request outside its history; `profiles_valid`: its
     profiles are known to break no rule."""
-    mode = request.mode
     limits = request.WhichOneof("limits")
-    if (
-        mode in _MODES_BY_PATH.get(request.caller_path, _NO_MODES)
-        and mode != trim_pb2.TRIM_MODE_REPORTED_USAGE
-        and not request.HasField("reported_usage")
-        and (
-            mode != trim_pb2.TRIM_MODE_TOKEN_BUDGET
-            or limits != "explicit_limits"
-            or request.explicit_limits.HasField("budget_tokens")
-        )
+    if plain_trim_request(
+        request.mode,
+        request.caller_path,
+        budget_given=limits != "explicit_limits"
+        or request.explicit_limits.HasField("budget_tokens"),
+        reported_usage=request.HasField("reported_usage"),
     ):
-        # The well-formed common case in one check: the rules below would find nothing but
-        # what the profiles break.
         if limits == "profiles" and not profiles_valid:
             return profiles_violations(request.profiles, "profiles")
         return Violations()

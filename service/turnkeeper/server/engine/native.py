@@ -100,10 +100,11 @@ class NativeHistoryView:
         return _plan(self.native.plan_row_count(rows_to_keep(limit)))
 
     def apply(self, plan: TrimPlan, breadcrumb_text: str) -> NativeHistoryView:
-        if not plan.trimmed:
+        drop = plan.drop
+        if not drop:
             return self
         applied = self.native.apply(
-            plan.drop.start, plan.drop.stop, plan.breadcrumb_at is not None, breadcrumb_text
+            drop.start, drop.stop, plan.breadcrumb_at is not None, breadcrumb_text
         )
         return NativeHistoryView(applied)
 
@@ -141,6 +142,8 @@ class NativeEngine:
             request = request_type.FromString(scan.rest())
         except DecodeError:
             raise wire.malformed_request(raw, request_type) from None
+        if scan.violation_total == 0:
+            return request, NativeHistoryView(scan.view())
         violations = validation.Violations()
         for found in scan.violations():
             rule = validation.HistoryRule(found.rule)
@@ -148,5 +151,4 @@ class NativeEngine:
                 validation.history_rule_violation(rule, found.path, found.count, max_rows)
             )
         violations.total = scan.violation_total
-        view = NativeHistoryView(scan.view()) if scan.violation_total == 0 else None
-        return request, HistorySource(violations, view)
+        return request, violations

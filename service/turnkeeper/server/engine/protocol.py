@@ -1,15 +1,14 @@
 """The interface both history engines implement, and the names they are chosen by.
 
 An engine reads a request's bytes into the request message minus its history plus a
-`HistorySource` (the history's violations and, when it is valid, its `HistoryView`). The RPC logic
+`HistorySource` (the history's `HistoryView` when it is valid, else its violations). The RPC logic
 in `turnkeeper.server.api.rpcs` works on that interface only, so both engines share every decision
 that is not history work, and every error they raise is built by the same code.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
@@ -73,12 +72,9 @@ class HistoryView(Protocol):
         ...
 
 
-@dataclass(slots=True)  # not frozen, like rpcs.Reply: built per call
-class HistorySource:
-    """The request's history as an engine read it: its violations, or a view when it has none."""
-
-    violations: validation.Violations
-    view: HistoryView | None
+HistorySource: TypeAlias = HistoryView | validation.Violations
+"""The request's history as an engine read it: its view when it has no violations, else them (one
+or the other, not a pair: a valid history, every call's, costs no object for it)."""
 
 
 class Engine(Protocol):

@@ -103,8 +103,8 @@ class PythonHistoryView:
 def python_history_source(history: history_pb2.History, max_rows: int) -> HistorySource:
     violations = validation.history_violations(history, "history", max_rows)
     if violations.total:
-        return HistorySource(violations, None)
-    return HistorySource(violations, PythonHistoryView(WorkingHistory.of(history)))
+        return violations
+    return PythonHistoryView(WorkingHistory.of(history))
 
 
 class PythonEngine:

@@ -37,6 +37,11 @@ class EventFeed(Protocol):
         """
         ...
 
+    def wants_meter_updates(self) -> bool:
+        """Whether `publish_meter` would offer an update to anyone now; when not, the caller
+        need not build one. Like `publish`, it never blocks or raises."""
+        ...
+
     def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:

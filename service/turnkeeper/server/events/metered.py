@@ -31,6 +31,9 @@ class MeteredFeed:
     def publish_meter(self, update: events_pb2.MeterUpdate) -> None:
         self.inner.publish_meter(update)  # not a trim event: not counted as one
 
+    def wants_meter_updates(self) -> bool:
+        return self.inner.wants_meter_updates()
+
     async def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:

@@ -276,6 +276,9 @@ class RedisFeed:
         except Exception:  # publish_meter runs on the request path and must never fail it
             log.exception("dropping a meter update")
 
+    def wants_meter_updates(self) -> bool:
+        return not self._closed  # this replica cannot tell whether another's subscribers opted in
+
     def _queue(self, kind: bytes, payload: bytes) -> None:
         if len(self._outbox) == self._outbox.maxlen and self._outbox[0][0] == b"e":
             # Keep the newest; the evicted oldest event is announced by a gap marker placed

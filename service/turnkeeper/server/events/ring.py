@@ -249,6 +249,11 @@ class RingFeed:
         except Exception:  # publish_meter runs on the request path and must never fail it
             log.exception("dropping a meter update")
 
+    def wants_meter_updates(self) -> bool:
+        # Read without the lock, like `publish_meter`'s answer it may be a moment old: a
+        # subscriber that opts in meanwhile gets the next update.
+        return bool(self._meter_subscribers) and not self._closed
+
     def _wake(self) -> None:
         loop = self._loop
         if loop is None:
