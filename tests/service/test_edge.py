@@ -6,6 +6,7 @@ an honest status, and a generic handler's wrapper remembers only the methods it 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -172,3 +173,39 @@ async def test_the_sidecar_registers_the_per_call_methods_and_still_serves_the_r
         async for _ in watch:
             break
         watch.cancel()
+
+
+async def test_a_call_that_ends_before_its_request_arrives_gives_its_receiving_slot_back() -> None:
+    server = Sidecar(
+        ServerConfig(listen=("127.0.0.1:0",), max_receiving_calls=1, receive_wait_seconds=0)
+    )
+    await server.start()
+    method = method_path("ClassifyProviderError")  # an empty request is valid for it
+    released = asyncio.Event()
+
+    async def never() -> AsyncIterator[bytes]:
+        # The call's headers go out; its request message never does.
+        await released.wait()
+        yield b""  # pragma: no cover
+
+    try:
+        async with grpc.aio.insecure_channel(server.tcp_addresses[0]) as channel:
+            held = channel.stream_unary(method)(never())
+            for _ in range(100):
+                if server.admission.receiving.used:
+                    break
+                await asyncio.sleep(0.02)
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await channel.unary_unary(method)(b"", timeout=5)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            held.cancel()
+            for _ in range(100):
+                if not server.admission.receiving.used:
+                    break
+                await asyncio.sleep(0.02)
+            assert server.admission.receiving.used == 0
+            assert server.admission.inflight_bytes == 0
+            assert isinstance(await channel.unary_unary(method)(b"", timeout=5), bytes)
+            released.set()
+    finally:
+        await server.stop(grace=0)

@@ -11,7 +11,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.config import MIB, cgroup_memory_limit, default_inflight_budget
-from turnkeeper.server.edge.admission import Admission, AdmissionLimits, ReceivingSlot
+from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 
 LIMITS = AdmissionLimits(
     max_inflight_bytes=1000, heavy_call_bytes=300, max_heavy_calls=2, heavy_wait_seconds=0.2
@@ -156,27 +156,25 @@ async def test_calls_still_receiving_hold_the_largest_request_against_the_budget
             1000, 300, 2, max_receiving_calls=8, receive_wait_seconds=5, max_request_bytes=300
         )
     )
-    slots = [ReceivingSlot(admission) for _ in range(3) if await admission.receiving_slot()]
-    assert len(slots) == 3 and admission.reserved_bytes == 900
+    assert [await admission.receiving_slot() for _ in range(3)] == [True] * 3
+    assert admission.reserved_bytes == 900
     fourth = asyncio.create_task(admission.receiving_slot())
     await asyncio.sleep(0.02)
     assert not fourth.done() and admission.receiving.waiting == 1  # 4 x 300 > 1000
     # A request that arrived: its real size is counted in before its reservation goes.
-    assert await admission.admit(100, received=slots[0].free) is False
+    assert await admission.admit(100, receiving=True) is False
     assert await fourth is True  # 100 + 3 x 300 fits
     assert admission.inflight_bytes == 100 and admission.receiving.used == 3
     fifth = asyncio.create_task(admission.receiving_slot())
     await asyncio.sleep(0.02)
     assert not fifth.done()  # 100 + 4 x 300 does not
-    await admission.admit(100, received=slots[1].free)
+    await admission.admit(100, receiving=True)
     await asyncio.sleep(0.02)
     assert not fifth.done()  # 200 + 3 x 300 does not either
     admission.release(100, False)  # an admitted call ended: room for one more reservation
     assert await fifth is True and admission.receiving.used == 3
-    for slot in slots:
-        slot.free()
-    slots[0].free()  # freed once, whatever calls it again
-    assert admission.receiving.used == 2  # the fourth's and the fifth's, not wrapped in slots here
+    admission.receiving.give()  # the third call ended before its request arrived
+    assert admission.receiving.used == 2  # the fourth's and the fifth's
 
 
 async def test_a_call_the_budget_kept_from_receiving_is_refused_unread_after_its_wait() -> None:
@@ -196,9 +194,8 @@ async def test_one_call_may_receive_however_full_the_budget() -> None:
     for _ in range(3):
         await admission.admit(300)
     assert await admission.receiving_slot()  # nobody else is receiving
-    slot = ReceivingSlot(admission)
     with pytest.raises(RequestError) as refused:
-        await admission.admit(300, received=slot.free)  # in, but over the budget
+        await admission.admit(300, receiving=True)  # in, but over the budget
     assert _details(refused.value)[0].metadata["limit"] == "max_inflight_request_bytes"
     assert admission.receiving.used == 0 and admission.inflight_bytes == 900
 
@@ -234,3 +231,19 @@ def test_the_default_budget_follows_the_cgroup_memory_limit(tmp_path: Path) -> N
     assert limit("0::/\n") is None
     assert cgroup_memory_limit(tmp_path / "absent", tmp_path / "absent") is None
     assert default_inflight_budget(32 * MIB) == 16 * MIB  # a floor for tiny containers
+
+
+async def test_wait_idle_returns_once_the_last_admitted_call_ends_or_after_its_limit() -> None:
+    admission = Admission(LIMITS)
+    assert await admission.wait_idle(0)  # nothing admitted
+    await admission.admit(100)
+    await admission.admit(100)
+    assert not await admission.wait_idle(0.01)  # calls still in after the limit
+    idle = asyncio.create_task(admission.wait_idle(5))
+    await asyncio.sleep(0.01)
+    admission.release(100, False)
+    await asyncio.sleep(0.01)
+    assert not idle.done()  # one call is still in
+    admission.release(100, False)
+    assert await asyncio.wait_for(idle, 1) is True
+    assert admission._idle_waiters == []

@@ -44,7 +44,7 @@ def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
 
     Occurrences are concatenated, which merges them exactly as protobuf parsing does. Raises
     ValueError when the bytes cannot be read. Every call's edge runs it: one-byte keys and
-    lengths (nearly all) are read inline, without a call each.
+    varints and two-byte lengths (nearly all) are read inline, without a call each.
     """
     parts = []
     at = 0
@@ -60,13 +60,19 @@ def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
             length = data[at] if at < end else 0x80
             if length < 0x80:
                 at += 1
+            elif at + 1 < end and data[at + 1] < 0x80:  # up to 16 KiB: most requests
+                length = (length & 0x7F) | (data[at + 1] << 7)
+                at += 2
             else:
                 length, at = _read_varint(data, at)
             if key >> 3 == number:
                 parts.append(data[at : at + length])
             at += length
         elif wire_type == 0:
-            _, at = _read_varint(data, at)
+            if at < end and data[at] < 0x80:
+                at += 1
+            else:
+                _, at = _read_varint(data, at)
         elif wire_type == 1:
             at += 8
         elif wire_type == 5:

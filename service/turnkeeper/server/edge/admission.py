@@ -12,7 +12,6 @@ is dropped without work. Everything runs on the event loop, so plain counters ne
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -105,7 +104,8 @@ class SlotQueue:
     def give(self) -> None:
         """Frees a slot: it goes to the oldest waiter, or back to the pool."""
         self.used -= 1
-        self.wake()
+        if self._waiters:  # (what wake would find, without its call)
+            self.wake()
 
     def wake(self) -> None:
         """Hands free slots to the oldest waiters while there is room (after `give`, or when
@@ -138,8 +138,9 @@ class Admission:
         self._trim_scheduled = False
         self._trim_at = 0.0
         self._trimming: asyncio.Future[int] | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
+        # wait_idle's callers (the drain at shutdown), woken when the last admitted call ends: an
+        # asyncio.Event cleared and set again by every call cost each one two calls.
+        self._idle_waiters: list[asyncio.Future[None]] = []
         self._last_activity = 0.0  # time.monotonic() of the last call start or end
 
     @property
@@ -165,51 +166,59 @@ class Admission:
         )
 
     async def admit(
-        self,
-        request_bytes: int,
-        remaining: float | None = None,
-        received: Callable[[], None] | None = None,
+        self, request_bytes: int, remaining: float | None = None, receiving: bool = False
     ) -> bool:
-        """Counts the call in, waiting in the heavy-call queue when the call is heavy and every
-        slot is taken. Raises RequestError(RESOURCE_EXHAUSTED) when the call would pass the byte
-        budget (at once) or no heavy slot came free in time. `remaining`: the call's time left
-        before its deadline, if it has one. `received`: frees the call's receiving slot, called
-        once its bytes are counted in (or refused), so that its reservation and its bytes never
-        both leave the budget free. Returns whether the call is heavy, for `release`."""
-        try:
-            return await self._admit(request_bytes, remaining, received)
-        finally:
-            if received is not None:
-                received()
+        """Counts the call in (`count_in`), then waits in the heavy-call queue when the call is
+        heavy and every slot is taken (`heavy_slot`). Returns whether the call is heavy, for
+        `release`."""
+        heavy = self.count_in(request_bytes, receiving)
+        if heavy:
+            await self.heavy_slot(request_bytes, remaining)
+        return heavy
 
-    async def _admit(
-        self, request_bytes: int, remaining: float | None, received: Callable[[], None] | None
-    ) -> bool:
+    def count_in(self, request_bytes: int, receiving: bool = False) -> bool:
+        """Counts a received request's bytes in, at once; whether the call is heavy (it then
+        takes a heavy slot, `heavy_slot`, before it runs). Raises RequestError
+        (RESOURCE_EXHAUSTED) when the request would pass the byte budget. `receiving`: the call
+        holds a receiving slot, given back once its bytes are counted in (or refused), so that
+        its reservation and its bytes never both leave the budget free."""
         limits = self.limits
-        if limits.max_request_bytes is not None and request_bytes > limits.max_request_bytes:
-            raise RequestError(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE,
-                f"the request is {request_bytes} bytes; this server accepts at most "
-                f"{limits.max_request_bytes} (--max-receive-bytes)",
-                metadata={"limit": "max_receive_bytes", "max_bytes": str(limits.max_request_bytes)},
-            )
-        # A call alone over the budget would never be admitted: let it run when nothing else does.
-        if self.inflight_bytes and self.inflight_bytes + request_bytes > limits.max_inflight_bytes:
-            if request_bytes >= limits.heavy_call_bytes:
-                self._return_freed_memory()
-            raise self._refusal(
-                "max_inflight_request_bytes",
-                f"{self.inflight_bytes} request bytes are in flight; {request_bytes} more would "
-                f"pass this server's budget of {limits.max_inflight_bytes}",
-            )
-        # The bytes are held from here on, waiting or running, so they count from here on.
-        self._count_in(request_bytes)
-        if received is not None:
-            received()
-        heavy = request_bytes >= limits.heavy_call_bytes
-        if not heavy:
-            return False
+        try:
+            if limits.max_request_bytes is not None and request_bytes > limits.max_request_bytes:
+                raise RequestError(
+                    grpc.StatusCode.RESOURCE_EXHAUSTED,
+                    errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE,
+                    f"the request is {request_bytes} bytes; this server accepts at most "
+                    f"{limits.max_request_bytes} (--max-receive-bytes)",
+                    metadata={
+                        "limit": "max_receive_bytes",
+                        "max_bytes": str(limits.max_request_bytes),
+                    },
+                )
+            # A call alone over the budget would never be admitted: let it run when nothing else
+            # does.
+            inflight = self.inflight_bytes
+            if inflight and inflight + request_bytes > limits.max_inflight_bytes:
+                if request_bytes >= limits.heavy_call_bytes:
+                    self._return_freed_memory()
+                raise self._refusal(
+                    "max_inflight_request_bytes",
+                    f"{inflight} request bytes are in flight; {request_bytes} more would "
+                    f"pass this server's budget of {limits.max_inflight_bytes}",
+                )
+            # The bytes are held from here on, waiting or running, so they count from here on.
+            self._count_in(request_bytes)
+        finally:
+            if receiving:
+                self.receiving.give()
+        return request_bytes >= limits.heavy_call_bytes
+
+    async def heavy_slot(self, request_bytes: int, remaining: float | None) -> None:
+        """Waits in FIFO order for a heavy slot, for a heavy call counted in (`count_in`), up to
+        `remaining` (the call's time left before its deadline, if it has one) or the configured
+        wait. Counts the call out and raises RequestError(RESOURCE_EXHAUSTED) when none came
+        free in time."""
+        limits = self.limits
         wait = (
             limits.heavy_wait_seconds
             if remaining is None
@@ -229,7 +238,6 @@ class Admission:
                 f"running and {self.heavy.waiting} are waiting; this server runs at most "
                 f"{limits.max_heavy_calls} at once and none came free in {wait:.1f} s",
             )
-        return True
 
     def release(self, request_bytes: int, heavy: bool) -> None:
         if heavy:
@@ -281,16 +289,19 @@ class Admission:
     def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
         self.calls += 1
-        self._idle.clear()
         self._last_activity = time.monotonic()
 
     def _count_out(self, request_bytes: int) -> None:
         self.inflight_bytes -= request_bytes
         self.calls -= 1
-        self.receiving.wake()
+        receiving = self.receiving
+        if receiving._waiters:  # (what wake would find, without its call)
+            receiving.wake()
         self._last_activity = time.monotonic()
-        if not self.calls:
-            self._idle.set()
+        if not self.calls and self._idle_waiters:
+            for waiter in self._idle_waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def quiet_for(self) -> float:
         """Seconds since a call last started or ended (TrimEvents delivery gives way to calls,
@@ -308,9 +319,14 @@ class Admission:
 
     async def wait_idle(self, limit: float) -> bool:
         """Waits up to `limit` seconds for every admitted call to end; True if they did."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), limit)
-        return self._idle.is_set()
+        if self.calls:
+            idle: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._idle_waiters.append(idle)
+            try:
+                await asyncio.wait((idle,), timeout=limit)
+            finally:
+                self._idle_waiters.remove(idle)
+        return not self.calls
 
     async def receiving_slot(self) -> bool:
         """Waits (up to `receive_wait_seconds`, in FIFO order) until fewer than
@@ -350,21 +366,3 @@ def shutting_down_refusal() -> RequestError:
         errors_pb2.ERROR_REASON_SHUTTING_DOWN,
         "the sidecar is shutting down; send the call to another replica or after it restarts",
     )
-
-
-class ReceivingSlot:
-    """One call's slot among those receiving their request, with its reservation; freed once,
-    whichever comes first: admission counted the call's bytes in (or refused them), or the call
-    ended before its message arrived and grpc dropped its handler, and with it this object."""
-
-    __slots__ = ("_queue",)
-
-    def __init__(self, admission: Admission) -> None:
-        self._queue: SlotQueue | None = admission.receiving
-
-    def free(self) -> None:
-        queue, self._queue = self._queue, None
-        if queue is not None:
-            queue.give()
-
-    __del__ = free

@@ -25,7 +25,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
-from typing import Any, Protocol, TypeAlias, cast
+from typing import Any, NoReturn, Protocol, TypeAlias, cast
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -39,7 +39,7 @@ from turnkeeper.server.edge.access_log import (
     request_id_of,
     started,
 )
-from turnkeeper.server.edge.admission import Admission, ReceivingSlot, shutting_down_refusal
+from turnkeeper.server.edge.admission import Admission, shutting_down_refusal
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
@@ -233,26 +233,8 @@ class _MethodEdge:
         (authentication's refusal handler, on the unread requests)."""
         with _Call(stats, None, context):
             if isinstance(refusal, RequestError):
-                await context.abort_with_status(refusal.to_status())
-                raise AssertionError("abort_with_status returned")  # pragma: no cover
+                await _abort(context, refusal)
             return await refusal()
-
-    async def _admit(self, context: Context, stats: CallStats, slot: ReceivingSlot | None) -> bool:
-        """Counts a read request in (admission); whether it is heavy. Aborts the call when its
-        deadline has passed or admission refuses it."""
-        remaining = context.time_remaining()
-        if remaining is not None and remaining <= 0:
-            # Nobody waits for the answer any more: no work, nothing published.
-            await context.abort(
-                grpc.StatusCode.DEADLINE_EXCEEDED, "the deadline passed before the call started"
-            )
-        try:
-            return await self.admission.admit(
-                stats.request_bytes, remaining, slot.free if slot is not None else None
-            )
-        except RequestError as over:
-            await context.abort_with_status(over.to_status())
-            raise AssertionError("abort_with_status returned") from over  # pragma: no cover
 
     async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A unary call: authenticated, admitted, its one request read, answered, logged."""
@@ -263,32 +245,45 @@ class _MethodEdge:
             return await self._refuse(stats, context, functools.partial(refuse, requests, context))
         refused = self._refusal()
         admission = self.admission
-        receiving = not self.probe
-        shedder = self.edge.shedder
-        if refused is None and receiving and shedder is not None and shedder.refuses():
-            refused = shedder.refusal()
-            receiving = False
-        if refused is None and receiving and not await admission.receiving_slot():
-            refused = admission.receiving_refusal()
-            receiving = False
+        probe = self.probe
+        if refused is None and not probe:
+            shedder = self.edge.shedder
+            if shedder is not None and shedder.refuses():
+                refused = shedder.refusal()
+            elif not (admission.receiving.try_take() or await admission.receiving_slot()):
+                refused = admission.receiving_refusal()
         if refused is not None:
             return await self._refuse(stats, context, refused)
-        # Freed (with its reservation) once admission has counted the call's bytes in.
-        slot = ReceivingSlot(admission) if receiving else None
-        try:
-            raw = await self._read(context, stats)
-        except BaseException:
-            if slot is not None:
-                slot.free()
-            raise
-        request = _decoded(handler, raw)
+        # A call (not a probe) holds a receiving slot, with its reservation, until admission
+        # has counted its bytes in, or it ends before that.
+        receiving = not probe
         heavy: bool | None = None
-        with _Call(stats, request, context):
-            try:
+        try:
+            raw = await context.read()
+            if raw is grpc.aio.EOF:
+                await context.abort_with_status(_no_message().to_status())
+            stats.count_request(len(raw))
+            request = _decoded(handler, raw)
+            with _Call(stats, request, context):
                 if isinstance(request, RequestError):
                     await context.abort_with_status(request.to_status())
-                if not self.probe:
-                    heavy = await self._admit(context, stats, slot)
+                if not probe:
+                    remaining = context.time_remaining()
+                    if remaining is not None and remaining <= 0:
+                        # Nobody waits for the answer any more: no work, nothing published.
+                        await context.abort(
+                            grpc.StatusCode.DEADLINE_EXCEEDED,
+                            "the deadline passed before the call started",
+                        )
+                    # Admission: a light call at once, without a coroutine.
+                    receiving = False  # count_in gives it back
+                    try:
+                        admitted_heavy = admission.count_in(stats.request_bytes, receiving=True)
+                        if admitted_heavy:
+                            await admission.heavy_slot(stats.request_bytes, remaining)
+                    except RequestError as over:
+                        await _abort(context, over)
+                    heavy = admitted_heavy
                     if heavy:
                         # (grpc-stubs type the callback as a class of their own.)
                         context.add_done_callback(cast(Any, admission.sent))
@@ -296,11 +291,11 @@ class _MethodEdge:
                 response = await behavior(request, context)
                 stats.count_response(response)
                 return response
-            finally:
-                if slot is not None:
-                    slot.free()
-                if heavy is not None:
-                    admission.release(stats.request_bytes, heavy)
+        finally:
+            if receiving:
+                admission.receiving.give()
+            if heavy is not None:
+                admission.release(stats.request_bytes, heavy)
 
     async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A call with one request and a stream of responses (TrimEvents, health Watch)."""
@@ -361,6 +356,12 @@ class _MethodEdge:
             async for item in behavior(self._counted(requests, stats), context):
                 stats.count_response(item)
                 yield item
+
+
+async def _abort(context: Context, error: RequestError) -> NoReturn:
+    """Ends the call with `error`'s status."""
+    await context.abort_with_status(error.to_status())
+    raise AssertionError("abort_with_status returned")  # pragma: no cover
 
 
 def _decoded(handler: Handler, raw: bytes) -> Any:

@@ -123,7 +123,16 @@ def rfc3339(created: float) -> str:
     micro = round((created - second) * 1e6)
     if micro >= 1_000_000:
         second, micro = second + 1, micro - 1_000_000
-    return f"{_second(second)}.{micro // 1000:03d}Z"
+    return _second(second) + _MILLISECONDS[micro // 1000]
+
+
+# `.000Z` to `.999Z`: formatting the milliseconds was a third of a line's time.
+_MILLISECONDS = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))
+
+
+# logging's own table of level names (addLevelName changes it in place): a deferred line reads
+# its level's name there, without logging.getLevelName's call.
+_LEVEL_NAMES: Mapping[int, str] = logging._levelToName
 
 
 class _Rfc3339Time:
@@ -225,7 +234,8 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
         """The line of a `log_line` record (its extras name no call field: `_plain_extras`)."""
         attributes = dict(extra) if extra else {}
         _add_call_context(attributes, context)
-        return self.line(rfc3339(created), logging.getLevelName(level), name, message, attributes)
+        level_name = _LEVEL_NAMES.get(level) or logging.getLevelName(level)
+        return self.line(rfc3339(created), level_name, name, message, attributes)
 
 
 class _TextFormatter(_Rfc3339Time, logging.Formatter):
@@ -275,11 +285,16 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
             or known[0] is not context[0]  # (identity: a mapping of ids does not change)
             or known[1] != context[1]
         ):
-            attributes: dict[str, object] = {}
-            _add_call_context(attributes, context)
-            suffix = self._ids("", attributes)
+            ids, spans = context
+            if spans is None:  # the ids alone: what _add_call_context would copy
+                suffix = self._ids("", ids)
+            else:
+                attributes: dict[str, object] = {}
+                _add_call_context(attributes, context)
+                suffix = self._ids("", attributes)
             self._last_suffix = (context, suffix)
-        return f"{rfc3339(created)} {logging.getLevelName(level)} {name}: {message}{suffix}"
+        level_name = _LEVEL_NAMES.get(level) or logging.getLevelName(level)
+        return f"{rfc3339(created)} {level_name} {name}: {message}{suffix}"
 
     @staticmethod
     def _ids(line: str, attributes: Mapping[str, object]) -> str:
@@ -433,6 +448,8 @@ def _forget_pending_after_fork() -> None:
 
 os.register_at_fork(after_in_child=_forget_pending_after_fork)
 
+# The formatters that format log_line's lines when they are written.
+_DEFERRING_FORMATTERS = (_TextFormatter, _JsonFormatter)
 # The handler configure_logging installed, for log_line.
 _installed: TurnHandler | None = None
 
@@ -462,7 +479,7 @@ def _direct_handler(logger: logging.Logger, level: int) -> TurnHandler | None:
         or handler.level > level
         or len(handler.filters) != 1
         or handler.filters[0] is not handler.ids
-        or type(formatter) not in (_TextFormatter, _JsonFormatter)
+        or type(formatter) not in _DEFERRING_FORMATTERS
         or not formatter.short  # type: ignore[union-attr]
     ):
         return None
@@ -493,7 +510,7 @@ def log_line(
     # Formatted when the batch is written (TurnHandler._format): what it reads is taken now.
     entry = (handler.formatter, time.time(), level, logger.name, msg, args, extra, _call_context())
     with handler.lock or contextlib.nullcontext():
-        handler.add(entry, level, wait=True)  # type: ignore[arg-type]
+        handler.add(entry, level, True)  # type: ignore[arg-type]  # (wait)
 
 
 @functools.lru_cache(maxsize=64)
