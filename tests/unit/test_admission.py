@@ -247,3 +247,23 @@ async def test_wait_idle_returns_once_the_last_admitted_call_ends_or_after_its_l
     admission.release(100, False)
     assert await asyncio.wait_for(idle, 1) is True
     assert admission._idle_waiters == []
+
+
+async def test_calls_refused_while_draining_keep_the_drain_waiting_for_quiet() -> None:
+    admission = Admission(LIMITS)
+    admission.draining = True
+
+    async def arrivals() -> None:
+        for _ in range(5):
+            await asyncio.sleep(0.03)
+            refusal = admission.draining_refusal()
+            assert refusal.code == grpc.StatusCode.UNAVAILABLE
+
+    admission.draining_refusal()  # the first call after the signal
+    arriving = asyncio.create_task(arrivals())
+    start = asyncio.get_running_loop().time()
+    await admission.wait_quiet(0.05, 5.0)
+    # Not before the last of the five arrivals (0.15 s in), then 0.05 s of quiet.
+    assert asyncio.get_running_loop().time() - start >= 0.15
+    assert arriving.done()
+    await arriving

@@ -303,6 +303,13 @@ class Admission:
                 if not waiter.done():
                     waiter.set_result(None)
 
+    def draining_refusal(self) -> RequestError:
+        """The answer to a call that arrived while draining. It counts as activity: the drain
+        waits until calls stop arriving (`wait_quiet`), since grpc cancels the calls it still
+        holds unseen when the server stops, and a loaded server takes them a while."""
+        self._last_activity = time.monotonic()
+        return shutting_down_refusal()
+
     def quiet_for(self) -> float:
         """Seconds since a call last started or ended (TrimEvents delivery gives way to calls,
         events/common.py `Pacer`)."""

@@ -39,7 +39,7 @@ from turnkeeper.server.edge.access_log import (
     request_id_of,
     started,
 )
-from turnkeeper.server.edge.admission import Admission, shutting_down_refusal
+from turnkeeper.server.edge.admission import Admission
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
@@ -212,7 +212,7 @@ class _MethodEdge:
         """Why a unary call is refused before its request is read, if it is: the server is
         draining. (Authentication's refusals come as handlers.)"""
         if not self.probe and self.admission.draining:
-            return shutting_down_refusal()
+            return self.admission.draining_refusal()
         return None
 
     @staticmethod
