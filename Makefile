@@ -149,6 +149,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/bench_fixed_cost.py
 	$(PY) bench/bench_servicer.py
 	$(PY) bench/bench_edge.py
+	$(PY) bench/bench_loop_instructions.py
 	$(PY) bench/bench_memory.py
 	$(PY) bench/bench_load_shed.py
 	$(PY) bench/accept_probe.py default extra:32 generic
