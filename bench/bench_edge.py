@@ -33,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sidecar import TRIM, trim_request, workload
 from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
+from turnkeeper.server.app import admission_limits
 from turnkeeper.server.config import ServerConfig
-from turnkeeper.server.edge.admission import Admission, AdmissionLimits
+from turnkeeper.server.edge.admission import Admission
 from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.server import load_shedder
 from turnkeeper.server.engine import create_engine
@@ -131,17 +132,7 @@ async def _no_requests() -> AsyncIterator[bytes]:
 def calls(servicer: HistoryServicer, raw: bytes) -> dict[str, Callable[[], None]]:
     """One call of each contender: the edge-wrapped handler and the bare one."""
     config = ServerConfig()
-    admission = Admission(
-        AdmissionLimits(
-            max_inflight_bytes=config.max_inflight_request_bytes,
-            heavy_call_bytes=config.heavy_call_bytes,
-            max_heavy_calls=config.max_heavy_calls,
-            max_receiving_calls=config.max_receiving_calls,
-            receive_wait_seconds=config.receive_wait_seconds,
-            heavy_wait_seconds=config.heavy_wait_seconds,
-            max_request_bytes=config.max_receive_bytes,
-        )
-    )
+    admission = Admission(admission_limits(config))
     registry = _Registry()
     edge = Edge(admission, (), load_shedder(config, admission))
     edge.registry(registry, OWN_ACCEPT_METHODS).add_registered_method_handlers(

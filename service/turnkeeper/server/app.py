@@ -49,7 +49,20 @@ log = logging.getLogger("turnkeeper.server")
 
 DRAIN_SETTLE_SECONDS = 0.1
 
-__all__ = ["Sidecar", "StartupError", "serve"]
+__all__ = ["Sidecar", "StartupError", "admission_limits", "serve"]
+
+
+def admission_limits(config: ServerConfig) -> AdmissionLimits:
+    """What admission control enforces, from the configuration."""
+    return AdmissionLimits(
+        max_inflight_bytes=config.max_inflight_request_bytes,
+        heavy_call_bytes=config.heavy_call_bytes,
+        max_heavy_calls=config.max_heavy_calls,
+        max_receiving_calls=config.max_receiving_calls,
+        receive_wait_seconds=config.receive_wait_seconds,
+        heavy_wait_seconds=config.heavy_wait_seconds,
+        max_request_bytes=config.max_receive_bytes,
+    )
 
 
 class Sidecar:
@@ -81,17 +94,7 @@ class Sidecar:
         self._health = HealthService()
         self._poller: asyncio.Task[None] | None = None
         self._stopping = False
-        self.admission = Admission(
-            AdmissionLimits(
-                max_inflight_bytes=config.max_inflight_request_bytes,
-                heavy_call_bytes=config.heavy_call_bytes,
-                max_heavy_calls=config.max_heavy_calls,
-                max_receiving_calls=config.max_receiving_calls,
-                receive_wait_seconds=config.receive_wait_seconds,
-                heavy_wait_seconds=config.heavy_wait_seconds,
-                max_request_bytes=config.max_receive_bytes,
-            )
-        )
+        self.admission = Admission(admission_limits(config))
 
     @property
     def health(self) -> HealthService:
