@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -90,7 +91,14 @@ async def test_a_failed_call_records_its_status_and_reason(
         stub = history_service_pb2_grpc.HistoryServiceStub(channel)
         with pytest.raises(grpc.aio.AioRpcError):
             await stub.EstimateTokens(svc.EstimateTokensRequest(history=bad), timeout=5)
-    (span,) = [s for s in exporter.get_finished_spans() if s.name.endswith("/EstimateTokens")]
+    # grpc sends an abort's status at once, before the handler has unwound and its span ended:
+    # the span may end a moment after the client has its error.
+    for _ in range(100):
+        spans = [s for s in exporter.get_finished_spans() if s.name.endswith("/EstimateTokens")]
+        if spans:
+            break
+        await asyncio.sleep(0.01)
+    (span,) = spans
     attributes = dict(span.attributes or {})
     assert attributes["rpc.grpc.status"] == "INVALID_ARGUMENT"
     assert attributes["turnkeeper.error_reason"] == "ERROR_REASON_INVALID_HISTORY"
