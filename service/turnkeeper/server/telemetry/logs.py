@@ -224,8 +224,8 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
 
     def deferred(
         self,
-        created: float,
-        level: int,
+        asctime: str,
+        levelname: str,
         name: str,
         message: str,
         extra: Mapping[str, object] | None,
@@ -234,8 +234,7 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
         """The line of a `log_line` record (its extras name no call field: `_plain_extras`)."""
         attributes = dict(extra) if extra else {}
         _add_call_context(attributes, context)
-        level_name = _LEVEL_NAMES.get(level) or logging.getLevelName(level)
-        return self.line(rfc3339(created), level_name, name, message, attributes)
+        return self.line(asctime, levelname, name, message, attributes)
 
 
 class _TextFormatter(_Rfc3339Time, logging.Formatter):
@@ -269,8 +268,8 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
 
     def deferred(
         self,
-        created: float,
-        level: int,
+        asctime: str,
+        levelname: str,
         name: str,
         message: str,
         extra: Mapping[str, object] | None,
@@ -293,8 +292,7 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
                 _add_call_context(attributes, context)
                 suffix = self._ids("", attributes)
             self._last_suffix = (context, suffix)
-        level_name = _LEVEL_NAMES.get(level) or logging.getLevelName(level)
-        return f"{rfc3339(created)} {level_name} {name}: {message}{suffix}"
+        return f"{asctime} {levelname} {name}: {message}{suffix}"
 
     @staticmethod
     def _ids(line: str, attributes: Mapping[str, object]) -> str:
@@ -423,7 +421,8 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         formatter, created, level, name, msg, args, extra, context = entry
         try:
             message = str(msg) % args if args else str(msg)
-            return formatter.deferred(created, level, name, message, extra, context)
+            levelname = _LEVEL_NAMES.get(level) or logging.getLevelName(level)
+            return formatter.deferred(rfc3339(created), levelname, name, message, extra, context)
         except Exception:  # as logging reports a record it cannot format; the line is dropped
             record = logging.LogRecord(name, level, "(unknown file)", 0, msg, args, None)
             record.__dict__.update(extra or {})
