@@ -57,6 +57,7 @@ EXPECTED_FAMILIES = {
     "turnkeeper_event_feed_healthy",
     "turnkeeper_engine_info",
     "turnkeeper_build_info",
+    "python_gc_collections",
 }
 
 

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import sys
 
-from turnkeeper.server import allocator
+from turnkeeper.server import allocator, garbage
 from turnkeeper.server.app import StartupError, serve
 from turnkeeper.server.config import cgroup_memory_limit, parse_config
 from turnkeeper.server.ops.dashboard import dashboard_routes_for
@@ -20,9 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(config.log_level, config.log_format)
     # grpc core's C++ lines (TLS handshake failures among them) through the same logger.
     route_core_logs()
+    # The ops port (--http) serves the live dashboard at / next to /metrics and the probes.
+    ops_routes = (dashboard_routes_for(config),)
+    garbage.freeze_startup_objects()  # last: no full collection visits what startup made
     try:
-        # The ops port (--http) serves the live dashboard at / next to /metrics and the probes.
-        asyncio.run(serve(config, ops_routes=(dashboard_routes_for(config),)))
+        asyncio.run(serve(config, ops_routes=ops_routes))
     except StartupError as error:
         logging.getLogger("turnkeeper.server").error("cannot start: %s", error)
         return 1

@@ -28,6 +28,7 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
     Info,
     PlatformCollector,
@@ -49,6 +50,7 @@ from turnkeeper.v1 import trim_pb2
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
 PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)  # collections by generation (startup's objects are frozen)
 
 _RPC_LABELS = ("grpc_service", "grpc_method", "grpc_type")
 # Seconds: 0.5 ms (a small estimate) to 30 s (a large history on a busy pool).
