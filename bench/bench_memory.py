@@ -7,7 +7,7 @@ at its idle size) with its default flags:
   workload), as a multiple of the request's size, next to the receive floor (a grpc.aio server
   that takes the request's bytes and answers nothing: gRPC's own receive path) and the suffix
   floor (the generated types parse the request); contenders in rotating order, medians;
-- a wave of 16 concurrent 60 MB EstimateTokens: outcomes, RSS idle / peak / 2 s after, and the
+- a wave of 16 concurrent 60 MB EstimateTokens: outcomes, RSS idle / peak / after, and the
   latency of 20-row calls sent meanwhile. tests/robustness/test_memory_cgroup.py runs the same
   wave under a 768 MiB cgroup limit.
 
@@ -28,8 +28,12 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sidecar import OPTIONS, Server, floor, keep_of, trim_request, turnkeeper, workload
+from turnkeeper.server.allocator import QUIET_SECONDS
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
+
+# turnkeeper hands freed memory back QUIET_SECONDS after the last big call.
+SETTLE_SECONDS = QUIET_SECONDS + 1.0
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS = 1 if QUICK else 3
@@ -42,14 +46,14 @@ def contender(name: str) -> Server:
 
 
 def one_request(name: str, big: bytes, small: bytes, keep: int) -> tuple[float, float]:
-    """Peak growth and RSS 1 s after, both as multiples of the request's size."""
+    """Peak growth and RSS `SETTLE_SECONDS` after, both as multiples of the request's size."""
     server = contender(name)
     try:
         server.trim(small, 1)
         before = server.rss_kib("VmRSS")
         server.trim(big, keep)
         peak = server.rss_kib("VmHWM")
-        time.sleep(1.0)  # turnkeeper hands freed memory back 0.5 s after a heavy call
+        time.sleep(SETTLE_SECONDS)
         after = server.rss_kib("VmRSS")
         return (peak - before) * 1024 / len(big), (after - before) * 1024 / len(big)
     finally:
@@ -75,7 +79,10 @@ def peak_per_request() -> None:
         peak = statistics.median(p for p, _ in figures[name])
         after = statistics.median(a for _, a in figures[name])
         spread = ", ".join(f"{p:.2f}" for p, _ in figures[name])
-        print(f"{name:>18}: peak +{peak:.2f}x the request ({spread}); 1 s after +{after:.2f}x")
+        print(
+            f"{name:>18}: peak +{peak:.2f}x the request ({spread}); "
+            f"{SETTLE_SECONDS:.0f} s after +{after:.2f}x"
+        )
 
 
 def chat(n: int, text: str) -> h.History:
@@ -133,7 +140,7 @@ def wave() -> None:
         elapsed = time.monotonic() - started
         done.set()
         prober.join()
-        time.sleep(2.0)
+        time.sleep(SETTLE_SECONDS)
         after = server.rss_kib("VmRSS") // 1024
     finally:
         server.stop()
@@ -141,7 +148,7 @@ def wave() -> None:
         f"\n== a wave of {WAVE} concurrent {len(body) / 1e6:.0f} MB EstimateTokens, default flags"
     )
     print(f"outcomes {dict(outcomes)} in {elapsed:.1f} s")
-    print(f"RSS MiB: idle {idle}, peak {peak}, 2 s after {after}")
+    print(f"RSS MiB: idle {idle}, peak {peak}, {SETTLE_SECONDS:.0f} s after {after}")
     if latencies:
         latencies.sort()
         p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)]

@@ -10,16 +10,20 @@ from collections.abc import Callable
 from typing import Any
 
 RETURN_BEFORE_WORK_BYTES = 8 * 1024 * 1024
-QUIET_SECONDS = 1.0
-"""A request of at least `RETURN_BEFORE_WORK_BYTES` has its receive path's freed memory handed
-back before the engine works on it when it is the first such request after `QUIET_SECONDS`
-without one, or when the process holds half its memory limit or more. gRPC frees its buffer of
-the request (as big as the request) into the arenas of its own threads, which the engine's
-worker thread does not allocate from: left there, it held one 100k-row request's peak at
-3.3-3.8x its size instead of the 3.0x of gRPC's receive path alone. In a run of big requests
-each thread's arena already holds what the previous call freed, and trimming every time made the
-next call fault the same pages in again (back-to-back 100k-row calls 15-30 % slower); under a
-limit, though, a wave of 16 x 60 MB peaked 120-230 MiB higher without those trims (issue 19)."""
+QUIET_SECONDS = 5.0
+"""Big requests that come within `QUIET_SECONDS` of each other reuse the memory the one before
+freed; the allocator's free pages go back to the system only after `QUIET_SECONDS` without one
+(here, and after a wave: `edge/admission.py`), or whenever the process holds half its memory
+limit or more. A request of at least `RETURN_BEFORE_WORK_BYTES` has its receive path's freed
+memory handed back before the engine works on it when it is the first such request after
+`QUIET_SECONDS` without one, or under that pressure. gRPC frees its buffer of the request (as big
+as the request) into the arenas of its own threads, which the engine's worker thread does not
+allocate from: left there, it held one 100k-row request's peak at 3.3-3.8x its size instead of the
+3.0x of gRPC's receive path alone. Between big requests, though, a trim makes the next one fault
+the same pages in again: trimming before every big request made back-to-back 100k-row calls 15-30 %
+slower, and with the 1 s and 0.5 s of before, a 100k-row TrimHistory that came 1.2 s after the last
+took 122 ms instead of 94 (issue 19). Under a limit, a wave of 16 x 60 MB peaked 120-230 MiB higher
+without the trims that pressure brings."""
 
 MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 16 * 1024 * 1024
@@ -78,6 +82,12 @@ def _rss_bytes() -> int:
         return int(statm.read().split()[1]) * _PAGE
 
 
+def under_pressure() -> bool:
+    """Whether the process holds half its memory limit or more (never without a limit)."""
+    pressure = _pressure_bytes
+    return pressure is not None and _rss_bytes() >= pressure
+
+
 def before_work(request_bytes: int) -> None:
     """Called by an engine, on its worker thread, before it reads a request of this size."""
     global _last_big_work
@@ -86,6 +96,5 @@ def before_work(request_bytes: int) -> None:
     now = time.monotonic()
     quiet = now - _last_big_work > QUIET_SECONDS
     _last_big_work = now  # (worker threads race on it harmlessly: a trim more or less)
-    pressure = _pressure_bytes
-    if quiet or (pressure is not None and _rss_bytes() >= pressure):
+    if quiet or under_pressure():
         return_freed_memory()

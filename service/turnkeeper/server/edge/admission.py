@@ -20,7 +20,7 @@ from typing import Any
 
 import grpc
 
-from turnkeeper.server.allocator import MALLOC_TRIM
+from turnkeeper.server.allocator import MALLOC_TRIM, QUIET_SECONDS, under_pressure
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
@@ -256,14 +256,17 @@ class Admission:
     def _return_freed_memory(self) -> None:
         """Once big requests stop arriving, hands the memory the allocator kept back to the
         system, so RSS falls back near idle after a wave of them (glibc keeps freed heap pages in
-        its arenas otherwise). `_TRIM_DELAY_SECONDS` after the last heavy call ended (`release`,
-        then `sent`) or was refused (grpc lets go of its bytes after that), on a worker thread
+        its arenas otherwise). `QUIET_SECONDS` after the last heavy call ended (`release`, then
+        `sent`) or was refused (grpc lets go of its bytes after that), so that big calls that
+        follow each other reuse the pages (`allocator.QUIET_SECONDS`), or `_TRIM_DELAY_SECONDS`
+        after it when the process holds half its memory limit or more; on a worker thread
         (ctypes releases the GIL), one at a time; and once more `_LATE_TRIM_SECONDS` later, for
         the send buffers gRPC frees only once slow readers have taken big responses."""
         if MALLOC_TRIM is None:
             return
         loop = asyncio.get_running_loop()
-        self._trim_at = loop.time() + _TRIM_DELAY_SECONDS
+        delay = _TRIM_DELAY_SECONDS if under_pressure() else QUIET_SECONDS
+        self._trim_at = loop.time() + delay
         if self._trim_scheduled:
             return  # the timer re-arms itself until the wave is over
 
@@ -284,7 +287,7 @@ class Admission:
             self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
 
         self._trim_scheduled = True
-        loop.call_later(_TRIM_DELAY_SECONDS, trim)
+        loop.call_later(delay, trim)
 
     def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
@@ -362,7 +365,7 @@ class Admission:
         return overloaded(limit, message, self.limits.retry_after_seconds)
 
 
-# After the call has ended and grpc has let go of its request and response bytes.
+# After the call has ended and grpc has let go of its request and response bytes, under pressure.
 _TRIM_DELAY_SECONDS = 0.5
 _LATE_TRIM_SECONDS = 5.0
 
