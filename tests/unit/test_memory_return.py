@@ -112,3 +112,17 @@ async def test_under_memory_pressure_memory_goes_back_soon_after_the_wave(
     admission.release(300, True)
     await asyncio.sleep(0.2)
     assert len(wave_trims) == 1
+
+
+async def test_pressure_that_comes_during_the_quiet_time_brings_the_trim_forward(
+    wave_trims: list[float], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(admission_module, "QUIET_SECONDS", 5.0)
+    admission = Admission(LIMITS)
+    assert await admission.admit(300)
+    admission.release(300, True)  # no pressure: armed for the quiet time
+    monkeypatch.setattr(admission_module, "under_pressure", lambda: True)
+    assert await admission.admit(300)
+    admission.release(300, True)
+    await asyncio.sleep(0.3)
+    assert len(wave_trims) == 1

@@ -135,7 +135,7 @@ class Admission:
         # Set when the server begins to drain: calls that arrive from then on are refused with
         # UNAVAILABLE (retry elsewhere), never cancelled half-way by the shutdown.
         self.draining = False
-        self._trim_scheduled = False
+        self._trim_timer: asyncio.TimerHandle | None = None  # the trim after a wave, when armed
         self._trim_at = 0.0
         self._trimming: asyncio.Future[int] | None = None
         # wait_idle's callers (the drain at shutdown), woken when the last admitted call ends: an
@@ -266,28 +266,34 @@ class Admission:
             return
         loop = asyncio.get_running_loop()
         delay = _TRIM_DELAY_SECONDS if under_pressure() else QUIET_SECONDS
-        self._trim_at = loop.time() + delay
-        if self._trim_scheduled:
-            return  # the timer re-arms itself until the wave is over
+        self._trim_at = at = loop.time() + delay
+        timer = self._trim_timer
+        if timer is not None:
+            if timer.when() <= at:
+                return  # the timer re-arms itself until the wave is over
+            timer.cancel()  # pressure came: the trim comes sooner
+        self._trim_timer = loop.call_at(at, self._trim_after_wave)
 
-        def trim() -> None:
-            wait = self._trim_at - loop.time()
-            running = self._trimming
-            if wait > 0 or self.heavy.used or (running is not None and not running.done()):
-                loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), trim)
-                return
-            self._trim_scheduled = False
-            self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
-            loop.call_later(_LATE_TRIM_SECONDS, late)
+    def _trim_after_wave(self) -> None:
+        assert MALLOC_TRIM is not None  # (armed only with it)
+        loop = asyncio.get_running_loop()
+        wait = self._trim_at - loop.time()
+        running = self._trimming
+        if wait > 0 or self.heavy.used or (running is not None and not running.done()):
+            self._trim_timer = loop.call_later(
+                max(wait, _TRIM_DELAY_SECONDS / 5), self._trim_after_wave
+            )
+            return
+        self._trim_timer = None
+        self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
+        loop.call_later(_LATE_TRIM_SECONDS, self._late_trim)
 
-        def late() -> None:
-            running = self._trimming
-            if self.heavy.used or self._trim_scheduled or (running and not running.done()):
-                return  # another wave began: its own trims follow it
-            self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
-
-        self._trim_scheduled = True
-        loop.call_later(delay, trim)
+    def _late_trim(self) -> None:
+        assert MALLOC_TRIM is not None  # (armed only with it)
+        running = self._trimming
+        if self.heavy.used or self._trim_timer is not None or (running and not running.done()):
+            return  # another wave began: its own trims follow it
+        self._trimming = asyncio.get_running_loop().run_in_executor(None, MALLOC_TRIM, 0)
 
     def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
