@@ -27,6 +27,7 @@ from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenFileError
 from turnkeeper.server.edge.connection_guard import ConnectionGuard
+from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.interceptor import Edge, HandlerRegistry
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
@@ -48,6 +49,11 @@ from turnkeeper.server.version import server_version
 log = logging.getLogger("turnkeeper.server")
 
 DRAIN_SETTLE_SECONDS = 0.1
+# However short the grace, the calls already sent get this long to reach their handlers (and be
+# served or refused UNAVAILABLE) before grpc would cancel them unseen.
+SETTLE_SECONDS = 0.5
+# How long the calls a drain ends at its grace's end have to send their UNAVAILABLE.
+ANSWER_SECONDS = 1.0
 
 __all__ = ["Sidecar", "StartupError", "admission_limits", "serve"]
 
@@ -90,6 +96,7 @@ class Sidecar:
         self._locks: list[UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
+        self._in_service = CallsInService()
         self._servicer: HistoryServicer | None = None
         self._health = HealthService()
         self._poller: asyncio.Task[None] | None = None
@@ -120,6 +127,7 @@ class Sidecar:
         server = self._server = create_server(self.config, shedder, self._tracing())
         self._servicer = self._create_servicer(feed)
         edge = Edge(self.admission, auth, shedder)
+        self._in_service = edge.in_service
         self._register_services(edge.registry(server, OWN_ACCEPT_METHODS), self._servicer)
         self._listen(server, credentials)
         await server.start()
@@ -268,7 +276,14 @@ class Sidecar:
             if self._server is not None:
                 stopping = await self._stop_accepting(self._server, grace)
                 # The unary calls finish (and publish their events) before the feed closes.
-                await self.admission.wait_idle(grace)
+                if not await self.admission.wait_idle(grace):
+                    # The grace ran out: the calls still running are answered UNAVAILABLE
+                    # (retry elsewhere) before grpc would cancel them.
+                    ended = self._in_service.end_all()
+                    log.warning(
+                        "drain: the grace period ended; %d calls answered UNAVAILABLE", ended
+                    )
+                    await self.admission.wait_idle(ANSWER_SECONDS)
             if self._feed is not None:
                 # Streams get what was published, then a heartbeat with their resume cursor.
                 await self._feed.close()
@@ -292,8 +307,9 @@ class Sidecar:
         # clients sent before the signal must reach their handlers first: grpc cancels the
         # calls it has received but not handed to us yet.
         self.admission.draining = True
-        await self.admission.wait_quiet(DRAIN_SETTLE_SECONDS, grace / 2)
-        return asyncio.ensure_future(server.stop(grace))
+        await self.admission.wait_quiet(DRAIN_SETTLE_SECONDS, max(grace / 2, SETTLE_SECONDS))
+        # grpc's own cancellation comes after the drain has answered what was still running.
+        return asyncio.ensure_future(server.stop(grace + ANSWER_SECONDS))
 
     async def _release(self) -> None:
         """The engine pool, then the ops port, then the sockets: whatever was started."""

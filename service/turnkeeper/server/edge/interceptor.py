@@ -21,6 +21,7 @@ refused if none comes free in time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
@@ -40,6 +41,7 @@ from turnkeeper.server.edge.access_log import (
     started,
 )
 from turnkeeper.server.edge.admission import Admission
+from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
@@ -88,6 +90,8 @@ class Edge:
         self.admission = admission
         self._auth = tuple(auth)
         self.shedder = shedder
+        # What a drain whose grace runs out answers itself (edge/drain.py).
+        self.in_service = CallsInService()
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """`handler` (of the method at path `method`) with the edge around each of its calls.
@@ -288,7 +292,17 @@ class _MethodEdge:
                         # (grpc-stubs type the callback as a class of their own.)
                         context.add_done_callback(cast(Any, admission.sent))
                 behavior = cast(_Unary, handler.unary_unary)
-                response = await behavior(request, context)
+                in_service = self.edge.in_service
+                task = in_service.enter()
+                try:
+                    response = await behavior(request, context)
+                except asyncio.CancelledError:
+                    ended = in_service.refusal_if_ended(task)
+                    if ended is None:
+                        raise
+                    await _abort(context, ended)
+                finally:
+                    in_service.leave(task)
                 stats.count_response(response)
                 return response
         finally:
