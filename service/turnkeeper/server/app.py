@@ -88,6 +88,7 @@ class Sidecar:
         self._tracer_provider = tracer_provider
         self._own_provider: TracerProvider | None = None
         self.tcp_addresses: list[str] = []
+        self._tls_ports: dict[int, bool] = {}  # each bound TCP port: whether it has TLS
         self.unix_paths: list[str] = []
         self.http_address: str | None = None
         self._ops_routes = tuple(ops_routes)
@@ -131,7 +132,7 @@ class Sidecar:
         self._register_services(edge.registry(server, OWN_ACCEPT_METHODS), self._servicer)
         self._listen(server, credentials)
         await server.start()
-        self._guard_connections(tls=credentials is not None)
+        self._guard_connections()
         ENGINE.info({"engine": self._servicer.engine.name})
         await self._start_ops(feed)
         for name in SERVING_NAMES:
@@ -191,16 +192,20 @@ class Sidecar:
             log.warning("%s", warning)
         for address, port_credentials in zip(self.config.listen, credentials, strict=True):
             self.tcp_addresses.append(bind_tcp(server, address, port_credentials))
+            self._tls_ports[int(self.tcp_addresses[-1].rpartition(":")[2])] = (
+                port_credentials is not None
+            )
         for lock in self._locks:
             bind_unix(server, lock, self.config.unix_permissions)
             self.unix_paths.append(lock.path)
 
-    def _guard_connections(self, tls: bool) -> None:
-        """Unused connections cannot hold every slot (edge/connection_guard.py)."""
-        ports = {int(address.rpartition(":")[2]): tls for address in self.tcp_addresses}
+    def _guard_connections(self) -> None:
+        """Unused connections cannot hold every slot (edge/connection_guard.py). Each port is
+        judged by its own security: a plaintext port's unused connections are told by the bytes
+        they sent, which TLS hides."""
         config = self.config
         self._guard = ConnectionGuard(
-            ports, config.max_connections, config.max_connections_per_peer
+            dict(self._tls_ports), config.max_connections, config.max_connections_per_peer
         )
         self._guard.start()
 
