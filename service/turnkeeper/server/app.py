@@ -24,6 +24,7 @@ from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.edge.accept_ahead import AcceptAhead
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenFileError
 from turnkeeper.server.edge.connection_guard import ConnectionGuard
@@ -31,7 +32,7 @@ from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.interceptor import Edge, HandlerRegistry
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
-from turnkeeper.server.edge.server import create_server, load_shedder
+from turnkeeper.server.edge.server import create_server, load_shedder, server_interceptors
 from turnkeeper.server.edge.tls import CertificateError
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed, describe_events_url
@@ -94,6 +95,7 @@ class Sidecar:
         self._ops_routes = tuple(ops_routes)
         self._ops: OpsServer | None = None
         self._guard: ConnectionGuard | None = None
+        self._accept_ahead: AcceptAhead | None = None
         self._locks: list[UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
@@ -125,13 +127,21 @@ class Sidecar:
         feed = await self._start_feed()
         credentials, auth = security(self.config)
         shedder = load_shedder(self.config, self.admission)
-        server = self._server = create_server(self.config, shedder, self._tracing())
+        tracer_provider = self._tracing()
+        server = self._server = create_server(self.config, shedder, tracer_provider)
         self._servicer = self._create_servicer(feed)
         edge = Edge(self.admission, auth, shedder)
         self._in_service = edge.in_service
         self._register_services(edge.registry(server, OWN_ACCEPT_METHODS), self._servicer)
         self._listen(server, credentials)
         await server.start()
+        self._accept_ahead = AcceptAhead(
+            server,
+            edge.registered,
+            server_interceptors(tracer_provider),
+            self.config.accept_ahead,
+        )
+        self._accept_ahead.start()
         self._guard_connections()
         ENGINE.info({"engine": self._servicer.engine.name})
         await self._start_ops(feed)
@@ -296,6 +306,9 @@ class Sidecar:
             self._feed = None
             if stopping is not None:
                 await stopping
+            if self._accept_ahead is not None:
+                await self._accept_ahead.stop()
+                self._accept_ahead = None
             self._server = None
             await self._release()
 
