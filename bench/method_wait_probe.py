@@ -6,7 +6,8 @@ EstimateTokens and 4 more send each of the other per-call methods (20-row TrimHi
 PrepareModelCall, ResolveBudget); `--load mixed`: `--clients` clients each send one method in
 turn, 30 % EstimateTokens, 30 % TrimHistory, 20 % PrepareModelCall, 20 % ResolveBudget. Per method:
 its cost (p50 of one client alone), and under the load the served calls' p50 / p99 and their p50
-over the cost, and the share refused (RESOURCE_EXHAUSTED, not retried: the next call goes out).
+over the cost, and the share refused (RESOURCE_EXHAUSTED; the client then waits its RetryInfo
+delay, as turnkeeper's clients do, and sends its next call).
 
     python bench/method_wait_probe.py --load flood --clients 96 "--accept-ahead 0" ""
     python bench/method_wait_probe.py --load mixed --clients 192 "--accept-ahead 0" ""
@@ -20,6 +21,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from turnkeeper.v1 import profile_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sidecar import Server, trim_request, workload
+from load_probe import retry_delay
 
 SERVICE = "/turnkeeper.v1.HistoryService/"
 METHODS = ("EstimateTokens", "TrimHistory", "PrepareModelCall", "ResolveBudget")
@@ -71,6 +74,7 @@ def _client(address: str, plans: list[list[str]], seconds: float, out: Any) -> N
             await channel.channel_ready()
         out.put("ready")
         results: dict[str, tuple[list[float], list[int]]] = {m: ([], [0]) for m in METHODS}
+        failed: Counter[str] = Counter()
         end = time.perf_counter() + seconds
 
         async def one(k: int, methods: list[str]) -> None:
@@ -85,12 +89,16 @@ def _client(address: str, plans: list[list[str]], seconds: float, out: Any) -> N
                     await calls[method](raw[method], timeout=30)
                 except grpc.aio.AioRpcError as error:
                     if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                        raise
+                        failed[f"{method} {error.code().name} {error.details()}"] += 1
+                        continue
                     results[method][1][0] += 1
+                    await asyncio.sleep(retry_delay(error) or 0.0)
                     continue
                 results[method][0].append(time.perf_counter() - start)
 
         await asyncio.gather(*(one(k, p) for k, p in enumerate(plans)))
+        if failed:
+            print(f"failed calls: {dict(failed)}", flush=True)
         return {m: (lat, refused[0]) for m, (lat, refused) in results.items()}
 
     out.put(asyncio.run(main()))
