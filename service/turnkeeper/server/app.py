@@ -291,14 +291,15 @@ class Sidecar:
             if self._server is not None:
                 stopping = await self._stop_accepting(self._server, grace)
                 # The unary calls finish (and publish their events) before the feed closes.
-                if not await self.admission.wait_idle(grace):
-                    # The grace ran out: the calls still running are answered UNAVAILABLE
-                    # (retry elsewhere) before grpc would cancel them.
+                await self.admission.wait_idle(grace)
+                if len(self._in_service):
+                    # The grace ran out: the calls still running, or still waiting to be read,
+                    # are answered UNAVAILABLE (retry elsewhere) before grpc would cancel them.
                     ended = self._in_service.end_all()
                     log.warning(
                         "drain: the grace period ended; %d calls answered UNAVAILABLE", ended
                     )
-                    await self.admission.wait_idle(ANSWER_SECONDS)
+                    await self._in_service.wait_empty(ANSWER_SECONDS)
             if self._feed is not None:
                 # Streams get what was published, then a heartbeat with their resume cursor.
                 await self._feed.close()

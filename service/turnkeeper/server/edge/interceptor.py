@@ -248,8 +248,30 @@ class _MethodEdge:
             return await refusal()
 
     async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
-        """A unary call: authenticated, admitted, its one request read, answered, logged."""
+        """A unary call: authenticated, admitted, its one request read, answered, logged. From
+        its arrival to its answer it is in service, which a drain whose grace ends answers
+        UNAVAILABLE rather than let grpc cancel it (edge/drain.py)."""
         stats = self._stats(context)
+        in_service = self.edge.in_service
+        task = in_service.enter()
+        try:
+            return await self._unary(stats, requests, context, task)
+        except asyncio.CancelledError:
+            # Ended by the drain while it waited to be read (once read, `_unary` answers).
+            ended = in_service.refusal_if_ended(task)
+            if ended is None:
+                raise
+            return await self._refuse(stats, context, ended)
+        finally:
+            in_service.leave(task)
+
+    async def _unary(
+        self,
+        stats: CallStats,
+        requests: AsyncIterator[Any],
+        context: Context,
+        task: asyncio.Task[object] | None,
+    ) -> Any:
         handler = await self._authenticated(context) if self.auth else self.handler
         if handler.request_streaming:
             refuse = cast(_Unary, handler.stream_unary)
@@ -277,42 +299,39 @@ class _MethodEdge:
             stats.count_request(len(raw))
             request = _decoded(handler, raw)
             with _Call(stats, request, context):
-                if isinstance(request, RequestError):
-                    await context.abort_with_status(request.to_status())
-                if not probe:
-                    remaining = context.time_remaining()
-                    if remaining is not None and remaining <= 0:
-                        # Nobody waits for the answer any more: no work, nothing published.
-                        await context.abort(
-                            grpc.StatusCode.DEADLINE_EXCEEDED,
-                            "the deadline passed before the call started",
-                        )
-                    # Admission: a light call at once, without a coroutine.
-                    receiving = False  # count_in gives it back
-                    try:
-                        admitted_heavy = admission.count_in(stats.request_bytes, receiving=True)
-                        if admitted_heavy:
-                            await admission.heavy_slot(stats.request_bytes, remaining)
-                    except RequestError as over:
-                        await _abort(context, over)
-                    heavy = admitted_heavy
-                    if heavy:
-                        # (grpc-stubs type the callback as a class of their own.)
-                        context.add_done_callback(cast(Any, admission.sent))
-                behavior = cast(_Unary, handler.unary_unary)
-                in_service = self.edge.in_service
-                task = in_service.enter()
                 try:
+                    if isinstance(request, RequestError):
+                        await context.abort_with_status(request.to_status())
+                    if not probe:
+                        remaining = context.time_remaining()
+                        if remaining is not None and remaining <= 0:
+                            # Nobody waits for the answer any more: no work, nothing published.
+                            await context.abort(
+                                grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "the deadline passed before the call started",
+                            )
+                        # Admission: a light call at once, without a coroutine.
+                        receiving = False  # count_in gives it back
+                        try:
+                            admitted_heavy = admission.count_in(stats.request_bytes, receiving=True)
+                            if admitted_heavy:
+                                await admission.heavy_slot(stats.request_bytes, remaining)
+                        except RequestError as over:
+                            await _abort(context, over)
+                        heavy = admitted_heavy
+                        if heavy:
+                            # (grpc-stubs type the callback as a class of their own.)
+                            context.add_done_callback(cast(Any, admission.sent))
+                    behavior = cast(_Unary, handler.unary_unary)
                     response = await behavior(request, context)
+                    stats.count_response(response)
+                    return response
                 except asyncio.CancelledError:
-                    ended = in_service.refusal_if_ended(task)
+                    # Ended by the drain: answered here, so its access line says so.
+                    ended = self.edge.in_service.refusal_if_ended(task)
                     if ended is None:
                         raise
                     await _abort(context, ended)
-                finally:
-                    in_service.leave(task)
-                stats.count_response(response)
-                return response
         finally:
             if receiving:
                 admission.receiving.give()
