@@ -10,9 +10,10 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.events import RingFeed, common, create_feed
+from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
-from turnkeeper.server.events.common import ITEM_COST_S, SHARE
+from turnkeeper.server.events.feed import FeedItem
+from turnkeeper.server.events.common import ITEM_COST_S, SHARE, resume_margin
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -203,8 +204,9 @@ async def test_cursor_ahead_of_everything_published_is_invalid() -> None:
 
 
 async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -> None:
-    """A subscriber reads the ring at its own cursor: it may lag as far as the ring reaches, and
-    gets a SLOW_CONSUMER gap only for what the ring evicted before it read it."""
+    """A subscriber reads the ring at its own cursor: it may lag as far as the ring reaches; once
+    the ring evicted what it had not read, it gets a SLOW_CONSUMER gap and resumes near the head
+    (`common.resume_margin`: one event behind it for this ring)."""
     feed = RingFeed(ring_size=5)
     slow = await started(feed, request())
     fast = await started(feed, request())
@@ -213,14 +215,16 @@ async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -
         feed.publish(trimmed(i))
         fast_seen += turns(await take(fast, 1))  # the fast one keeps up
     assert fast_seen == list(range(1, 9))
-    # The ring holds 4..8: 1..3 were evicted before the slow subscriber read them.
-    items = await take(slow, 6)
+    # The ring holds 4..8: 1..3 were evicted before the slow subscriber read them, and it
+    # resumes right before the newest, so 4..7 are missed too.
+    assert resume_margin(5) == 1
+    items = await take(slow, 2)
     gap = items[0].gap
     assert gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert gap.missed_events == 3
+    assert gap.missed_events == 7
     assert gap.after_cursor == ""  # nothing was delivered to it before
     assert gap.before_cursor == items[1].event.cursor
-    assert turns(items[1:]) == [4, 5, 6, 7, 8]
+    assert turns(items[1:]) == [8]
     feed.publish(trimmed(9))
     assert turns(await take(slow, 1)) == [9]
     assert turns(await take(fast, 1)) == [9]
@@ -235,7 +239,8 @@ async def test_gap_is_delivered_when_no_event_follows_the_drops() -> None:
         feed.publish(trimmed(i, session="s2"))
     (gap,) = await take(slow, 1)
     assert gap.gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert gap.gap.missed_events == 3  # 1..3 were evicted (the count includes skipped ones)
+    # 1..3 were evicted and 4 is behind where it resumes (the count includes skipped ones).
+    assert gap.gap.missed_events == 4
     assert gap.gap.before_cursor == ""  # no event of its session is retained yet
     reading = asyncio.ensure_future(take(slow, 1))
     await asyncio.sleep(0.05)  # it reads past 4 and 5 (not its session) and waits at the head
@@ -252,11 +257,13 @@ async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
     for i in range(20_000):
         feed.publish(trimmed(i))
     assert loop.time() - began < 5.0  # no waiting: only work proportional to the events
-    # The ring holds the newest 1,000; the stalled subscriber gets one gap for the rest.
-    items = await take(stalled, 1_001)
+    # The ring holds the newest 1,000; the stalled subscriber gets one gap, and resumes near the
+    # head.
+    margin = resume_margin(1000)
+    items = await take(stalled, margin + 1)
     assert items[0].gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert items[0].gap.missed_events == 19_000
-    assert turns(items[1:]) == list(range(19_000, 20_000))
+    assert items[0].gap.missed_events == 20_000 - margin
+    assert turns(items[1:]) == list(range(20_000 - margin, 20_000))
     await feed.close()
 
 
@@ -340,21 +347,25 @@ async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
 
 async def test_an_event_is_built_and_encoded_once_and_only_when_read() -> None:
     """publish keeps the payload (nothing built on the request path); the first read builds the
-    response, and every subscriber is sent that one, encoded once."""
+    response, and every subscriber is sent that one item, encoded once (held by the event)."""
     feed = RingFeed(ring_size=10)
     await feed.start()
-    shared = len(common._SHARED)
     before = await feed.oldest_cursor()
     for i in (1, 2):
         feed.publish(trimmed(i))
-    assert len(common._SHARED) == shared
-    first = await take(await started(feed, request(after_cursor=before)), 2)
-    second = await take(await started(feed, request(after_cursor=before)), 2)
-    assert turns(first) == [1, 2]
+    assert [feed._events[i]._item for i in (1, 2)] == [None, None]
+
+    async def read(n: int) -> list[FeedItem]:
+        stream = feed.deliveries(request(after_cursor=before))
+        items = [item for _ in range(n) for item in await asyncio.wait_for(anext(stream), 2)]
+        await stream.aclose()
+        return items
+
+    first, second = await read(2), await read(2)
+    assert turns([item.message for item in first]) == [1, 2]
     assert [a is b for a, b in zip(first, second, strict=True)] == [True, True]
-    assert len(common._SHARED) == shared + 2
-    assert common.encode_item(first[0]) is common.encode_item(second[0])
-    assert first[0].event.time.ToNanoseconds() > 0
+    assert first[0].encoded is second[0].encoded
+    assert first[0].message.event.time.ToNanoseconds() > 0
     await feed.close()
 
 
