@@ -12,8 +12,8 @@ from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
-from turnkeeper.server.events.feed import FeedItem
-from turnkeeper.server.events.common import ITEM_COST_S, SHARE, resume_margin
+from turnkeeper.server.events.common import ITEM_COST_S, SHARE, encode_delivery, resume_margin
+from turnkeeper.server.events.feed import Delivery, FeedItem
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -518,4 +518,89 @@ async def test_an_idle_subscriber_gets_its_heartbeat_while_others_lag() -> None:
     assert beat.HasField("heartbeat")
     for stream in lagging:
         assert turns(await take(stream, 200, limit_s=20)) == list(range(200))
+    await feed.close()
+
+
+async def read_deliveries(stream: AsyncIterator[Delivery], n: int) -> list[Delivery]:
+    return [await asyncio.wait_for(anext(stream), 2.0) for _ in range(n)]
+
+
+async def test_a_lapped_subscriber_gets_one_gap_then_events_it_can_still_receive() -> None:
+    """A subscriber the ring laps resumes near the head: while it then reads one event per two
+    published, it gets events, never another gap, until it has fallen behind by a whole ring
+    again (resuming at the oldest retained event, the next publication evicts its next event)."""
+    feed = RingFeed(ring_size=100)
+    slow = await started(feed, request())
+    published = 0
+    for _ in range(300):
+        published += 1
+        feed.publish(trimmed(published))
+    (gap, first) = await take(slow, 2)
+    assert gap.gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
+    assert gap.gap.before_cursor == first.event.cursor
+    assert turns([first]) == [published - resume_margin(100) + 1]
+    kinds = []
+    for _ in range(60):
+        for _ in range(2):
+            published += 1
+            feed.publish(trimmed(published))
+        (item,) = await take(slow, 1)
+        kinds.append(item.WhichOneof("item"))
+    assert kinds == ["event"] * 60
+    await feed.close()
+
+
+async def test_before_cursor_is_the_next_event_delivered_even_if_the_ring_evicts_it() -> None:
+    """The event a gap names is the next one sent, with filters, even when the ring evicts it
+    before the subscriber reads on."""
+    feed = RingFeed(ring_size=8)
+    slow = await started(feed, request(session_ids=["s1"]))
+    for i in range(1, 20):
+        feed.publish(trimmed(i, session="s1" if i % 3 == 0 else "s2"))
+    (gap,) = await take(slow, 1)
+    named = gap.gap.before_cursor
+    assert named
+    for i in range(20, 40):  # evicts the event the gap named
+        feed.publish(trimmed(i, session="s2"))
+    (after,) = await take(slow, 1)
+    assert after.HasField("event") and after.event.cursor == named
+    assert after.event.trimmed.caller.session_id == "s1"
+    await feed.close()
+
+
+async def test_batches_carry_the_same_items_in_the_same_order_as_single_items() -> None:
+    feed = RingFeed(ring_size=1000)
+    await feed.start()
+    before = await feed.oldest_cursor()
+    for i in range(1, 301):
+        feed.publish(trimmed(i, session="s1" if i % 4 else "s2"))
+    singles = feed.deliveries(request(after_cursor=before, session_ids=["s1"]))
+    batched = feed.deliveries(request(after_cursor=before, session_ids=["s1"], max_batch_events=64))
+    one_by_one = await read_deliveries(singles, 225)
+    assert {len(d) for d in one_by_one} == {1}
+    batches: list[Delivery] = []
+    while sum(len(d) for d in batches) < 225:
+        batches += await read_deliveries(batched, 1)
+    assert max(len(d) for d in batches) == 64
+    assert [item.message for d in batches for item in d] == [d[0].message for d in one_by_one]
+    # On the wire, a batch is the message holding the same items, without encoding them again.
+    wire = history_service_pb2.TrimEventsResponse.FromString(encode_delivery(batches[0]))
+    assert list(wire.batch.items) == [item.message for item in batches[0]]
+    await singles.aclose()
+    await batched.aclose()
+    await feed.close()
+
+
+async def test_a_batch_holds_the_gap_and_the_event_it_names() -> None:
+    feed = RingFeed(ring_size=100)
+    stream = feed.deliveries(request(max_batch_events=1000))
+    (opening,) = await read_deliveries(stream, 1)
+    assert opening[0].message.HasField("heartbeat")
+    for i in range(1, 1001):
+        feed.publish(trimmed(i))
+    (delivery,) = await read_deliveries(stream, 1)
+    messages = [item.message for item in delivery]
+    assert messages[0].gap.before_cursor == messages[1].event.cursor
+    assert turns(messages[1:]) == list(range(1001 - resume_margin(100), 1001))
+    await stream.aclose()
     await feed.close()

@@ -632,6 +632,10 @@ class RedisFeed:
         # Items read but not yet sent: a batch fills up to `batch` items, then goes in one turn.
         pending: list[FeedItem] = []
         count = min(self._read_count, max(_PACED_READ_COUNT, min(batch, _BATCH_READ_COUNT)))
+        # A resume from a client's cursor first reads on from it (a gap for what was trimmed,
+        # then every retained entry, as the ring replays); only a reader that falls behind
+        # afterwards skips ahead to the newest entries.
+        replaying = start is not None
         while not self._closed:
             parked_since = parked_since if caught_up else None
             entries: list[Any] = []
@@ -700,7 +704,8 @@ class RedisFeed:
                         if trusted:  # never on a number a client's cursor claimed
                             announced = await self._fork(epoch, last_n)
                         last_n = None
-                    if kind == b"e" and last_n is not None and n > last_n + 1 and not relocated:
+                    lapped = last_n is not None and n > last_n + 1
+                    if kind == b"e" and lapped and not (relocated or replaying):
                         # Entries were trimmed (MAXLEN) before this reader got to them: what is
                         # left of its way is the oldest retained, next to go. It resumes near the
                         # newest instead, so that the gap is followed by events, not by another.
@@ -759,6 +764,7 @@ class RedisFeed:
                         continue
                     pending.append(item)
                     sent_cursor = event.cursor
+                replaying = False
                 if pending:
                     await self._turns.take(delivery_cost(len(pending)))
                     yield pending
