@@ -704,8 +704,8 @@ class RedisFeed:
                         if trusted:  # never on a number a client's cursor claimed
                             announced = await self._fork(epoch, last_n)
                         last_n = None
-                    lapped = last_n is not None and n > last_n + 1
-                    if kind == b"e" and lapped and not (relocated or replaying):
+                    fresh = relocated or replaying
+                    if kind == b"e" and last_n is not None and n > last_n + 1 and not fresh:
                         # Entries were trimmed (MAXLEN) before this reader got to them: what is
                         # left of its way is the oldest retained, next to go. It resumes near the
                         # newest instead, so that the gap is followed by events, not by another.
