@@ -205,7 +205,7 @@ QUIET_S = 0.02
 SHARE = 0.25
 # ... counting this much loop time per stream message handed out (the write, its completion and
 # the subscriber's step; docs/benchmarks.md has the measurement) ...
-ITEM_COST_S = 50e-6
+ITEM_COST_S = 100e-6
 # ... and this much per item inside a batch (its filter check and its bytes joined), in units of
 # messages: what the pacer's tokens count.
 EVENT_COST = 0.04
