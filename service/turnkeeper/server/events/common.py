@@ -208,7 +208,7 @@ SHARE = 0.25
 ITEM_COST_S = 100e-6
 # ... and this much per item inside a batch (its filter check and its bytes joined), in units of
 # messages: what the pacer's tokens count.
-EVENT_COST = 0.04
+EVENT_COST = 0.03
 
 
 def delivery_cost(items: int) -> float:

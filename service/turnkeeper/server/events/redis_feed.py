@@ -50,7 +50,6 @@ from .common import (
     Pacer,
     Turns,
     batch_limit,
-    delivery_cost,
     event_item,
     gap_item,
     heartbeat_interval,
@@ -666,7 +665,7 @@ class RedisFeed:
                 index = -1
                 while index + 1 < len(entries):
                     if len(pending) >= batch:
-                        await self._turns.take(delivery_cost(len(pending)))
+                        await self._turns.take()  # its entries were counted with the read
                         yield pending
                         pending = []
                         last_sent = time.monotonic()
@@ -766,7 +765,7 @@ class RedisFeed:
                     sent_cursor = event.cursor
                 replaying = False
                 if pending:
-                    await self._turns.take(delivery_cost(len(pending)))
+                    await self._turns.take()  # its entries were counted with the read
                     yield pending
                     pending = []
                     last_sent = time.monotonic()
