@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import pytest
 from robustness_support import BIG_MESSAGES, agent_trim, chat
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
@@ -122,3 +123,41 @@ def test_calls_after_sigterm_get_unavailable(
     assert server.process.wait(30) == 0
     assert set(after) <= {"OK", "UNAVAILABLE"}, after
     assert after["UNAVAILABLE"] == 16  # every client ended on it
+
+
+@pytest.mark.parametrize("grace", ["0", "1"])
+def test_no_call_sent_before_sigterm_is_cancelled_at_a_short_grace(
+    server_factory: Callable[..., Any], figures: Any, grace: str
+) -> None:
+    """The probe: calls CANCELLED after SIGTERM at a short grace (grpc cancels the calls it holds
+    unseen, and those still running when the grace ends). Calls sent before the signal are
+    served, or answered UNAVAILABLE (retry elsewhere)."""
+    server = server_factory("--grace-seconds", grace, unix=False)
+    request = agent_trim(chat(200), budget=100)
+    signalled = threading.Event()
+    before: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def client() -> None:
+        with grpc.insecure_channel(server.address) as channel:
+            stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+            while not signalled.is_set():
+                try:
+                    stub.TrimHistory(request, timeout=10)
+                    code = "OK"
+                except grpc.RpcError as error:
+                    code = error.code().name
+                with lock:
+                    before[code] += 1
+
+    threads = [threading.Thread(target=client) for _ in range(32)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.5)
+    signalled.set()  # from here on no client sends: every call counted was sent before SIGTERM
+    server.terminate()
+    for thread in threads:
+        thread.join(30)
+    figures.add(f"calls sent before SIGTERM by status, grace {grace}", dict(before))
+    assert server.process.wait(30) == 0
+    assert set(before) <= {"OK", "UNAVAILABLE"}, before

@@ -187,3 +187,33 @@ def test_every_answered_call_has_its_lines_after_a_sigterm_mid_load(
         logged = {request_id for name, request_id in ids if name == logger}
         assert set(answered) <= logged, logger
     assert last == "stopped"
+
+
+def test_a_stream_at_its_deadline_is_logged_deadline_exceeded_and_a_cancelled_one_cancelled(
+    server_factory: Callable[..., Any],
+) -> None:
+    """The client's deadline timer fires before the server's (it started first) and ends the
+    stream with a cancellation: it is still the deadline, and the access line says so."""
+    server = server_factory("--log-format", "json")
+    with grpc.insecure_channel(server.address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        for _ in range(4):
+            with pytest.raises(grpc.RpcError) as caught:
+                for _item in stub.TrimEvents(svc.TrimEventsRequest(), timeout=1.0):
+                    pass
+            assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        stream = stub.TrimEvents(svc.TrimEventsRequest(), timeout=60)
+        next(stream)  # the opening heartbeat: the stream is open
+        stream.cancel()
+
+    def statuses() -> list[str]:
+        return [
+            record["status"]
+            for record in json_records(server.log_text())
+            if record.get("method", "").endswith("/TrimEvents")
+        ]
+
+    deadline = time.monotonic() + 10
+    while len(statuses()) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert statuses() == ["DEADLINE_EXCEEDED"] * 4 + ["CANCELLED"]

@@ -23,6 +23,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 from turnkeeper.server.api.caller import caller_from_wire
+from turnkeeper.server.api.wire import encode_varint, length_delimited
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.server.edge.auth import load_tokens
@@ -267,6 +268,79 @@ async def test_a_token_cannot_act_as_another_runtime(
     assert "someone-else" in (caught.value.details() or "")
     # A "*" token acts as any runtime.
     assert (await trim(credentials.operator_token, "someone-else")).outcome.trimmed
+
+
+def _bad_requests(field_violations: Any) -> list[str]:
+    return [v.field for v in field_violations]
+
+
+async def test_an_unreadable_caller_is_invalid_argument_with_or_without_a_token(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    """A runtime-bound token does not change the answer to bytes that do not decode; protobuf's
+    reading of the caller (not the edge's quick scan) is what the token is held to."""
+    tokened = await started(
+        ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(credentials.tokens))
+    )
+    running.append(tokened)
+    plain = await started(ServerConfig(listen=("127.0.0.1:0",)))
+    running.append(plain)
+    valid = trim_request(credentials.runtime_id).SerializeToString()
+    # The caller field holding bytes that are no CallerContext.
+    caller = svc.TrimHistoryRequest.DESCRIPTOR.fields_by_name["caller"].number
+    unreadable = valid + length_delimited(caller, b"\xff\xff")
+    # A group (wire types 3 and 4) the quick scan does not read, but protobuf keeps as unknown.
+    group = encode_varint(99 << 3 | 3) + encode_varint(99 << 3 | 4)
+    other_runtime = trim_pb2.CallerContext(runtime_id="someone-else").SerializeToString()
+    hidden = valid + group + length_delimited(caller, other_runtime)
+
+    async def call(sidecar: Sidecar, body: bytes, token: str | None) -> grpc.aio.AioRpcError:
+        async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+            method = channel.unary_unary("/turnkeeper.v1.HistoryService/TrimHistory")
+            metadata = (("authorization", f"Bearer {token}"),) if token else None
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await method(body, metadata=metadata, timeout=5)
+            return caught.value
+
+    answers = [
+        await call(plain, unreadable, None),
+        await call(tokened, unreadable, credentials.token),
+        await call(tokened, unreadable, credentials.operator_token),
+    ]
+    for answer in answers:
+        assert answer.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_reason(answer) == "ERROR_REASON_MALFORMED_REQUEST"
+        status = rpc_status.from_call(answer)
+        assert status is not None
+        request = error_details_pb2.BadRequest()
+        assert any(detail.Unpack(request) for detail in status.details)
+        assert _bad_requests(request.field_violations) == ["caller"]
+    denied = await call(tokened, hidden, credentials.token)
+    assert denied.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert "someone-else" in (denied.details() or "")
+
+
+async def test_caller_ids_over_the_limit_are_refused_naming_each(
+    credentials: Credentials, running: list[Sidecar]
+) -> None:
+    sidecar = await started(ServerConfig(listen=("127.0.0.1:0",)))
+    running.append(sidecar)
+    request = trim_request("rt")
+    request.caller.session_id = "é" * 128  # 256 bytes: the most an id may hold
+    async with grpc.aio.insecure_channel(sidecar.tcp_addresses[0]) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        assert (await stub.TrimHistory(request, timeout=5)).outcome.trimmed
+        request.caller.session_id += "x"
+        request.caller.turn_id = "t" * 10_000
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.TrimHistory(request, timeout=5)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_reason(caught.value) == "ERROR_REASON_INVALID_CALLER"
+    status = rpc_status.from_call(caught.value)
+    assert status is not None
+    bad = error_details_pb2.BadRequest()
+    assert any(detail.Unpack(bad) for detail in status.details)
+    assert _bad_requests(bad.field_violations) == ["caller.session_id", "caller.turn_id"]
 
 
 async def test_operators_limit_which_tokens_may_subscribe_to_trim_events(

@@ -8,7 +8,8 @@ import random
 
 import pytest
 from google.protobuf.message import DecodeError
-from turnkeeper.server.api.caller import caller_from_wire
+from turnkeeper.server.api.caller import MAX_ID_BYTES, caller_from_wire, shown_id
+from turnkeeper.server.edge import access_log
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -84,3 +85,21 @@ def test_a_field_numbered_past_fifteen_is_skipped_whole() -> None:
         bytes([0x81, 0x3E]) + bytes(8) + message.SerializeToString(),
     ):
         assert caller_from_wire(data, NUMBER) == svc.TrimHistoryRequest.FromString(data).caller
+
+
+def test_an_id_over_the_limit_is_logged_cut_short() -> None:
+    """A refused call's log lines stay small: its long ids are shown by their start and size."""
+    fits = "€" * (MAX_ID_BYTES // 3) + "x"
+    assert shown_id(fits) == fits
+    assert shown_id("s" * 65_536) == "s" * 32 + "...(65536 bytes)"
+    telemetry = access_log.MethodTelemetry("/turnkeeper.v1.HistoryService/TrimHistory", "unary")
+    stats = access_log.CallStats(telemetry, "r")
+    request = svc.TrimHistoryRequest(
+        caller=trim_pb2.CallerContext(session_id="s" * 65_536, runtime_id=fits)
+    )
+    access_log._read_caller(stats, request.SerializeToString())
+    assert dict(stats.call_ids) == {
+        "request_id": "r",
+        "session_id": "s" * 32 + "...(65536 bytes)",
+        "runtime_id": fits,
+    }

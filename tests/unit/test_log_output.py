@@ -56,7 +56,8 @@ PINNED = {
         "method=/turnkeeper.v1.HistoryService/EstimateTokens status=INVALID_ARGUMENT "
         "duration_ms=0.30 request_bytes=0 response_bytes=0 requests=1 responses=0 "
         "request_id=own session_id=s-1 runtime_id=checkout-agent agent_id=planner\n"
-        '2025-12-01T11:58:18.974Z WARNING turnkeeper.server: odd "text" é\u2028 \x01 tab\t2.5\n'
+        # Control characters escaped as JSON escapes them: nothing a caller sends ends a line.
+        '2025-12-01T11:58:18.974Z WARNING turnkeeper.server: odd "text" é\\u2028 \\u0001 tab\\t2.5\n'
     ),
     "json": (
         '{"time": "2025-12-01T11:58:18.974Z", "level": "INFO", "logger": "turnkeeper.access", '
@@ -330,7 +331,7 @@ def test_json_is_python_json_loggers_for_any_record(ids: dict[str, str]) -> None
         logs.reset_call_ids(token)
 
 
-def test_text_with_an_exception_is_logging_formatters_then_the_ids() -> None:
+def test_text_with_an_exception_is_logging_formatters_indented_then_the_ids() -> None:
     class Reference(logs._Rfc3339Time, logging.Formatter):
         pass
 
@@ -341,9 +342,45 @@ def test_text_with_an_exception_is_logging_formatters_then_the_ids() -> None:
             logs.CallContextFilter().filter(record)
             copy = logging.makeLogRecord(dict(record.__dict__))
             ids = " ".join(f"{k}={v}" for k, v in IDS.items())
-            assert ours.format(record) == f"{reference.format(copy)} {ids}"
+            first, *rest = reference.format(copy).split("\n")
+            expected = "\n".join([first, *(f"  {line}" for line in rest)])
+            assert ours.format(record) == f"{expected} {ids}"
     finally:
         logs.reset_call_ids(token)
+
+
+FORGED = "\n2026-12-01T00:00:00.000Z INFO turnkeeper.access: forged"
+
+
+@pytest.mark.parametrize("log", [logs.log_line, logger_log], ids=["log_line", "Logger.log"])
+@pytest.mark.usefixtures("frozen")
+def test_nothing_a_caller_sends_starts_a_text_line(
+    configure: Callable[[str], Writes], log: Log
+) -> None:
+    stream = configure("text")
+    ids = {"request_id": "r", "session_id": f"s{FORGED}", "runtime_id": "rt\r\x1b[2K"}
+    token = logs.set_call_ids(ids)
+    try:
+        log(logging.getLogger("turnkeeper.trim"), logging.INFO, "model=%s", f"m{FORGED}\u2028x")
+        try:
+            raise ValueError(f"bad{FORGED}")
+        except ValueError:
+            logging.getLogger("turnkeeper.server").exception("failed for %s", f"q{FORGED}")
+    finally:
+        logs.reset_call_ids(token)
+    text = stream.getvalue()
+    lines = text.splitlines()
+    # Only the two records' own first lines start at the margin; a traceback's lines are indented.
+    assert [line for line in lines if not line.startswith(" ")] == [lines[0], lines[1]]
+    assert not any("forged" in line and line.startswith("2026") for line in lines)
+    assert lines[0] == (
+        "2025-12-01T11:58:18.974Z INFO turnkeeper.trim: model=m\\n2026-12-01T00:00:00.000Z INFO "
+        "turnkeeper.access: forged\\u2028x request_id=r session_id=s\\n2026-12-01T00:00:00.000Z "
+        "INFO turnkeeper.access: forged runtime_id=rt\\r\\u001b[2K"
+    )
+    assert lines[1].startswith("2025-12-01T11:58:18.974Z ERROR turnkeeper.server: failed for q\\n")
+    assert "  ValueError: bad" in text
+    assert "\r" not in text and "\x1b" not in text and "\u2028" not in text
 
 
 # When lines are written.

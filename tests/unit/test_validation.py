@@ -496,6 +496,35 @@ def test_trim_events_reason_unspecified_or_unknown() -> None:
     validation.check_trim_events(svc.TrimEventsRequest(after_cursor="not-read-here"))
 
 
+def test_trim_events_id_filters_over_the_limit() -> None:
+    ok, long = "é" * 128, "x" * 257  # 256 bytes of UTF-8; 257
+    request = svc.TrimEventsRequest(session_ids=[ok, long], runtime_ids=[long, ok])
+    check = lambda: validation.check_trim_events(request)  # noqa: E731
+    assert fields_of(check) == ["session_ids[1]", "runtime_ids[0]"]
+    assert reason_of(check) == "ERROR_REASON_INVALID_SUBSCRIPTION"
+
+
+@pytest.mark.parametrize("name", ["session_id", "runtime_id", "agent_id", "turn_id"])
+@pytest.mark.parametrize("mode", [trim_pb2.TRIM_MODE_TURN_COUNT, trim_pb2.TRIM_MODE_REPORTED_USAGE])
+def test_caller_ids_at_most_256_bytes(name: str, mode: trim_pb2.TrimMode.ValueType) -> None:
+    """Both the common case's quick check and the full rules refuse a long id, in every RPC
+    that carries a caller; an id of exactly 256 bytes (multi-byte characters) is accepted."""
+    fits = trim_pb2.CallerContext(**{name: "€" * 85 + "x"})  # 256 bytes
+    trim(caller=fits, explicit_limits=svc.ExplicitLimits(max_history_messages=9))()
+    served(
+        rpcs.prepare_model_call, svc.PrepareModelCallRequest(history=chat(row(USER)), caller=fits)
+    )
+    long = trim_pb2.CallerContext(**{name: "€" * 85 + "xy"})
+    usage = trim_pb2.ReportedUsage(reported_input_tokens=10, estimated_input_tokens=10)
+    extra = {"reported_usage": usage} if mode == trim_pb2.TRIM_MODE_REPORTED_USAGE else {}
+    limits = svc.ExplicitLimits(max_history_messages=9, budget_tokens=100)
+    check = trim(caller=long, mode=mode, explicit_limits=limits, **extra)
+    assert fields_of(check) == [f"caller.{name}"]
+    assert reason_of(check) == "ERROR_REASON_INVALID_CALLER"
+    prepare = svc.PrepareModelCallRequest(history=chat(row(USER)), caller=long)
+    assert fields_of(lambda: served(rpcs.prepare_model_call, prepare)) == [f"caller.{name}"]
+
+
 # --- collection ------------------------------------------------------------------------------
 
 

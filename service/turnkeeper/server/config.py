@@ -363,6 +363,14 @@ class ServerConfig(BaseSettings):
         allow_inf_nan=False,
         description="how long the queue must stand (see shed-queue-ms) before any call is refused",
     )
+    accept_ahead: int = Field(
+        default=8,
+        ge=0,
+        le=256,
+        description="requests for calls the server keeps outstanding per per-call method beyond "
+        "grpc's one, so that calls wait in the server's own queue, served by their cost, rather "
+        "than in grpc core by their method's share of the traffic (0: grpc's one only)",
+    )
     max_concurrent_streams: int = Field(
         default=100, ge=1, description="concurrent calls per connection (HTTP/2 setting)"
     )

@@ -46,6 +46,9 @@ pub enum ErrorReason {
     /// The server failed on a request it should have answered (status INTERNAL); the failure is logged
     /// with its trace. Nothing was published; the request may be retried.
     Internal = 15,
+    /// The request's CallerContext cannot be used (status INVALID_ARGUMENT): an id is longer than
+    /// 256 bytes of UTF-8. The field violation names the id.
+    InvalidCaller = 16,
 }
 impl ErrorReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -69,6 +72,7 @@ impl ErrorReason {
             Self::PermissionDenied => "ERROR_REASON_PERMISSION_DENIED",
             Self::MalformedRequest => "ERROR_REASON_MALFORMED_REQUEST",
             Self::Internal => "ERROR_REASON_INTERNAL",
+            Self::InvalidCaller => "ERROR_REASON_INVALID_CALLER",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -89,6 +93,7 @@ impl ErrorReason {
             "ERROR_REASON_PERMISSION_DENIED" => Some(Self::PermissionDenied),
             "ERROR_REASON_MALFORMED_REQUEST" => Some(Self::MalformedRequest),
             "ERROR_REASON_INTERNAL" => Some(Self::Internal),
+            "ERROR_REASON_INVALID_CALLER" => Some(Self::InvalidCaller),
             _ => None,
         }
     }
@@ -348,6 +353,8 @@ impl ::prost::Name for UsageCalibration {
     }
 }
 /// CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
+/// Each id is at most 256 bytes of UTF-8; a longer one is refused with INVALID_ARGUMENT
+/// (ERROR_REASON_INVALID_CALLER). Ids may hold any character: logs escape control characters.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct CallerContext {
@@ -2149,10 +2156,12 @@ impl ::prost::Name for ClassifyProviderErrorResponse {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct TrimEventsRequest {
-    /// Only events with one of these session ids; empty means every session.
+    /// Only events with one of these session ids; empty means every session. Each is at most 256 bytes
+    /// of UTF-8, as in CallerContext.
     #[prost(string, repeated, tag = "1")]
     pub session_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
-    /// Only events with one of these runtime ids; empty means every runtime.
+    /// Only events with one of these runtime ids; empty means every runtime. Each is at most 256 bytes
+    /// of UTF-8, as in CallerContext.
     #[prost(string, repeated, tag = "2")]
     pub runtime_ids: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
     /// Only events with one of these reasons; empty means every reason.

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf.message import DecodeError
+from google.protobuf import message_factory
+from google.protobuf.message import DecodeError, Message
 
 from turnkeeper.server.api.methods import SERVICE, method_path
 from turnkeeper.v1 import trim_pb2
@@ -24,6 +25,36 @@ def _caller_fields() -> dict[str, int]:
 
 
 CALLER_FIELDS = _caller_fields()
+# Method path -> its request type, for the methods of CALLER_FIELDS.
+CALLER_REQUESTS: dict[str, type[Message]] = {
+    method_path(method.name): message_factory.GetMessageClass(method.input_type)
+    for method in SERVICE.methods
+    if method_path(method.name) in CALLER_FIELDS
+}
+
+MAX_ID_BYTES = 256
+"""The longest id a CallerContext (or a TrimEvents filter) may hold, in bytes of UTF-8: ids are
+copied into every log line, span and event of the call, which must stay small."""
+CALLER_IDS = ("session_id", "runtime_id", "agent_id", "turn_id")
+
+
+def id_too_long(value: str) -> bool:
+    """Whether an id is over MAX_ID_BYTES (a UTF-8 character is at most 4 bytes, so a short one
+    is not encoded)."""
+    return len(value) * 4 > MAX_ID_BYTES and len(value.encode()) > MAX_ID_BYTES
+
+
+def too_long_ids(caller: trim_pb2.CallerContext) -> list[str]:
+    """The names of the caller's ids that are over MAX_ID_BYTES, in field order."""
+    return [name for name in CALLER_IDS if id_too_long(getattr(caller, name))]
+
+
+def shown_id(value: str) -> str:
+    """An id as logs and errors show it: whole when it is within MAX_ID_BYTES, else its start and
+    its length (the call is refused; its log lines must stay small)."""
+    if not id_too_long(value):
+        return value
+    return f"{value[:32]}...({len(value.encode())} bytes)"
 
 
 def _read_varint(data: bytes, at: int) -> tuple[int, int]:

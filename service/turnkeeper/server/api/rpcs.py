@@ -447,11 +447,15 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     else:
         resolved = _valid_resolution(request.profiles)
         limits = None if resolved is None else resolved.limits
-    if limits is not None and validation.plain_trim_request(
-        mode,
-        path,
-        budget_given=limits.budget_tokens is not None,
-        reported_usage=request.HasField("reported_usage"),
+    if (
+        limits is not None
+        and validation.plain_trim_request(
+            mode,
+            path,
+            budget_given=limits.budget_tokens is not None,
+            reported_usage=request.HasField("reported_usage"),
+        )
+        and validation.caller_fits(request)
     ):
         view = _valid_view(source)
     else:

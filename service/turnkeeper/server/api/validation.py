@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeAlias
 
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX, RowKind, classify_chat
+from turnkeeper.server.api.caller import MAX_ID_BYTES, id_too_long, too_long_ids
 from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
@@ -33,6 +34,7 @@ REQUEST_TOO_LARGE = errors_pb2.ERROR_REASON_REQUEST_TOO_LARGE
 INVALID_SUBSCRIPTION = errors_pb2.ERROR_REASON_INVALID_SUBSCRIPTION
 INVALID_PROVIDER_ERROR = errors_pb2.ERROR_REASON_INVALID_PROVIDER_ERROR
 INVALID_USAGE = errors_pb2.ERROR_REASON_INVALID_USAGE
+INVALID_CALLER = errors_pb2.ERROR_REASON_INVALID_CALLER
 
 _ROLES = frozenset(history_pb2.Role.values()) - {history_pb2.ROLE_UNSPECIFIED}
 _MODES = frozenset(trim_pb2.TrimMode.values()) - {trim_pb2.TRIM_MODE_UNSPECIFIED}
@@ -383,6 +385,22 @@ def usage_violations(usage: trim_pb2.ReportedUsage, path: str) -> Violations:
 # --- each request outside its history (the engine that read it checked the history) ---------
 
 
+def caller_fits(
+    request: history_service_pb2.TrimHistoryRequest | history_service_pb2.PrepareModelCallRequest,
+) -> bool:
+    """Whether the request's CallerContext (if any) breaks no rule: the common case's check."""
+    return not request.HasField("caller") or not too_long_ids(request.caller)
+
+
+def caller_violations(caller: trim_pb2.CallerContext, path: str) -> Violations:
+    out = Violations()
+    for name in too_long_ids(caller):
+        out.append(
+            _v(INVALID_CALLER, f"{path}.{name}", f"An id is at most {MAX_ID_BYTES} bytes of UTF-8.")
+        )
+    return out
+
+
 def check_resolve_budget(request: history_service_pb2.ResolveBudgetRequest) -> None:
     raise_if_any(profiles_violations(request.profiles, "profiles"))
 
@@ -477,7 +495,7 @@ def trim_request_violations(
     """The violations of a TrimHistory request outside its history; `profiles_valid`: its
     profiles are known to break no rule."""
     limits = request.WhichOneof("limits")
-    if plain_trim_request(
+    if caller_fits(request) and plain_trim_request(
         request.mode,
         request.caller_path,
         budget_given=limits != "explicit_limits"
@@ -497,6 +515,7 @@ def _trim_request_violations_in_full(
     if request.WhichOneof("limits") == "profiles" and not profiles_valid:
         violations += profiles_violations(request.profiles, "profiles")
     violations += _trim_usage_violations(request)
+    violations += caller_violations(request.caller, "caller")
     return violations
 
 
@@ -510,6 +529,8 @@ def prepare_request_violations(
         violations = profiles_violations(request.profiles, "profiles")
     if request.HasField("reported_usage"):
         violations += usage_violations(request.reported_usage, "reported_usage")
+    if request.HasField("caller"):
+        violations += caller_violations(request.caller, "caller")
     return violations
 
 
@@ -530,8 +551,19 @@ def check_cap_tool_results(request: history_service_pb2.CapToolResultsRequest) -
 
 
 def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
-    """Only the `reasons` rule; the feed checks `after_cursor`, which only it can read."""
+    """The id filters' lengths and the `reasons` rule; the feed checks `after_cursor`, which only
+    it can read."""
     out = Violations()
+    for name, ids in (("session_ids", request.session_ids), ("runtime_ids", request.runtime_ids)):
+        for i, value in enumerate(ids):
+            if id_too_long(value):
+                out.append(
+                    _v(
+                        INVALID_SUBSCRIPTION,
+                        f"{name}[{i}]",
+                        f"An id is at most {MAX_ID_BYTES} bytes of UTF-8.",
+                    )
+                )
     for i, reason in enumerate(request.reasons):
         if reason not in _REASONS:
             out.append(

@@ -25,7 +25,7 @@ import grpc
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
-from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of, shown_id
 from turnkeeper.server.api.methods import PROBE_PREFIXES
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, log_line, set_call_ids
@@ -101,12 +101,20 @@ class CallStats:
             self.response_bytes += response.ByteSize()
 
 
+# A call ended by its client this close to its deadline ended at the deadline: the client's
+# clock started before the server received the call, so its timer fires first and cancels the
+# call (RST_STREAM) while the server's own deadline is still a transit time away.
+DEADLINE_SLACK_S = 0.1
+
+
 def _status_of(context: grpc.aio.ServicerContext[Any, Any], error: BaseException | None) -> str:
     if isinstance(error, _ENDED):
         # grpc cancels the handler both when the client cancels and when the deadline passes; a
         # stream's generator that grpc stops iterating is closed at its yield (GeneratorExit).
         remaining = context.time_remaining()
-        return "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+        if remaining is not None and remaining <= DEADLINE_SLACK_S:
+            return "DEADLINE_EXCEEDED"
+        return "CANCELLED"
     code = context.code()
     if isinstance(code, grpc.StatusCode):
         return code.name
@@ -185,13 +193,14 @@ def _read_caller(stats: CallStats, request: Any) -> None:
         session_id, runtime_id, agent_id = caller.session_id, caller.runtime_id, caller.agent_id
         if not (session_id or runtime_id or agent_id):
             return  # the request id alone, as the call began
+        # An id over the limit is shown cut short: the call is refused, its lines stay small.
         ids = {"request_id": stats.request_id}
         if session_id:
-            ids["session_id"] = session_id
+            ids["session_id"] = shown_id(session_id)
         if runtime_id:
-            ids["runtime_id"] = runtime_id
+            ids["runtime_id"] = shown_id(runtime_id)
         if agent_id:
-            ids["agent_id"] = agent_id
+            ids["agent_id"] = shown_id(agent_id)
         stats.call_ids = ids
 
 

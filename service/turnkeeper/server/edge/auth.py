@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import grpc
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -36,10 +36,10 @@ from pydantic import (
     model_validator,
 )
 
-from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of
+from turnkeeper.server.api import wire
+from turnkeeper.server.api.caller import CALLER_FIELDS, CALLER_REQUESTS, caller_of, shown_id
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
-from turnkeeper.server.api.wire import length_delimited
 from turnkeeper.server.edge.handlers import Continuation, refusal
 from turnkeeper.server.edge.token_strength import weakness
 from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2
@@ -153,7 +153,10 @@ def _error(code: grpc.StatusCode, message: str) -> RequestError:
 
 
 def _checking_caller(
-    handler: grpc.RpcMethodHandler[Req, Resp], number: int, runtime_id: str
+    handler: grpc.RpcMethodHandler[Req, Resp],
+    number: int,
+    request_type: type[Message],
+    runtime_id: str,
 ) -> grpc.RpcMethodHandler[Req, Resp]:
     """The unary handler, refusing requests whose CallerContext names another runtime and
     filling an empty `runtime_id` with the token's."""
@@ -161,7 +164,7 @@ def _checking_caller(
         return handler
     # The sidecar's handlers are coroutines (grpc.aio) taking raw request bytes.
     inner = cast(Callable[..., Awaitable[Resp]], handler.unary_unary)
-    filled = length_delimited(
+    filled = wire.length_delimited(
         number, trim_pb2.CallerContext(runtime_id=runtime_id).SerializeToString()
     )
 
@@ -169,14 +172,18 @@ def _checking_caller(
         try:
             claimed = caller_of(request, number).runtime_id
         except (ValueError, DecodeError):  # protobuf 7's DecodeError is no ValueError
-            claimed = None
-            message = "the request's CallerContext cannot be read"
-        else:
+            # The answer the same bytes get without a token (INVALID_ARGUMENT naming the field),
+            # or, should protobuf read what the quick scan could not, the caller it reads.
+            try:
+                claimed = caller_of(wire.decode(request, request_type), number).runtime_id
+            except RequestError as error:
+                await context.abort_with_status(error.to_status())
+                raise AssertionError("abort_with_status returned") from None  # pragma: no cover
+        if claimed and claimed != runtime_id:
             message = (
-                f"this token acts as runtime {runtime_id!r}, not {claimed!r} "
+                f"this token acts as runtime {runtime_id!r}, not {shown_id(claimed)!r} "
                 "(CallerContext.runtime_id)"
             )
-        if claimed is None or (claimed and claimed != runtime_id):
             await context.abort_with_status(
                 _error(grpc.StatusCode.PERMISSION_DENIED, message).to_status()
             )
@@ -202,7 +209,7 @@ def _scoped_subscription(
     if handler.unary_stream is None:
         return handler
     inner = cast(Callable[..., AsyncIterator[Resp]], handler.unary_stream)
-    own = length_delimited(_RUNTIME_IDS.number, runtime_id.encode())
+    own = wire.length_delimited(_RUNTIME_IDS.number, runtime_id.encode())
 
     async def scoped(request: Any, context: grpc.aio.ServicerContext[Req, Resp]) -> Any:
         try:
@@ -269,5 +276,5 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
             return _scoped_subscription(handler, grant.events_runtime)
         number = CALLER_FIELDS.get(method)
         if number is not None and grant.runtime_id != ANY_RUNTIME:
-            return _checking_caller(handler, number, grant.runtime_id)
+            return _checking_caller(handler, number, CALLER_REQUESTS[method], grant.runtime_id)
         return handler

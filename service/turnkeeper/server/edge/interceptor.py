@@ -21,9 +21,11 @@ refused if none comes free in time.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, NoReturn, Protocol, TypeAlias, cast
 
@@ -39,7 +41,8 @@ from turnkeeper.server.edge.access_log import (
     request_id_of,
     started,
 )
-from turnkeeper.server.edge.admission import Admission
+from turnkeeper.server.edge.admission import Admission, ServiceCost
+from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
 from turnkeeper.server.telemetry.logs import reset_call_ids
@@ -88,6 +91,10 @@ class Edge:
         self.admission = admission
         self._auth = tuple(auth)
         self.shedder = shedder
+        # What a drain whose grace runs out answers itself (edge/drain.py).
+        self.in_service = CallsInService()
+        # The wrapped handlers registered as methods of their own, by path (edge/accept_ahead.py).
+        self.registered: dict[str, Handler] = {}
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """`handler` (of the method at path `method`) with the edge around each of its calls.
@@ -149,7 +156,9 @@ class _WrappingRegistry:
         for name, handler in method_handlers.items():
             path = f"/{service_name}/{name}"
             own_accept = self._own_accept is None or path in self._own_accept
-            (own if own_accept else shared)[name] = self._edge.wrap(path, handler)
+            (own if own_accept else shared)[name] = wrapped = self._edge.wrap(path, handler)
+            if own_accept:
+                self._edge.registered[path] = wrapped
         if own:
             self._server.add_registered_method_handlers(service_name, own)
         if shared:
@@ -190,6 +199,8 @@ class _MethodEdge:
         self.telemetry = MethodTelemetry(method, rpc_type(method, handler))
         # A probe must see the server even when it is busy.
         self.probe = method.startswith(PROBE_PREFIXES)
+        # What a call of this method costs, by which the receiving queue orders it.
+        self.cost = ServiceCost()
 
     def _stats(self, context: Context) -> CallStats:
         """The call's figures; the first thing every call does."""
@@ -248,12 +259,13 @@ class _MethodEdge:
         probe = self.probe
         if refused is None and not probe:
             shedder = self.edge.shedder
-            if shedder is not None and shedder.refuses():
+            if shedder is not None and shedder.refuses(admission.receiving):
                 refused = shedder.refusal()
-            elif not (admission.receiving.try_take() or await admission.receiving_slot()):
+            elif not (admission.receiving.try_take() or await admission.receiving_slot(self.cost)):
                 refused = admission.receiving_refusal()
         if refused is not None:
             return await self._refuse(stats, context, refused)
+        began = time.monotonic()
         # A call (not a probe) holds a receiving slot, with its reservation, until admission
         # has counted its bytes in, or it ends before that.
         receiving = not probe
@@ -288,7 +300,17 @@ class _MethodEdge:
                         # (grpc-stubs type the callback as a class of their own.)
                         context.add_done_callback(cast(Any, admission.sent))
                 behavior = cast(_Unary, handler.unary_unary)
-                response = await behavior(request, context)
+                in_service = self.edge.in_service
+                task = in_service.enter()
+                try:
+                    response = await behavior(request, context)
+                except asyncio.CancelledError:
+                    ended = in_service.refusal_if_ended(task)
+                    if ended is None:
+                        raise
+                    await _abort(context, ended)
+                finally:
+                    in_service.leave(task)
                 stats.count_response(response)
                 return response
         finally:
@@ -296,6 +318,8 @@ class _MethodEdge:
                 admission.receiving.give()
             if heavy is not None:
                 admission.release(stats.request_bytes, heavy)
+            if not probe:
+                self.cost.observe(time.monotonic() - began)
 
     async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A call with one request and a stream of responses (TrimEvents, health Watch)."""

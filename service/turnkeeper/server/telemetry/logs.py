@@ -23,6 +23,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -38,6 +39,9 @@ from pythonjsonlogger.json import JsonEncoder, JsonFormatter
 from turnkeeper.server.telemetry.tracing import tracing_started
 
 LogFormat = Literal["text", "json"]
+_ExcInfo: TypeAlias = (
+    tuple[type[BaseException], BaseException, TracebackType | None] | tuple[None, None, None]
+)
 _TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _JSON_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 _JSON_RENAMES = {"asctime": "time", "levelname": "level", "name": "logger"}
@@ -237,8 +241,33 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
         return self.line(asctime, levelname, name, message, attributes)
 
 
+# What the text format escapes in what a record says (its message and ids): every control
+# character and the two Unicode line separators, so that nothing a caller sends (a session id, a
+# model name quoted in a message) can end a line and start a forged one.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f"}
+
+
+def _escape_one(match: re.Match[str]) -> str:
+    char = match.group()
+    return _SHORT_ESCAPES.get(char) or f"\\u{ord(char):04x}"
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters escaped as JSON escapes them (`\\n`, `\\u001b`)."""
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_escape_one, text)
+
+
+# A record's traceback or stack in the text format: each of its lines indented, so that only a
+# record's first line starts at the margin (with its time).
+_CONTINUATION = "\n  "
+
+
 class _TextFormatter(_Rfc3339Time, logging.Formatter):
-    """The classic line, then ` key=value` for each call id the record carries."""
+    """The classic line, then ` key=value` for each call id the record carries. Control
+    characters in the message and the ids are escaped; a traceback's lines are indented."""
 
     short = True
 
@@ -254,6 +283,15 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
         record.asctime = asctime = rfc3339(record.created)
         return self.line(asctime, record.levelname, record.name, message, record.__dict__)
 
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802
+        return escape_controls(super().formatMessage(record))
+
+    def formatException(self, ei: _ExcInfo) -> str:  # noqa: N802
+        return _indented(super().formatException(ei))
+
+    def formatStack(self, stack_info: str) -> str:  # noqa: N802
+        return _indented(super().formatStack(stack_info))
+
     def line(
         self,
         asctime: str,
@@ -264,7 +302,9 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
     ) -> str:
         """_TEXT_FORMAT's line of a plain record with these attributes (without
         logging.Formatter's general path: two lines a call take this one)."""
-        return self._ids(f"{asctime} {levelname!s} {name!s}: {message}", attributes)
+        return self._ids(
+            f"{asctime} {levelname!s} {name!s}: {escape_controls(message)}", attributes
+        )
 
     def deferred(
         self,
@@ -292,14 +332,24 @@ class _TextFormatter(_Rfc3339Time, logging.Formatter):
                 _add_call_context(attributes, context)
                 suffix = self._ids("", attributes)
             self._last_suffix = (context, suffix)
-        return f"{asctime} {levelname} {name}: {message}{suffix}"
+        return f"{asctime} {levelname} {name}: {escape_controls(message)}{suffix}"
 
     @staticmethod
     def _ids(line: str, attributes: Mapping[str, object]) -> str:
         extra = " ".join(
-            [f"{name}={value}" for name in CALL_FIELDS if (value := attributes.get(name))]
+            [
+                f"{name}={escape_controls(str(value))}"
+                for name in CALL_FIELDS
+                if (value := attributes.get(name))
+            ]
         )
         return f"{line} {extra}" if extra else line
+
+
+def _indented(text: str) -> str:
+    """A traceback's lines after the first line of its record, each indented, with control
+    characters other than line ends escaped."""
+    return "  " + _CONTINUATION.join(escape_controls(line) for line in text.split("\n"))
 
 
 # A log_line line to format when it is written: formatter, time, level, logger name, message,

@@ -67,6 +67,9 @@ const (
 	// The server failed on a request it should have answered (status INTERNAL); the failure is logged
 	// with its trace. Nothing was published; the request may be retried.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 15
+	// The request's CallerContext cannot be used (status INVALID_ARGUMENT): an id is longer than
+	// 256 bytes of UTF-8. The field violation names the id.
+	ErrorReason_ERROR_REASON_INVALID_CALLER ErrorReason = 16
 )
 
 // Enum value maps for ErrorReason.
@@ -87,6 +90,7 @@ var (
 		13: "ERROR_REASON_PERMISSION_DENIED",
 		14: "ERROR_REASON_MALFORMED_REQUEST",
 		15: "ERROR_REASON_INTERNAL",
+		16: "ERROR_REASON_INVALID_CALLER",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":             0,
@@ -104,6 +108,7 @@ var (
 		"ERROR_REASON_PERMISSION_DENIED":       13,
 		"ERROR_REASON_MALFORMED_REQUEST":       14,
 		"ERROR_REASON_INTERNAL":                15,
+		"ERROR_REASON_INVALID_CALLER":          16,
 	}
 )
 
@@ -138,7 +143,7 @@ var File_turnkeeper_v1_errors_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\n" +
-	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xb7\x04\n" +
+	"\x1aturnkeeper/v1/errors.proto\x12\rturnkeeper.v1*\xd8\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cERROR_REASON_INVALID_HISTORY\x10\x01\x12 \n" +
@@ -155,7 +160,8 @@ const file_turnkeeper_v1_errors_proto_rawDesc = "" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\f\x12\"\n" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\r\x12\"\n" +
 	"\x1eERROR_REASON_MALFORMED_REQUEST\x10\x0e\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\x0f\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
+	"\x15ERROR_REASON_INTERNAL\x10\x0f\x12\x1f\n" +
+	"\x1bERROR_REASON_INVALID_CALLER\x10\x10\"\x04\b\b\x10\b*\x1fERROR_REASON_EVENTS_UNAVAILABLEB\xc1\x01\n" +
 	"\x11com.turnkeeper.v1B\vErrorsProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (

@@ -1468,9 +1468,11 @@ func (x *ClassifyProviderErrorResponse) GetPhraseSource() PhraseSource {
 // TrimEventsRequest subscribes to the trim feed.
 type TrimEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Only events with one of these session ids; empty means every session.
+	// Only events with one of these session ids; empty means every session. Each is at most 256 bytes
+	// of UTF-8, as in CallerContext.
 	SessionIds []string `protobuf:"bytes,1,rep,name=session_ids,json=sessionIds,proto3" json:"session_ids,omitempty"`
-	// Only events with one of these runtime ids; empty means every runtime.
+	// Only events with one of these runtime ids; empty means every runtime. Each is at most 256 bytes
+	// of UTF-8, as in CallerContext.
 	RuntimeIds []string `protobuf:"bytes,2,rep,name=runtime_ids,json=runtimeIds,proto3" json:"runtime_ids,omitempty"`
 	// Only events with one of these reasons; empty means every reason.
 	Reasons []TrimReason `protobuf:"varint,3,rep,packed,name=reasons,proto3,enum=turnkeeper.v1.TrimReason" json:"reasons,omitempty"`

@@ -494,6 +494,8 @@ func (x *UsageCalibration) GetKeptEstimateTokens() uint64 {
 }
 
 // CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
+// Each id is at most 256 bytes of UTF-8; a longer one is refused with INVALID_ARGUMENT
+// (ERROR_REASON_INVALID_CALLER). Ids may hold any character: logs escape control characters.
 type CallerContext struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The agent session the history belongs to.

@@ -71,6 +71,10 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """The server failed on a request it should have answered (status INTERNAL); the failure is logged
     with its trace. Nothing was published; the request may be retried.
     """
+    ERROR_REASON_INVALID_CALLER: _ErrorReason.ValueType  # 16
+    """The request's CallerContext cannot be used (status INVALID_ARGUMENT): an id is longer than
+    256 bytes of UTF-8. The field violation names the id.
+    """
 
 class ErrorReason(_ErrorReason, metaclass=_ErrorReasonEnumTypeWrapper):
     """ErrorReason is the `reason` of the `google.rpc.ErrorInfo` attached to every error status.
@@ -125,5 +129,9 @@ own framing is broken.
 ERROR_REASON_INTERNAL: ErrorReason.ValueType  # 15
 """The server failed on a request it should have answered (status INTERNAL); the failure is logged
 with its trace. Nothing was published; the request may be retried.
+"""
+ERROR_REASON_INVALID_CALLER: ErrorReason.ValueType  # 16
+"""The request's CallerContext cannot be used (status INVALID_ARGUMENT): an id is longer than
+256 bytes of UTF-8. The field violation names the id.
 """
 Global___ErrorReason: _TypeAlias = ErrorReason  # noqa: Y015

@@ -832,11 +832,15 @@ class TrimEventsRequest(_message.Message):
     """
     @_builtins.property
     def session_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Only events with one of these session ids; empty means every session."""
+        """Only events with one of these session ids; empty means every session. Each is at most 256 bytes
+        of UTF-8, as in CallerContext.
+        """
 
     @_builtins.property
     def runtime_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Only events with one of these runtime ids; empty means every runtime."""
+        """Only events with one of these runtime ids; empty means every runtime. Each is at most 256 bytes
+        of UTF-8, as in CallerContext.
+        """
 
     @_builtins.property
     def reasons(self) -> _containers.RepeatedScalarFieldContainer[_trim_pb2.TrimReason.ValueType]:

@@ -274,7 +274,10 @@ Global___UsageCalibration: _TypeAlias = UsageCalibration  # noqa: Y015
 
 @_typing.final
 class CallerContext(_message.Message):
-    """CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional."""
+    """CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
+    Each id is at most 256 bytes of UTF-8; a longer one is refused with INVALID_ARGUMENT
+    (ERROR_REASON_INVALID_CALLER). Ids may hold any character: logs escape control characters.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 

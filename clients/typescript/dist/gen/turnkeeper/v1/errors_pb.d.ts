@@ -110,7 +110,14 @@ export declare enum ErrorReason {
      *
      * @generated from enum value: ERROR_REASON_INTERNAL = 15;
      */
-    INTERNAL = 15
+    INTERNAL = 15,
+    /**
+     * The request's CallerContext cannot be used (status INVALID_ARGUMENT): an id is longer than
+     * 256 bytes of UTF-8. The field violation names the id.
+     *
+     * @generated from enum value: ERROR_REASON_INVALID_CALLER = 16;
+     */
+    INVALID_CALLER = 16
 }
 /**
  * Describes the enum turnkeeper.v1.ErrorReason.

@@ -713,13 +713,15 @@ export declare const ClassifyProviderErrorResponseSchema: GenMessage<ClassifyPro
  */
 export type TrimEventsRequest = Message<"turnkeeper.v1.TrimEventsRequest"> & {
     /**
-     * Only events with one of these session ids; empty means every session.
+     * Only events with one of these session ids; empty means every session. Each is at most 256 bytes
+     * of UTF-8, as in CallerContext.
      *
      * @generated from field: repeated string session_ids = 1;
      */
     sessionIds: string[];
     /**
-     * Only events with one of these runtime ids; empty means every runtime.
+     * Only events with one of these runtime ids; empty means every runtime. Each is at most 256 bytes
+     * of UTF-8, as in CallerContext.
      *
      * @generated from field: repeated string runtime_ids = 2;
      */

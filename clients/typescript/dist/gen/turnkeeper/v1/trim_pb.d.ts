@@ -70,6 +70,8 @@ export type UsageCalibration = Message<"turnkeeper.v1.UsageCalibration"> & {
 export declare const UsageCalibrationSchema: GenMessage<UsageCalibration>;
 /**
  * CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
+ * Each id is at most 256 bytes of UTF-8; a longer one is refused with INVALID_ARGUMENT
+ * (ERROR_REASON_INVALID_CALLER). Ids may hold any character: logs escape control characters.
  *
  * @generated from message turnkeeper.v1.CallerContext
  */

@@ -89,6 +89,8 @@ export const UsageCalibrationSchema: GenMessage<UsageCalibration> = /*@__PURE__*
 
 /**
  * CallerContext identifies who asked, so events can be attributed and filtered. All fields are optional.
+ * Each id is at most 256 bytes of UTF-8; a longer one is refused with INVALID_ARGUMENT
+ * (ERROR_REASON_INVALID_CALLER). Ids may hold any character: logs escape control characters.
  *
  * @generated from message turnkeeper.v1.CallerContext
  */
