@@ -1485,7 +1485,7 @@ type TrimEventsRequest struct {
 	IncludeMeterUpdates bool `protobuf:"varint,6,opt,name=include_meter_updates,json=includeMeterUpdates,proto3" json:"include_meter_updates,omitempty"`
 	// The most events, gaps and meter updates one stream message may carry. Unset, 0 or 1 sends each item as its own
 	// TrimEventsResponse, as subscribers that do not set it have always received. Above 1, whatever is ready for this
-	// subscriber at once travels in one `batch` (up to this many items, and one MiB unless a single item is larger);
+	// subscriber at once travels in one `batch` (up to this many items; it stops growing once it holds a mebibyte);
 	// a single ready item still travels on its own. Values above 1000 mean 1000.
 	MaxBatchEvents uint32 `protobuf:"varint,7,opt,name=max_batch_events,json=maxBatchEvents,proto3" json:"max_batch_events,omitempty"`
 	unknownFields  protoimpl.UnknownFields
