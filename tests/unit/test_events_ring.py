@@ -12,7 +12,13 @@ from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
-from turnkeeper.server.events.common import ITEM_COST_S, SHARE, encode_delivery, resume_margin
+from turnkeeper.server.events.common import (
+    ITEM_COST_S,
+    MAX_BATCH_BYTES,
+    SHARE,
+    encode_delivery,
+    resume_margin,
+)
 from turnkeeper.server.events.feed import Delivery, FeedItem
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
@@ -602,5 +608,24 @@ async def test_a_batch_holds_the_gap_and_the_event_it_names() -> None:
     messages = [item.message for item in delivery]
     assert messages[0].gap.before_cursor == messages[1].event.cursor
     assert turns(messages[1:]) == list(range(1001 - resume_margin(100), 1001))
+    await stream.aclose()
+    await feed.close()
+
+
+async def test_a_batch_stops_growing_once_it_holds_a_mebibyte() -> None:
+    feed = RingFeed(ring_size=1000)
+    await feed.start()
+    before = await feed.oldest_cursor()
+    for i in range(300):
+        big = trimmed(i)
+        big.caller.turn_id = f"{i}:" + "x" * 8000
+        feed.publish(big)
+    stream = feed.deliveries(request(after_cursor=before, max_batch_events=1000))
+    (first,) = await read_deliveries(stream, 1)
+    sizes = [len(item.encoded) for item in first]
+    assert 1 < len(first) < 300
+    assert sum(sizes[:-1]) < MAX_BATCH_BYTES <= sum(sizes)  # the item that crossed it is the last
+    wire = history_service_pb2.TrimEventsResponse.FromString(encode_delivery(first))
+    assert turns(list(wire.batch.items)) == list(range(len(first)))
     await stream.aclose()
     await feed.close()
