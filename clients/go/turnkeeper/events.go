@@ -68,6 +68,9 @@ type Subscription struct {
 	// first is the item that answered the subscription, held by WaitSubscribed for Recv. Its
 	// cursor counts once Recv hands it out, so a cursor persisted before cannot skip it.
 	first *turnkeeperv1.TrimEventsResponse
+	// pending holds the rest of a batch (sent when req.MaxBatchEvents is above 1), handed out
+	// one item at a time.
+	pending []*turnkeeperv1.TrimEventsResponse
 
 	mu     sync.Mutex
 	cursor string
@@ -145,9 +148,14 @@ func (s *Subscription) Recv() (*turnkeeperv1.TrimEventsResponse, error) {
 	return item, nil
 }
 
-// receive reads the next item, reopening the stream as needed.
+// receive reads the next item, reopening the stream as needed; a batch's items come one by one.
 func (s *Subscription) receive() (*turnkeeperv1.TrimEventsResponse, error) {
 	for {
+		if len(s.pending) > 0 {
+			item := s.pending[0]
+			s.pending = s.pending[1:]
+			return item, nil
+		}
 		if s.stream == nil {
 			if err := s.open(); err != nil {
 				if err := s.retry(err); err != nil {
@@ -159,6 +167,10 @@ func (s *Subscription) receive() (*turnkeeperv1.TrimEventsResponse, error) {
 		item, err := s.stream.Recv()
 		if err == nil {
 			s.failures = 0
+			if batch := item.GetBatch(); batch != nil {
+				s.pending = batch.GetItems()
+				continue
+			}
 			return item, nil
 		}
 		s.closeStream()

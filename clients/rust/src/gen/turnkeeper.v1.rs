@@ -1022,7 +1022,8 @@ pub struct Gap {
     /// The cursor of the last event delivered before the gap; empty when unknown.
     #[prost(string, tag = "2")]
     pub after_cursor: ::prost::alloc::string::String,
-    /// The cursor of the first event delivered after the gap; empty when not yet known.
+    /// The cursor of the first event delivered after the gap: the next event on this stream (filters applied) is exactly
+    /// this one. Empty when the server did not know that event yet as it sent the gap.
     #[prost(string, tag = "3")]
     pub before_cursor: ::prost::alloc::string::String,
     /// The number of events missed, when known; 0 when unknown.
@@ -2176,6 +2177,12 @@ pub struct TrimEventsRequest {
     /// runtime filters apply to meter updates; the reason filter does not (they have none).
     #[prost(bool, tag = "6")]
     pub include_meter_updates: bool,
+    /// The most events, gaps and meter updates one stream message may carry. Unset, 0 or 1 sends each item as its own
+    /// TrimEventsResponse, as subscribers that do not set it have always received. Above 1, whatever is ready for this
+    /// subscriber at once travels in one `batch` (up to this many items; it stops growing once it holds a mebibyte);
+    /// a single ready item still travels on its own. Values above 1000 mean 1000.
+    #[prost(uint32, tag = "7")]
+    pub max_batch_events: u32,
 }
 impl ::prost::Name for TrimEventsRequest {
     const NAME: &'static str = "TrimEventsRequest";
@@ -2187,12 +2194,32 @@ impl ::prost::Name for TrimEventsRequest {
         "type.googleapis.com/turnkeeper.v1.TrimEventsRequest".into()
     }
 }
+/// TrimEventsBatch is several consecutive items of the trim feed in one stream message.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TrimEventsBatch {
+    /// The items in stream order, exactly as they would have travelled one by one: each holds an event, a gap or a meter
+    /// update, never a heartbeat (heartbeats always travel alone) and never a batch. A gap's `before_cursor` names the
+    /// event that follows it, in this batch or in a later message.
+    #[prost(message, repeated, tag = "1")]
+    pub items: ::prost::alloc::vec::Vec<TrimEventsResponse>,
+}
+impl ::prost::Name for TrimEventsBatch {
+    const NAME: &'static str = "TrimEventsBatch";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.TrimEventsBatch".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.TrimEventsBatch".into()
+    }
+}
 /// TrimEventsResponse is one item of the trim feed.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TrimEventsResponse {
     /// The item. Exactly one is set.
-    #[prost(oneof = "trim_events_response::Item", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "trim_events_response::Item", tags = "1, 2, 3, 4, 5")]
     pub item: ::core::option::Option<trim_events_response::Item>,
 }
 /// Nested message and enum types in `TrimEventsResponse`.
@@ -2213,6 +2240,9 @@ pub mod trim_events_response {
         /// The context meter of one prepared model call; only sent when `include_meter_updates` was set.
         #[prost(message, tag = "4")]
         MeterUpdate(super::MeterUpdate),
+        /// Several items at once; only sent when `max_batch_events` was above 1.
+        #[prost(message, tag = "5")]
+        Batch(super::TrimEventsBatch),
     }
 }
 impl ::prost::Name for TrimEventsResponse {

@@ -25,7 +25,7 @@ from turnkeeper.server.api import rpcs, validation, wire
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.api.methods import method_path
 from turnkeeper.server.engine.protocol import NATIVE, PYTHON, Engine, HistorySource
-from turnkeeper.server.events.common import encode_item
+from turnkeeper.server.events.common import encode_delivery
 from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.v1 import errors_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -135,15 +135,16 @@ class HistoryServicer:
         return handle
 
     async def _trim_events(self, raw: bytes, context: Context) -> AsyncIterator[bytes]:
-        """Each item as bytes: the events many subscribers are sent are encoded once by the feed
-        (common.share), and the access log counts bytes for free."""
+        """Each stream message as bytes: the events many subscribers are sent are encoded once by
+        the feed (`FeedItem`), a batch joins their bytes, and the access log counts bytes for
+        free."""
         try:
             request = wire.decode(raw, svc.TrimEventsRequest)
             validation.check_trim_events(request)
-            stream = self._feed.subscribe(request)
+            stream = self._feed.deliveries(request)
             try:
-                async for item in stream:
-                    yield encode_item(item)
+                async for delivery in stream:
+                    yield encode_delivery(delivery)
             finally:
                 # Unregisters the subscriber now, not when the generator is collected.
                 await stream.aclose()
