@@ -463,6 +463,7 @@ def main() -> None:
             target=subscriber_process,
             args=(SubscriberJob(server.address, args.subscribers, args.drain_seconds), ready, stop),
             kwargs={"out": sub_in},
+            daemon=True,  # a run that fails leaves none behind
         )
         subscribers.start()
         if not ready.wait(120):
@@ -480,7 +481,7 @@ def main() -> None:
                 end,
             )
             out, into = context.Pipe(duplex=False)
-            process = context.Process(target=load_process, args=(job, into))
+            process = context.Process(target=load_process, args=(job, into), daemon=True)
             process.start()
             loads.append((process, out))
         time.sleep(max(0.0, begin - time.monotonic()))
@@ -579,7 +580,7 @@ def report(
             " / ".join(pct(percentile(shares, q)) for q in (0, 10, 50, 100)),
         ),
         (
-            "of it received before the load ended",
+            "share received before the load ended, same order",
             " / ".join(pct(percentile(shares_in_load, q)) for q in (0, 10, 50, 100)),
         ),
         ("subscribers with >= 99 %", f"{sum(s >= 0.99 for s in shares)} of {len(shares)}"),
