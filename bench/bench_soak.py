@@ -42,13 +42,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event as MpEvent
-from typing import Any
 
 import grpc
 from harness import Sidecar, cpu_seconds, percentile, rss_bytes
-from turnkeeper.v1 import events_pb2, profile_pb2, trim_pb2
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import profile_pb2, trim_pb2
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 SERVICE = "/turnkeeper.v1.HistoryService/"
@@ -244,6 +243,7 @@ class SubscriberJob:
     address: str
     count: int
     drain_s: float
+    batch: int  # max_batch_events of every subscription (0: one event a message)
 
 
 @dataclass
@@ -264,54 +264,41 @@ def subscriber_filter(index: int) -> str | None:
     return None if index % 2 == 0 else runtime_id(index // 2)
 
 
-def events_of(item: svc.TrimEventsResponse) -> list[events_pb2.TrimEvent]:
-    """The events an item carries: one for `event`, and for any other kind of item every
-    TrimEvent in its repeated fields, so a batched delivery is counted as well."""
-    kind = item.WhichOneof("item")
-    if kind == "event":
-        return [item.event]
-    if kind is None or kind in ("heartbeat", "gap", "meter_update"):
-        return []
-    batch: Any = getattr(item, kind)
-    found: list[events_pb2.TrimEvent] = []
-    for descriptor, value in batch.ListFields():
-        if descriptor.message_type is events_pb2.TrimEvent.DESCRIPTOR:
-            found.extend(value if descriptor.is_repeated else [value])
-    return found
-
-
 async def _follow(
     channel: grpc.aio.Channel,
     result: SubscriberResult,
     registered: asyncio.Event,
     markers_expected: int,
+    batch: int,
 ) -> None:
     stream = channel.unary_stream(
         SERVICE + "TrimEvents",
         request_serializer=svc.TrimEventsRequest.SerializeToString,
         response_deserializer=svc.TrimEventsResponse.FromString,
     )
-    request = svc.TrimEventsRequest(runtime_ids=[result.runtime] if result.runtime else [])
+    request = svc.TrimEventsRequest(
+        runtime_ids=[result.runtime] if result.runtime else [], max_batch_events=batch
+    )
     last_was_gap = False
     try:
-        async for item in stream(request):
-            assert isinstance(item, svc.TrimEventsResponse)
-            if item.HasField("heartbeat"):
+        async for message in stream(request):
+            assert isinstance(message, svc.TrimEventsResponse)
+            if message.HasField("heartbeat"):
                 registered.set()  # the first heartbeat: the server has registered us
                 continue
-            if item.HasField("gap"):
-                result.gaps += 1
-                result.gaps_after_gap += last_was_gap
-                result.missed += item.gap.missed_events
-                last_was_gap = True
-                continue
-            events = events_of(item)
-            if not events:
-                continue
-            last_was_gap = False
             now_ns = time.time_ns()
             tenth = int(time.monotonic() * 10)
-            for event in events:
+            for item in message.batch.items if message.HasField("batch") else [message]:
+                if item.HasField("gap"):
+                    result.gaps += 1
+                    result.gaps_after_gap += last_was_gap
+                    result.missed += item.gap.missed_events
+                    last_was_gap = True
+                    continue
+                if not item.HasField("event"):
+                    continue
+                last_was_gap = False
+                event = item.event
                 if event.trimmed.caller.session_id == MARKER_SESSION:
                     result.markers += 1
                     continue
@@ -337,6 +324,7 @@ async def _subscribe(job: SubscriberJob, ready: MpEvent, stop: MpEvent) -> list[
                 result,
                 registered[index],
                 1 if result.runtime else RUNTIMES,
+                job.batch,
             )
         )
         for index, result in enumerate(results)
@@ -450,6 +438,13 @@ def main() -> None:
     parser.add_argument("--subscribers", type=int, default=int(env("BENCH_SOAK_SUBSCRIBERS", 50)))
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--drain-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="max_batch_events of each subscription, as the clients' watch helpers ask (0: one "
+        "event a message)",
+    )
     parser.add_argument("server_flags", nargs="*", help="extra sidecar flags (after --)")
     args = parser.parse_args()
 
@@ -461,7 +456,11 @@ def main() -> None:
         sub_out, sub_in = context.Pipe(duplex=False)
         subscribers = context.Process(
             target=subscriber_process,
-            args=(SubscriberJob(server.address, args.subscribers, args.drain_seconds), ready, stop),
+            args=(
+                SubscriberJob(server.address, args.subscribers, args.drain_seconds, args.batch),
+                ready,
+                stop,
+            ),
             kwargs={"out": sub_in},
             daemon=True,  # a run that fails leaves none behind
         )
