@@ -8,12 +8,14 @@ from typing import final
 __all__ = [
     "HISTORY_RULES",
     "Conventions",
+    "ItemSchema",
     "NativeHistory",
     "OrphanKind",
     "Plan",
     "Removal",
     "Scan",
     "Violation",
+    "item_limit_crossing",
     "scan",
 ]
 
@@ -137,3 +139,13 @@ class Scan:
 
 def scan(raw: bytes, max_rows: int, conventions: Conventions) -> Scan | None:
     """Scans a request's bytes with the GIL released; None when they do not decode."""
+
+@final
+class ItemSchema:
+    """The counted fields of every request message type (`limits.item_schema()`)."""
+
+    def __new__(cls, types: list[list[tuple[int, int, bool, int, int]]]) -> ItemSchema: ...
+
+def item_limit_crossing(raw: bytes, schema: ItemSchema, root: int, limit: int) -> int | None:
+    """The top-level field whose items take the request past `limit` items, counted with the
+    GIL released; None when it holds at most `limit` or its framing breaks first."""

@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::conventions::{self, Prices, Roles};
 use crate::history::{self, Rule};
+use crate::items::{self, FieldRule};
 use crate::plan::{self, Plan};
 use crate::sweep::OrphanKind;
 use crate::working::Working;
@@ -317,9 +318,55 @@ fn scan(
     }))
 }
 
+/// The counted fields of every request message type (`limits.item_schema()`), handed over once.
+#[pyclass(frozen, module = "turnkeeper._native")]
+struct ItemSchema(items::ItemSchema);
+
+#[pymethods]
+impl ItemSchema {
+    /// `types[i]`: type i's fields as (number, wire type, repeated, packed width, child index,
+    /// -1 for none).
+    #[new]
+    fn new(types: Vec<Vec<(u32, u8, bool, u8, i64)>>) -> Self {
+        let types = types
+            .into_iter()
+            .map(|fields| {
+                fields
+                    .into_iter()
+                    .map(|(number, wire_type, repeated, packed, child)| FieldRule {
+                        number,
+                        wire_type,
+                        repeated,
+                        packed,
+                        child: usize::try_from(child).ok(),
+                    })
+                    .collect()
+            })
+            .collect();
+        ItemSchema(items::ItemSchema { types })
+    }
+}
+
+/// The top-level field whose items take the request past `limit` items (None: within it, or
+/// the framing breaks first), counted with the GIL released.
+#[pyfunction]
+fn item_limit_crossing(
+    py: Python<'_>,
+    raw: &Bound<'_, PyBytes>,
+    schema: &ItemSchema,
+    root: usize,
+    limit: u64,
+) -> PyResult<Option<u32>> {
+    let buf = raw.as_bytes();
+    let schema = &schema.0;
+    py.detach(|| guarded(|| items::crossing_field(buf, schema, root, limit)))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(item_limit_crossing, m)?)?;
+    m.add_class::<ItemSchema>()?;
     let rules = Rule::ALL.map(Rule::name);
     m.add("HISTORY_RULES", PyTuple::new(m.py(), rules)?)?;
     m.add_class::<Conventions>()?;
