@@ -33,7 +33,7 @@ DEFAULT_MAX_REQUEST_ITEMS = 100_000
 """As many as the default history rows, so a history at the row limit passes on its rows alone;
 low enough that the parsed objects of a request of empty items stay within the memory its size
 allows (docs/request-limits.md)."""
-BYTES_PER_EXTRA_ITEM = 64
+BYTES_PER_EXTRA_ITEM = 32
 """A request may hold one item more for every this many of its bytes: items that carry data cost
 memory in proportion to their bytes, which admission already bounds."""
 
@@ -160,14 +160,15 @@ REQUEST_TYPES: tuple[type[Message], ...] = (
 @functools.cache
 def item_schema() -> ItemSchema:
     """The schema of every HistoryService request type (built once)."""
-    return _build_schema(t.DESCRIPTOR for t in REQUEST_TYPES)
+    descriptors: list[Descriptor] = [t.DESCRIPTOR for t in REQUEST_TYPES]  # type: ignore[misc]
+    return _build_schema(descriptors)
 
 
-class _Broken(Exception):
+class _BrokenFramingError(Exception):
     """The framing breaks: the decoder, not the counter, answers for these bytes."""
 
 
-class _Over(Exception):
+class _OverLimitError(Exception):
     """The count passed the limit."""
 
 
@@ -176,21 +177,21 @@ def _varint(buf: bytes, pos: int, end: int, max_bytes: int = 10) -> tuple[int, i
     result = shift = 0
     for _ in range(max_bytes):
         if pos >= end:
-            raise _Broken
+            raise _BrokenFramingError
         byte = buf[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return result, pos
         shift += 7
-    raise _Broken
+    raise _BrokenFramingError
 
 
 def _tag(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     """A tag as upb reads it: at most five bytes, within 32 bits, field number not 0."""
     tag, pos = _varint(buf, pos, end, 5)
     if tag > 0xFFFFFFFF or tag >> 3 == 0:
-        raise _Broken
+        raise _BrokenFramingError
     return tag, pos
 
 
@@ -203,7 +204,7 @@ class _Counter:
         self.left = limit
 
     def walk(self, pos: int, end: int, rules: dict[int, FieldRule], depth: int) -> None:
-        """Counts the items of one message body; raises _Over past the limit."""
+        """Counts the items of one message body; raises _OverLimitError past the limit."""
         buf = self.buf
         while pos < end:
             byte = buf[pos]
@@ -220,7 +221,7 @@ class _Counter:
                     length, pos = _varint(buf, pos, end, 5)
                 stop = pos + length
                 if stop > end:
-                    raise _Broken
+                    raise _BrokenFramingError
                 rule = rules.get(number)
                 if rule is not None:
                     if rule.wire_type == LEN:
@@ -234,15 +235,15 @@ class _Counter:
             elif wire == VARINT:
                 _, pos = _varint(buf, pos, end)
                 self._scalar(rules, number, VARINT)
-            elif wire == FIXED64 or wire == FIXED32:
+            elif wire in (FIXED64, FIXED32):
                 pos += 8 if wire == FIXED64 else 4
                 if pos > end:
-                    raise _Broken
+                    raise _BrokenFramingError
                 self._scalar(rules, number, wire)
             elif wire == START_GROUP:
                 pos = self._skip_group(pos, end, number, depth + 1)
             else:
-                raise _Broken  # END_GROUP outside a group, or wire types 6 and 7
+                raise _BrokenFramingError  # END_GROUP outside a group, or wire types 6 and 7
 
     def _scalar(self, rules: dict[int, FieldRule], number: int, wire: int) -> None:
         rule = rules.get(number)
@@ -252,14 +253,14 @@ class _Counter:
     def _skip_group(self, pos: int, end: int, number: int, depth: int) -> int:
         """Skips an (unknown) group body and its end tag; its fields are not items."""
         if depth > MAX_DEPTH:
-            raise _Broken
+            raise _BrokenFramingError
         buf = self.buf
         while pos < end:
             tag, pos = _tag(buf, pos, end)
             wire = tag & 7
             if wire == END_GROUP:
                 if tag >> 3 != number:
-                    raise _Broken
+                    raise _BrokenFramingError
                 return pos
             if wire == VARINT:
                 _, pos = _varint(buf, pos, end)
@@ -273,15 +274,15 @@ class _Counter:
             elif wire == START_GROUP:
                 pos = self._skip_group(pos, end, tag >> 3, depth + 1)
             else:
-                raise _Broken
+                raise _BrokenFramingError
             if pos > end:
-                raise _Broken
-        raise _Broken
+                raise _BrokenFramingError
+        raise _BrokenFramingError
 
     def take(self, items: int) -> None:
         self.left -= items
         if self.left < 0:
-            raise _Over
+            raise _OverLimitError
 
 
 def _packed_elements(buf: bytes, start: int, stop: int, width: int) -> int:
@@ -305,10 +306,10 @@ def crossing_field(raw: bytes, request_type: type[Message], limit: int) -> int |
             start = pos
             pos = _next_top_field(raw, pos, end)
             counter.walk(start, pos, root, 0)
-    except _Over:
+    except _OverLimitError:
         tag, _ = _tag(raw, start, end)
         return tag >> 3
-    except (_Broken, IndexError):
+    except (_BrokenFramingError, IndexError):
         return None
     return None
 
@@ -329,9 +330,9 @@ def _next_top_field(buf: bytes, pos: int, end: int) -> int:
     elif wire == START_GROUP:
         return _Counter(buf, (), 0)._skip_group(pos, end, tag >> 3, 1)
     else:
-        raise _Broken
+        raise _BrokenFramingError
     if pos > end:
-        raise _Broken
+        raise _BrokenFramingError
     return pos
 
 
