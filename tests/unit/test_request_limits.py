@@ -17,9 +17,7 @@ from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robustness"))
-from expansion_cases import amplifications  # noqa: E402
-
-native = pytest.importorskip("turnkeeper._native")
+from expansion_cases import amplifications
 
 
 def _items(raw: bytes, request_type: type[svc.TrimHistoryRequest]) -> int:
@@ -41,9 +39,7 @@ def test_every_repeated_field_at_every_depth_counts() -> None:
     attachment = h.Attachment(uri="u")
     rows = [
         h.ConversationMessage(chat=h.ChatMessage(role=h.ROLE_USER, passthrough=passthrough)),
-        h.ConversationMessage(
-            assistant_tool_calls=h.AssistantToolCalls(tool_calls=[call, call])
-        ),
+        h.ConversationMessage(assistant_tool_calls=h.AssistantToolCalls(tool_calls=[call, call])),
         h.ConversationMessage(
             tool_results=h.ToolResults(
                 results=[h.ToolResult(tool_call_id="c", attachments=[attachment] * 3)]
@@ -74,7 +70,9 @@ def test_packed_elements_count_one_each() -> None:
 
 
 def test_a_request_over_its_allowance_is_refused_naming_the_field_and_the_limit() -> None:
-    raw = svc.CapToolResultsRequest(contents=[""] * 300, max_tool_result_chars=5).SerializeToString()
+    raw = svc.CapToolResultsRequest(
+        contents=[""] * 300, max_tool_result_chars=5
+    ).SerializeToString()
     with pytest.raises(RequestError) as raised:
         limits.check_items(raw, svc.CapToolResultsRequest, 100)
     error = raised.value
@@ -107,6 +105,7 @@ def test_broken_framing_is_left_to_the_decoder() -> None:
 
 
 def test_the_rust_counter_agrees_with_the_python_one() -> None:
+    pytest.importorskip("turnkeeper._native")
     crossing = limits._native_counter()
     assert crossing is not None
     rng = random.Random(26)

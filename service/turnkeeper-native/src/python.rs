@@ -318,6 +318,10 @@ fn scan(
     }))
 }
 
+/// One counted field as Python hands it over: (number, wire type, repeated, packed width, child
+/// type index or -1).
+type FieldTuple = (u32, u8, bool, u8, i64);
+
 /// The counted fields of every request message type (`limits.item_schema()`), handed over once.
 #[pyclass(frozen, module = "turnkeeper._native")]
 struct ItemSchema(items::ItemSchema);
@@ -327,7 +331,7 @@ impl ItemSchema {
     /// `types[i]`: type i's fields as (number, wire type, repeated, packed width, child index,
     /// -1 for none).
     #[new]
-    fn new(types: Vec<Vec<(u32, u8, bool, u8, i64)>>) -> Self {
+    fn new(types: Vec<Vec<FieldTuple>>) -> Self {
         let types = types
             .into_iter()
             .map(|fields| {
