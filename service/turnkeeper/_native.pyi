@@ -14,6 +14,7 @@ __all__ = [
     "Plan",
     "Removal",
     "Scan",
+    "TooManyItems",
     "Violation",
     "item_limit_crossing",
     "scan",
@@ -137,8 +138,24 @@ class Scan:
     def violations(self) -> list[Violation]: ...
     def view(self) -> NativeHistory: ...
 
-def scan(raw: bytes, max_rows: int, conventions: Conventions) -> Scan | None:
-    """Scans a request's bytes with the GIL released; None when they do not decode."""
+@final
+class TooManyItems:
+    """A request refused by the request-item limit."""
+
+    @property
+    def field(self) -> int:
+        """The number of the top-level field in which the items passed the allowance."""
+
+def scan(
+    raw: bytes,
+    max_rows: int,
+    conventions: Conventions,
+    items: tuple[ItemSchema, int, int] | None = None,
+) -> Scan | TooManyItems | None:
+    """Scans a request's bytes with the GIL released; None when they do not decode. `items`:
+    the request-item limit (the schema, the request type's index in it, this request's
+    allowance), counted in the same pass; `TooManyItems` when the request holds more, exactly
+    when `item_limit_crossing` names a field, and that field."""
 
 @final
 class ItemSchema:

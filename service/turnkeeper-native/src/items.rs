@@ -23,7 +23,9 @@ pub struct ItemSchema {
     pub types: Vec<Vec<FieldRule>>,
 }
 
-enum Stop {
+/// Why a count stopped before the end of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
     /// The count passed the limit.
     Over,
     /// The framing breaks: the decoder answers for these bytes.
@@ -45,6 +47,19 @@ pub fn crossing_field(buf: &[u8], schema: &ItemSchema, root: usize, limit: u64) 
         }
     }
     None
+}
+
+/// Counts one top-level occurrence of a request of type `root` against `left`, the items that
+/// may still come: the native scan counts the fields it does not read itself this way.
+pub fn count_top_field(
+    buf: &[u8],
+    schema: &ItemSchema,
+    root: usize,
+    field: &Field,
+    left: &mut u64,
+) -> Result<(), Stop> {
+    let rules = schema.types.get(root).ok_or(Stop::Broken)?;
+    count_field(buf, schema, rules, field, 0, left)
 }
 
 fn walk(

@@ -10,8 +10,10 @@ packed scalars. Only the framing is read: tags, varints, lengths. A request whos
 before the limit is passed is left to the decoder, which names the broken field.
 
 Both engines count by the same rules, from the same `ItemSchema` (built here from the request
-descriptors): the Python engine with `count_items` below, the native engine with the Rust counter
-(`turnkeeper._native.item_limit_crossing`), so they refuse the same requests with the same error.
+descriptors), so they refuse the same requests with the same error: `check_items` counts before
+parsing, with the Rust counter (`turnkeeper._native.item_limit_crossing`) when the extension is
+built, else with `crossing_field` below; the native engine's history RPCs count inside the scan
+that reads the history instead (`engine/native.py`), which names the same field.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -27,6 +29,9 @@ from google.protobuf.message import Message
 from turnkeeper.server.api.errors import FieldViolation, RequestError, invalid_argument
 from turnkeeper.v1 import errors_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
+
+if TYPE_CHECKING:
+    from turnkeeper import _native
 
 LIMIT_NAME = "max_request_items"
 DEFAULT_MAX_REQUEST_ITEMS = 100_000
@@ -376,21 +381,29 @@ def _counter() -> Callable[[bytes, type[Message], int], int | None]:
     return _native_counter() or _python_crossing
 
 
+@functools.cache
+def native_item_schema() -> _native.ItemSchema:
+    """`item_schema()` handed to the extension (built once); ImportError without it."""
+    from turnkeeper import _native
+
+    return _native.ItemSchema(
+        [
+            [(r.number, r.wire_type, r.repeated, r.packed, r.child) for r in rules.values()]
+            for rules in item_schema().types
+        ]
+    )
+
+
 def _native_counter() -> Callable[[bytes, type[Message], int], int | None] | None:
     """The Rust counter (the same rules, at a small fraction of the time) when the extension is
     built; the Python engine runs without it too."""
     try:
         from turnkeeper import _native
+
+        native_schema = native_item_schema()
     except ImportError:
         return None
-    schema = item_schema()
-    native_schema = _native.ItemSchema(
-        [
-            [(r.number, r.wire_type, r.repeated, r.packed, r.child) for r in rules.values()]
-            for rules in schema.types
-        ]
-    )
-    roots = schema.roots
+    roots = item_schema().roots
 
     def crossing(raw: bytes, request_type: type[Message], limit: int) -> int | None:
         root = roots[request_type.DESCRIPTOR.full_name]
@@ -399,12 +412,19 @@ def _native_counter() -> Callable[[bytes, type[Message], int], int | None] | Non
     return crossing
 
 
+def allowance_to_count(request_bytes: int, max_items: int) -> int | None:
+    """The allowance of a request of `request_bytes` (`items_allowed`) when its items must be
+    counted; None when it has no more bytes than that: every item takes at least one byte on the
+    wire (a packed element), so it cannot hold too many."""
+    limit = items_allowed(request_bytes, max_items)
+    return None if request_bytes <= limit else limit
+
+
 def check_items(raw: bytes, request_type: type[Message], max_items: int) -> None:
-    """Raises `too_many_items` when the request holds more items than it may (`items_allowed`).
-    Every item takes at least one byte on the wire (a packed element), so a request of no more
-    bytes than that is not counted."""
-    limit = items_allowed(len(raw), max_items)
-    if len(raw) <= limit:
+    """Raises `too_many_items` when the request holds more items than it may (`items_allowed`);
+    a request too small to hold too many is not counted (`allowance_to_count`)."""
+    limit = allowance_to_count(len(raw), max_items)
+    if limit is None:
         return
     number = _counter()(raw, request_type, limit)
     if number is not None:

@@ -79,8 +79,8 @@ class HistoryServicer:
         engine, max_rows, max_items = self._engine, self._max_rows, self._max_items
 
         def work(raw: bytes) -> rpcs.Reply:
-            limits.check_items(raw, request_type, max_items)
-            return rpc(*engine.read(raw, request_type, max_rows))
+            # The engine applies the item limit: the native one counts inside its scan.
+            return rpc(*engine.read(raw, request_type, max_rows, max_items))
 
         return work
 
