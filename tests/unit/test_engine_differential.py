@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from turnkeeper.server.api import rpcs
-from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.api.wire import encode_varint
 from turnkeeper.server.engine import native_available
 from turnkeeper.server.engine.python import PythonEngine
