@@ -180,6 +180,7 @@ class Sidecar:
         return HistoryServicer(
             feed=feed,
             max_history_rows=config.max_history_rows,
+            max_request_items=config.max_request_items,
             engine=engine,
             workers=config.engine_workers,
             overflow=OverflowClassifier.of(

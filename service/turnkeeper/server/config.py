@@ -37,6 +37,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.version import server_version
 
 MIB = 1024 * 1024
@@ -259,6 +260,12 @@ class ServerConfig(BaseSettings):
     )
     max_history_rows: int = Field(
         default=100_000, ge=1, le=2**32 - 1, description="most history rows accepted per request"
+    )
+    max_request_items: int = Field(
+        default=DEFAULT_MAX_REQUEST_ITEMS,
+        ge=1,
+        le=2**63 - 1,
+        description="most items (elements of repeated fields, at any depth, together) per request",
     )
     events: Annotated[str, AfterValidator(_events)] = Field(
         default="memory",

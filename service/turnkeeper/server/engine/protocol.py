@@ -13,7 +13,7 @@ from typing import Protocol, TypeAlias, TypeVar
 from google.protobuf.message import Message
 
 from turnkeeper.core.trimming import TrimPlan
-from turnkeeper.server.api import validation
+from turnkeeper.server.api import limits, validation
 from turnkeeper.v1 import trim_pb2
 
 M = TypeVar("M", bound=Message)
@@ -80,7 +80,15 @@ or the other, not a pair: a valid history, every call's, costs no object for it)
 class Engine(Protocol):
     name: str
 
-    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+    def read(
+        self,
+        raw: bytes,
+        request_type: type[M],
+        max_rows: int,
+        max_items: int = limits.DEFAULT_MAX_REQUEST_ITEMS,
+    ) -> tuple[M, HistorySource]:
         """The request (its `history` field is not to be read) and its history. Raises
-        RequestError (MALFORMED_REQUEST) when the bytes do not decode."""
+        RequestError: REQUEST_TOO_LARGE when the request holds more items than `max_items`
+        allows (`limits.check_items`, which decides, names the field and words the error), else
+        MALFORMED_REQUEST when the bytes do not decode."""
         ...

@@ -19,7 +19,7 @@ from turnkeeper.core.trimming import (
 )
 from turnkeeper.core.working import WorkingHistory
 from turnkeeper.server import allocator
-from turnkeeper.server.api import validation, wire
+from turnkeeper.server.api import limits, validation, wire
 from turnkeeper.server.engine.protocol import PYTHON, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -112,8 +112,16 @@ class PythonEngine:
 
     name = PYTHON
 
-    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+    def read(
+        self,
+        raw: bytes,
+        request_type: type[M],
+        max_rows: int,
+        max_items: int = limits.DEFAULT_MAX_REQUEST_ITEMS,
+    ) -> tuple[M, HistorySource]:
         allocator.before_work(len(raw))
+        # protobuf parses everything: the items are counted on the wire before it does.
+        limits.check_items(raw, request_type, max_items)
         request = wire.decode(raw, request_type)
         history: history_pb2.History = getattr(request, "history")  # noqa: B009 (typed field)
         return request, python_history_source(history, max_rows)
