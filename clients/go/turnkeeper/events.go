@@ -76,8 +76,13 @@ type Subscription struct {
 	cursor string
 }
 
+// DefaultMaxBatchEvents is the batch size a subscription asks for when req.MaxBatchEvents is 0;
+// set it to 1 for one item per stream message.
+const DefaultMaxBatchEvents = 100
+
 // TrimEvents subscribes to the trim feed with req's filters, resuming after req.AfterCursor
-// when it is set. The stream opens on the first Recv and lives until ctx ends or Close; use
+// when it is set. Unless req.MaxBatchEvents is set, it asks for batches of up to
+// DefaultMaxBatchEvents items, which Recv hands out one by one. The stream opens on the first Recv and lives until ctx ends or Close; use
 // SubscribeTrimEvents to know when the server has registered it.
 // The server confirms the subscription at once with a heartbeat carrying its resume position,
 // then sends one after every req.HeartbeatInterval without other items.
@@ -87,6 +92,10 @@ func (c *Client) TrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsReq
 		req = &turnkeeperv1.TrimEventsRequest{}
 	}
 	req = proto.CloneOf(req)
+	if req.GetMaxBatchEvents() == 0 {
+		// Batches let a subscriber keep up with a loaded server; Recv still returns one item at a time.
+		req.MaxBatchEvents = DefaultMaxBatchEvents
+	}
 	return &Subscription{stub: c.stub, req: req, backoff: c.backoff, ctx: ctx, cancel: cancel, cursor: req.GetAfterCursor()}
 }
 

@@ -147,6 +147,10 @@ impl fmt::Debug for TrimEventStream {
     }
 }
 
+/// The batch size a subscription asks for when its request leaves `max_batch_events` at 0; set it
+/// to 1 for one item per stream message.
+pub const DEFAULT_MAX_BATCH_EVENTS: u32 = 100;
+
 /// The reconnecting subscription behind a [`TrimEventStream`], driven one item at a time.
 struct Subscription {
     stub: HistoryServiceClient<Channel>,
@@ -177,6 +181,11 @@ impl Subscription {
             .unwrap_or(SERVER_DEFAULT_HEARTBEAT)
             .clamp(Duration::from_secs(1), Duration::from_secs(300));
         let cursor = Some(request.after_cursor.clone()).filter(|c| !c.is_empty());
+        let mut request = request;
+        if request.max_batch_events == 0 {
+            // Batches let a subscriber keep up with a loaded server; items are handed out one by one.
+            request.max_batch_events = DEFAULT_MAX_BATCH_EVENTS;
+        }
         let mut this = Subscription {
             stub,
             credentials,

@@ -155,8 +155,9 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         Yields every `TrimEventsResponse` item (event, heartbeat, gap, and with
         `include_meter_updates` a `meter_update` per successful PrepareModelCall, spec §10.5).
         `after_cursor` resumes an earlier subscription (see the watch's `cursor`); empty means a
-        live tail from now. `max_batch_events` above 1 lets the server send up to that many items
-        in one stream message, which costs it and this client less per event under load; the watch
+        live tail from now. `max_batch_events` lets the server send up to that many items in one
+        stream message, which costs it and this client less per event, so a subscriber keeps up
+        with a loaded server; 0 (the default) asks for 100, 1 for one item a message. The watch
         unpacks them, so it yields the same single items either way.
         """
         request = build_request(
