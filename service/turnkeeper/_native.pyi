@@ -113,8 +113,10 @@ class NativeHistory:
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> Plan:
-        """`step_budget`: the budget the §11.1 grid step comes from, when not `budget`."""
+        """`step_budget`: the budget the §11.1 grid step comes from, when not `budget`;
+        `allow_growth`: keep a cut whose output estimates more than its input (§16.1)."""
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
     ) -> Plan: ...

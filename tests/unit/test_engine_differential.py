@@ -359,6 +359,59 @@ def test_low_water_grid_cuts_identically(conversation: bool, fraction: float) ->
     assert (grids > 0) == (0.0 < fraction < 1.0)
 
 
+def _tiny_history(turns: int, conversation: bool) -> h.History:
+    """Turns of two one-byte rows (10 tokens a turn): dropping one saves less than the
+    breadcrumb (17) costs, so the trims of §16.1 have a history they would grow."""
+    rows = [h.ChatMessage(role=h.ROLE_SYSTEM, content="s")]
+    for _ in range(turns):
+        rows.append(h.ChatMessage(role=h.ROLE_USER, content="u"))
+        rows.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content="a"))
+    history = h.History(chat=h.ChatHistory(messages=rows))
+    return as_conversation(history) if conversation else history
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])
+def test_a_trim_that_would_grow_the_history_is_refused_identically(conversation: bool) -> None:
+    """§16.1 and §16.2 in both engines: every caller path and preparation (grid, room, reported
+    usage of a grown history, recovery's no saving) over histories whose cheapest cut grows them."""
+    refused = 0
+    for turns in (2, 3, 4):
+        history = _tiny_history(turns, conversation)
+        for budget in (1, 10, 20, 24, 25, 30, 45):
+            for fraction in (1.0, 0.5):
+                limits = svc.ExplicitLimits(budget_tokens=budget, history_trim_low_water=fraction)
+                request = svc.TrimHistoryRequest(
+                    history=history, mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET, explicit_limits=limits
+                )
+                _same(request)
+                reply = answer(PYTHON, svc.TrimHistoryRequest, request.SerializeToString())[1]
+                outcome = svc.TrimHistoryResponse.FromString(reply.body).outcome
+                refused += not outcome.trimmed and outcome.tokens_before > budget
+                request.mode = trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY
+                _same(request)
+                request.mode = trim_pb2.TRIM_MODE_REPORTED_USAGE
+                # Counted requests smaller than the history (it grew), equal to it, and zeros.
+                for reported, estimated in ((60, 12), (9, 9), (100, 300), (0, 9), (9, 0), (1, 1)):
+                    request.reported_usage.reported_input_tokens = reported
+                    request.reported_usage.estimated_input_tokens = estimated
+                    _same(request)
+            runtime = profile_pb2.RuntimeProfile(
+                default_provider="p", max_context_tokens=budget, history_trim_low_water=0.5
+            )
+            for reserved in (0, 5, budget - 1):
+                prepare = svc.PrepareModelCallRequest(
+                    history=history,
+                    profiles=profile_pb2.Profiles(runtime=runtime),
+                    reserved_output_tokens=reserved,
+                    overflow_recovery=reserved == 5,
+                )
+                _same(prepare)
+                prepare.reported_usage.reported_input_tokens = 60
+                prepare.reported_usage.estimated_input_tokens = 12
+                _same(prepare)
+    assert refused > 0
+
+
 @pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])
 @pytest.mark.parametrize("rpc", ["sweep", "trim"])
 def test_unknown_fields_of_the_history_and_its_list_survive_a_rewrite(

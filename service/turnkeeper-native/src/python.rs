@@ -175,13 +175,14 @@ impl NativeHistory {
         self.working.system_floor_tokens()
     }
 
-    #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None))]
+    #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None, allow_growth=false))]
     fn plan_token_budget(
         &self,
         budget: u64,
         breadcrumb_cost: Option<u64>,
         low_water: f64,
         step_budget: Option<u64>,
+        allow_growth: bool,
     ) -> PyResult<Plan> {
         let w = &self.working;
         let step_budget = step_budget.unwrap_or(budget);
@@ -193,6 +194,7 @@ impl NativeHistory {
                 breadcrumb_cost,
                 low_water,
                 step_budget,
+                allow_growth,
             )
         })
     }

@@ -326,19 +326,21 @@ impl ::prost::Name for ReportedUsage {
         "type.googleapis.com/turnkeeper.v1.ReportedUsage".into()
     }
 }
-/// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+/// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4, as amended by
+/// spec §16.2). It is present whenever the budget is positive and both counts are; the trim of step 4 may then keep
+/// the history unchanged.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct UsageCalibration {
-    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
-    /// only the room of spec §12 (PrepareModelCall) made the trim.
+    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic, saturated at 2^64-1.
     #[prost(uint64, tag = "1")]
     pub calibrated_target_tokens: u64,
     /// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
     /// it is at most `capacity - extras` (spec §12).
     #[prost(uint64, tag = "2")]
     pub history_target_tokens: u64,
-    /// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+    /// Step 4: the estimate of the history after the trim (the history as given when it was kept), breadcrumb included
+    /// (`kept`).
     #[prost(uint64, tag = "3")]
     pub kept_estimate_tokens: u64,
 }
@@ -795,7 +797,8 @@ pub enum CountSource {
     Unspecified = 0,
     /// The counts are turnkeeper's estimate (spec §4, §9).
     Estimate = 1,
-    /// `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+    /// `tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+    /// §10.3 step 5, as amended by spec §16.2).
     ProviderReported = 2,
 }
 impl CountSource {
@@ -2109,8 +2112,9 @@ pub struct ClassifyProviderErrorRequest {
     /// The provider's error message (or response body) as received.
     #[prost(string, tag = "1")]
     pub message: ::prost::alloc::string::String,
-    /// The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-    /// message alone, so the status does not change it; it is logged with the decision for operators.
+    /// The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+    /// as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+    /// it is logged with the decision for operators.
     #[prost(uint32, optional, tag = "2")]
     pub http_status: ::core::option::Option<u32>,
     /// The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.

@@ -91,8 +91,12 @@ class NativeHistoryView:
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan:
-        return _plan(self.native.plan_token_budget(budget, breadcrumb_cost, low_water, step_budget))
+        native = self.native.plan_token_budget(
+            budget, breadcrumb_cost, low_water, step_budget, allow_growth
+        )
+        return _plan(native)
 
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0

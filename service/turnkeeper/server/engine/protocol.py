@@ -45,8 +45,9 @@ class HistoryView(Protocol):
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan:
-        """The §9 token-budget trim with the §11 grid (`core.trimming.plan_token_budget`)."""
+        """The §9 token-budget trim, §11 grid and §16.1 (`core.trimming.plan_token_budget`)."""
         ...
 
     def plan_turn_count(

@@ -55,9 +55,12 @@ class PythonHistoryView:
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan:
         w = self.working
-        return plan_token_budget(w.rows, w.pricing, budget, breadcrumb_cost, low_water, step_budget)
+        return plan_token_budget(
+            w.rows, w.pricing, budget, breadcrumb_cost, low_water, step_budget, allow_growth
+        )
 
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0

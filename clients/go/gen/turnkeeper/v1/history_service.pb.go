@@ -1340,8 +1340,9 @@ type ClassifyProviderErrorRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The provider's error message (or response body) as received.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-	// message alone, so the status does not change it; it is logged with the decision for operators.
+	// The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+	// as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+	// it is logged with the decision for operators.
 	HttpStatus *uint32 `protobuf:"varint,2,opt,name=http_status,json=httpStatus,proto3,oneof" json:"http_status,omitempty"`
 	// The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.
 	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`

@@ -751,8 +751,9 @@ class ClassifyProviderErrorRequest(_message.Message):
     message: _builtins.str
     """The provider's error message (or response body) as received."""
     http_status: _builtins.int
-    """The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-    message alone, so the status does not change it; it is logged with the decision for operators.
+    """The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+    as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+    it is logged with the decision for operators.
     """
     provider: _builtins.str
     """The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too."""

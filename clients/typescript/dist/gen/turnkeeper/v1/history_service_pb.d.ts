@@ -657,8 +657,9 @@ export type ClassifyProviderErrorRequest = Message<"turnkeeper.v1.ClassifyProvid
      */
     message: string;
     /**
-     * The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-     * message alone, so the status does not change it; it is logged with the decision for operators.
+     * The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+     * as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+     * it is logged with the decision for operators.
      *
      * @generated from field: optional uint32 http_status = 2;
      */
