@@ -60,6 +60,11 @@ export interface SubscriptionHost {
  * heartbeat, so a live tail has a cursor before its first event and a reconnect never turns into a
  * fresh live tail. Events the server could no longer deliver are reported as a Gap item.
  */
+/**
+ * The batch size a watch asks for when its request leaves `maxBatchEvents` unset; set it to 1 for
+ * one item per stream message.
+ */
+export declare const DEFAULT_MAX_BATCH_EVENTS = 100;
 export declare class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> {
     private readonly host;
     private readonly options;

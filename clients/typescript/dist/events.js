@@ -21,6 +21,11 @@ const DEFAULT_HEARTBEAT_MS = 15_000;
  * heartbeat, so a live tail has a cursor before its first event and a reconnect never turns into a
  * fresh live tail. Events the server could no longer deliver are reported as a Gap item.
  */
+/**
+ * The batch size a watch asks for when its request leaves `maxBatchEvents` unset; set it to 1 for
+ * one item per stream message.
+ */
+export const DEFAULT_MAX_BATCH_EVENTS = 100;
 export class TrimEventSubscription {
     host;
     options;
@@ -42,6 +47,9 @@ export class TrimEventSubscription {
         this.host = host;
         this.options = options;
         this.request = create(TrimEventsRequestSchema, request);
+        // Batches let a subscriber keep up with a loaded server; they are yielded item by item.
+        if (this.request.maxBatchEvents === 0)
+            this.request.maxBatchEvents = DEFAULT_MAX_BATCH_EVENTS;
         this.lastCursor = options.afterCursor ?? this.request.afterCursor;
         this.idleTimeoutMs = options.idleTimeoutMs ?? 3 * heartbeatMs(this.request);
         for (const signal of [options.signal, host.closed]) {

@@ -1,6 +1,6 @@
 export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_MS } from "./client.js";
 export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
-export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
+export { TrimEventSubscription, isRetryableStreamError, backoffDelay, DEFAULT_MAX_BATCH_EVENTS, } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAnthropic, fromOpenAI, fromOpenAIResponses, toAnthropic, toOpenAI, toOpenAIResponses, } from "./convert/index.js";
