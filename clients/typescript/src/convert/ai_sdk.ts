@@ -178,7 +178,7 @@ export function toAISDK<Message extends object>(history: History): Message[] {
     const message = exportMessage(row, skeleton, where, names);
     const last = out[out.length - 1];
     if ("role" in skeleton) out.push(message);
-    else if (last?.role === "tool" && Array.isArray(last.content)) (last.content as JsonValue[]).push(...(message.content as JsonValue[]));
+    else if (last?.role === "tool" && Array.isArray(last.content)) last.content.push(...(message.content as JsonValue[]));
     else out.push({ role: "tool", ...message });
     previous = { message: row.message, reasoning: row.reasoning, skeleton };
   });
