@@ -15,11 +15,15 @@ export { reportedUsageOf } from "./usage.js";
 export {
   CARRIER_PREFIX,
   DEFAULT_BREADCRUMB,
+  fromAISDK,
   fromAnthropic,
   fromOpenAI,
+  fromOpenAIAgents,
   fromOpenAIResponses,
+  toAISDK,
   toAnthropic,
   toOpenAI,
+  toOpenAIAgents,
   toOpenAIResponses,
 } from "./convert/index.js";
 export type { ConvertOptions, ProviderJson, Shape } from "./convert/index.js";

@@ -7,12 +7,16 @@ import { after, describe, test } from "node:test";
 import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import {
   ConversionError,
+  fromAISDK,
   fromAnthropic,
   fromOpenAI,
+  fromOpenAIAgents,
   fromOpenAIResponses,
   HistorySchema,
+  toAISDK,
   toAnthropic,
   toOpenAI,
+  toOpenAIAgents,
   toOpenAIResponses,
   TrimMode,
   CallerPath,
@@ -28,6 +32,8 @@ const FORMATS: Record<string, [From, To]> = {
   openai_chat: [fromOpenAI, toOpenAI],
   openai_responses: [fromOpenAIResponses, toOpenAIResponses],
   anthropic: [fromAnthropic, toAnthropic],
+  openai_agents: [fromOpenAIAgents, toOpenAIAgents],
+  ai_sdk: [fromAISDK, toAISDK],
 };
 
 interface Vector {

@@ -23,7 +23,7 @@ export type ProviderJson = JsonValue | object;
  * The input as plain JSON: what `JSON.stringify` makes of it (a property whose value is
  * `undefined` is dropped, `toJSON` is honoured), so SDK objects read as the JSON their SDK sends.
  */
-export declare function plainJson(value: ProviderJson, where: string): JsonValue;
+export declare function plainJson(value: ProviderJson, where: string, replacer?: (key: string, value: unknown) => unknown): JsonValue;
 export declare function isObject(value: unknown): value is JsonObject;
 export declare function expectString(value: unknown, where: string): string;
 export declare function expectObject(value: unknown, where: string): JsonObject;
@@ -108,3 +108,14 @@ export declare function imagesAreAttachments(message: ChatMessage): boolean;
 export declare function markerTextRow(message: ChatMessage): boolean;
 /** The concatenated `text` of the parts whose type is one of `types`. */
 export declare function partTexts(parts: JsonObject[], types: readonly string[]): string;
+/**
+ * An item or part turnkeeper has no row field for (a hosted tool call, a file, a compaction): its
+ * canonical JSON is priced as text in the row, and its skeleton is `{"opaque": length}`, so it is
+ * counted, stays with its turn and comes back as it went in.
+ */
+export declare function addOpaque(row: Row, value: JsonValue, stream?: Stream): JsonObject;
+export declare function isOpaque(skeleton: JsonObject): boolean;
+/** The opaque value whose canonical JSON is at the cursor. */
+export declare function takeOpaque(cursor: Cursor, skeleton: JsonObject, where: string): JsonValue;
+/** The provider items a skeleton stands for: several for a grouped row (`{"items": [...]}`), else itself. */
+export declare function skeletonItems(skeleton: JsonObject): JsonObject[];

@@ -11,10 +11,10 @@ const MARKER_OPEN = "[IMAGE:";
  * The input as plain JSON: what `JSON.stringify` makes of it (a property whose value is
  * `undefined` is dropped, `toJSON` is honoured), so SDK objects read as the JSON their SDK sends.
  */
-export function plainJson(value, where) {
+export function plainJson(value, where, replacer) {
     let text;
     try {
-        text = JSON.stringify(value);
+        text = JSON.stringify(value, replacer);
     }
     catch (e) {
         throw new ConversionError(`${where}: not JSON: ${e instanceof Error ? e.message : String(e)}`);
@@ -394,5 +394,35 @@ export function partTexts(parts, types) {
         .filter((p) => typeof p.type === "string" && types.includes(p.type) && typeof p.text === "string")
         .map((p) => p.text)
         .join("");
+}
+/**
+ * An item or part turnkeeper has no row field for (a hosted tool call, a file, a compaction): its
+ * canonical JSON is priced as text in the row, and its skeleton is `{"opaque": length}`, so it is
+ * counted, stays with its turn and comes back as it went in.
+ */
+export function addOpaque(row, value, stream = "text") {
+    return { opaque: row.add(canonicalJson(value), stream) };
+}
+export function isOpaque(skeleton) {
+    const keys = Object.keys(skeleton);
+    return keys.length === 1 && keys[0] === "opaque";
+}
+/** The opaque value whose canonical JSON is at the cursor. */
+export function takeOpaque(cursor, skeleton, where) {
+    const text = cursor.take(skeleton.opaque, where);
+    try {
+        return JSON.parse(text);
+    }
+    catch {
+        throw new ConversionError(`${where}: the opaque value's text is no longer JSON; the row changed since it was converted`);
+    }
+}
+/** The provider items a skeleton stands for: several for a grouped row (`{"items": [...]}`), else itself. */
+export function skeletonItems(skeleton) {
+    const items = skeleton.items;
+    if (Array.isArray(items) && skeleton.type === undefined && skeleton.role === undefined) {
+        return items.map((item, k) => expectObject(item, `passthrough.items[${k}]`));
+    }
+    return [skeleton];
 }
 //# sourceMappingURL=common.js.map

@@ -3,21 +3,58 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, splitMarkers, Streams, plainJson, } from "./common.js";
+import { addOpaque, attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isOpaque, marker, markerTextRow, newRow, partTexts, shown, skeletonItems, splitMarkers, Streams, takeOpaque, plainJson, } from "./common.js";
 const FORMAT = "openai_responses";
 const ROLES = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
 const TEXT_PARTS = ["input_text", "output_text"];
-/** Converts Responses input items (or a request object holding them as `input`) to a History: one row per item. */
+/** Items the model or a hosted tool produced that turnkeeper keeps whole as opaque rows (priced as their JSON). */
+const OPAQUE_ITEMS = ["web_search_call", "file_search_call", "mcp_call", "computer_call", "computer_call_output", "item_reference", "compaction"];
+/**
+ * Converts Responses input items (or a request object holding them as `input`) to a History: one
+ * row per item, except that consecutive `function_call` items (parallel calls) are one assistant row.
+ */
 export function fromOpenAIResponses(input, options) {
     const items = plainJson(input, "input");
     const list = Array.isArray(items) ? items : expectArray(expectObject(items, "request").input, "input");
-    return finish(list.map((item, i) => importItem(item, `input[${i}]`)), FORMAT, (row) => defaultSkeleton(row), options);
+    const rows = [];
+    let calls; // the item skeletons of the last row while it is a run of function_call items
+    list.forEach((raw, i) => {
+        const where = `input[${i}]`;
+        const item = expectObject(raw, where);
+        const last = rows[rows.length - 1];
+        if (item.type === "function_call" && calls !== undefined && last !== undefined) {
+            const single = newRow(Role.ASSISTANT, copy(item));
+            importFunctionCall(single, item, where);
+            last.message.toolCalls.push(...single.message.toolCalls);
+            calls.push(single.skeleton);
+            last.skeleton = { items: calls };
+            return;
+        }
+        const row = importItem(item, where);
+        calls = item.type === "function_call" ? [row.skeleton] : undefined;
+        rows.push(row);
+    });
+    return finish(rows, FORMAT, (row) => defaultSkeleton(row), options);
 }
-function importItem(raw, where) {
-    const item = expectObject(raw, where);
+function importFunctionCall(row, item, where) {
+    row.message.toolCalls.push(create(ToolCallSchema, {
+        id: expectString(item.call_id, `${where}.call_id`),
+        name: expectString(item.name, `${where}.name`),
+        arguments: expectString(item.arguments, `${where}.arguments`),
+    }));
+    delete row.skeleton.call_id;
+    delete row.skeleton.name;
+    delete row.skeleton.arguments;
+}
+function importItem(item, where) {
     const kind = item.type ?? "message";
     const skeleton = copy(item);
+    if (typeof kind === "string" && OPAQUE_ITEMS.includes(kind)) {
+        const row = newRow(Role.ASSISTANT);
+        row.skeleton = addOpaque(row, item);
+        return row;
+    }
     if (kind === "message") {
         const role = ROLES[shown(item.role)];
         if (role === undefined)
@@ -28,14 +65,7 @@ function importItem(raw, where) {
     }
     if (kind === "function_call") {
         const row = newRow(Role.ASSISTANT, skeleton);
-        row.message.toolCalls.push(create(ToolCallSchema, {
-            id: expectString(item.call_id, `${where}.call_id`),
-            name: expectString(item.name, `${where}.name`),
-            arguments: expectString(item.arguments, `${where}.arguments`),
-        }));
-        delete skeleton.call_id;
-        delete skeleton.name;
-        delete skeleton.arguments;
+        importFunctionCall(row, item, where);
         return row;
     }
     if (kind === "function_call_output") {
@@ -74,6 +104,8 @@ function importParts(row, content, where) {
     return parts.map((part, k) => {
         const here = `${where}[${k}]`;
         const skeleton = copy(part);
+        if (part.type === "input_file")
+            return addOpaque(row, part);
         if (typeof part.type === "string" && TEXT_PARTS.includes(part.type))
             skeleton.text = row.add(expectString(part.text, `${here}.text`));
         else if (part.type === "refusal" && role === Role.ASSISTANT)
@@ -129,13 +161,19 @@ export function toOpenAIResponses(history) {
     flatRows(history, FORMAT).forEach((row, i) => {
         const where = `rows[${i}]`;
         const streams = new Streams(row, where);
-        for (const item of row.skeleton !== undefined ? [row.skeleton] : defaultItems(row))
-            out.push(exportItem(row.message, streams, item, where));
+        for (const item of row.skeleton !== undefined ? skeletonItems(row.skeleton) : defaultItems(row)) {
+            const exported = exportItem(row.message, streams, item, where);
+            if (exported !== undefined)
+                out.push(exported);
+        }
         streams.done();
     });
     return out; // plain JSON objects; `Item` is the caller's name for them
 }
+/** One item back from its skeleton; undefined for a `function_call` whose call the orphan sweep removed. */
 function exportItem(message, streams, skeleton, where) {
+    if (isOpaque(skeleton))
+        return expectObject(takeOpaque(streams.text, skeleton, where), where);
     const out = copy(skeleton);
     const kind = skeleton.type ?? "message";
     if (kind === "message") {
@@ -147,9 +185,11 @@ function exportItem(message, streams, skeleton, where) {
             : streams.text.take(content, `${where}.content`);
     }
     else if (kind === "function_call") {
+        if (message.role !== Role.ASSISTANT)
+            throw new ConversionError(`${where}: passthrough function_call on a row that is not an assistant's`);
         const call = streams.call();
-        if (call === undefined || message.role !== Role.ASSISTANT)
-            throw new ConversionError(`${where}: passthrough function_call without its tool call`);
+        if (call === undefined)
+            return undefined;
         Object.assign(out, { call_id: call.id, name: call.name, arguments: call.arguments });
     }
     else if (kind === "function_call_output") {
@@ -181,6 +221,8 @@ function exportItem(message, streams, skeleton, where) {
     return out;
 }
 function exportPart(message, streams, part, where) {
+    if (isOpaque(part))
+        return expectObject(takeOpaque(streams.text, part, where), where);
     const out = copy(part);
     if (typeof part.type === "string" && TEXT_PARTS.includes(part.type))
         out.text = streams.text.take(part.text, `${where}.text`);

@@ -45,10 +45,10 @@ export type ProviderJson = JsonValue | object;
  * The input as plain JSON: what `JSON.stringify` makes of it (a property whose value is
  * `undefined` is dropped, `toJSON` is honoured), so SDK objects read as the JSON their SDK sends.
  */
-export function plainJson(value: ProviderJson, where: string): JsonValue {
+export function plainJson(value: ProviderJson, where: string, replacer?: (key: string, value: unknown) => unknown): JsonValue {
   let text: string | undefined;
   try {
-    text = JSON.stringify(value);
+    text = JSON.stringify(value, replacer);
   } catch (e) {
     throw new ConversionError(`${where}: not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
@@ -444,4 +444,37 @@ export function partTexts(parts: JsonObject[], types: readonly string[]): string
     .filter((p) => typeof p.type === "string" && types.includes(p.type) && typeof p.text === "string")
     .map((p) => p.text as string)
     .join("");
+}
+
+/**
+ * An item or part turnkeeper has no row field for (a hosted tool call, a file, a compaction): its
+ * canonical JSON is priced as text in the row, and its skeleton is `{"opaque": length}`, so it is
+ * counted, stays with its turn and comes back as it went in.
+ */
+export function addOpaque(row: Row, value: JsonValue, stream: Stream = "text"): JsonObject {
+  return { opaque: row.add(canonicalJson(value), stream) };
+}
+
+export function isOpaque(skeleton: JsonObject): boolean {
+  const keys = Object.keys(skeleton);
+  return keys.length === 1 && keys[0] === "opaque";
+}
+
+/** The opaque value whose canonical JSON is at the cursor. */
+export function takeOpaque(cursor: Cursor, skeleton: JsonObject, where: string): JsonValue {
+  const text = cursor.take(skeleton.opaque, where);
+  try {
+    return JSON.parse(text) as JsonValue;
+  } catch {
+    throw new ConversionError(`${where}: the opaque value's text is no longer JSON; the row changed since it was converted`);
+  }
+}
+
+/** The provider items a skeleton stands for: several for a grouped row (`{"items": [...]}`), else itself. */
+export function skeletonItems(skeleton: JsonObject): JsonObject[] {
+  const items = skeleton.items;
+  if (Array.isArray(items) && skeleton.type === undefined && skeleton.role === undefined) {
+    return items.map((item, k) => expectObject(item, `passthrough.items[${k}]`));
+  }
+  return [skeleton];
 }
