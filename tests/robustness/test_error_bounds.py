@@ -51,10 +51,17 @@ def test_150_bad_rows_reach_a_default_client_as_invalid_argument_with_details(
 
 
 @pytest.mark.parametrize("calls", [300_000, 1_000_000])
+@pytest.mark.parametrize("item_limit", ["default", "raised"])
 def test_a_row_of_empty_tool_calls_costs_linear_work_and_a_bounded_error(
-    stub: history_service_pb2_grpc.HistoryServiceStub, live_server: Any, figures: Any, calls: int
+    server_factory: Any, figures: Any, calls: int, item_limit: str
 ) -> None:
-    """The probe saw 300k empty ToolCall() cost 3.3 s, a 52 MB error and +630 MB of RSS."""
+    """The probe saw 300k empty ToolCall() cost 3.3 s, a 52 MB error and +630 MB of RSS. With
+    the default --max-request-items the request is refused before it is parsed; with the limit
+    raised past it, every violation is found in linear time and the error stays bounded."""
+    flags = ("--max-request-items", str(10 * calls)) if item_limit == "raised" else ()
+    live_server = server_factory(*flags, unix=False)
+    channel = grpc.insecure_channel(live_server.address, options=BIG_MESSAGES)
+    stub = history_service_pb2_grpc.HistoryServiceStub(channel)
     row = h.ChatMessage(role=h.ROLE_ASSISTANT, tool_calls=[h.ToolCall()] * calls)
     history = h.History(chat=h.ChatHistory(messages=[row]))
     rss_before = rss_kib(live_server.pid)
@@ -62,20 +69,25 @@ def test_a_row_of_empty_tool_calls_costs_linear_work_and_a_bounded_error(
     error = _fail(stub, history)
     elapsed = time.perf_counter() - started
     rss_after = rss_kib(live_server.pid)
+    channel.close()
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     status = rich_status(error)
     assert status is not None and status.ByteSize() <= MAX_DETAILS
     info = error_info(status)
-    assert info is not None and info.metadata["field_violations_total"] == str(2 * calls)
+    assert info is not None
+    if item_limit == "default":
+        assert info.reason == "ERROR_REASON_REQUEST_TOO_LARGE"
+        assert "max_request_items" in info.metadata
+    else:
+        assert info.metadata["field_violations_total"] == str(2 * calls)
     # Linear: a few microseconds per call, on a loaded 2-core machine.
     assert elapsed < 6e-6 * calls + 1.0, f"{elapsed:.2f} s for {calls} calls"
     assert rss_after - rss_before < 200 * 1024
     size = history.ByteSize()
-    figures.add(f"{size / 1e6:.1f} MB request: seconds", f"{elapsed:.2f}")
-    figures.add(f"{size / 1e6:.1f} MB request: status bytes", status.ByteSize())
-    figures.add(
-        f"{size / 1e6:.1f} MB request: RSS growth MiB", f"{(rss_after - rss_before) / 1024:.0f}"
-    )
+    what = f"{size / 1e6:.1f} MB request, {item_limit} item limit"
+    figures.add(f"{what}: seconds", f"{elapsed:.2f}")
+    figures.add(f"{what}: status bytes", status.ByteSize())
+    figures.add(f"{what}: RSS growth MiB", f"{(rss_after - rss_before) / 1024:.0f}")
 
 
 def test_long_user_text_in_a_violation_is_clipped(
