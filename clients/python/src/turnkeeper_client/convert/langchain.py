@@ -69,6 +69,12 @@ _ROLES = {
     "tool": history_pb2.ROLE_TOOL,
 }
 _TYPES = {role: kind for kind, role in _ROLES.items()}
+# Content blocks that repeat a call of `tool_calls` (Anthropic's `tool_use`, LangChain v1's
+# `tool_call`): kept as they are, priced once through `tool_calls`.
+_CALL_ECHOES = frozenset({"tool_use", "tool_call"})
+# Blocks turnkeeper has no field for but the model reads (a provider-side tool's call and result):
+# priced as their canonical JSON in the row's text, and given back as they went in.
+_OPAQUE_BLOCKS = frozenset({"server_tool_call", "server_tool_result"})
 
 
 def from_langchain(
@@ -136,11 +142,14 @@ def _import_blocks(row: Row, content: object, where: str) -> list[Any]:
         kind = block.get("type")
         if kind == "text":
             skeleton["text"] = row.add(expect_str(block.get("text"), f"{here}.text"))
-        elif kind in ("thinking", "reasoning"):
-            text = expect_str(block.get(kind), f"{here}.{kind}")
-            skeleton[kind] = row.add(text, REASONING)
-        elif kind == "tool_use":
+        elif kind == "thinking":
+            skeleton[kind] = row.add(expect_str(block.get(kind), f"{here}.{kind}"), REASONING)
+        elif kind == "reasoning":
+            _import_reasoning(row, block, skeleton, here)
+        elif kind in _CALL_ECHOES:
             pass  # the provider's echo of a tool call; the call itself is priced in tool_calls
+        elif kind in _OPAQUE_BLOCKS:
+            skeleton = {"type": kind, "block": row.add(canonical_json(block))}
         elif kind in ("image_url", "image") and row.message.role != history_pb2.ROLE_ASSISTANT:
             url = _cut_image(block, skeleton, here)
             if attach:
@@ -151,6 +160,21 @@ def _import_blocks(row: Row, content: object, where: str) -> list[Any]:
             raise ConversionError(f"{here}: unsupported content block type {kind!r} here")
         out.append(skeleton)
     return out
+
+
+def _import_reasoning(row: Row, block: Mapping[str, Any], skeleton: JSONObject, where: str) -> None:
+    """A v1 reasoning block: its `reasoning` text and each `summary` part's text are priced."""
+    if block.get("reasoning") is not None:
+        skeleton["reasoning"] = row.add(
+            expect_str(block["reasoning"], f"{where}.reasoning"), REASONING
+        )
+    if block.get("summary") is not None:
+        parts = []
+        for k, raw in enumerate(expect_list(block["summary"], f"{where}.summary")):
+            part = skeleton_copy(expect_mapping(raw, f"{where}.summary[{k}]"))
+            part["text"] = row.add(expect_str(part.get("text"), f"{where}.summary[{k}]"), REASONING)
+            parts.append(part)
+        skeleton["summary"] = parts
 
 
 def _cut_image(block: Mapping[str, Any], skeleton: JSONObject, where: str) -> str:
@@ -219,7 +243,12 @@ def _export(row: FlatRow, skeleton: JSONObject, where: str) -> BaseMessage:
         data["tool_call_id"] = message.tool_call_id
     content = skeleton.get("content")
     if isinstance(content, list):
-        data["content"] = [_export_block(message, streams, b, where) for b in content]
+        calls_left = {call.id for call in message.tool_calls}
+        data["content"] = [
+            _export_block(message, streams, b, where)
+            for b in content
+            if not _echo_of_swept_call(b, calls_left)
+        ]
     else:
         data["content"] = streams.text.take(content, f"{where}.content")
     if "tool_calls" in skeleton:
@@ -243,6 +272,16 @@ def _export(row: FlatRow, skeleton: JSONObject, where: str) -> BaseMessage:
         raise ConversionError(f"{where}: not a valid {kind} message: {error}") from error
 
 
+def _echo_of_swept_call(block: object, calls_left: set[str]) -> bool:
+    """An echo block of a call the orphan sweep removed goes with its call."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") in _CALL_ECHOES
+        and isinstance(block.get("id"), str)
+        and block["id"] not in calls_left
+    )
+
+
 def _export_block(
     message: history_pb2.ChatMessage, streams: Streams, block: object, where: str
 ) -> Any:
@@ -252,15 +291,29 @@ def _export_block(
     kind = block.get("type")
     if kind == "text":
         out["text"] = streams.text.take(block.get("text"), f"{where}.text")
-    elif kind in ("thinking", "reasoning"):
+    elif kind == "thinking":
         out[kind] = streams.reasoning.take(block.get(kind), f"{where}.{kind}")
+    elif kind == "reasoning":
+        if block.get("reasoning") is not None:
+            out["reasoning"] = streams.reasoning.take(block["reasoning"], f"{where}.reasoning")
+        if block.get("summary") is not None:
+            out["summary"] = [
+                {**part, "text": streams.reasoning.take(part.get("text"), f"{where}.summary")}
+                for part in expect_list(block["summary"], f"{where}.summary")
+            ]
+    elif kind in _OPAQUE_BLOCKS:
+        text = streams.text.take(block.get("block"), f"{where}.block")
+        try:
+            return dict(expect_mapping(json.loads(text), where))
+        except json.JSONDecodeError as error:
+            raise ConversionError(f"{where}: the row's text is no longer the block JSON") from error
     elif kind in ("image_url", "image"):
         if user_images_are_attachments(message):
             url = attachment_url(streams.attachment(where), where)
         else:
             url = streams.text.marker_url(where)
         _put_image(out, url, where)
-    elif kind != "tool_use":
+    elif kind not in _CALL_ECHOES:
         raise ConversionError(f"{where}: passthrough block type {kind!r} is not LangChain")
     return out
 
