@@ -1,5 +1,5 @@
 """LangChain `BaseMessage` lists <-> turnkeeper.v1 History (passthrough key `langchain`), and a
-drop-in `trim_messages` backed by the sidecar. Needs the `langchain` extra
+whole-turn `trim_messages` backed by the sidecar. Needs the `langchain` extra
 (`pip install 'turnkeeper-client[langchain]'`).
 
 A message's skeleton is its `model_dump()` without default-valued fields, with `type` kept and the
@@ -411,8 +411,9 @@ def trim_messages(
     include_system: bool = True,
     text_splitter: object = None,
 ) -> list[BaseMessage]:
-    """A drop-in for `langchain_core.messages.trim_messages(..., strategy="last",
-    include_system=True, start_on="human")` backed by the sidecar: the newest whole turns that
+    """turnkeeper's whole-turn trim with the keywords of `langchain_core.messages.trim_messages`
+    where they mean the same (`strategy="last", include_system=True, start_on="human"`); it is
+    not LangChain's function: the newest whole turns that
     fit `max_tokens` by turnkeeper's estimate, the leading system messages kept, a tool exchange
     never split, and a breadcrumb message saying earlier turns were omitted when any were.
     Messages come back as they went in (ids and metadata kept).
