@@ -109,6 +109,10 @@ class ScriptedProvider(CustomLLM):
         )
 
 
+    async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        return self.completion(*args, **kwargs)
+
+
 def install(provider: ScriptedProvider) -> None:
     litellm.custom_provider_map = [{"provider": "scripted", "custom_handler": provider}]
 
