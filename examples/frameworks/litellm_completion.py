@@ -108,7 +108,6 @@ class ScriptedProvider(CustomLLM):
             usage={"prompt_tokens": tokens, "completion_tokens": 8, "total_tokens": tokens + 8},
         )
 
-
     async def acompletion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         return self.completion(*args, **kwargs)
 

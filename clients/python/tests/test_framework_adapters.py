@@ -1,7 +1,7 @@
 """The adapters' paths the scripted six-turn loop never takes: LiteLLM's overflow recovery (the
 provider refusing past its window), the LiteLLM proxy hook, `classify` on the provider SDKs' own
-exception objects, and the LangChain middleware's tool-result cap. Against a live server and the
-real framework packages."""
+exception objects, the LangChain middleware's tool-result cap, and the Agents SDK filter's
+calibration through the run's hooks. Against a live server and the real framework packages."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ import httpx2
 import litellm
 import openai
 import pytest
+from agents import Agent, RunConfig, Runner, TResponseInputItem, Usage
+from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -30,6 +32,7 @@ from turnkeeper_client import AsyncTurnkeeperClient, TurnkeeperClient
 from turnkeeper_client.frameworks.classify import aclassify, classify, provider_error
 from turnkeeper_client.frameworks.langchain import TurnkeeperMiddleware
 from turnkeeper_client.frameworks.litellm import TurnkeeperLiteLLM, TurnkeeperProxyHook
+from turnkeeper_client.frameworks.openai_agents import TurnkeeperInputFilter
 
 from .conftest import REPO
 from .test_frameworks import check_chat
@@ -340,3 +343,52 @@ async def test_langchain_middleware_caps_tool_results_async(
         config = {"configurable": {"thread_id": "langchain-acap"}}
         state = await agent.ainvoke({"messages": [HumanMessage(script.QUESTIONS[0])]}, config)
         _check_capped(client, state, recorder)
+
+
+async def _agents_two_turns(
+    aclient: AsyncTurnkeeperClient, *, hooks: bool, calibrate: bool = True
+) -> list[list[dict[str, Any]]]:
+    """Two turns of an agent whose model counts ten times the budget for every request; the
+    requests the model received."""
+    requests: list[list[dict[str, Any]]] = []
+
+    def respond(call: ModelCall) -> ModelStep:
+        requests.append(list(call.input))
+        usage = Usage(requests=1, input_tokens=10 * script.BUDGET_TOKENS)
+        return ModelStep(output=[assistant_message("Noted.")], usage=usage)
+
+    model = ScriptedModel([ModelStep.respond(respond) for _ in range(2)])
+    agent = Agent(name="a", instructions=script.SYSTEM_PROMPT, model=model)
+    tk = TurnkeeperInputFilter(
+        aclient, script.profiles(), session_id="agents-calibration", calibrate=calibrate
+    )
+    config = RunConfig(call_model_input_filter=tk, tracing_disabled=True)
+    items: list[TResponseInputItem] = [
+        {"role": "user", "content": "Question 1: " + "the long first question " * 12}
+    ]
+    run_hooks = tk if hooks else None
+    result = await Runner.run(agent, items, run_config=config, hooks=run_hooks)
+    items = [*result.to_input_list(), {"role": "user", "content": "Question 2: and the second?"}]
+    await Runner.run(agent, items, run_config=config, hooks=run_hooks)
+    return requests
+
+
+def _user_texts(items: list[dict[str, Any]]) -> list[str]:
+    return [str(i["content"]) for i in items if i.get("role") == "user"]
+
+
+async def test_agents_filter_as_run_hooks_calibrates_by_the_models_usage(
+    aclient: AsyncTurnkeeperClient,
+) -> None:
+    """Passed as the run's hooks too, the filter reads each response's `usage.input_tokens` in
+    `on_llm_end`: the model counted the first request at ten times the budget, so the second is
+    cut to what the model counts. The history itself is far under the budget by the estimate:
+    without the hooks, or with `calibrate=False`, nothing is cut."""
+    calibrated = await _agents_two_turns(aclient, hooks=True)
+    assert _user_texts(calibrated[1]) == [BREADCRUMB, "Question 2: and the second?"]
+    for requests in (
+        await _agents_two_turns(aclient, hooks=False),
+        await _agents_two_turns(aclient, hooks=True, calibrate=False),
+    ):
+        assert _user_texts(requests[1])[0].startswith("Question 1:")
+        assert len(_user_texts(requests[1])) == 2

@@ -129,7 +129,9 @@ def calls_answered(requests: list[Any], ids: Callable[[Any], set[str]]) -> set[s
 
 def test_agents_sdk_loop(endpoints: Endpoints, client: TurnkeeperClient, events: Events) -> None:
     session = "agents-loop"
-    recorder = asyncio.run(example("openai_agents_filter").run(endpoints.address, session))
+    recorder = asyncio.run(
+        example("openai_agents_filter").run(endpoints.address, session, calibrate=False)
+    )
     assert len(recorder.requests) == sum(len(steps) + 1 for steps in script.TURN_STEPS)
     for items in recorder.requests:
         check_responses(items)
@@ -143,6 +145,18 @@ def test_agents_sdk_loop(endpoints: Endpoints, client: TurnkeeperClient, events:
     assert any(BREADCRUMB in str(i.get("content")) for i in recorder.requests[-1])
     sessions = events.sessions(1)
     assert sessions and set(sessions) == {session}
+
+
+def test_agents_sdk_calibrated_loop_keeps_the_model_count_in_budget(
+    endpoints: Endpoints, client: TurnkeeperClient
+) -> None:
+    """With calibration on (the filter as the run's hooks), what the model counts stays within
+    the budget, except while the current turn alone is over it (spec 16.2)."""
+    recorder = asyncio.run(example("openai_agents_filter").run(endpoints.address, "agents-cal"))
+    for items, reported in zip(recorder.requests, recorder.reported_tokens, strict=True):
+        check_responses(items)
+        questions = questions_in([str(i.get("content")) for i in items if i.get("role") == "user"])
+        assert reported <= script.BUDGET_TOKENS or questions <= 1, (reported, questions)
 
 
 def _langchain_checks(client: TurnkeeperClient, requests: list[list[BaseMessage]]) -> None:

@@ -5,6 +5,12 @@ The SDK keeps the full input (and its session, if any); before each model call t
 PrepareModelCall the items as a history, the agent's instructions as a hook text and its tools'
 schemas, and gives the SDK the prepared items: the SDK's own item objects for every item kept, a
 plain message item for a breadcrumb.
+
+Calibration needs one more argument: the filter is also the run's `RunHooks`
+(`Runner.run(..., run_config=..., hooks=the_filter)`), whose `on_llm_end` reads each response's
+`usage.input_tokens`. The filter alone cannot: the SDK hands it `CallModelData` (the input, the
+instructions, the agent and the user's context object), never a model response or the run's
+usage, and a `RunConfig` carries no hooks.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 from turnkeeper.v1 import profile_pb2
 
 try:
-    from agents import RunContextWrapper
+    from agents import Agent, ModelResponse, RunContextWrapper, RunHooks
     from agents.models.openai_responses import Converter
     from agents.run_config import CallModelData, ModelInputData
 except ImportError as error:  # pragma: no cover - exercised only without the extra
@@ -29,12 +35,23 @@ from ..convert._common import plain_json
 from ._calls import CallPreparer, keep_originals, schema_text
 
 
-class TurnkeeperInputFilter:
-    """An async `call_model_input_filter` preparing each model call of a run with turnkeeper.
+def _input_tokens(response: ModelResponse) -> int | None:
+    """The input tokens of the request that produced `response`: its last request's, when the
+    SDK retried and kept one usage entry per request (the total would count every attempt)."""
+    usage = response.usage
+    if usage.request_usage_entries:
+        return usage.request_usage_entries[-1].input_tokens
+    return usage.input_tokens if usage.requests <= 1 else None
+
+
+class TurnkeeperInputFilter(RunHooks[Any]):
+    """An async `call_model_input_filter` preparing each model call of a run with turnkeeper,
+    and the run hooks whose `on_llm_end` calibrates the next call by the response's usage.
 
     `session_id` names the session in the trims' events (the SDK session's id, or the
     conversation's); the instructions are priced as a hook text and stay out of the history, so
-    no trim ever drops them.
+    no trim ever drops them. Pass the filter as `hooks=` of `Runner.run` too for calibration;
+    a run with hooks of its own calls `filter.reported(...)` from its `on_llm_end` instead.
     """
 
     def __init__(
@@ -74,9 +91,15 @@ class TurnkeeperInputFilter:
         )
         return ModelInputData(input=kept, instructions=instructions)
 
+    async def on_llm_end(
+        self, context: RunContextWrapper[Any], agent: Agent[Any], response: ModelResponse
+    ) -> None:
+        """The SDK's hook after each model call: its usage calibrates the next call."""
+        self.reported(_input_tokens(response))
+
     def reported(self, input_tokens: int | None) -> None:
         """Calibrates the next call by the provider's input-token count of the last one (for
-        example `result.raw_responses[-1].usage.input_tokens`, or from a `RunHooks.on_llm_end`)."""
+        example `response.usage.input_tokens` in an `on_llm_end` of your own)."""
         self.preparer.reported(self.session_id, input_tokens)
 
 
