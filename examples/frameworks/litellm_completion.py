@@ -52,9 +52,10 @@ TOOLS = [
 ]
 
 
-def prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    """The scripted provider's count: a token per three characters, and four per message."""
-    chars = 0
+def prompt_tokens(messages: list[dict[str, Any]], tools: list[Any] | None = None) -> int:
+    """The scripted provider's count: a token per three characters of the messages and of the
+    tools' JSON (a provider counts the tool definitions it is sent too), and four per message."""
+    chars = len(json.dumps(tools)) if tools else 0
     for message in messages:
         chars += len(str(message.get("content") or ""))
         for call in message.get("tool_calls") or []:
@@ -75,7 +76,7 @@ class ScriptedProvider(CustomLLM):
     def completion(self, *args: Any, **kwargs: Any) -> ModelResponse:
         messages: list[dict[str, Any]] = [dict(m) for m in kwargs["messages"]]
         self.recorder.requests.append(messages)
-        tokens = prompt_tokens(messages)
+        tokens = prompt_tokens(messages, (kwargs.get("optional_params") or {}).get("tools"))
         if tokens > self.window:
             raise ContextWindowExceededError(
                 message=f"This model's maximum context length is {self.window} tokens; "

@@ -15,7 +15,15 @@ import math
 import os
 from typing import Any
 
-from agents import Agent, RunConfig, Runner, TResponseInputItem, Usage, function_tool
+from agents import (
+    Agent,
+    FunctionTool,
+    RunConfig,
+    Runner,
+    TResponseInputItem,
+    Usage,
+    function_tool,
+)
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
 from session_script import (
     QUESTIONS,
@@ -39,10 +47,18 @@ def lookup(query: str) -> str:
     return lookup_result(query)
 
 
-def input_tokens(items: list[dict[str, Any]], instructions: str | None) -> int:
-    """The scripted model's count: a token per three characters of the items' JSON and the
-    instructions, and four per item."""
-    chars = len(instructions or "") + sum(len(json.dumps(item, default=str)) for item in items)
+def input_tokens(call: ModelCall) -> int:
+    """The scripted model's count: a token per three characters of the items' JSON, the
+    instructions and the tools' definitions (a provider counts those it is sent too), and four
+    per item."""
+    items: list[Any] = list(call.input)
+    tools = [
+        {"name": t.name, "description": t.description, "parameters": t.params_json_schema}
+        for t in call.tools
+        if isinstance(t, FunctionTool)
+    ]
+    chars = len(call.system_instructions or "") + len(json.dumps(tools))
+    chars += sum(len(json.dumps(item, default=str)) for item in items)
     return math.ceil(chars / 3) + 4 * len(items)
 
 
@@ -50,7 +66,7 @@ def _scripted_model(recorder: Recorder) -> ScriptedModel:
     def respond(call: ModelCall) -> Any:
         items: list[dict[str, Any]] = list(call.input)
         recorder.requests.append(items)
-        tokens = input_tokens(items, call.system_instructions)
+        tokens = input_tokens(call)
         recorder.reported_tokens.append(tokens)
         last_user = max(i for i, item in enumerate(items) if item.get("role") == "user")
         turn = turn_of(str(items[last_user]["content"]))

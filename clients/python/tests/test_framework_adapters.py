@@ -92,9 +92,12 @@ def scripted_provider(window: int) -> Any:
     return recorder
 
 
-def check_recovery(requests: list[list[dict[str, Any]]], window: int) -> list[int]:
-    """Each retry is provider-valid and smaller than the request refused before it."""
-    sizes = [litellm_example.prompt_tokens(messages) for messages in requests]
+def check_recovery(
+    requests: list[list[dict[str, Any]]], window: int, tools: list[Any] | None = None
+) -> list[int]:
+    """Each retry is provider-valid and smaller than the request refused before it; the sizes
+    are what the scripted provider counted."""
+    sizes = [litellm_example.prompt_tokens(messages, tools) for messages in requests]
     assert len(requests) >= 2 and sizes[0] > window, sizes
     assert sizes == sorted(sizes, reverse=True) and len(set(sizes)) == len(sizes), sizes
     for messages in requests:
@@ -116,7 +119,7 @@ def test_litellm_recovers_from_a_context_window_overflow(client: TurnkeeperClien
         tools=litellm_example.TOOLS,
         session_id="litellm-recovery",
     )
-    sizes = check_recovery(recorder.requests, window)
+    sizes = check_recovery(recorder.requests, window, litellm_example.TOOLS)
     assert sizes[-1] <= window
     assert recorder.reported_tokens == [sizes[-1]]  # only the fitting request was answered
     assert response["usage"].prompt_tokens == sizes[-1]
