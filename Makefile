@@ -156,6 +156,7 @@ bench: $(NATIVE_STAMP)
 	$(PY) bench/sched_probe.py '' '--shed-queue-ms 0'
 	$(PY) bench/bench_cache.py
 	$(PY) bench/bench_fanout.py
+	$(PY) bench/bench_soak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis dist $(NATIVE_DIR)/target

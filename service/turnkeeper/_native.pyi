@@ -8,12 +8,15 @@ from typing import final
 __all__ = [
     "HISTORY_RULES",
     "Conventions",
+    "ItemSchema",
     "NativeHistory",
     "OrphanKind",
     "Plan",
     "Removal",
     "Scan",
+    "TooManyItems",
     "Violation",
+    "item_limit_crossing",
     "scan",
 ]
 
@@ -110,8 +113,10 @@ class NativeHistory:
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> Plan:
-        """`step_budget`: the budget the §11.1 grid step comes from, when not `budget`."""
+        """`step_budget`: the budget the §11.1 grid step comes from, when not `budget`;
+        `allow_growth`: keep a cut whose output estimates more than its input (§16.1)."""
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
     ) -> Plan: ...
@@ -135,5 +140,31 @@ class Scan:
     def violations(self) -> list[Violation]: ...
     def view(self) -> NativeHistory: ...
 
-def scan(raw: bytes, max_rows: int, conventions: Conventions) -> Scan | None:
-    """Scans a request's bytes with the GIL released; None when they do not decode."""
+@final
+class TooManyItems:
+    """A request refused by the request-item limit."""
+
+    @property
+    def field(self) -> int:
+        """The number of the top-level field in which the items passed the allowance."""
+
+def scan(
+    raw: bytes,
+    max_rows: int,
+    conventions: Conventions,
+    items: tuple[ItemSchema, int, int] | None = None,
+) -> Scan | TooManyItems | None:
+    """Scans a request's bytes with the GIL released; None when they do not decode. `items`:
+    the request-item limit (the schema, the request type's index in it, this request's
+    allowance), counted in the same pass; `TooManyItems` when the request holds more, exactly
+    when `item_limit_crossing` names a field, and that field."""
+
+@final
+class ItemSchema:
+    """The counted fields of every request message type (`limits.item_schema()`)."""
+
+    def __new__(cls, types: list[list[tuple[int, int, bool, int, int]]]) -> ItemSchema: ...
+
+def item_limit_crossing(raw: bytes, schema: ItemSchema, root: int, limit: int) -> int | None:
+    """The top-level field whose items take the request past `limit` items, counted with the
+    GIL released; None when it holds at most `limit` or its framing breaks first."""

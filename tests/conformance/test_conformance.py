@@ -22,6 +22,8 @@ AMENDMENTS = frozenset(range(1, 8))
 """§10.1-§10.7, the second edition."""
 THIRD_EDITION = frozenset({(11, 1), (11, 2)})
 """§11.1-§11.2 cache-stable trimming, of the third edition."""
+FOURTH_EDITION = frozenset({(16, 1), (16, 2)})
+"""§16.1-§16.2, the fourth edition's amendments."""
 VECTORS: list[Vector] = vl.load_vectors()
 
 
@@ -45,7 +47,7 @@ def server_address(request: pytest.FixtureRequest) -> str:
 
 def test_suite_shape() -> None:
     """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section,
-    every §10 rule and every third-edition section covered."""
+    every §10 rule, every third-edition section and the §16 amendments covered."""
     assert len(VECTORS) >= MIN_VECTORS, f"only {len(VECTORS)} vectors"
     names = [v.name for v in VECTORS]
     assert len(set(names)) == len(names), sorted({n for n in names if names.count(n) > 1})
@@ -59,6 +61,8 @@ def test_suite_shape() -> None:
     assert not AMENDMENTS - amended, f"§10 rules no vector covers: {sorted(AMENDMENTS - amended)}"
     third = THIRD_EDITION - frozenset(s for v in VECTORS for s in v.subsections)
     assert not third, f"third-edition rules no vector covers: {sorted(third)}"
+    fourth = FOURTH_EDITION - frozenset(s for v in VECTORS for s in v.subsections)
+    assert not fourth, f"fourth-edition amendments no vector covers: {sorted(fourth)}"
     assert {v.rpc for v in VECTORS} == set(vl.RPCS), "every unary RPC has at least one vector"
 
 

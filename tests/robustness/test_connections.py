@@ -3,6 +3,7 @@ out for long, and the Unix socket is created with --unix-mode (0660) whatever th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import socket
@@ -154,6 +155,58 @@ def test_300_idle_connections_do_not_lock_a_new_client_out(
         # At the cap the idle unused connections go until there is room again (the rest wait
         # for the handshake or SETTINGS timeout).
         assert len(held) - closed <= 256 - 16
+
+
+SETTINGS_ACK = b"\x00\x00\x00\x04\x01\x00\x00\x00\x00"
+
+
+def _hold_acknowledged(target: tuple[str, int], sources: list[str], n: int) -> list[socket.socket]:
+    """`n` connections that complete the HTTP/2 handshake (preface, SETTINGS, then the ack of the
+    server's SETTINGS, so no handshake or SETTINGS timeout ever ends them) and never open a call.
+    Past the connection cap the server closes a new one at once: it is held all the same."""
+    held = []
+    for i in range(n):
+        sock = socket.socket()
+        sock.bind((sources[i % len(sources)], 0))
+        sock.connect(target)
+        sock.settimeout(5)
+        with contextlib.suppress(OSError):
+            sock.sendall(PREFACE_AND_SETTINGS)
+            sock.recv(65536)  # the server's SETTINGS
+            sock.sendall(SETTINGS_ACK)
+        sock.setblocking(False)
+        held.append(sock)
+    return held
+
+
+def test_300_handshaken_connections_without_a_call_do_not_lock_a_new_client_out(
+    server_factory: Callable[..., Any], figures: Any
+) -> None:
+    """Issue 26 (4): connections that send the preface, SETTINGS and the SETTINGS ack, then
+    nothing, from three addresses (none over its share), held the whole cap until the keepalive
+    closed them: a plaintext port was judged as a TLS one, where only silence counts as unused.
+    The guard closes them at the cap, and a new client is served within 1 s."""
+    server = server_factory(unix=False)
+    host, port = server.address.rsplit(":", 1)
+    sources = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+    held = _hold_acknowledged((host, int(port)), sources, 300)
+    try:
+        right_away = _time_to_serve(server.address)
+        time.sleep(1.5)
+        settled = _time_to_serve(server.address)
+        closed = _closed(held)
+        assert server.alive()
+    finally:
+        for sock in held:
+            sock.close()
+    figures.add(
+        "handshaken, no call: new client served, right after the 300 opened", f"{right_away:.2f} s"
+    )
+    figures.add("handshaken, no call: new client served, 300 held for 1.5 s", f"{settled:.2f} s")
+    figures.add("handshaken, no call: held connections closed by the server", closed)
+    assert settled < 1.0
+    assert right_away < 3.0
+    assert len(held) - closed <= 256 - 16
 
 
 def test_300_silent_connections_on_a_tls_port_do_not_lock_a_new_client_out(

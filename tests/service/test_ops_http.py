@@ -7,7 +7,7 @@ import json
 import shutil
 import tempfile
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from turnkeeper.server.api.servicer import INLINE_REQUEST_BYTES
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.engine import default_engine_name
-from turnkeeper.server.events.feed import FeedStatus
+from turnkeeper.server.events.common import messages_of
+from turnkeeper.server.events.feed import Delivery, FeedItem, FeedStatus
 from turnkeeper.server.events.metered import MeteredFeed
 from turnkeeper.server.ops.health import EVENTS_HEALTH_NAME
 from turnkeeper.server.ops.http import OpsContext
@@ -307,11 +308,12 @@ class ScriptedFeed:
     def wants_meter_updates(self) -> bool:
         return False
 
-    async def subscribe(
-        self, request: svc.TrimEventsRequest
-    ) -> AsyncIterator[svc.TrimEventsResponse]:
+    async def deliveries(self, request: svc.TrimEventsRequest) -> AsyncGenerator[Delivery]:
         for item in self.items:
-            yield item
+            yield [FeedItem(item)]
+
+    def subscribe(self, request: svc.TrimEventsRequest) -> AsyncGenerator[svc.TrimEventsResponse]:
+        return messages_of(self.deliveries(request))
 
     async def oldest_cursor(self) -> str:
         return ""

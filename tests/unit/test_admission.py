@@ -1,5 +1,5 @@
 """Admission control (issues 9, 19): the in-flight request-bytes budget is a hard bound; heavy calls
-over their cap, and calls over the receiving cap, wait in FIFO order for a slot, then are refused."""
+over their cap wait in FIFO order for a slot, calls over the receiving cap by their cost, then are refused."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.config import MIB, cgroup_memory_limit, default_inflight_budget
-from turnkeeper.server.edge.admission import Admission, AdmissionLimits
+from turnkeeper.server.edge.admission import Admission, AdmissionLimits, ServiceCost, SlotQueue
 
 LIMITS = AdmissionLimits(
     max_inflight_bytes=1000, heavy_call_bytes=300, max_heavy_calls=2, heavy_wait_seconds=0.2
@@ -267,3 +267,40 @@ async def test_calls_refused_while_draining_keep_the_drain_waiting_for_quiet() -
     assert asyncio.get_running_loop().time() - start >= 0.15
     assert arriving.done()
     await arriving
+
+
+async def test_a_freed_slot_goes_to_the_call_that_waited_longest_for_its_cost() -> None:
+    """Issue 26 (5): calls of a dear kind that came first do not hold up a cheap one that has
+    waited many times its cost; each kind in FIFO order, and the dear ones' turn comes as their
+    wait grows."""
+    queue = SlotQueue("receiving", 1)
+    cheap, dear = ServiceCost(0.001), ServiceCost(0.1)
+    assert queue.try_take()
+    order: list[str] = []
+
+    async def waiter(name: str, cost: ServiceCost) -> None:
+        assert await queue.take(5.0, cost)
+        order.append(name)
+
+    tasks = [asyncio.create_task(waiter(f"dear {i}", dear)) for i in range(2)]
+    await asyncio.sleep(0.02)
+    tasks += [asyncio.create_task(waiter(f"cheap {i}", cheap)) for i in range(2)]
+    await asyncio.sleep(0.01)  # the cheap ones waited 10 times their cost, the dear ones 0.3
+    assert queue.waiting == 4 and queue.oldest_wait() >= 0.03
+    for _ in range(4):
+        queue.give()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+    await asyncio.gather(*tasks)
+    assert order == ["cheap 0", "cheap 1", "dear 0", "dear 1"]
+    assert queue.waiting == 0 and queue.oldest_wait() == 0.0
+
+
+def test_a_kinds_cost_follows_its_calls() -> None:
+    cost = ServiceCost(0.001)
+    for _ in range(200):
+        cost.observe(0.01)
+    assert 0.009 < cost.seconds <= 0.01
+    for _ in range(200):
+        cost.observe(0.0)  # never taken as free
+    assert cost.seconds > 0

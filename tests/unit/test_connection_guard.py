@@ -3,16 +3,22 @@ process's own sockets against a real listener."""
 
 from __future__ import annotations
 
+import os
 import socket
 import time
+from collections.abc import Iterable
 
+import pytest
 from turnkeeper.server.edge.connection_guard import (
     CAP_IDLE_S,
+    RESERVE,
     UNUSED_BYTES,
     Accepted,
     ConnectionGuard,
+    SocketTable,
     accepted_connections,
     to_shed,
+    too_fresh_to_judge,
 )
 
 
@@ -58,6 +64,65 @@ def test_the_scan_finds_the_accepted_side_only_and_shutting_down_frees_it() -> N
         assert guard.scan() == 1
         assert client.recv(1) == b""  # the peer sees the hang-up
         assert accepted.recv(1) == b""  # and the owner of the descriptor, which then closes it
+    finally:
+        for sock in (client, accepted, listener):
+            sock.close()
+
+
+def test_a_fresh_unused_connection_is_judged_again_only_where_a_limit_is_reached() -> None:
+    fresh = conn(1, "10.0.0.1", idle_ms=10)
+    settled = [conn(10 + i, "10.0.0.1") for i in range(3)]
+    assert not too_fresh_to_judge([fresh, *settled], max_connections=100, per_peer=8)
+    assert too_fresh_to_judge([fresh, *settled], max_connections=100, per_peer=3)
+    assert too_fresh_to_judge([fresh, *settled], max_connections=RESERVE + 4, per_peer=0)
+    used = conn(1, "10.0.0.1", idle_ms=10, received=UNUSED_BYTES + 1)
+    assert not too_fresh_to_judge([used, *settled], max_connections=RESERVE + 4, per_peer=3)
+
+
+def test_an_idle_server_counts_its_descriptors_and_looks_at_its_sockets_only_on_a_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    looks = []
+    guard = ConnectionGuard({port: False}, max_connections=1000, per_peer=0)
+    guard._quiet_below = 0
+    original = SocketTable.connections
+
+    def counted(table: SocketTable, names: Iterable[str]) -> list[Accepted]:
+        looks.append(1)
+        return original(table, names)
+
+    monkeypatch.setattr(SocketTable, "connections", counted)
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    try:
+        for _ in range(5):
+            assert guard.scan() == 0
+        assert len(looks) == 1  # nothing opened or closed since the first look
+        another = socket.create_connection(("127.0.0.1", port))
+        assert guard.scan() == 0
+        assert len(looks) == 2  # a descriptor more: looked at again
+        another.close()
+    finally:
+        for sock in (client, accepted, listener):
+            sock.close()
+
+
+def test_a_remembered_unused_connection_is_read_again_and_its_traffic_makes_it_used() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = listener.accept()
+    table = SocketTable({port: False})
+    try:
+        (first,) = table.connections(os.listdir("/proc/self/fd"))
+        assert first.unused
+        client.sendall(b"x" * (UNUSED_BYTES + 1))
+        time.sleep(0.05)
+        (again,) = table.connections(os.listdir("/proc/self/fd"))
+        assert again.received == UNUSED_BYTES + 1 and not again.unused
+        assert accepted.recv(1) == b"x"  # the descriptor is still open and its owner's
     finally:
         for sock in (client, accepted, listener):
             sock.close()

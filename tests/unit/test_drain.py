@@ -57,3 +57,16 @@ async def test_a_call_cancelled_by_its_client_stays_cancelled() -> None:
     await asyncio.sleep(0)
     work.set()
     assert await finished == "answered"
+
+
+async def test_wait_empty_returns_once_the_last_call_leaves() -> None:
+    calls = CallsInService()
+    work = asyncio.Event()
+    task = asyncio.create_task(_served(calls, work))
+    await asyncio.sleep(0)
+    assert not await calls.wait_empty(0.01)
+    waiting = asyncio.create_task(calls.wait_empty(5))
+    await asyncio.sleep(0)
+    work.set()
+    assert await waiting
+    assert await task == "answered"

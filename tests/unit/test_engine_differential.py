@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from turnkeeper.server.api import rpcs
 from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.api.wire import encode_varint
 from turnkeeper.server.engine import native_available
 from turnkeeper.server.engine.python import PythonEngine
@@ -242,9 +243,11 @@ def damaged(draw: st.DrawFn, raw: bytes) -> bytes:
     return raw[:at] + extra + raw[at:]
 
 
-def answer(engine: Any, request_type: type[Any], raw: bytes) -> tuple[str, Any]:
+def answer(
+    engine: Any, request_type: type[Any], raw: bytes, max_items: int = DEFAULT_MAX_REQUEST_ITEMS
+) -> tuple[str, Any]:
     try:
-        reply = RPCS[request_type](*engine.read(raw, request_type, MAX_ROWS))
+        reply = RPCS[request_type](*engine.read(raw, request_type, MAX_ROWS, max_items))
     except RequestError as error:
         status = error.to_status()
         return "error", (status.code, status.details, tuple(status.trailing_metadata))
@@ -264,9 +267,11 @@ def test_native_engine_answers_exactly_as_the_python_engine(data: st.DataObject)
     """Byte-identical responses, identical events, identical error statuses and details."""
     request = data.draw(requests())
     raw = data.draw(damaged(request.SerializeToString()))
+    # Often a request-item limit these small requests pass, in the history or elsewhere.
+    max_items = data.draw(st.sampled_from([DEFAULT_MAX_REQUEST_ITEMS] * 4 + [1, 2, 4, 8, 16]))
     request_type = type(request)
-    expected = answer(PYTHON, request_type, raw)
-    actual = answer(NATIVE, request_type, raw)
+    expected = answer(PYTHON, request_type, raw, max_items)
+    actual = answer(NATIVE, request_type, raw, max_items)
     assert actual[0] == expected[0], (expected, actual)
     if expected[0] == "error":
         assert actual[1] == expected[1]
@@ -352,6 +357,59 @@ def test_low_water_grid_cuts_identically(conversation: bool, fraction: float) ->
                 prepare.reported_usage.estimated_input_tokens = estimated
                 _same(prepare)
     assert (grids > 0) == (0.0 < fraction < 1.0)
+
+
+def _tiny_history(turns: int, conversation: bool) -> h.History:
+    """Turns of two one-byte rows (10 tokens a turn): dropping one saves less than the
+    breadcrumb (17) costs, so the trims of §16.1 have a history they would grow."""
+    rows = [h.ChatMessage(role=h.ROLE_SYSTEM, content="s")]
+    for _ in range(turns):
+        rows.append(h.ChatMessage(role=h.ROLE_USER, content="u"))
+        rows.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content="a"))
+    history = h.History(chat=h.ChatHistory(messages=rows))
+    return as_conversation(history) if conversation else history
+
+
+@pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])
+def test_a_trim_that_would_grow_the_history_is_refused_identically(conversation: bool) -> None:
+    """§16.1 and §16.2 in both engines: every caller path and preparation (grid, room, reported
+    usage of a grown history, recovery's no saving) over histories whose cheapest cut grows them."""
+    refused = 0
+    for turns in (2, 3, 4):
+        history = _tiny_history(turns, conversation)
+        for budget in (1, 10, 20, 24, 25, 30, 45):
+            for fraction in (1.0, 0.5):
+                limits = svc.ExplicitLimits(budget_tokens=budget, history_trim_low_water=fraction)
+                request = svc.TrimHistoryRequest(
+                    history=history, mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET, explicit_limits=limits
+                )
+                _same(request)
+                reply = answer(PYTHON, svc.TrimHistoryRequest, request.SerializeToString())[1]
+                outcome = svc.TrimHistoryResponse.FromString(reply.body).outcome
+                refused += not outcome.trimmed and outcome.tokens_before > budget
+                request.mode = trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY
+                _same(request)
+                request.mode = trim_pb2.TRIM_MODE_REPORTED_USAGE
+                # Counted requests smaller than the history (it grew), equal to it, and zeros.
+                for reported, estimated in ((60, 12), (9, 9), (100, 300), (0, 9), (9, 0), (1, 1)):
+                    request.reported_usage.reported_input_tokens = reported
+                    request.reported_usage.estimated_input_tokens = estimated
+                    _same(request)
+            runtime = profile_pb2.RuntimeProfile(
+                default_provider="p", max_context_tokens=budget, history_trim_low_water=0.5
+            )
+            for reserved in (0, 5, budget - 1):
+                prepare = svc.PrepareModelCallRequest(
+                    history=history,
+                    profiles=profile_pb2.Profiles(runtime=runtime),
+                    reserved_output_tokens=reserved,
+                    overflow_recovery=reserved == 5,
+                )
+                _same(prepare)
+                prepare.reported_usage.reported_input_tokens = 60
+                prepare.reported_usage.estimated_input_tokens = 12
+                _same(prepare)
+    assert refused > 0
 
 
 @pytest.mark.parametrize("conversation", [False, True], ids=["chat", "conversation"])

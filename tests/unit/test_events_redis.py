@@ -16,6 +16,8 @@ from google.protobuf import duration_pb2
 from redis.asyncio import Redis
 from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.events import cursor as cursors
+from turnkeeper.server.events.common import resume_margin
+from turnkeeper.server.events.feed import Delivery
 from turnkeeper.server.events.redis_feed import RedisFeed, _text
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
@@ -452,4 +454,96 @@ async def test_the_oldest_cursor_counts_a_leading_meter_update_right(url: str, k
     beat, update, event = await take(stream, 3)
     assert beat.HasField("heartbeat") and update.HasField("meter_update")
     assert turns([event]) == [1]  # no gap between the meter update and the event
+    await a.close()
+
+
+@pytest.fixture
+async def small_nodes(url: str) -> AsyncIterator[None]:
+    """Stream nodes of 10 entries, so that MAXLEN ~ trims close to the limit."""
+    admin = Redis.from_url(url)
+    await admin.config_set("stream-node-max-entries", 10)
+    try:
+        yield
+    finally:
+        await admin.config_set("stream-node-max-entries", 100)
+        await admin.aclose()
+
+
+async def test_a_lapped_reader_gets_one_gap_then_events_it_can_still_receive(
+    url: str, key: str, small_nodes: None
+) -> None:
+    """A reader the stream was trimmed past resumes near the newest entries: while it then reads
+    one event per two published, it gets events, never another gap (resuming at the oldest
+    retained entries, the next trim takes its next ones)."""
+    a = await feed(url, key, ring=100)
+    slow = await live(a, request())
+    a.publish(trimmed(1))
+    assert turns(await take(slow, 1)) == [1]  # its position is known: what follows is counted
+    published = 1
+    for _ in range(299):
+        published += 1
+        a.publish(trimmed(published))
+    await asyncio.sleep(0.5)  # all in the stream, trimmed to about 100
+    gap, first = await take(slow, 2)
+    assert gap.gap.cause == events_pb2.GAP_CAUSE_BUFFER_OVERFLOW
+    assert gap.gap.before_cursor == first.event.cursor
+    assert turns([first]) == [published - resume_margin(100) + 1]
+    assert gap.gap.missed_events == published - resume_margin(100) - 1  # all but the first
+    kinds = []
+    for _ in range(60):
+        for _ in range(2):
+            published += 1
+            a.publish(trimmed(published))
+        (item,) = await take(slow, 1)
+        kinds.append(item.WhichOneof("item"))
+    assert kinds == ["event"] * 60
+    await a.close()
+
+
+async def test_before_cursor_is_the_next_event_the_filtered_reader_is_sent(
+    url: str, key: str, small_nodes: None
+) -> None:
+    a = await feed(url, key, ring=100)
+    slow = await live(a, request(session_ids=["s1"]))
+    a.publish(trimmed(0, session="s1"))
+    assert turns(await take(slow, 1)) == [0]
+    for i in range(1, 301):
+        a.publish(trimmed(i, session="s1" if i % 7 == 0 else "s2"))
+    await asyncio.sleep(0.5)
+    gap, after = await take(slow, 2)
+    assert gap.gap.cause == events_pb2.GAP_CAUSE_BUFFER_OVERFLOW
+    assert after.event.trimmed.caller.session_id == "s1"
+    assert gap.gap.before_cursor == after.event.cursor
+    await a.close()
+
+
+async def test_batches_carry_the_same_items_in_the_same_order_as_single_items(
+    url: str, key: str
+) -> None:
+    a = await feed(url, key)
+    before = await a.oldest_cursor()
+    for i in range(1, 301):
+        a.publish(trimmed(i, session="s1" if i % 4 else "s2"))
+    await asyncio.sleep(0.5)
+    before = before or cursors.encode_redis((await a._epoch()), "0-0", 0)
+
+    async def read(batch: int) -> list[Delivery]:
+        stream = a.deliveries(
+            request(after_cursor=before, session_ids=["s1"], max_batch_events=batch)
+        )
+        got: list[Delivery] = []
+        while sum(len(d) for d in got) < 226:  # the opening heartbeat and 225 events
+            got.append(await asyncio.wait_for(anext(stream), 5))
+        await stream.aclose()
+        return got
+
+    singles, batches = await read(1), await read(64)
+    assert {len(d) for d in singles} == {1}
+    assert max(len(d) for d in batches) > 1
+
+    def events(deliveries: list[Delivery]) -> list[Item]:
+        return [i.message for d in deliveries for i in d if i.message.HasField("event")]
+
+    assert len(events(singles)) == 225
+    assert events(batches) == events(singles)
     await a.close()

@@ -10,9 +10,16 @@ import grpc
 import pytest
 from google.protobuf import duration_pb2
 from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.events import RingFeed, common, create_feed
+from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
-from turnkeeper.server.events.common import ITEM_COST_S, SHARE
+from turnkeeper.server.events.common import (
+    ITEM_COST_S,
+    MAX_BATCH_BYTES,
+    SHARE,
+    encode_delivery,
+    resume_margin,
+)
+from turnkeeper.server.events.feed import Delivery, FeedItem
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -203,8 +210,9 @@ async def test_cursor_ahead_of_everything_published_is_invalid() -> None:
 
 
 async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -> None:
-    """A subscriber reads the ring at its own cursor: it may lag as far as the ring reaches, and
-    gets a SLOW_CONSUMER gap only for what the ring evicted before it read it."""
+    """A subscriber reads the ring at its own cursor: it may lag as far as the ring reaches; once
+    the ring evicted what it had not read, it gets a SLOW_CONSUMER gap and resumes near the head
+    (`common.resume_margin`: one event behind it for this ring)."""
     feed = RingFeed(ring_size=5)
     slow = await started(feed, request())
     fast = await started(feed, request())
@@ -213,14 +221,16 @@ async def test_slow_consumer_gets_a_gap_and_other_subscribers_are_unaffected() -
         feed.publish(trimmed(i))
         fast_seen += turns(await take(fast, 1))  # the fast one keeps up
     assert fast_seen == list(range(1, 9))
-    # The ring holds 4..8: 1..3 were evicted before the slow subscriber read them.
-    items = await take(slow, 6)
+    # The ring holds 4..8: 1..3 were evicted before the slow subscriber read them, and it
+    # resumes right before the newest, so 4..7 are missed too.
+    assert resume_margin(5) == 1
+    items = await take(slow, 2)
     gap = items[0].gap
     assert gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert gap.missed_events == 3
+    assert gap.missed_events == 7
     assert gap.after_cursor == ""  # nothing was delivered to it before
     assert gap.before_cursor == items[1].event.cursor
-    assert turns(items[1:]) == [4, 5, 6, 7, 8]
+    assert turns(items[1:]) == [8]
     feed.publish(trimmed(9))
     assert turns(await take(slow, 1)) == [9]
     assert turns(await take(fast, 1)) == [9]
@@ -235,7 +245,8 @@ async def test_gap_is_delivered_when_no_event_follows_the_drops() -> None:
         feed.publish(trimmed(i, session="s2"))
     (gap,) = await take(slow, 1)
     assert gap.gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert gap.gap.missed_events == 3  # 1..3 were evicted (the count includes skipped ones)
+    # 1..3 were evicted and 4 is behind where it resumes (the count includes skipped ones).
+    assert gap.gap.missed_events == 4
     assert gap.gap.before_cursor == ""  # no event of its session is retained yet
     reading = asyncio.ensure_future(take(slow, 1))
     await asyncio.sleep(0.05)  # it reads past 4 and 5 (not its session) and waits at the head
@@ -252,11 +263,13 @@ async def test_publish_never_waits_for_a_stalled_subscriber() -> None:
     for i in range(20_000):
         feed.publish(trimmed(i))
     assert loop.time() - began < 5.0  # no waiting: only work proportional to the events
-    # The ring holds the newest 1,000; the stalled subscriber gets one gap for the rest.
-    items = await take(stalled, 1_001)
+    # The ring holds the newest 1,000; the stalled subscriber gets one gap, and resumes near the
+    # head.
+    margin = resume_margin(1000)
+    items = await take(stalled, margin + 1)
     assert items[0].gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
-    assert items[0].gap.missed_events == 19_000
-    assert turns(items[1:]) == list(range(19_000, 20_000))
+    assert items[0].gap.missed_events == 20_000 - margin
+    assert turns(items[1:]) == list(range(20_000 - margin, 20_000))
     await feed.close()
 
 
@@ -340,21 +353,25 @@ async def test_publish_from_another_thread_wakes_the_subscriber() -> None:
 
 async def test_an_event_is_built_and_encoded_once_and_only_when_read() -> None:
     """publish keeps the payload (nothing built on the request path); the first read builds the
-    response, and every subscriber is sent that one, encoded once."""
+    response, and every subscriber is sent that one item, encoded once (held by the event)."""
     feed = RingFeed(ring_size=10)
     await feed.start()
-    shared = len(common._SHARED)
     before = await feed.oldest_cursor()
     for i in (1, 2):
         feed.publish(trimmed(i))
-    assert len(common._SHARED) == shared
-    first = await take(await started(feed, request(after_cursor=before)), 2)
-    second = await take(await started(feed, request(after_cursor=before)), 2)
-    assert turns(first) == [1, 2]
+    assert [feed._events[i]._item for i in (1, 2)] == [None, None]
+
+    async def read(n: int) -> list[FeedItem]:
+        stream = feed.deliveries(request(after_cursor=before))
+        items = [item for _ in range(n) for item in await asyncio.wait_for(anext(stream), 2)]
+        await stream.aclose()
+        return items
+
+    first, second = await read(2), await read(2)
+    assert turns([item.message for item in first]) == [1, 2]
     assert [a is b for a, b in zip(first, second, strict=True)] == [True, True]
-    assert len(common._SHARED) == shared + 2
-    assert common.encode_item(first[0]) is common.encode_item(second[0])
-    assert first[0].event.time.ToNanoseconds() > 0
+    assert first[0].encoded is second[0].encoded
+    assert first[0].message.event.time.ToNanoseconds() > 0
     await feed.close()
 
 
@@ -507,4 +524,108 @@ async def test_an_idle_subscriber_gets_its_heartbeat_while_others_lag() -> None:
     assert beat.HasField("heartbeat")
     for stream in lagging:
         assert turns(await take(stream, 200, limit_s=20)) == list(range(200))
+    await feed.close()
+
+
+async def read_deliveries(stream: AsyncIterator[Delivery], n: int) -> list[Delivery]:
+    return [await asyncio.wait_for(anext(stream), 2.0) for _ in range(n)]
+
+
+async def test_a_lapped_subscriber_gets_one_gap_then_events_it_can_still_receive() -> None:
+    """A subscriber the ring laps resumes near the head: while it then reads one event per two
+    published, it gets events, never another gap, until it has fallen behind by a whole ring
+    again (resuming at the oldest retained event, the next publication evicts its next event)."""
+    feed = RingFeed(ring_size=100)
+    slow = await started(feed, request())
+    published = 0
+    for _ in range(300):
+        published += 1
+        feed.publish(trimmed(published))
+    (gap, first) = await take(slow, 2)
+    assert gap.gap.cause == events_pb2.GAP_CAUSE_SLOW_CONSUMER
+    assert gap.gap.before_cursor == first.event.cursor
+    assert turns([first]) == [published - resume_margin(100) + 1]
+    kinds = []
+    for _ in range(60):
+        for _ in range(2):
+            published += 1
+            feed.publish(trimmed(published))
+        (item,) = await take(slow, 1)
+        kinds.append(item.WhichOneof("item"))
+    assert kinds == ["event"] * 60
+    await feed.close()
+
+
+async def test_before_cursor_is_the_next_event_delivered_even_if_the_ring_evicts_it() -> None:
+    """The event a gap names is the next one sent, with filters, even when the ring evicts it
+    before the subscriber reads on."""
+    feed = RingFeed(ring_size=8)
+    slow = await started(feed, request(session_ids=["s1"]))
+    for i in range(1, 20):
+        feed.publish(trimmed(i, session="s1" if i % 3 == 0 else "s2"))
+    (gap,) = await take(slow, 1)
+    named = gap.gap.before_cursor
+    assert named
+    for i in range(20, 40):  # evicts the event the gap named
+        feed.publish(trimmed(i, session="s2"))
+    (after,) = await take(slow, 1)
+    assert after.HasField("event") and after.event.cursor == named
+    assert after.event.trimmed.caller.session_id == "s1"
+    await feed.close()
+
+
+async def test_batches_carry_the_same_items_in_the_same_order_as_single_items() -> None:
+    feed = RingFeed(ring_size=1000)
+    await feed.start()
+    before = await feed.oldest_cursor()
+    for i in range(1, 301):
+        feed.publish(trimmed(i, session="s1" if i % 4 else "s2"))
+    singles = feed.deliveries(request(after_cursor=before, session_ids=["s1"]))
+    batched = feed.deliveries(request(after_cursor=before, session_ids=["s1"], max_batch_events=64))
+    one_by_one = await read_deliveries(singles, 225)
+    assert {len(d) for d in one_by_one} == {1}
+    batches: list[Delivery] = []
+    while sum(len(d) for d in batches) < 225:
+        batches += await read_deliveries(batched, 1)
+    assert max(len(d) for d in batches) == 64
+    assert [item.message for d in batches for item in d] == [d[0].message for d in one_by_one]
+    # On the wire, a batch is the message holding the same items, without encoding them again.
+    wire = history_service_pb2.TrimEventsResponse.FromString(encode_delivery(batches[0]))
+    assert list(wire.batch.items) == [item.message for item in batches[0]]
+    await singles.aclose()
+    await batched.aclose()
+    await feed.close()
+
+
+async def test_a_batch_holds_the_gap_and_the_event_it_names() -> None:
+    feed = RingFeed(ring_size=100)
+    stream = feed.deliveries(request(max_batch_events=1000))
+    (opening,) = await read_deliveries(stream, 1)
+    assert opening[0].message.HasField("heartbeat")
+    for i in range(1, 1001):
+        feed.publish(trimmed(i))
+    (delivery,) = await read_deliveries(stream, 1)
+    messages = [item.message for item in delivery]
+    assert messages[0].gap.before_cursor == messages[1].event.cursor
+    assert turns(messages[1:]) == list(range(1001 - resume_margin(100), 1001))
+    await stream.aclose()
+    await feed.close()
+
+
+async def test_a_batch_stops_growing_once_it_holds_a_mebibyte() -> None:
+    feed = RingFeed(ring_size=1000)
+    await feed.start()
+    before = await feed.oldest_cursor()
+    for i in range(300):
+        big = trimmed(i)
+        big.caller.turn_id = f"{i}:" + "x" * 8000
+        feed.publish(big)
+    stream = feed.deliveries(request(after_cursor=before, max_batch_events=1000))
+    (first,) = await read_deliveries(stream, 1)
+    sizes = [len(item.encoded) for item in first]
+    assert 1 < len(first) < 300
+    assert sum(sizes[:-1]) < MAX_BATCH_BYTES <= sum(sizes)  # the item that crossed it is the last
+    wire = history_service_pb2.TrimEventsResponse.FromString(encode_delivery(first))
+    assert turns(list(wire.batch.items)) == list(range(len(first)))
+    await stream.aclose()
     await feed.close()

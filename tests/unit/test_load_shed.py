@@ -21,6 +21,20 @@ from turnkeeper.server.edge.load_shed import (
 )
 
 
+class Waiting:
+    """A stand-in for the edge's receiving queue: `waiting` calls, the oldest for `oldest` s."""
+
+    def __init__(self, waiting: int = 0, oldest: float = 0.0) -> None:
+        self.waiting = waiting
+        self.oldest = oldest
+
+    def oldest_wait(self) -> float:
+        return self.oldest
+
+
+NOTHING_WAITING = Waiting()
+
+
 class Started:
     """A stand-in for channelz's count of the calls a server has started."""
 
@@ -162,12 +176,14 @@ async def test_sheds_only_a_standing_queue_of_more_calls_than_its_floor() -> Non
     shedder.arrived()
     started.count = 301  # 300 calls waiting
     await _trickle(shedder, 2)
-    assert not shedder.refuses()  # under 20 ms yet
+    assert not shedder.refuses(NOTHING_WAITING)  # under 20 ms yet
     await _trickle(shedder, 1)
-    assert clock.waited >= 0.02 and not shedder.refuses()  # over, but not for 50 ms yet
+    assert clock.waited >= 0.02 and not shedder.refuses(
+        NOTHING_WAITING
+    )  # over, but not for 50 ms yet
     await _trickle(shedder, 6)
     assert clock.behind >= 64 and clock.waited >= 0.07
-    assert shedder.refuses()
+    assert shedder.refuses(NOTHING_WAITING)
     error = shedder.refusal()
     assert error.code == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert error.metadata["limit"] == "queue_delay"
@@ -175,7 +191,7 @@ async def test_sheds_only_a_standing_queue_of_more_calls_than_its_floor() -> Non
     # served.
     while clock.behind > 64:
         shedder.arrived()
-    assert clock.behind == 64 and clock.waited >= 0.07 and not shedder.refuses()
+    assert clock.behind == 64 and clock.waited >= 0.07 and not shedder.refuses(NOTHING_WAITING)
 
 
 async def test_a_call_of_unknown_wait_neither_starts_nor_ends_a_standing_queue() -> None:
@@ -188,17 +204,37 @@ async def test_a_call_of_unknown_wait_neither_starts_nor_ends_a_standing_queue()
     refused = []
     for _ in range(9):
         await _trickle(shedder, 1)
-        refused.append(shedder.refuses())  # (the standing queue is timed from the first over)
+        refused.append(
+            shedder.refuses(NOTHING_WAITING)
+        )  # (the standing queue is timed from the first over)
     assert clock.known and any(refused)
     # A call that started after channelz's last read (when reads are far apart): not refused,
     # and the queue still stands for the next call whose wait is known.
     standing_since = shedder._above_since
     clock.known = False
-    assert not shedder.refuses()
+    assert not shedder.refuses(NOTHING_WAITING)
     assert shedder._above_since == standing_since is not None
     for _ in range(3):  # (past the refused share)
         shedder.arrived()
-    assert clock.known and shedder.refuses()
+    assert clock.known and shedder.refuses(NOTHING_WAITING)
+
+
+async def test_a_standing_queue_in_the_edge_is_shed_though_grpc_core_holds_none() -> None:
+    """Calls taken ahead of grpc's serving loop wait in the edge's receiving queue: channelz's
+    count then shows none waiting, and the shedder reads that queue instead."""
+    started = Started()
+    shedder = LoadShedder(target=0.02, queue_calls=64, interval=0.05, retry_after_seconds=1.0)
+    shedder.clock = QueueClock(started)
+    queue = Waiting(waiting=200, oldest=0.03)
+    refused = []
+    for _ in range(8):
+        started.count += 1
+        shedder.arrived()  # each one seen at once: nothing waits in grpc core
+        refused.append(shedder.refuses(queue))
+        await asyncio.sleep(POLL_SECONDS)
+    assert not refused[0] and any(refused)  # once it has stood for the interval
+    assert not shedder.refuses(Waiting(waiting=64, oldest=0.5))  # at the floor: served
+    assert not shedder.refuses(Waiting(waiting=200, oldest=0.01))  # short waits: served
 
 
 async def test_refused_clients_are_told_different_delays() -> None:
@@ -215,7 +251,7 @@ async def test_off_never_refuses() -> None:
     shedder = LoadShedder(target=0.0, queue_calls=0, interval=0.1, retry_after_seconds=1.0)
     shedder.watch(1)
     shedder.arrived()
-    assert shedder.clock is None and not shedder.refuses()
+    assert shedder.clock is None and not shedder.refuses(NOTHING_WAITING)
 
 
 async def test_channelz_counts_the_calls_a_server_started() -> None:

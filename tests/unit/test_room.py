@@ -84,16 +84,18 @@ def test_a_zero_budget_stays_off() -> None:
 def test_reported_usage_room_bounds_the_history_in_estimate_units() -> None:
     view = PythonHistoryView(WorkingHistory.of(history(15)))  # 3,224
     fits = ReportedUsage(reported=3600, estimated=3420, tool_schema=196)
-    # Step 1 stops (3,600 <= 4,000) but the estimate does not fit the room: trim to it.
+    # The calibrated target (floor(4,000 x 3,420 / 3,600) = 3,800, less 196) fits the history,
+    # but the estimate does not fit the room: trim to it (§16.2 step 4).
     trim = plan_reported_usage(view, 4000, fits, CRUMB, room=2804)
     assert trim.plan.dropped_turns == 3 and trim.reported
     assert trim.calibration is not None
     assert (trim.calibration.calibrated_target_tokens, trim.calibration.history_target_tokens) == (
-        0,
+        3800,
         2804,
     )
     assert trim.tokens_after == round((2617 + 196) * 3600 / 3420)
-    # Without room, or with room to spare, step 1 stops as in §10.3.
+    # Without room, or with room to spare, nothing is trimmed: the history has not grown, so the
+    # counts are the provider's (§16.2 is §10.3 exactly then).
     for space in (None, 3224):
         untouched = plan_reported_usage(view, 4000, fits, CRUMB, room=space)
         assert not untouched.plan.trimmed and untouched.tokens_after == 3600

@@ -10,7 +10,11 @@ import (
 	turnkeeperv1 "github.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1"
 )
 
-const formatOpenAIResponses = "openai_responses"
+const (
+	formatOpenAIResponses = "openai_responses"
+	// responsesItemsKey holds the item skeletons of a row that stands for several items.
+	responsesItemsKey = "items"
+)
 
 var (
 	responsesRoles = map[string]turnkeeperv1.Role{
@@ -21,7 +25,9 @@ var (
 )
 
 // FromOpenAIResponses converts Responses input items (a JSON array, or a request object holding
-// them as `input`) to a History, one row per item. Errors are *ConversionError.
+// them as `input`) to a History, one row per item except that consecutive function_call items (a
+// model's parallel calls) are one assistant row, so each output follows the row that calls it.
+// Errors are *ConversionError.
 func FromOpenAIResponses(data []byte, opts ConvertOptions) (*turnkeeperv1.History, error) {
 	value, err := decodeJSON(data)
 	if err != nil {
@@ -34,18 +40,34 @@ func FromOpenAIResponses(data []byte, opts ConvertOptions) (*turnkeeperv1.Histor
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]*importRow, len(list))
+	rows := make([]*importRow, 0, len(list))
+	// The skeletons of the function_call run the last row holds; nil when it holds none.
+	var calls []any
 	for i, raw := range list {
-		if rows[i], err = importResponsesItem(raw, fmt.Sprintf("input[%d]", i)); err != nil {
+		row, err := importResponsesItem(raw, fmt.Sprintf("input[%d]", i))
+		if err != nil {
 			return nil, err
 		}
+		// Only a function_call item gives a row tool calls.
+		if len(row.message.GetToolCalls()) == 0 {
+			calls = nil
+		} else if calls == nil {
+			calls = []any{row.skeleton}
+		} else {
+			last := rows[len(rows)-1]
+			last.message.ToolCalls = append(last.message.ToolCalls, row.message.GetToolCalls()...)
+			calls = append(calls, row.skeleton)
+			last.skeleton = object{responsesItemsKey: calls}
+			continue
+		}
+		rows = append(rows, row)
 	}
 	return finish(rows, formatOpenAIResponses, func(row flatRow, _ *flatRow) (object, error) {
 		items, err := responsesDefault(row)
 		if err != nil || len(items) == 1 {
 			return first(items), err
 		}
-		return object{"items": items}, nil
+		return object{responsesItemsKey: items}, nil
 	}, opts)
 }
 
@@ -267,18 +289,24 @@ func ToOpenAIResponses(history *turnkeeperv1.History) ([]byte, error) {
 	out := []any{}
 	for i, row := range rows {
 		path := fmt.Sprintf("rows[%d]", i)
-		items := []any{row.skeleton}
-		if row.skeleton == nil {
-			if items, err = responsesDefault(row); err != nil {
-				return nil, err
-			}
+		items, err := responsesItems(row)
+		if err != nil {
+			return nil, err
 		}
 		s, err := newStreams(row, path)
 		if err != nil {
 			return nil, err
 		}
-		for _, raw := range items {
-			item, err := exportResponsesItem(row.message, s, raw.(map[string]any), path)
+		for k, raw := range items {
+			skeleton, err := expectObject(raw, fmt.Sprintf("%s.passthrough.items[%d]", path, k))
+			if err != nil {
+				return nil, err
+			}
+			// A function_call whose call the sweep removed is gone with it.
+			if skeleton["type"] == "function_call" && len(items) > 1 && len(s.calls) == 0 {
+				continue
+			}
+			item, err := exportResponsesItem(row.message, s, skeleton, path)
 			if err != nil {
 				return nil, err
 			}
@@ -289,6 +317,18 @@ func ToOpenAIResponses(history *turnkeeperv1.History) ([]byte, error) {
 		}
 	}
 	return marshalJSON(out)
+}
+
+// responsesItems lists the item skeletons a row stands for: its passthrough's (one item, or the
+// list under responsesItemsKey), else its default items.
+func responsesItems(row flatRow) ([]any, error) {
+	if row.skeleton == nil {
+		return responsesDefault(row)
+	}
+	if list, ok := row.skeleton[responsesItemsKey].([]any); ok && len(row.skeleton) == 1 {
+		return list, nil
+	}
+	return []any{row.skeleton}, nil
 }
 
 func exportResponsesItem(m *turnkeeperv1.ChatMessage, s *streams, skeleton object, path string) (object, error) {

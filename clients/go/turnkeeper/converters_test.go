@@ -324,6 +324,42 @@ func (g gen) anthropicRequest() any {
 	return request
 }
 
+// A parallel pair whose second call was never answered: the sweep removes that call from the
+// pair's one row and keeps the answered call with its output; the export leaves the removed call's
+// item out and keeps the answered one's id.
+func TestResponsesParallelCallsSweepKeepsTheAnsweredCall(t *testing.T) {
+	client := tcpClient(t)
+	transcript := `[
+		{"role": "user", "content": "go"},
+		{"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "a", "arguments": "{}"},
+		{"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "b", "arguments": "{}"},
+		{"type": "function_call_output", "call_id": "c1", "output": "x"}
+	]`
+	history, err := turnkeeper.FromOpenAIResponses([]byte(transcript), turnkeeper.ConvertOptions{})
+	if err != nil {
+		t.Fatalf("import: %v", err)
+	}
+	swept, err := client.SweepOrphans(testContext(t), &turnkeeperv1.SweepOrphansRequest{History: history})
+	if err != nil {
+		t.Fatalf("SweepOrphans: %v", err)
+	}
+	if n := len(swept.GetRemovals()); n != 1 {
+		t.Fatalf("want the unanswered call alone removed, got %d removals: %v", n, swept.GetRemovals())
+	}
+	out, err := turnkeeper.ToOpenAIResponses(swept.GetHistory())
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	want := `[
+		{"role": "user", "content": "go"},
+		{"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "a", "arguments": "{}"},
+		{"type": "function_call_output", "call_id": "c1", "output": "x"}
+	]`
+	if diff := sameJSON(t, out, []byte(want)); diff != "" {
+		t.Errorf("export (-want +got):\n%s", diff)
+	}
+}
+
 func TestConverterRoundTripProperties(t *testing.T) {
 	client := tcpClient(t)
 	generators := map[string]func(gen) any{

@@ -68,13 +68,21 @@ type Subscription struct {
 	// first is the item that answered the subscription, held by WaitSubscribed for Recv. Its
 	// cursor counts once Recv hands it out, so a cursor persisted before cannot skip it.
 	first *turnkeeperv1.TrimEventsResponse
+	// pending holds the rest of a batch (sent when req.MaxBatchEvents is above 1), handed out
+	// one item at a time.
+	pending []*turnkeeperv1.TrimEventsResponse
 
 	mu     sync.Mutex
 	cursor string
 }
 
+// DefaultMaxBatchEvents is the batch size a subscription asks for when req.MaxBatchEvents is 0;
+// set it to 1 for one item per stream message.
+const DefaultMaxBatchEvents = 100
+
 // TrimEvents subscribes to the trim feed with req's filters, resuming after req.AfterCursor
-// when it is set. The stream opens on the first Recv and lives until ctx ends or Close; use
+// when it is set. Unless req.MaxBatchEvents is set, it asks for batches of up to
+// DefaultMaxBatchEvents items, which Recv hands out one by one. The stream opens on the first Recv and lives until ctx ends or Close; use
 // SubscribeTrimEvents to know when the server has registered it.
 // The server confirms the subscription at once with a heartbeat carrying its resume position,
 // then sends one after every req.HeartbeatInterval without other items.
@@ -84,6 +92,10 @@ func (c *Client) TrimEvents(ctx context.Context, req *turnkeeperv1.TrimEventsReq
 		req = &turnkeeperv1.TrimEventsRequest{}
 	}
 	req = proto.CloneOf(req)
+	if req.GetMaxBatchEvents() == 0 {
+		// Batches let a subscriber keep up with a loaded server; Recv still returns one item at a time.
+		req.MaxBatchEvents = DefaultMaxBatchEvents
+	}
 	return &Subscription{stub: c.stub, req: req, backoff: c.backoff, ctx: ctx, cancel: cancel, cursor: req.GetAfterCursor()}
 }
 
@@ -145,9 +157,14 @@ func (s *Subscription) Recv() (*turnkeeperv1.TrimEventsResponse, error) {
 	return item, nil
 }
 
-// receive reads the next item, reopening the stream as needed.
+// receive reads the next item, reopening the stream as needed; a batch's items come one by one.
 func (s *Subscription) receive() (*turnkeeperv1.TrimEventsResponse, error) {
 	for {
+		if len(s.pending) > 0 {
+			item := s.pending[0]
+			s.pending = s.pending[1:]
+			return item, nil
+		}
 		if s.stream == nil {
 			if err := s.open(); err != nil {
 				if err := s.retry(err); err != nil {
@@ -159,6 +176,10 @@ func (s *Subscription) receive() (*turnkeeperv1.TrimEventsResponse, error) {
 		item, err := s.stream.Recv()
 		if err == nil {
 			s.failures = 0
+			if batch := item.GetBatch(); batch != nil {
+				s.pending = batch.GetItems()
+				continue
+			}
 			return item, nil
 		}
 		s.closeStream()

@@ -375,3 +375,27 @@ func TestSubscribeTrimEventsReturnsTheSubscriptionError(t *testing.T) {
 		t.Fatalf("want INVALID_ARGUMENT on after_cursor, got %v", err)
 	}
 }
+
+// TestTrimEventsBatchesArriveAsSingleItems: with MaxBatchEvents the server sends what is ready
+// in one message (a batch); Recv hands its items out one by one, in order, as without batches.
+func TestTrimEventsBatchesArriveAsSingleItems(t *testing.T) {
+	client := tcpClient(t)
+	session := uniqueID(t)
+	first := subscribe(client, t, session, "")
+	cursor := registered(t, first)
+	first.Close()
+	want := make([]*turnkeeperv1.HistoryTrimmed, 5)
+	for i := range want {
+		want[i] = trim(t, client, session)
+	}
+	batched := client.TrimEvents(testContext(t), &turnkeeperv1.TrimEventsRequest{
+		SessionIds:        []string{session},
+		AfterCursor:       cursor,
+		HeartbeatInterval: durationpb.New(time.Second),
+		MaxBatchEvents:    50,
+	})
+	t.Cleanup(batched.Close)
+	for _, trimmed := range want {
+		requireEvent(t, nextEvent(t, batched), trimmed, batched)
+	}
+}

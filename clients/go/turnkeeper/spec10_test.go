@@ -122,8 +122,10 @@ func TestPrepareCalibratesWithReportedUsage(t *testing.T) {
 		t.Fatal("a reported count above the budget did not trim")
 	}
 	calibrated := trims[len(trims)-1]
-	if calibrated.GetCountSource() != turnkeeperv1.CountSource_COUNT_SOURCE_PROVIDER_REPORTED || calibrated.GetTokensBefore() != 2*used {
-		t.Errorf("trim %v, want provider-reported counts from %d", calibrated, 2*used)
+	// spec §16.2 step 5 scales the history, tool schemas included, not the hooks the count also covered.
+	before := 2 * (report.GetMessageTokens() + report.GetToolSchemaTokens())
+	if calibrated.GetCountSource() != turnkeeperv1.CountSource_COUNT_SOURCE_PROVIDER_REPORTED || calibrated.GetTokensBefore() != before {
+		t.Errorf("trim %v, want provider-reported counts from %d", calibrated, before)
 	}
 	if got, want := calibrated.GetCalibration().GetCalibratedTargetTokens(), max(1, 100*used/(2*used)); got != want {
 		t.Errorf("calibrated target %d, want %d", got, want)

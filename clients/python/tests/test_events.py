@@ -329,3 +329,44 @@ async def test_cancelling_the_consumer_propagates(aclient: AsyncTurnkeeperClient
     with pytest.raises(asyncio.CancelledError):
         await consumer
     await watch.aclose()
+
+
+def test_batched_subscription_yields_the_same_single_items(client: TurnkeeperClient) -> None:
+    """With `max_batch_events`, the server may send several items in one message; the watch
+    unpacks them, so its user sees the items one by one, as without batches."""
+    session = uuid.uuid4().hex
+    with client.watch_trims(session_ids=[session]) as first:
+        opening = next(first)
+    start = opening.heartbeat.cursor
+    trims = [client.trim_history(budget_trim(session, budget=100 + i)) for i in range(20)]
+    with client.watch_trims(
+        session_ids=[session], after_cursor=start, max_batch_events=50, heartbeat_interval=1.0
+    ) as watch:
+        items = []
+        for item in watch:
+            assert _kind(item) in ("event", "heartbeat")
+            if _kind(item) == "heartbeat":
+                break
+            items.append(item)
+    assert [item.event.trimmed for item in items] == [t.history_trimmed for t in trims]
+    assert watch.cursor == items[-1].event.cursor
+
+
+async def test_async_batched_subscription_yields_the_same_single_items(
+    unix_aclient: AsyncTurnkeeperClient,
+) -> None:
+    session = uuid.uuid4().hex
+    async with unix_aclient.watch_trims(session_ids=[session]) as first:
+        start = (await anext(first)).heartbeat.cursor
+    trims = [
+        await unix_aclient.trim_history(budget_trim(session, budget=100 + i)) for i in range(20)
+    ]
+    async with unix_aclient.watch_trims(
+        session_ids=[session], after_cursor=start, max_batch_events=50, heartbeat_interval=1.0
+    ) as watch:
+        items = []
+        async for item in watch:
+            if _kind(item) != "event":
+                break
+            items.append(item)
+    assert [item.event.trimmed for item in items] == [t.history_trimmed for t in trims]

@@ -122,7 +122,8 @@ def test_prepare_calibrates_with_the_previous_calls_reported_usage(
     assert second.trims, "a reported count above the budget trims"
     calibrated = second.trims[-1]
     assert calibrated.count_source == trim_pb2.COUNT_SOURCE_PROVIDER_REPORTED
-    assert calibrated.tokens_before == 2 * used
+    # spec §16.2 step 5 scales the history, tool schemas included, not the hooks the count covered.
+    assert calibrated.tokens_before == 2 * (report.message_tokens + report.tool_schema_tokens)
     assert calibrated.calibration.calibrated_target_tokens == max(1, 100 * used // (2 * used))
     assert second.context_meter.used_tokens < used
 

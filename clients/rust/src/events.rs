@@ -1,5 +1,6 @@
 //! A resuming subscription to the `TrimEvents` feed.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::hash::{BuildHasher, RandomState};
@@ -146,6 +147,10 @@ impl fmt::Debug for TrimEventStream {
     }
 }
 
+/// The batch size a subscription asks for when its request leaves `max_batch_events` at 0; set it
+/// to 1 for one item per stream message.
+pub const DEFAULT_MAX_BATCH_EVENTS: u32 = 100;
+
 /// The reconnecting subscription behind a [`TrimEventStream`], driven one item at a time.
 struct Subscription {
     stub: HistoryServiceClient<Channel>,
@@ -155,9 +160,10 @@ struct Subscription {
     stall_timeout: Duration,
     cursor: Option<String>,
     stream: Option<Streaming<TrimEventsResponse>>,
-    /// The item that answered the current stream, held for the next `next()`; its cursor counts
-    /// only once it is handed out, so a cursor persisted before that cannot skip it.
-    answer: Option<FeedItem>,
+    /// Items received but not yet handed out: the one that answered the current stream, or the
+    /// rest of a batch. A cursor counts only once its item is handed out, so a cursor persisted
+    /// before that cannot skip it.
+    pending: VecDeque<FeedItem>,
     failures: u32,
     finished: bool,
 }
@@ -175,6 +181,11 @@ impl Subscription {
             .unwrap_or(SERVER_DEFAULT_HEARTBEAT)
             .clamp(Duration::from_secs(1), Duration::from_secs(300));
         let cursor = Some(request.after_cursor.clone()).filter(|c| !c.is_empty());
+        let mut request = request;
+        if request.max_batch_events == 0 {
+            // Batches let a subscriber keep up with a loaded server; items are handed out one by one.
+            request.max_batch_events = DEFAULT_MAX_BATCH_EVENTS;
+        }
         let mut this = Subscription {
             stub,
             credentials,
@@ -183,7 +194,7 @@ impl Subscription {
             policy,
             cursor,
             stream: None,
-            answer: None,
+            pending: VecDeque::new(),
             failures: 0,
             finished: false,
         };
@@ -193,10 +204,10 @@ impl Subscription {
 
     async fn next(&mut self) -> Option<Result<FeedItem>> {
         while !self.finished {
-            if let Some(answer) = self.answer.take()
-                && let Some(item) = self.observe(answer)
-            {
-                return Some(Ok(item));
+            while let Some(pending) = self.pending.pop_front() {
+                if let Some(item) = self.observe(pending) {
+                    return Some(Ok(item));
+                }
             }
             let Some(stream) = self.stream.as_mut() else {
                 if let Err(error) = self.reconnect().await {
@@ -208,9 +219,7 @@ impl Subscription {
             let status = match tokio::time::timeout(self.stall_timeout, stream.message()).await {
                 Ok(Ok(Some(TrimEventsResponse { item: Some(item) }))) => {
                     self.failures = 0;
-                    if let Some(item) = self.observe(item) {
-                        return Some(Ok(item));
-                    }
+                    self.pending.extend(unpacked(item));
                     continue;
                 }
                 // An empty oneof is a newer server's item kind this client cannot show.
@@ -247,7 +256,8 @@ impl Subscription {
             Item::Heartbeat(beat) if !beat.cursor.is_empty() => {
                 self.cursor = Some(beat.cursor.clone());
             }
-            Item::Heartbeat(_) | Item::Gap(_) => {}
+            // Batches are unpacked before they get here.
+            Item::Heartbeat(_) | Item::Gap(_) | Item::Batch(_) => {}
         }
         Some(item)
     }
@@ -299,7 +309,7 @@ impl Subscription {
         };
         match tokio::time::timeout(self.stall_timeout, opening).await {
             Ok(Ok((stream, item))) => {
-                self.answer = Some(item);
+                self.pending = unpacked(item).collect();
                 self.stream = Some(stream);
                 Ok(())
             }
@@ -311,6 +321,19 @@ impl Subscription {
             .into()),
         }
     }
+}
+
+/// The items of one stream message: a batch's (sent when the request set `max_batch_events`
+/// above 1), in order, or the item itself.
+fn unpacked(item: Item) -> impl Iterator<Item = Item> {
+    let (batch, single) = match item {
+        Item::Batch(batch) => (batch.items, None),
+        other => (Vec::new(), Some(other)),
+    };
+    batch
+        .into_iter()
+        .filter_map(|response| response.item)
+        .chain(single)
 }
 
 /// Whether a failed stream is worth resuming: the server is unavailable (restarting, shutting
@@ -352,6 +375,30 @@ mod tests {
                 "attempt {attempt}: {delay:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_batch_unpacks_into_its_items_in_order_and_a_single_item_stays_one() {
+        use crate::pb::{Heartbeat, TrimEvent, TrimEventsBatch};
+        let event = |cursor: &str| {
+            Item::Event(TrimEvent {
+                cursor: cursor.to_owned(),
+                ..TrimEvent::default()
+            })
+        };
+        let batch = Item::Batch(TrimEventsBatch {
+            items: ["a", "b", "c"]
+                .map(|cursor| TrimEventsResponse {
+                    item: Some(event(cursor)),
+                })
+                .to_vec(),
+        });
+        assert_eq!(
+            unpacked(batch).collect::<Vec<_>>(),
+            vec![event("a"), event("b"), event("c")]
+        );
+        let beat = Item::Heartbeat(Heartbeat::default());
+        assert_eq!(unpacked(beat.clone()).collect::<Vec<_>>(), vec![beat]);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub use client::{
     Target,
 };
 pub use error::{ConversionError, ERROR_DOMAIN, Error, Result, RpcError};
-pub use events::{FeedItem, ReconnectPolicy, TrimEventStream};
+pub use events::{DEFAULT_MAX_BATCH_EVENTS, FeedItem, ReconnectPolicy, TrimEventStream};
 pub use retry::{RETRYABLE_CODES, RetryPolicy};
 /// The converters take and give `serde_json::Value`: re-exported so that
 /// `turnkeeper_client::serde_json::json!` works without a dependency of your own (and cannot

@@ -121,6 +121,41 @@ async fn converter_vectors() {
     }
 }
 
+/// A parallel pair whose second call was never answered: the sweep removes that call from the
+/// pair's one row and keeps the answered call with its output; the export leaves the removed
+/// call's item out and keeps the answered one's id.
+#[tokio::test]
+async fn responses_parallel_calls_sweep_keeps_the_answered_call() {
+    let client = common::tcp_client().await;
+    let transcript = json!([
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "a", "arguments": "{}"},
+        {"type": "function_call", "id": "fc_2", "call_id": "c2", "name": "b", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    ]);
+    let history =
+        convert::from_openai_responses(&transcript, &ConvertOptions::default()).expect("import");
+    let swept = client
+        .sweep_orphans(pb::SweepOrphansRequest {
+            history: Some(history),
+        })
+        .await
+        .expect("SweepOrphans");
+    assert_eq!(
+        swept.removals.len(),
+        1,
+        "the unanswered call alone is removed: {:?}",
+        swept.removals
+    );
+    let out = convert::to_openai_responses(&swept.history.expect("history")).expect("export");
+    let want = json!([
+        {"role": "user", "content": "go"},
+        {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "a", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "x"}
+    ]);
+    assert_eq!(Value::Array(out), want);
+}
+
 /// xorshift64*: a small seeded PRNG, so a failure names the seed that reproduces it.
 struct Gen(u64);
 

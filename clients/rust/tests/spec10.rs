@@ -146,7 +146,11 @@ async fn prepare_calibrates_with_the_previous_calls_reported_usage() {
         .last()
         .expect("a reported count above the budget trims");
     assert_eq!(calibrated.count_source(), CountSource::ProviderReported);
-    assert_eq!(calibrated.tokens_before, 2 * used);
+    // spec §16.2 step 5 scales the history, tool schemas included, not the hooks the count covered.
+    assert_eq!(
+        calibrated.tokens_before,
+        2 * (report.message_tokens + report.tool_schema_tokens)
+    );
     assert_eq!(
         calibrated.calibration.map(|c| c.calibrated_target_tokens),
         Some((100 * used / (2 * used)).max(1))

@@ -153,11 +153,12 @@ export class TrimEventSubscription {
             try {
                 arm();
                 const stream = this.host.raw.trimEvents({ ...this.request, afterCursor: this.lastCursor }, { signal: attempt.signal, ...(this.options.headers ? { headers: this.options.headers } : {}) });
-                for await (const item of stream) {
+                for await (const message of stream) {
                     failures = 0;
                     // A slow consumer is not a stalled stream: the watchdog pauses while the item is handled.
                     clearTimeout(watchdog);
-                    yield item;
+                    // A batch (the request set `maxBatchEvents` above 1) is yielded item by item.
+                    yield* message.item.case === "batch" ? message.item.value.items : [message];
                     arm();
                 }
                 // A clean end (the server drains its streams on shutdown): resume like after a failure.

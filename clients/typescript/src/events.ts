@@ -71,6 +71,12 @@ export interface SubscriptionHost {
  * heartbeat, so a live tail has a cursor before its first event and a reconnect never turns into a
  * fresh live tail. Events the server could no longer deliver are reported as a Gap item.
  */
+/**
+ * The batch size a watch asks for when its request leaves `maxBatchEvents` unset; set it to 1 for
+ * one item per stream message.
+ */
+export const DEFAULT_MAX_BATCH_EVENTS = 100;
+
 export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> {
   private lastCursor: string;
   private readonly request: TrimEventsRequest;
@@ -93,6 +99,8 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
     private readonly options: WatchOptions,
   ) {
     this.request = create(TrimEventsRequestSchema, request);
+    // Batches let a subscriber keep up with a loaded server; they are yielded item by item.
+    if (this.request.maxBatchEvents === 0) this.request.maxBatchEvents = DEFAULT_MAX_BATCH_EVENTS;
     this.lastCursor = options.afterCursor ?? this.request.afterCursor;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 3 * heartbeatMs(this.request);
     for (const signal of [options.signal, host.closed]) {
@@ -208,11 +216,12 @@ export class TrimEventSubscription implements AsyncIterable<TrimEventsResponse> 
           { ...this.request, afterCursor: this.lastCursor },
           { signal: attempt.signal, ...(this.options.headers ? { headers: this.options.headers } : {}) },
         );
-        for await (const item of stream) {
+        for await (const message of stream) {
           failures = 0;
           // A slow consumer is not a stalled stream: the watchdog pauses while the item is handled.
           clearTimeout(watchdog);
-          yield item;
+          // A batch (the request set `maxBatchEvents` above 1) is yielded item by item.
+          yield* message.item.case === "batch" ? message.item.value.items : [message];
           arm();
         }
         // A clean end (the server drains its streams on shutdown): resume like after a failure.

@@ -2,7 +2,12 @@ export { connect, TurnkeeperClient, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TIMEOUT_M
 export type { ClientOptions, Target, TlsOptions } from "./client.js";
 export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./errors.js";
 export type { FieldViolation } from "./errors.js";
-export { TrimEventSubscription, isRetryableStreamError, backoffDelay } from "./events.js";
+export {
+  TrimEventSubscription,
+  isRetryableStreamError,
+  backoffDelay,
+  DEFAULT_MAX_BATCH_EVENTS,
+} from "./events.js";
 export type { WatchOptions, BackoffOptions } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export type { RetryPolicy } from "./retry.js";

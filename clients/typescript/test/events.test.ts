@@ -121,6 +121,23 @@ describe("TrimEvents subscription", () => {
     await resumed.return?.();
   });
 
+  test("a batched subscription yields the same single items in order", async () => {
+    const sessionId = `ts-batch-${randomUUID()}`;
+    const first = client.watchTrimEvents({ sessionIds: [sessionId], heartbeatInterval: ONE_SECOND });
+    const opening = await open(first);
+    const start = first.cursor;
+    await opening.return?.();
+    const trims = [];
+    for (let i = 0; i < 5; i++) trims.push(await causeTrim(client, sessionId, `turn-${i}`));
+    const batched = client.watchTrimEvents(
+      { sessionIds: [sessionId], heartbeatInterval: ONE_SECOND, maxBatchEvents: 50 },
+      { afterCursor: start },
+    );
+    const items = batched[Symbol.asyncIterator]();
+    for (const trim of trims) assertSameTrim(await nextEvent(items), trim);
+    await items.return?.();
+  });
+
   test("reconnects by itself after the connection drops and delivers what it missed once", async () => {
     const proxy = await FlakyProxy.start(serverAddress());
     const viaProxy = connect(proxy.address);

@@ -111,7 +111,8 @@ describe("spec §10 wrappers", () => {
     const calibrated = second.trims.at(-1);
     assert.ok(calibrated, "a reported count above the budget trims");
     assert.equal(calibrated.countSource, CountSource.PROVIDER_REPORTED);
-    assert.equal(calibrated.tokensBefore, 2n * used);
+    // spec §16.2 step 5 scales the history, tool schemas included, not the hooks the count covered.
+    assert.equal(calibrated.tokensBefore, 2n * (report.messageTokens + report.toolSchemaTokens));
     const target = (100n * used) / (2n * used);
     assert.equal(calibrated.calibration?.calibratedTargetTokens, target > 1n ? target : 1n);
   });

@@ -4,8 +4,15 @@
 //!
 //! Merging follows protobuf: repeated occurrences of a message field merge (last scalar wins,
 //! repeated fields append), a oneof member replaces a different earlier one.
+//!
+//! The same pass counts the history's items for the request-item limit (`items.rs` has the
+//! rules): every element of a repeated field inside the history, in every occurrence the wire
+//! holds, replaced oneof members included, so the count is the one `items::crossing_field` makes
+//! of the history's bytes. The request's other top-level fields are counted by `items.rs` while
+//! the top level is split, and the scan stops as soon as the allowance is passed.
 
 use crate::conventions::Conventions;
+use crate::items::{self, ItemSchema};
 use crate::pricing::{strip_sent_images, text_tokens};
 use crate::wire::{self, Field, Malformed, Reader, Result, LEN, VARINT};
 
@@ -183,20 +190,118 @@ pub struct History {
 /// The request's history field number in every history-bearing request message.
 const HISTORY_FIELD: u32 = 1;
 
+/// The request-item limit of one request: the counting rules, the request type's index among
+/// them, and how many items this request may hold.
+pub struct ItemLimit<'a> {
+    pub schema: &'a ItemSchema,
+    pub root: usize,
+    pub allowed: u64,
+}
+
+/// Why a counted scan gives no history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The bytes do not decode (the caller names the culprit).
+    Malformed,
+    /// The request holds more items than it may; the number of the top-level field in which
+    /// the count passed the allowance, counted in wire order as `items::crossing_field` does.
+    TooManyItems(u32),
+}
+
+/// Why the scan stopped early.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Halt {
+    Malformed,
+    /// The item count stopped it: the allowance was passed, or the framing of a field outside
+    /// the history broke while it was counted.
+    Counted,
+}
+
+impl From<Malformed> for Halt {
+    fn from(_: Malformed) -> Halt {
+        Halt::Malformed
+    }
+}
+
+type Scanned<T> = std::result::Result<T, Halt>;
+
+/// The items the request-item limit still allows in the history.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    left: u64,
+}
+
+impl Tally {
+    /// No limit: more items than any request can hold.
+    const UNLIMITED: Tally = Tally { left: u64::MAX };
+
+    fn take(&mut self, items: u64) -> Scanned<()> {
+        match self.left.checked_sub(items) {
+            Some(rest) => {
+                self.left = rest;
+                Ok(())
+            }
+            None => Err(Halt::Counted),
+        }
+    }
+}
+
 /// Scans a request. `Err` means the bytes do not decode (the caller names the culprit).
 pub fn scan(buf: &[u8], max_rows: u64, conventions: &Conventions) -> Result<Scan> {
+    scan_within(buf, max_rows, conventions, None).map_err(|_| Malformed)
+}
+
+/// Scans a request under the request-item limit, refusing it exactly when
+/// `items::crossing_field` would, naming the same field. The common case costs no pass of its
+/// own: the history's items are counted by the scan that reads them, the other top-level fields
+/// as the top level is split. When the scan stops early (the count passed, or the bytes do not
+/// decode) the whole request is counted again in wire order, which is what names the field and
+/// decides between the two refusals, as the Python engine's count before parsing does.
+pub fn scan_counted(
+    buf: &[u8],
+    max_rows: u64,
+    conventions: &Conventions,
+    limit: &ItemLimit,
+) -> std::result::Result<Scan, Refusal> {
+    let halt = match scan_within(buf, max_rows, conventions, Some(limit)) {
+        Ok(scanned) => return Ok(scanned),
+        Err(halt) => halt,
+    };
+    if let Some(field) = items::crossing_field(buf, limit.schema, limit.root, limit.allowed) {
+        return Err(Refusal::TooManyItems(field));
+    }
+    match halt {
+        Halt::Malformed => Err(Refusal::Malformed),
+        // The count in wire order breaks before it passes the allowance (the count of the
+        // fields after the history, taken first, reached it): the bytes answer for themselves.
+        Halt::Counted => scan(buf, max_rows, conventions).map_err(|_| Refusal::Malformed),
+    }
+}
+
+fn scan_within(
+    buf: &[u8],
+    max_rows: u64,
+    conventions: &Conventions,
+    limit: Option<&ItemLimit>,
+) -> Scanned<Scan> {
     let mut top = Reader::new(buf, 0, buf.len());
     let mut rest = Vec::new();
     let mut history_payloads = Vec::new();
+    let mut items = limit.map_or(Tally::UNLIMITED, |l| Tally { left: l.allowed });
     while !top.at_end() {
         let field = top.next_message_field(0)?;
         if field.number == HISTORY_FIELD && field.wire_type == LEN {
             history_payloads.push(field);
         } else {
             rest.push((field.start, field.end));
+            if let Some(l) = limit {
+                items::count_top_field(buf, l.schema, l.root, &field, &mut items.left)
+                    .map_err(|_| Halt::Counted)?;
+            }
         }
     }
     let mut scanner = Scanner::new(buf, conventions, None);
+    scanner.items = items;
     let present = !history_payloads.is_empty();
     for payload in &history_payloads {
         scanner.read_history(payload)?;
@@ -232,6 +337,7 @@ struct Scanner<'a> {
     violations: Violations,
     /// Every row so far is a system row: the next row is the breadcrumb's only place.
     all_system_before: bool,
+    items: Tally,
 }
 
 impl<'a> Scanner<'a> {
@@ -249,11 +355,12 @@ impl<'a> Scanner<'a> {
             list_payloads: Vec::new(),
             violations: Violations::new(conventions.max_named_violations),
             all_system_before: true,
+            items: Tally::UNLIMITED,
         }
     }
 
     /// A History occurrence (depth 1): its shape fields are collected, the rest kept as unknown.
-    fn read_history(&mut self, occurrence: &Field) -> Result<()> {
+    fn read_history(&mut self, occurrence: &Field) -> Scanned<()> {
         let mut reader = Reader::new(self.buf, occurrence.payload_start, occurrence.end);
         while !reader.at_end() {
             let field = reader.next_message_field(1)?;
@@ -279,17 +386,20 @@ impl<'a> Scanner<'a> {
         Ok(())
     }
 
-    /// Reads the list occurrences of a replaced shape into a scratch history, for their errors.
-    fn check_replaced(&mut self, shape: Shape) -> Result<()> {
+    /// Reads the list occurrences of a replaced shape into a scratch history, for their errors
+    /// and their items (protobuf parsed them).
+    fn check_replaced(&mut self, shape: Shape) -> Scanned<()> {
         let mut scratch = Scanner::new(self.buf, self.conventions, Some(shape));
+        scratch.items = self.items;
         for list in &self.list_payloads {
             scratch.read_list(list)?;
         }
+        self.items = scratch.items;
         Ok(())
     }
 
     /// A ChatHistory or ConversationHistory occurrence (depth 2).
-    fn read_list(&mut self, occurrence: &Field) -> Result<()> {
+    fn read_list(&mut self, occurrence: &Field) -> Scanned<()> {
         let mut reader = Reader::new(self.buf, occurrence.payload_start, occurrence.end);
         while !reader.at_end() {
             let field = reader.next_message_field(2)?;
@@ -297,13 +407,15 @@ impl<'a> Scanner<'a> {
                 self.history.list_unknown.push((field.start, field.end));
                 continue;
             }
+            self.items.take(1)?;
             let i = self.history.rows.len();
             let crumb_slot = self.all_system_before;
             let row = match self.history.shape {
                 Some(Shape::Conversation) => self.conversation_row(&field, i, crumb_slot)?,
                 _ => {
                     let mut chat = ChatState::new(self.history.ids.len());
-                    chat.merge(self.buf, &field, 3, &mut self.history.ids)?;
+                    let ids = &mut self.history.ids;
+                    chat.merge(self.buf, &field, 3, ids, &mut self.items)?;
                     chat_violations(
                         self.buf,
                         self.conventions,
@@ -322,12 +434,13 @@ impl<'a> Scanner<'a> {
     }
 
     /// A ConversationMessage occurrence (depth 3); its member is one level deeper.
-    fn conversation_row(&mut self, occurrence: &Field, i: usize, crumb_slot: bool) -> Result<Row> {
+    fn conversation_row(&mut self, occurrence: &Field, i: usize, crumb_slot: bool) -> Scanned<Row> {
         let buf = self.buf;
         let conventions = self.conventions;
         let out = &mut self.violations;
         let path = || format!("history.conversation.messages[{i}]");
         let ids = &mut self.history.ids;
+        let items = &mut self.items;
         let mark = ids.len();
         let mut member = Member::None;
         let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);
@@ -349,9 +462,9 @@ impl<'a> Scanner<'a> {
                 };
             }
             match &mut member {
-                Member::Chat(chat) => chat.merge(buf, &field, 4, ids)?,
-                Member::Calls(calls) => calls.merge(buf, &field, 4, ids)?,
-                Member::Results(results) => results.merge(buf, &field, 4, ids)?,
+                Member::Chat(chat) => chat.merge(buf, &field, 4, ids, items)?,
+                Member::Calls(calls) => calls.merge(buf, &field, 4, ids, items)?,
+                Member::Results(results) => results.merge(buf, &field, 4, ids, items)?,
                 Member::None => {}
             }
         }
@@ -496,7 +609,8 @@ impl ChatState {
         occurrence: &Field,
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
-    ) -> Result<()> {
+        items: &mut Tally,
+    ) -> Scanned<()> {
         let mut reader = body(buf, occurrence, depth)?;
         while !reader.at_end() {
             let f = reader.next_message_field(depth)?;
@@ -506,12 +620,19 @@ impl ChatState {
                 (6, VARINT) => self.breadcrumb = f.value != 0,
                 (2, LEN) => self.content = Text::of(buf, &f)?,
                 (3, LEN) => self.tool_call_id = Text::of(buf, &f)?,
-                (4, LEN) => self.calls.read(buf, &f, depth + 1, ids)?,
+                (4, LEN) => self.calls.read(buf, &f, depth + 1, ids, items)?,
                 (5, LEN) => {
+                    items.take(1)?;
                     wire::validate(buf, f.payload_start, f.end, &wire::ATTACHMENT, depth + 1)?;
                     self.attachments += 1;
                 }
-                (7, LEN) => wire::validate(buf, f.payload_start, f.end, &wire::STRUCT, depth + 1)?,
+                (7, LEN) => items.take(wire::validate(
+                    buf,
+                    f.payload_start,
+                    f.end,
+                    &wire::STRUCT,
+                    depth + 1,
+                )?)?,
                 _ => {}
             }
         }
@@ -601,15 +722,22 @@ impl CallsState {
         occurrence: &Field,
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
-    ) -> Result<()> {
+        items: &mut Tally,
+    ) -> Scanned<()> {
         let mut reader = body(buf, occurrence, depth)?;
         while !reader.at_end() {
             let f = reader.next_message_field(depth)?;
             match (f.number, f.wire_type) {
                 (1, LEN) => self.text = Text::of(buf, &f)?,
                 (3, LEN) => self.reasoning = Text::of(buf, &f)?,
-                (2, LEN) => self.calls.read(buf, &f, depth + 1, ids)?,
-                (4, LEN) => wire::validate(buf, f.payload_start, f.end, &wire::STRUCT, depth + 1)?,
+                (2, LEN) => self.calls.read(buf, &f, depth + 1, ids, items)?,
+                (4, LEN) => items.take(wire::validate(
+                    buf,
+                    f.payload_start,
+                    f.end,
+                    &wire::STRUCT,
+                    depth + 1,
+                )?)?,
                 _ => {}
             }
         }
@@ -661,16 +789,18 @@ impl ResultsState {
         occurrence: &Field,
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
-    ) -> Result<()> {
+        items: &mut Tally,
+    ) -> Scanned<()> {
         let mut reader = body(buf, occurrence, depth)?;
         while !reader.at_end() {
             let f = reader.next_message_field(depth)?;
             if f.number != 1 || f.wire_type != LEN {
                 continue;
             }
+            items.take(1)?;
             let result_depth = depth + 1;
             if result_depth > wire::MAX_DEPTH {
-                return Err(Malformed);
+                return Err(Halt::Malformed);
             }
             let mut id = Text::default();
             let mut content = Text::default();
@@ -682,6 +812,7 @@ impl ResultsState {
                     (2, LEN) => wire::check_utf8(g.payload(buf))?,
                     (3, LEN) => content = Text::of(buf, &g)?,
                     (4, LEN) => {
+                        items.take(1)?;
                         wire::validate(
                             buf,
                             g.payload_start,
@@ -691,13 +822,13 @@ impl ResultsState {
                         )?;
                         self.attachments += 1;
                     }
-                    (5, LEN) => wire::validate(
+                    (5, LEN) => items.take(wire::validate(
                         buf,
                         g.payload_start,
                         g.end,
                         &wire::STRUCT,
                         result_depth + 1,
-                    )?,
+                    )?)?,
                     _ => {}
                 }
             }
@@ -783,7 +914,9 @@ impl CallTally {
         field: &Field,
         depth: u32,
         ids: &mut Vec<(usize, usize)>,
-    ) -> Result<()> {
+        items: &mut Tally,
+    ) -> Scanned<()> {
+        items.take(1)?;
         let call = read_call(buf, field, depth)?;
         if call.id.is_empty() {
             self.empty_ids.push(self.count);

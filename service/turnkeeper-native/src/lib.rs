@@ -7,6 +7,7 @@
 
 pub mod conventions;
 pub mod history;
+pub mod items;
 pub mod plan;
 pub mod pricing;
 pub mod sweep;

@@ -143,7 +143,9 @@ fn saturate(value: u128) -> u64 {
 }
 
 /// The §9 token-budget trim with the §11.1 grid; `step_budget` is the budget the grid step comes
-/// from when it is not the target (the reported-usage trim, §10.3 step 4; the room of §12).
+/// from when it is not the target (the reported-usage trim, §10.3 step 4; the room of §12). A
+/// cut whose output would estimate more than its input leaves the history unchanged (§16.1),
+/// unless `allow_growth`: overflow recovery judges that case itself (§10.1, no saving).
 pub fn token_budget(
     rows: &[Row],
     costs: &[u64],
@@ -151,6 +153,7 @@ pub fn token_budget(
     crumb: Option<u64>,
     low_water: f64,
     step_budget: u64,
+    allow_growth: bool,
 ) -> Plan {
     let lay = Layout::of(rows);
     let total: u64 = costs.iter().sum();
@@ -173,22 +176,27 @@ pub fn token_budget(
         }
     }
     let step = grid_step(step_budget, low_water);
-    if step == 0 {
-        return lay.drop_turns(costs, total, chosen, crumb, budget);
+    let plan = if step == 0 {
+        lay.drop_turns(costs, total, chosen, crumb, budget)
+    } else {
+        // The smallest j >= j0 whose D(j) reaches ceil(D(j0) / S) x S, else k-1.
+        let drop_target = round_up(dropped, step);
+        while chosen < k - 1 && u128::from(dropped) < drop_target {
+            chosen += 1;
+            let end = lay.boundaries[chosen];
+            dropped += costs[pos..end].iter().sum::<u64>();
+            pos = end;
+        }
+        Plan {
+            cut_step: step,
+            cut_drop_target: saturate(drop_target),
+            ..lay.drop_turns(costs, total, chosen, crumb, budget)
+        }
+    };
+    if plan.tokens_after > total && !allow_growth {
+        return lay.unchanged(total, budget);
     }
-    // The smallest j >= j0 whose D(j) reaches ceil(D(j0) / S) x S, else k-1.
-    let drop_target = round_up(dropped, step);
-    while chosen < k - 1 && u128::from(dropped) < drop_target {
-        chosen += 1;
-        let end = lay.boundaries[chosen];
-        dropped += costs[pos..end].iter().sum::<u64>();
-        pos = end;
-    }
-    Plan {
-        cut_step: step,
-        cut_drop_target: saturate(drop_target),
-        ..lay.drop_turns(costs, total, chosen, crumb, budget)
-    }
+    plan
 }
 
 /// The §9 turn-count trim with the §11.1 turn grid.

@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::conventions::{self, Prices, Roles};
 use crate::history::{self, Rule};
+use crate::items::{self, FieldRule};
 use crate::plan::{self, Plan};
 use crate::sweep::OrphanKind;
 use crate::working::Working;
@@ -174,13 +175,14 @@ impl NativeHistory {
         self.working.system_floor_tokens()
     }
 
-    #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None))]
+    #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None, allow_growth=false))]
     fn plan_token_budget(
         &self,
         budget: u64,
         breadcrumb_cost: Option<u64>,
         low_water: f64,
         step_budget: Option<u64>,
+        allow_growth: bool,
     ) -> PyResult<Plan> {
         let w = &self.working;
         let step_budget = step_budget.unwrap_or(budget);
@@ -192,6 +194,7 @@ impl NativeHistory {
                 breadcrumb_cost,
                 low_water,
                 step_budget,
+                allow_growth,
             )
         })
     }
@@ -294,32 +297,117 @@ impl NativeHistory {
     }
 }
 
-/// Scans a request's bytes with the GIL released; None when they do not decode.
+/// A request refused by the request-item limit: the number of the top-level field in which its
+/// items passed the allowance.
+#[pyclass(frozen, get_all, module = "turnkeeper._native")]
+struct TooManyItems {
+    field: u32,
+}
+
+/// The request-item limit as Python hands it to `scan`: the schema, the request type's index in
+/// it, this request's allowance.
+type ItemLimitTuple<'py> = (Bound<'py, ItemSchema>, usize, u64);
+
+/// Scans a request's bytes with the GIL released; None when they do not decode. With `items`,
+/// the request's items are counted in the same pass and a request over its allowance gives
+/// `TooManyItems` instead.
 #[pyfunction]
-fn scan(
-    py: Python<'_>,
-    raw: &Bound<'_, PyBytes>,
+#[pyo3(signature = (raw, max_rows, conventions, items=None))]
+fn scan<'py>(
+    py: Python<'py>,
+    raw: &Bound<'py, PyBytes>,
     max_rows: u64,
     conventions: &Conventions,
-) -> PyResult<Option<Scan>> {
+    items: Option<ItemLimitTuple<'py>>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
     let buf = raw.as_bytes();
     let conventions = &conventions.0;
-    let scanned = py.detach(|| guarded(|| history::scan(buf, max_rows, conventions)))?;
-    let Ok(scanned) = scanned else {
-        return Ok(None);
+    let limit = items
+        .as_ref()
+        .map(|(schema, root, allowed)| history::ItemLimit {
+            schema: &schema.get().0,
+            root: *root,
+            allowed: *allowed,
+        });
+    let scanned = py.detach(|| {
+        guarded(|| match &limit {
+            Some(limit) => history::scan_counted(buf, max_rows, conventions, limit),
+            None => {
+                history::scan(buf, max_rows, conventions).map_err(|_| history::Refusal::Malformed)
+            }
+        })
+    })?;
+    let scanned = match scanned {
+        Ok(scanned) => scanned,
+        Err(history::Refusal::Malformed) => return Ok(None),
+        Err(history::Refusal::TooManyItems(field)) => {
+            return Ok(Some(Bound::new(py, TooManyItems { field })?.into_any()));
+        }
     };
-    Ok(Some(Scan {
+    let scan = Scan {
         raw: raw.clone().unbind(),
         rest: scanned.rest,
         violation_total: scanned.violations.total,
         violations: scanned.violations.named,
         working: Mutex::new(Some(Working::of(scanned.history, conventions.prices))),
-    }))
+    };
+    Ok(Some(Bound::new(py, scan)?.into_any()))
+}
+
+/// One counted field as Python hands it over: (number, wire type, repeated, packed width, child
+/// type index or -1).
+type FieldTuple = (u32, u8, bool, u8, i64);
+
+/// The counted fields of every request message type (`limits.item_schema()`), handed over once.
+#[pyclass(frozen, module = "turnkeeper._native")]
+struct ItemSchema(items::ItemSchema);
+
+#[pymethods]
+impl ItemSchema {
+    /// `types[i]`: type i's fields as (number, wire type, repeated, packed width, child index,
+    /// -1 for none).
+    #[new]
+    fn new(types: Vec<Vec<FieldTuple>>) -> Self {
+        let types = types
+            .into_iter()
+            .map(|fields| {
+                fields
+                    .into_iter()
+                    .map(|(number, wire_type, repeated, packed, child)| FieldRule {
+                        number,
+                        wire_type,
+                        repeated,
+                        packed,
+                        child: usize::try_from(child).ok(),
+                    })
+                    .collect()
+            })
+            .collect();
+        ItemSchema(items::ItemSchema { types })
+    }
+}
+
+/// The top-level field whose items take the request past `limit` items (None: within it, or
+/// the framing breaks first), counted with the GIL released.
+#[pyfunction]
+fn item_limit_crossing(
+    py: Python<'_>,
+    raw: &Bound<'_, PyBytes>,
+    schema: &ItemSchema,
+    root: usize,
+    limit: u64,
+) -> PyResult<Option<u32>> {
+    let buf = raw.as_bytes();
+    let schema = &schema.0;
+    py.detach(|| guarded(|| items::crossing_field(buf, schema, root, limit)))
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scan, m)?)?;
+    m.add_function(wrap_pyfunction!(item_limit_crossing, m)?)?;
+    m.add_class::<ItemSchema>()?;
+    m.add_class::<TooManyItems>()?;
     let rules = Rule::ALL.map(Rule::name);
     m.add("HISTORY_RULES", PyTuple::new(m.py(), rules)?)?;
     m.add_class::<Conventions>()?;

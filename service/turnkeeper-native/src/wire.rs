@@ -178,6 +178,9 @@ pub enum Kind {
     Str,
     /// A sub-message, validated against its schema one level deeper.
     Message(&'static Schema),
+    /// A repeated sub-message: as `Message`, and each occurrence is one item of the request-item
+    /// limit (`items.rs`).
+    Items(&'static Schema),
 }
 
 /// The fields of a message type that can fail to decode beyond framing: strings and messages.
@@ -200,35 +203,41 @@ pub fn check_utf8(bytes: &[u8]) -> Result<()> {
         .map_err(|_| Malformed)
 }
 
-/// Validates a whole message body against its schema; the body is at `depth`.
-pub fn validate(buf: &[u8], start: usize, end: usize, schema: &Schema, depth: u32) -> Result<()> {
+/// Validates a whole message body against its schema; the body is at `depth`. Gives the items
+/// it holds (occurrences of `Kind::Items` fields, at any depth).
+pub fn validate(buf: &[u8], start: usize, end: usize, schema: &Schema, depth: u32) -> Result<u64> {
     if depth > MAX_DEPTH {
         return Err(Malformed);
     }
+    let mut items = 0;
     let mut reader = Reader::new(buf, start, end);
     while !reader.at_end() {
         let field = reader.next_message_field(depth)?;
         if field.wire_type == LEN {
-            check_known(buf, &field, schema.kind(field.number), depth)?;
+            items += check_known(buf, &field, schema.kind(field.number), depth)?;
         }
     }
-    Ok(())
+    Ok(items)
 }
 
-/// Checks a LEN field occurrence against its declared kind (None: unknown, nothing to check).
-pub fn check_known(buf: &[u8], field: &Field, kind: Option<Kind>, depth: u32) -> Result<()> {
+/// Checks a LEN field occurrence against its declared kind (None: unknown, nothing to check);
+/// gives the items it holds, itself included.
+pub fn check_known(buf: &[u8], field: &Field, kind: Option<Kind>, depth: u32) -> Result<u64> {
     match kind {
-        Some(Kind::Str) => check_utf8(field.payload(buf)),
+        Some(Kind::Str) => check_utf8(field.payload(buf)).map(|()| 0),
         Some(Kind::Message(schema)) => {
             validate(buf, field.payload_start, field.end, schema, depth + 1)
         }
-        None => Ok(()),
+        Some(Kind::Items(schema)) => {
+            Ok(1 + validate(buf, field.payload_start, field.end, schema, depth + 1)?)
+        }
+        None => Ok(0),
     }
 }
 
 // google.protobuf.Struct, Value and ListValue (the passthrough fields).
 pub static STRUCT: Schema = Schema {
-    fields: &[(1, Kind::Message(&STRUCT_FIELDS_ENTRY))],
+    fields: &[(1, Kind::Items(&STRUCT_FIELDS_ENTRY))],
 };
 static STRUCT_FIELDS_ENTRY: Schema = Schema {
     fields: &[(1, Kind::Str), (2, Kind::Message(&VALUE))],
@@ -241,7 +250,7 @@ static VALUE: Schema = Schema {
     ],
 };
 static LIST_VALUE: Schema = Schema {
-    fields: &[(1, Kind::Message(&VALUE))],
+    fields: &[(1, Kind::Items(&VALUE))],
 };
 
 // turnkeeper.v1 history messages, for the parts the scanner does not interpret itself.

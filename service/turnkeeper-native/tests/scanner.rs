@@ -68,11 +68,21 @@ fn exercise(raw: &[u8]) {
     let costs = &working.tokens;
     for budget in [0, 1, 50, 10_000, u64::MAX] {
         for low_water in [1.0, 0.7, 1e-300, f64::NAN] {
-            let planned = plan::token_budget(rows, costs, budget, Some(7), low_water, budget);
-            let applied = working.apply(&planned, "[cut]");
-            let written = applied.history_field(raw);
-            // What is written decodes again, as a request with only its history.
-            assert!(scan(&written, 1000, &conventions()).is_ok());
+            for allow_growth in [false, true] {
+                let planned = plan::token_budget(
+                    rows,
+                    costs,
+                    budget,
+                    Some(7),
+                    low_water,
+                    budget,
+                    allow_growth,
+                );
+                let applied = working.apply(&planned, "[cut]");
+                let written = applied.history_field(raw);
+                // What is written decodes again, as a request with only its history.
+                assert!(scan(&written, 1000, &conventions()).is_ok());
+            }
         }
     }
     for low_water in [1.0, 0.5, f64::MIN_POSITIVE] {

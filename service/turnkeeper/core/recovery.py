@@ -45,7 +45,8 @@ def plan_recovery(
         baseline = history.plan_token_budget(0, breadcrumb_cost)  # §9: 0 keeps all
     baseline_tokens = baseline.tokens_after
     target = recovery_target(baseline_tokens)
-    plan = history.plan_token_budget(target, breadcrumb_cost)
+    # A cut that would grow the history is kept here, so it is reported as no saving (§16.1).
+    plan = history.plan_token_budget(target, breadcrumb_cost, allow_growth=True)
     blocker = trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED
     if plan.dropped_turns <= baseline.dropped_turns:
         blocker = trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN

@@ -138,12 +138,16 @@ def plan_token_budget(
     breadcrumb_cost: int | None,
     low_water: float = 1.0,
     step_budget: int | None = None,
+    allow_growth: bool = False,
 ) -> TrimPlan:
     """Drops the fewest oldest whole turns so the output, breadcrumb included, fits the budget;
     with a low water below 1, as many more as reach the next multiple of the grid step (§11.1).
 
     Unchanged when the budget is 0 (disabled), the estimate already fits, or fewer than two turns
     exist. When no cut fits, only the newest turn is kept: the budget is a target, not a hard cap.
+    A trim whose output would estimate more than its input (turns cheaper than the breadcrumb)
+    leaves the history unchanged (§16.1), unless `allow_growth`: overflow recovery judges that
+    case itself and reports it as no saving (§10.1).
     `breadcrumb_cost` is the estimate of the breadcrumb this path inserts; None where there is none.
     `step_budget` is the budget the grid step is computed from when it is not the target (the
     reported-usage trim, §10.3 step 4; the room of §12).
@@ -168,17 +172,21 @@ def plan_token_budget(
             break
     step = grid_step(budget if step_budget is None else step_budget, low_water)
     if step == 0:
-        return _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
-    # The grid (§11.1): the smallest j >= j0 whose D(j) reaches ceil(D(j0) / S) x S, else k-1.
-    # D(j) counts B from its start: rows before bj (j <= k-1) are all outside the current turn.
-    drop_target = round_up(dropped, step)
-    while chosen < k - 1 and dropped < drop_target:
-        chosen += 1
-        end = lay.boundaries[chosen]
-        dropped += sum(costs[pos:end])
-        pos = end
-    plan = _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
-    return replace(plan, cut_step=step, cut_drop_target=saturate(drop_target))
+        plan = _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+    else:
+        # The grid (§11.1): the smallest j >= j0 whose D(j) reaches ceil(D(j0) / S) x S, else
+        # k-1. D(j) counts B from its start: rows before bj (j <= k-1) are outside the current turn.
+        drop_target = round_up(dropped, step)
+        while chosen < k - 1 and dropped < drop_target:
+            chosen += 1
+            end = lay.boundaries[chosen]
+            dropped += sum(costs[pos:end])
+            pos = end
+        plan = _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+        plan = replace(plan, cut_step=step, cut_drop_target=saturate(drop_target))
+    if plan.tokens_after > total and not allow_growth:
+        return _unchanged(lay, total, budget)
+    return plan
 
 
 class BudgetPlanner(Protocol):
@@ -199,6 +207,7 @@ class BudgetPlanner(Protocol):
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan: ...
 
 

@@ -24,6 +24,7 @@ from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.edge.accept_ahead import AcceptAhead
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenFileError
 from turnkeeper.server.edge.connection_guard import ConnectionGuard
@@ -31,7 +32,7 @@ from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.interceptor import Edge, HandlerRegistry
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
-from turnkeeper.server.edge.server import create_server, load_shedder
+from turnkeeper.server.edge.server import create_server, load_shedder, server_interceptors
 from turnkeeper.server.edge.tls import CertificateError
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed, describe_events_url
@@ -88,11 +89,13 @@ class Sidecar:
         self._tracer_provider = tracer_provider
         self._own_provider: TracerProvider | None = None
         self.tcp_addresses: list[str] = []
+        self._tls_ports: dict[int, bool] = {}  # each bound TCP port: whether it has TLS
         self.unix_paths: list[str] = []
         self.http_address: str | None = None
         self._ops_routes = tuple(ops_routes)
         self._ops: OpsServer | None = None
         self._guard: ConnectionGuard | None = None
+        self._accept_ahead: AcceptAhead | None = None
         self._locks: list[UnixSocketLock] = []
         self._feed: EventFeed | None = None
         self._server: grpc.aio.Server | None = None
@@ -124,14 +127,22 @@ class Sidecar:
         feed = await self._start_feed()
         credentials, auth = security(self.config)
         shedder = load_shedder(self.config, self.admission)
-        server = self._server = create_server(self.config, shedder, self._tracing())
+        tracer_provider = self._tracing()
+        server = self._server = create_server(self.config, shedder, tracer_provider)
         self._servicer = self._create_servicer(feed)
         edge = Edge(self.admission, auth, shedder)
         self._in_service = edge.in_service
         self._register_services(edge.registry(server, OWN_ACCEPT_METHODS), self._servicer)
         self._listen(server, credentials)
         await server.start()
-        self._guard_connections(tls=credentials is not None)
+        self._accept_ahead = AcceptAhead(
+            server,
+            edge.registered,
+            server_interceptors(tracer_provider),
+            self.config.accept_ahead,
+        )
+        self._accept_ahead.start()
+        self._guard_connections()
         ENGINE.info({"engine": self._servicer.engine.name})
         await self._start_ops(feed)
         for name in SERVING_NAMES:
@@ -169,6 +180,7 @@ class Sidecar:
         return HistoryServicer(
             feed=feed,
             max_history_rows=config.max_history_rows,
+            max_request_items=config.max_request_items,
             engine=engine,
             workers=config.engine_workers,
             overflow=OverflowClassifier.of(
@@ -191,16 +203,20 @@ class Sidecar:
             log.warning("%s", warning)
         for address, port_credentials in zip(self.config.listen, credentials, strict=True):
             self.tcp_addresses.append(bind_tcp(server, address, port_credentials))
+            self._tls_ports[int(self.tcp_addresses[-1].rpartition(":")[2])] = (
+                port_credentials is not None
+            )
         for lock in self._locks:
             bind_unix(server, lock, self.config.unix_permissions)
             self.unix_paths.append(lock.path)
 
-    def _guard_connections(self, tls: bool) -> None:
-        """Unused connections cannot hold every slot (edge/connection_guard.py)."""
-        ports = {int(address.rpartition(":")[2]): tls for address in self.tcp_addresses}
+    def _guard_connections(self) -> None:
+        """Unused connections cannot hold every slot (edge/connection_guard.py). Each port is
+        judged by its own security: a plaintext port's unused connections are told by the bytes
+        they sent, which TLS hides."""
         config = self.config
         self._guard = ConnectionGuard(
-            ports, config.max_connections, config.max_connections_per_peer
+            dict(self._tls_ports), config.max_connections, config.max_connections_per_peer
         )
         self._guard.start()
 
@@ -276,14 +292,15 @@ class Sidecar:
             if self._server is not None:
                 stopping = await self._stop_accepting(self._server, grace)
                 # The unary calls finish (and publish their events) before the feed closes.
-                if not await self.admission.wait_idle(grace):
-                    # The grace ran out: the calls still running are answered UNAVAILABLE
-                    # (retry elsewhere) before grpc would cancel them.
+                await self.admission.wait_idle(grace)
+                if len(self._in_service):
+                    # The grace ran out: the calls still running, or still waiting to be read,
+                    # are answered UNAVAILABLE (retry elsewhere) before grpc would cancel them.
                     ended = self._in_service.end_all()
                     log.warning(
                         "drain: the grace period ended; %d calls answered UNAVAILABLE", ended
                     )
-                    await self.admission.wait_idle(ANSWER_SECONDS)
+                    await self._in_service.wait_empty(ANSWER_SECONDS)
             if self._feed is not None:
                 # Streams get what was published, then a heartbeat with their resume cursor.
                 await self._feed.close()
@@ -291,6 +308,9 @@ class Sidecar:
             self._feed = None
             if stopping is not None:
                 await stopping
+            if self._accept_ahead is not None:
+                await self._accept_ahead.stop()
+                self._accept_ahead = None
             self._server = None
             await self._release()
 

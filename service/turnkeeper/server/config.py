@@ -37,6 +37,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.version import server_version
 
 MIB = 1024 * 1024
@@ -260,6 +261,12 @@ class ServerConfig(BaseSettings):
     max_history_rows: int = Field(
         default=100_000, ge=1, le=2**32 - 1, description="most history rows accepted per request"
     )
+    max_request_items: int = Field(
+        default=DEFAULT_MAX_REQUEST_ITEMS,
+        ge=1,
+        le=2**63 - 1,
+        description="most items (elements of repeated fields, at any depth, together) per request",
+    )
     events: Annotated[str, AfterValidator(_events)] = Field(
         default="memory",
         json_schema_extra={"metavar": "memory|URL"},
@@ -362,6 +369,14 @@ class ServerConfig(BaseSettings):
         gt=0,
         allow_inf_nan=False,
         description="how long the queue must stand (see shed-queue-ms) before any call is refused",
+    )
+    accept_ahead: int = Field(
+        default=8,
+        ge=0,
+        le=256,
+        description="requests for calls the server keeps outstanding per per-call method beyond "
+        "grpc's one, so that calls wait in the server's own queue, served by their cost, rather "
+        "than in grpc core by their method's share of the traffic (0: grpc's one only)",
     )
     max_concurrent_streams: int = Field(
         default=100, ge=1, description="concurrent calls per connection (HTTP/2 setting)"

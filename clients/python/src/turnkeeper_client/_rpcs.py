@@ -144,6 +144,7 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         after_cursor: str = "",
         heartbeat_interval: float | None = None,
         include_meter_updates: bool = False,
+        max_batch_events: int = 0,
         backoff: Backoff | None = None,
         on_disconnect: DisconnectHook | None = None,
         metadata: Metadata | None = None,
@@ -154,7 +155,10 @@ class ClientCore(ABC, Generic[Channel, Watch]):
         Yields every `TrimEventsResponse` item (event, heartbeat, gap, and with
         `include_meter_updates` a `meter_update` per successful PrepareModelCall, spec §10.5).
         `after_cursor` resumes an earlier subscription (see the watch's `cursor`); empty means a
-        live tail from now.
+        live tail from now. `max_batch_events` lets the server send up to that many items in one
+        stream message, which costs it and this client less per event, so a subscriber keeps up
+        with a loaded server; 0 (the default) asks for 100, 1 for one item a message. The watch
+        unpacks them, so it yields the same single items either way.
         """
         request = build_request(
             session_ids=session_ids,
@@ -162,6 +166,7 @@ class ClientCore(ABC, Generic[Channel, Watch]):
             reasons=reasons,
             heartbeat_interval=heartbeat_interval,
             include_meter_updates=include_meter_updates,
+            max_batch_events=max_batch_events,
         )
         return self._watch(
             CursorState(request, after_cursor),

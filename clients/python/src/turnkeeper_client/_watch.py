@@ -42,6 +42,10 @@ def is_retryable(error: TurnkeeperError) -> bool:
     return error.code == grpc.StatusCode.UNAVAILABLE or error.reason in _RETRYABLE_REASONS
 
 
+# Batches let a subscriber keep up with a loaded server.
+DEFAULT_MAX_BATCH_EVENTS = 100
+
+
 def build_request(
     *,
     session_ids: Iterable[str],
@@ -49,16 +53,29 @@ def build_request(
     reasons: Iterable[trim_pb2.TrimReason.ValueType],
     heartbeat_interval: float | None,
     include_meter_updates: bool,
+    max_batch_events: int = 0,
 ) -> history_service_pb2.TrimEventsRequest:
+    """The subscription; `max_batch_events` 0 asks for DEFAULT_MAX_BATCH_EVENTS (1: one item per
+    stream message). The watch helpers hand a batch's items out one by one either way."""
     request = history_service_pb2.TrimEventsRequest(
         session_ids=list(session_ids),
         runtime_ids=list(runtime_ids),
         reasons=list(reasons),
         include_meter_updates=include_meter_updates,
+        max_batch_events=max_batch_events or DEFAULT_MAX_BATCH_EVENTS,
     )
     if heartbeat_interval is not None:
         request.heartbeat_interval.CopyFrom(_duration(heartbeat_interval))
     return request
+
+
+def unpacked(
+    message: history_service_pb2.TrimEventsResponse,
+) -> Iterable[history_service_pb2.TrimEventsResponse]:
+    """The items of one stream message: a batch's, in order, or the message itself."""
+    if message.WhichOneof("item") == "batch":
+        return message.batch.items
+    return (message,)
 
 
 def not_subscribed(timeout: float | None, *, expired: bool) -> TurnkeeperError:

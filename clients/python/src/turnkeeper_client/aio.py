@@ -27,6 +27,7 @@ from ._watch import (
     DisconnectHook,
     is_retryable,
     not_subscribed,
+    unpacked,
 )
 from .errors import TurnkeeperError, decode_rpc_error
 
@@ -134,8 +135,9 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
                         break
                     assert isinstance(item, svc.TrimEventsResponse)
                     failures = 0
-                    if self._state.accept(item):
-                        yield item
+                    for one in unpacked(item):
+                        if self._state.accept(one):
+                            yield one
             except grpc.RpcError as raw:
                 if self._closed.is_set():
                     return

@@ -25,6 +25,7 @@ from ._watch import (
     DisconnectHook,
     is_retryable,
     not_subscribed,
+    unpacked,
 )
 from .errors import TurnkeeperError, decode_rpc_error
 
@@ -137,10 +138,11 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
                 stream.cancel()
             error: TurnkeeperError | None = None
             try:
-                for item in stream:
+                for message in stream:
                     failures = 0
-                    if self._state.accept(item):
-                        yield item
+                    for item in unpacked(message):
+                        if self._state.accept(item):
+                            yield item
             except grpc.RpcError as raw:
                 if self._closed.is_set():
                     return

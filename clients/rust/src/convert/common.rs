@@ -680,6 +680,11 @@ impl Streams {
         self.calls.next()
     }
 
+    /// How many tool calls are left to place.
+    pub(crate) fn calls_left(&self) -> usize {
+        self.calls.len()
+    }
+
     /// The id a tool row answers; `None` on other rows.
     pub(crate) fn tool_call_id(&self) -> Option<&str> {
         self.tool_call_id.as_deref()

@@ -12,6 +12,8 @@ use super::openai_chat::role_name;
 use crate::pb::{History, Role, ToolCall};
 
 const FORMAT: &str = "openai_responses";
+/// Holds the item skeletons of a row that stands for several items.
+const ITEMS: &str = "items";
 const TEXT_PARTS: [&str; 2] = ["input_text", "output_text"];
 
 fn role_from(name: Option<&str>) -> Option<Role> {
@@ -24,17 +26,35 @@ fn role_from(name: Option<&str>) -> Option<Role> {
 }
 
 /// Converts Responses input items (an array, or a request object holding them as `input`) to a
-/// History, one row per item.
+/// History, one row per item except that consecutive function_call items (a model's parallel
+/// calls) are one assistant row, so each output follows the row that calls it.
 pub fn from_openai_responses(items: &Value, options: &ConvertOptions) -> Res<History> {
     let list = match items {
         Value::Object(request) => expect_array(request.field("input"), "input")?,
         other => expect_array(Some(other), "input")?,
     };
-    let rows = list
-        .iter()
-        .enumerate()
-        .map(|(i, item)| import_item(item, &format!("input[{i}]")))
-        .collect::<Res<Vec<_>>>()?;
+    let mut rows: Vec<Row> = Vec::with_capacity(list.len());
+    // The skeletons of the function_call run the last row holds; empty when it holds none.
+    let mut calls: Vec<Value> = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let row = import_item(item, &format!("input[{i}]"))?;
+        // Only a function_call item gives a row tool calls.
+        let last = rows.last_mut().filter(|_| !calls.is_empty());
+        match last {
+            Some(last) if !row.message.tool_calls.is_empty() => {
+                last.message.tool_calls.extend(row.message.tool_calls);
+                calls.push(Value::Object(row.skeleton));
+                last.skeleton = obj([(ITEMS, Value::Array(calls.clone()))]);
+            }
+            _ => {
+                calls.clear();
+                if !row.message.tool_calls.is_empty() {
+                    calls.push(Value::Object(row.skeleton.clone()));
+                }
+                rows.push(row);
+            }
+        }
+    }
     finish(
         rows,
         FORMAT,
@@ -44,7 +64,7 @@ pub fn from_openai_responses(items: &Value, options: &ConvertOptions) -> Res<His
                 items.remove(0)
             } else {
                 obj([(
-                    "items",
+                    ITEMS,
                     Value::Array(items.into_iter().map(Value::Object).collect()),
                 )])
             })
@@ -253,17 +273,37 @@ pub fn to_openai_responses(history: &History) -> Res<Vec<Value>> {
     let mut out = Vec::new();
     for (i, row) in flat_rows(history, FORMAT)?.iter().enumerate() {
         let path = format!("rows[{i}]");
-        let items = match &row.skeleton {
-            Some(s) => vec![s.clone()],
-            None => default_items(row)?,
-        };
+        let items = items_of(row, &path)?;
+        let several = items.len() > 1;
         let mut s = Streams::new(row, &path)?;
         for item in &items {
+            // A function_call whose call the sweep removed is gone with it.
+            if several && type_of(item) == Some("function_call") && s.calls_left() == 0 {
+                continue;
+            }
             out.push(Value::Object(export_item(row, &mut s, item, &path)?));
         }
         s.done()?;
     }
     Ok(out)
+}
+
+/// The item skeletons a row stands for: its passthrough's (one item, or the list under
+/// `items`), else its default items.
+fn items_of(row: &FlatRow, path: &str) -> Res<Vec<Object>> {
+    let Some(skeleton) = &row.skeleton else {
+        return default_items(row);
+    };
+    match skeleton.get(ITEMS) {
+        Some(Value::Array(list)) if skeleton.len() == 1 => list
+            .iter()
+            .enumerate()
+            .map(|(k, raw)| {
+                expect_object(Some(raw), &format!("{path}.passthrough.items[{k}]")).cloned()
+            })
+            .collect(),
+        _ => Ok(vec![skeleton.clone()]),
+    }
 }
 
 fn export_item(row: &FlatRow, s: &mut Streams, skeleton: &Object, path: &str) -> Res<Object> {

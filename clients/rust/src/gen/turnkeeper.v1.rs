@@ -326,19 +326,21 @@ impl ::prost::Name for ReportedUsage {
         "type.googleapis.com/turnkeeper.v1.ReportedUsage".into()
     }
 }
-/// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+/// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4, as amended by
+/// spec §16.2). It is present whenever the budget is positive and both counts are; the trim of step 4 may then keep
+/// the history unchanged.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct UsageCalibration {
-    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
-    /// only the room of spec §12 (PrepareModelCall) made the trim.
+    /// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic, saturated at 2^64-1.
     #[prost(uint64, tag = "1")]
     pub calibrated_target_tokens: u64,
     /// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
     /// it is at most `capacity - extras` (spec §12).
     #[prost(uint64, tag = "2")]
     pub history_target_tokens: u64,
-    /// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+    /// Step 4: the estimate of the history after the trim (the history as given when it was kept), breadcrumb included
+    /// (`kept`).
     #[prost(uint64, tag = "3")]
     pub kept_estimate_tokens: u64,
 }
@@ -795,7 +797,8 @@ pub enum CountSource {
     Unspecified = 0,
     /// The counts are turnkeeper's estimate (spec §4, §9).
     Estimate = 1,
-    /// `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+    /// `tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+    /// §10.3 step 5, as amended by spec §16.2).
     ProviderReported = 2,
 }
 impl CountSource {
@@ -1022,7 +1025,8 @@ pub struct Gap {
     /// The cursor of the last event delivered before the gap; empty when unknown.
     #[prost(string, tag = "2")]
     pub after_cursor: ::prost::alloc::string::String,
-    /// The cursor of the first event delivered after the gap; empty when not yet known.
+    /// The cursor of the first event delivered after the gap: the next event on this stream (filters applied) is exactly
+    /// this one. Empty when the server did not know that event yet as it sent the gap.
     #[prost(string, tag = "3")]
     pub before_cursor: ::prost::alloc::string::String,
     /// The number of events missed, when known; 0 when unknown.
@@ -2108,8 +2112,9 @@ pub struct ClassifyProviderErrorRequest {
     /// The provider's error message (or response body) as received.
     #[prost(string, tag = "1")]
     pub message: ::prost::alloc::string::String,
-    /// The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-    /// message alone, so the status does not change it; it is logged with the decision for operators.
+    /// The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+    /// as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+    /// it is logged with the decision for operators.
     #[prost(uint32, optional, tag = "2")]
     pub http_status: ::core::option::Option<u32>,
     /// The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.
@@ -2176,6 +2181,12 @@ pub struct TrimEventsRequest {
     /// runtime filters apply to meter updates; the reason filter does not (they have none).
     #[prost(bool, tag = "6")]
     pub include_meter_updates: bool,
+    /// The most events, gaps and meter updates one stream message may carry. Unset, 0 or 1 sends each item as its own
+    /// TrimEventsResponse, as subscribers that do not set it have always received. Above 1, whatever is ready for this
+    /// subscriber at once travels in one `batch` (up to this many items; it stops growing once it holds a mebibyte);
+    /// a single ready item still travels on its own. Values above 1000 mean 1000.
+    #[prost(uint32, tag = "7")]
+    pub max_batch_events: u32,
 }
 impl ::prost::Name for TrimEventsRequest {
     const NAME: &'static str = "TrimEventsRequest";
@@ -2187,12 +2198,32 @@ impl ::prost::Name for TrimEventsRequest {
         "type.googleapis.com/turnkeeper.v1.TrimEventsRequest".into()
     }
 }
+/// TrimEventsBatch is several consecutive items of the trim feed in one stream message.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct TrimEventsBatch {
+    /// The items in stream order, exactly as they would have travelled one by one: each holds an event, a gap or a meter
+    /// update, never a heartbeat (heartbeats always travel alone) and never a batch. A gap's `before_cursor` names the
+    /// event that follows it, in this batch or in a later message.
+    #[prost(message, repeated, tag = "1")]
+    pub items: ::prost::alloc::vec::Vec<TrimEventsResponse>,
+}
+impl ::prost::Name for TrimEventsBatch {
+    const NAME: &'static str = "TrimEventsBatch";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.TrimEventsBatch".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.TrimEventsBatch".into()
+    }
+}
 /// TrimEventsResponse is one item of the trim feed.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TrimEventsResponse {
     /// The item. Exactly one is set.
-    #[prost(oneof = "trim_events_response::Item", tags = "1, 2, 3, 4")]
+    #[prost(oneof = "trim_events_response::Item", tags = "1, 2, 3, 4, 5")]
     pub item: ::core::option::Option<trim_events_response::Item>,
 }
 /// Nested message and enum types in `TrimEventsResponse`.
@@ -2213,6 +2244,9 @@ pub mod trim_events_response {
         /// The context meter of one prepared model call; only sent when `include_meter_updates` was set.
         #[prost(message, tag = "4")]
         MeterUpdate(super::MeterUpdate),
+        /// Several items at once; only sent when `max_batch_events` was above 1.
+        #[prost(message, tag = "5")]
+        Batch(super::TrimEventsBatch),
     }
 }
 impl ::prost::Name for TrimEventsResponse {

@@ -21,11 +21,11 @@ import grpc
 from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server.api import rpcs, validation, wire
+from turnkeeper.server.api import limits, rpcs, validation, wire
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.api.methods import method_path
 from turnkeeper.server.engine.protocol import NATIVE, PYTHON, Engine, HistorySource
-from turnkeeper.server.events.common import encode_item
+from turnkeeper.server.events.common import encode_delivery
 from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.v1 import errors_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -53,10 +53,12 @@ class HistoryServicer:
         engine: Engine,
         workers: int,
         overflow: OverflowClassifier | None = None,
+        max_request_items: int = limits.DEFAULT_MAX_REQUEST_ITEMS,
     ) -> None:
         self._feed = feed
         self._overflow = overflow or OverflowClassifier()
         self._max_rows = max_history_rows
+        self._max_items = max_request_items
         self._engine = engine
         self._inline_bytes = INLINE_REQUEST_BYTES.get(
             engine.name, min(INLINE_REQUEST_BYTES.values())
@@ -74,16 +76,19 @@ class HistoryServicer:
     def _with_history(
         self, request_type: type[M], rpc: Callable[[M, HistorySource], rpcs.Reply]
     ) -> Work:
-        engine, max_rows = self._engine, self._max_rows
+        engine, max_rows, max_items = self._engine, self._max_rows, self._max_items
 
         def work(raw: bytes) -> rpcs.Reply:
-            return rpc(*engine.read(raw, request_type, max_rows))
+            # The engine applies the item limit: the native one counts inside its scan.
+            return rpc(*engine.read(raw, request_type, max_rows, max_items))
 
         return work
 
-    @staticmethod
-    def _plain(request_type: type[M], rpc: Callable[[M], rpcs.Reply]) -> Work:
+    def _plain(self, request_type: type[M], rpc: Callable[[M], rpcs.Reply]) -> Work:
+        max_items = self._max_items
+
         def work(raw: bytes) -> rpcs.Reply:
+            limits.check_items(raw, request_type, max_items)
             return rpc(wire.decode(raw, request_type))
 
         return work
@@ -135,15 +140,17 @@ class HistoryServicer:
         return handle
 
     async def _trim_events(self, raw: bytes, context: Context) -> AsyncIterator[bytes]:
-        """Each item as bytes: the events many subscribers are sent are encoded once by the feed
-        (common.share), and the access log counts bytes for free."""
+        """Each stream message as bytes: the events many subscribers are sent are encoded once by
+        the feed (`FeedItem`), a batch joins their bytes, and the access log counts bytes for
+        free."""
         try:
+            limits.check_items(raw, svc.TrimEventsRequest, self._max_items)
             request = wire.decode(raw, svc.TrimEventsRequest)
             validation.check_trim_events(request)
-            stream = self._feed.subscribe(request)
+            stream = self._feed.deliveries(request)
             try:
-                async for item in stream:
-                    yield encode_item(item)
+                async for delivery in stream:
+                    yield encode_delivery(delivery)
             finally:
                 # Unregisters the subscriber now, not when the generator is collected.
                 await stream.aclose()

@@ -579,8 +579,16 @@ def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
 def check_classify_provider_error(
     request: history_service_pb2.ClassifyProviderErrorRequest,
 ) -> None:
-    """Any message is valid; an HTTP status, when given, must be one (100-599)."""
-    if request.HasField("http_status") and not 100 <= request.http_status <= 599:
+    """Any message is valid; an HTTP status, when given, must be one (100-599) or 0, which SDKs
+    report for an error that came with no response (a status the runtime does not know)."""
+    status = request.http_status
+    if request.HasField("http_status") and status != 0 and not 100 <= status <= 599:
         out = Violations()
-        out.append(_v(INVALID_PROVIDER_ERROR, "http_status", "An HTTP status must be in 100-599."))
+        out.append(
+            _v(
+                INVALID_PROVIDER_ERROR,
+                "http_status",
+                "An HTTP status must be 0 (unknown) or in 100-599.",
+            )
+        )
         raise_if_any(out)

@@ -1,12 +1,14 @@
-"""Admission control: a budget of in-flight request bytes, and FIFO queues for the scarce slots.
+"""Admission control: a budget of in-flight request bytes, and queues for the scarce slots.
 
 Checked when a unary call's request has been received and before any work is done on it. The byte
 budget is the hard bound on memory: a call that would pass it is refused at once, and a call still
 receiving its request holds a reservation of the largest request against it (`_receive_room`).
-A heavy call over the heavy-call cap, and a call over the receiving-call cap, waits in a FIFO queue
-for a slot, up to its deadline or the configured wait, whichever is first; only then is it refused
-with RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo). A call whose deadline has passed
-is dropped without work. Everything runs on the event loop, so plain counters need no lock.
+A heavy call over the heavy-call cap waits in a FIFO queue for a slot, and a call over the
+receiving-call cap in a queue that serves first the call that waited longest for its method's
+cost (`SlotQueue`), up to its deadline or the configured wait, whichever is first; only then is it
+refused with RESOURCE_EXHAUSTED (ErrorInfo reason OVERLOADED + RetryInfo). A call whose deadline
+has passed is dropped without work. Everything runs on the event loop, so plain counters need no
+lock.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from turnkeeper.v1 import errors_pb2
 
 HEAVY = "heavy"
 RECEIVING = "receiving"
+# A kind of call's cost before its first call ends, the least a cost is taken to be (a timer's
+# resolution must not make a kind look free), and the weight of each call in the average.
+_FIRST_COST_SECONDS = 0.001
+_LEAST_COST_SECONDS = 0.00005
+_COST_WEIGHT = 0.05
 
 
 @dataclass(frozen=True)
@@ -49,8 +56,30 @@ class AdmissionLimits:
     max_request_bytes: int | None = None
 
 
+class ServiceCost:
+    """What one kind of call (a method) costs, as the time from taking its receiving slot to
+    its end, a moving average over its recent calls: the receiving queue serves waiting calls
+    by how long they waited for their cost."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float = _FIRST_COST_SECONDS) -> None:
+        self.seconds = seconds
+
+    def observe(self, seconds: float) -> None:
+        self.seconds += (max(seconds, _LEAST_COST_SECONDS) - self.seconds) * _COST_WEIGHT
+
+
+_ANY = ServiceCost()
+"""The cost of calls that name none: one queue of them, served in FIFO order."""
+
+
 class SlotQueue:
-    """`limit` slots and a FIFO of the calls waiting for one: a freed slot goes to the oldest.
+    """`limit` slots and the calls waiting for one. A freed slot goes to the call that has waited
+    longest for its cost (its kind's `ServiceCost`): of each kind the oldest, and among the
+    kinds the one whose wait is the greatest multiple of its cost, so that under a flood of one
+    kind the others wait about as many times their own cost, not the flood's queue, and a kind's
+    share of the traffic does not set its wait. Calls of one kind are served in FIFO order.
     `room`, when given, must also hold for a slot to be taken (the receiving queue's bytes)."""
 
     def __init__(self, name: str, limit: int, room: Callable[[], bool] | None = None) -> None:
@@ -58,7 +87,8 @@ class SlotQueue:
         self.limit = limit
         self.used = 0
         self._room = room
-        self._waiters: deque[asyncio.Future[None]] = deque()
+        # (when it began to wait, its future) by kind of call, oldest first.
+        self._waiters: dict[ServiceCost, deque[tuple[float, asyncio.Future[None]]]] = {}
         self.waiting = 0  # waiters still in the queue (cancelled ones are skipped lazily)
         self._length = metrics.ADMISSION_QUEUE_LENGTH.labels(name)
 
@@ -69,7 +99,14 @@ class SlotQueue:
             return True
         return False
 
-    async def take(self, wait: float) -> bool:
+    def oldest_wait(self) -> float:
+        """How long the call that has waited longest has waited so far, in seconds."""
+        if not self.waiting:
+            return 0.0
+        now = time.monotonic()
+        return max((now - queue[0][0] for queue in self._waiters.values() if queue), default=0.0)
+
+    async def take(self, wait: float, cost: ServiceCost = _ANY) -> bool:
         """Waits up to `wait` seconds for a slot; False when none came free. Cancelling the
         waiting call takes it out of the queue."""
         if self.try_take():
@@ -79,7 +116,10 @@ class SlotQueue:
         granted = False
         if wait > 0:
             future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(future)
+            queue = self._waiters.get(cost)
+            if queue is None:
+                queue = self._waiters[cost] = deque()
+            queue.append((started, future))
             self.waiting += 1
             self._length.set(self.waiting)
             try:
@@ -102,22 +142,38 @@ class SlotQueue:
         return granted
 
     def give(self) -> None:
-        """Frees a slot: it goes to the oldest waiter, or back to the pool."""
+        """Frees a slot: it goes to the waiter that has waited longest for its cost, or back to
+        the pool."""
         self.used -= 1
-        if self._waiters:  # (what wake would find, without its call)
+        if self.waiting:  # (what wake would find, without its call)
             self.wake()
 
     def wake(self) -> None:
-        """Hands free slots to the oldest waiters while there is room (after `give`, or when
-        what `room` depends on changed)."""
+        """Hands free slots to waiters while there is room (after `give`, or when what `room`
+        depends on changed)."""
         room = self._room
-        while self._waiters and self.used < self.limit and (room is None or room()):
-            future = self._waiters.popleft()
-            if not future.done():
-                self.waiting -= 1
-                self._length.set(self.waiting)
-                self.used += 1
-                future.set_result(None)
+        while self.waiting and self.used < self.limit and (room is None or room()):
+            future = self._next()
+            if future is None:
+                return
+            self.waiting -= 1
+            self._length.set(self.waiting)
+            self.used += 1
+            future.set_result(None)
+
+    def _next(self) -> asyncio.Future[None] | None:
+        """Takes out the waiter whose wait is the greatest multiple of its kind's cost."""
+        now = time.monotonic()
+        best: deque[tuple[float, asyncio.Future[None]]] | None = None
+        best_ratio = -1.0
+        for cost, queue in self._waiters.items():
+            while queue and queue[0][1].done():  # cancelled or timed out: already counted out
+                queue.popleft()
+            if queue:
+                ratio = (now - queue[0][0]) / cost.seconds
+                if ratio > best_ratio:
+                    best, best_ratio = queue, ratio
+        return None if best is None else best.popleft()[1]
 
 
 class Admission:
@@ -304,7 +360,7 @@ class Admission:
         self.inflight_bytes -= request_bytes
         self.calls -= 1
         receiving = self.receiving
-        if receiving._waiters:  # (what wake would find, without its call)
+        if receiving.waiting:  # (what wake would find, without its call)
             receiving.wake()
         self._last_activity = time.monotonic()
         if not self.calls and self._idle_waiters:
@@ -344,12 +400,13 @@ class Admission:
                 self._idle_waiters.remove(idle)
         return not self.calls
 
-    async def receiving_slot(self) -> bool:
-        """Waits (up to `receive_wait_seconds`, in FIFO order) until fewer than
-        `max_receiving_calls` calls are receiving their request and the budget has room for one
-        more reservation (`_receive_room`); False when none came free. A waiting call's bytes
-        stay in the client: the server has not asked for them."""
-        return await self.receiving.take(self.limits.receive_wait_seconds)
+    async def receiving_slot(self, cost: ServiceCost = _ANY) -> bool:
+        """Waits (up to `receive_wait_seconds`; among calls of its kind, `cost`, in FIFO order,
+        see `SlotQueue`) until fewer than `max_receiving_calls` calls are receiving their
+        request and the budget has room for one more reservation (`_receive_room`); False when
+        none came free. A waiting call's bytes stay in the client: the server has not asked for
+        them."""
+        return await self.receiving.take(self.limits.receive_wait_seconds, cost)
 
     def receiving_refusal(self) -> RequestError:
         if self.receiving.used < self.limits.max_receiving_calls:

@@ -18,25 +18,34 @@ SETTINGS-ACK timeout closes a TLS connection that stops after the preface). A co
 carried a call is never shed. What grpc core cannot do and this does not either: refuse at accept
 time, so a peer that reopens connections as fast as they are shed still competes for the slots
 freed between two scans (SCAN_S).
+
+A pass costs a few syscalls per descriptor, so an idle server does not pay it every SCAN_S: the
+descriptors are only counted then, and the sockets looked at again when their number changed, when
+the last pass left unused connections too fresh to judge where a limit is reached, or FULL_SCAN_S
+after the last look. What a descriptor is (its endpoints, its port's security) is remembered while
+it names the same socket, and a connection that carried a call is never read again: it stays used.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 import logging
 import os
 import socket
 import struct
+import time
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from turnkeeper.server.telemetry.metrics import CONNECTIONS_SHED
 
 log = logging.getLogger("turnkeeper.server")
 
 SCAN_S = 0.25
+FULL_SCAN_S = 5.0
 PEER_IDLE_S = 0.5
 CAP_IDLE_S = 0.5
 RESERVE = 16
@@ -46,7 +55,7 @@ _TCP_INFO = getattr(socket, "TCP_INFO", 11)
 _LAST_DATA_RECV, _BYTES_RECEIVED, _INFO_SIZE = 52, 128, 136
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Accepted:
     """One accepted connection as the kernel sees it."""
 
@@ -56,6 +65,7 @@ class Accepted:
     idle_ms: int
     received: int
     tls: bool
+    family: int = socket.AF_INET
 
     @property
     def unused(self) -> bool:
@@ -97,21 +107,67 @@ def _inspect(fd: int, ports: dict[int, bool]) -> Accepted | None:
         idle_ms=struct.unpack_from("I", info, _LAST_DATA_RECV)[0],
         received=struct.unpack_from("Q", info, _BYTES_RECEIVED)[0],
         tls=ports[local[1]],
+        family=duplicate.family,
+    )
+
+
+def _reread(connection: Accepted) -> Accepted | None:
+    """`connection` with its idle time and bytes received read again: one getsockopt on the
+    descriptor itself, no duplicate (the socket object is detached, never closed)."""
+    sock = socket.socket(connection.family, socket.SOCK_STREAM, 0, fileno=connection.fd)
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _INFO_SIZE)
+    except OSError:
+        return None
+    finally:
+        sock.detach()
+    if len(info) < _INFO_SIZE:
+        return None
+    return dataclasses.replace(
+        connection,
+        idle_ms=struct.unpack_from("I", info, _LAST_DATA_RECV)[0],
+        received=struct.unpack_from("Q", info, _BYTES_RECEIVED)[0],
     )
 
 
 def accepted_connections(ports: dict[int, bool]) -> list[Accepted]:
     """The process's TCP connections accepted on `ports` (port -> has TLS)."""
-    found = []
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{name}")
-        except OSError:  # closed meanwhile
-            continue
-        connection = _inspect(int(name), ports) if target.startswith("socket:") else None
-        if connection is not None:
-            found.append(connection)
-    return found
+    return SocketTable(ports).connections(os.listdir("/proc/self/fd"))
+
+
+class SocketTable:
+    """The accepted connections behind the process's descriptors, remembered by what each
+    descriptor names (`socket:[inode]`): a descriptor that is not one of them is not looked at
+    again while it names the same file, and a used connection is not read again (it cannot
+    become unused)."""
+
+    def __init__(self, ports: dict[int, bool]) -> None:
+        self._ports = ports
+        self._known: dict[int, tuple[str, Accepted | None]] = {}
+
+    def connections(self, names: Iterable[str]) -> list[Accepted]:
+        found = []
+        known: dict[int, tuple[str, Accepted | None]] = {}
+        for name in names:
+            fd = int(name)
+            try:
+                target = os.readlink(f"/proc/self/fd/{name}")
+            except OSError:  # closed meanwhile
+                continue
+            seen = self._known.get(fd)
+            if seen is not None and seen[0] == target:
+                connection = seen[1]
+                if connection is not None and connection.unused:
+                    connection = _reread(connection)
+            elif target.startswith("socket:"):
+                connection = _inspect(fd, self._ports)
+            else:
+                connection = None
+            known[fd] = (target, connection)
+            if connection is not None:
+                found.append(connection)
+        self._known = known
+        return found
 
 
 PEER_SHARE, AT_CAP = "peer_share", "cap"
@@ -142,6 +198,24 @@ def to_shed(
     return list(shed.values())
 
 
+def too_fresh_to_judge(connections: list[Accepted], max_connections: int, per_peer: int) -> bool:
+    """Whether a limit is reached (a peer over `per_peer`, the server within RESERVE of
+    `max_connections`) where an unused connection is too fresh to shed yet: it may be shed on
+    a later pass although nothing else changed."""
+    idle_enough = min(PEER_IDLE_S, CAP_IDLE_S) * 1000
+    fresh = [c for c in connections if c.unused and c.idle_ms < idle_enough]
+    if not fresh:
+        return False
+    if max_connections and len(connections) >= max_connections - RESERVE:
+        return True
+    if per_peer:
+        count: dict[str, int] = defaultdict(int)
+        for connection in connections:
+            count[connection.peer] += 1
+        return any(count[c.peer] > per_peer for c in fresh)
+    return False
+
+
 def _shut_down(connection: Accepted, ports: dict[int, bool]) -> bool:
     """Hangs up the connection, if the descriptor still is that unused connection (grpc may
     have closed it and the number may name another socket by now)."""
@@ -154,14 +228,25 @@ def _shut_down(connection: Accepted, ports: dict[int, bool]) -> bool:
     return False
 
 
+def _descriptor_count() -> int:
+    """How many descriptors the process has open: the size Linux (6.2 on) gives the directory,
+    one stat where listing it reads every entry; the listing on older kernels, which give 0."""
+    return os.stat("/proc/self/fd").st_size or len(os.listdir("/proc/self/fd"))
+
+
 class ConnectionGuard:
-    """Runs `to_shed` over the server's accepted connections every SCAN_S until `stop`."""
+    """Runs `to_shed` over the server's accepted connections every SCAN_S (when something may
+    have changed) until `stop`."""
 
     def __init__(self, ports: dict[int, bool], max_connections: int, per_peer: int) -> None:
         self._ports = ports
         self._max = max_connections
         self._per_peer = per_peer
         self._task: asyncio.Task[None] | None = None
+        self._table = SocketTable(ports)
+        self._descriptors = -1  # how many there were at the last look at the sockets
+        self._look_again = False  # whether it left connections too fresh to judge
+        self._next_look = 0.0  # time.monotonic() by which the sockets are looked at anyway
         self.shed_total = 0
         # Below this many descriptors no limit can be reached: the scan is skipped.
         limits = [n for n in (max_connections - RESERVE, per_peer) if n > 0]
@@ -180,9 +265,18 @@ class ConnectionGuard:
 
     def scan(self) -> int:
         """One pass; returns how many connections it shed."""
-        if len(os.listdir("/proc/self/fd")) < self._quiet_below:
+        descriptors = _descriptor_count()
+        if descriptors < self._quiet_below:
+            self._descriptors = -1
             return 0
-        chosen = to_shed(accepted_connections(self._ports), self._max, self._per_peer)
+        now = time.monotonic()
+        if descriptors == self._descriptors and not self._look_again and now < self._next_look:
+            return 0  # nothing opened or closed, nothing waiting to be judged
+        self._descriptors = descriptors
+        self._next_look = now + FULL_SCAN_S
+        connections = self._table.connections(os.listdir("/proc/self/fd"))
+        chosen = to_shed(connections, self._max, self._per_peer)
+        self._look_again = too_fresh_to_judge(connections, self._max, self._per_peer)
         shed = []
         for connection, why in chosen:
             if _shut_down(connection, self._ports):

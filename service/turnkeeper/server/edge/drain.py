@@ -19,11 +19,12 @@ from turnkeeper.v1 import errors_pb2
 class CallsInService:
     """The tasks of the unary calls between admission and their answer."""
 
-    __slots__ = ("_ended", "_tasks")
+    __slots__ = ("_emptied", "_ended", "_tasks")
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[object]] = set()
         self._ended: set[asyncio.Task[object]] = set()
+        self._emptied: list[asyncio.Future[None]] = []
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -39,6 +40,21 @@ class CallsInService:
         if task is not None:
             self._tasks.discard(task)
             self._ended.discard(task)
+            if not self._tasks and self._emptied:
+                for waiter in self._emptied:
+                    if not waiter.done():
+                        waiter.set_result(None)
+
+    async def wait_empty(self, limit: float) -> bool:
+        """Waits up to `limit` seconds until no call is in service; True if none is."""
+        if self._tasks:
+            emptied: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._emptied.append(emptied)
+            try:
+                await asyncio.wait((emptied,), timeout=limit)
+            finally:
+                self._emptied.remove(emptied)
+        return not self._tasks
 
     def end_all(self) -> int:
         """Interrupts every call in service; each answers `refusal_if_ended`'s error. Returns

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 from typing import Any, NoReturn, Protocol, TypeAlias, cast
 
@@ -40,7 +41,7 @@ from turnkeeper.server.edge.access_log import (
     request_id_of,
     started,
 )
-from turnkeeper.server.edge.admission import Admission
+from turnkeeper.server.edge.admission import Admission, ServiceCost
 from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
@@ -92,6 +93,8 @@ class Edge:
         self.shedder = shedder
         # What a drain whose grace runs out answers itself (edge/drain.py).
         self.in_service = CallsInService()
+        # The wrapped handlers registered as methods of their own, by path (edge/accept_ahead.py).
+        self.registered: dict[str, Handler] = {}
 
     def wrap(self, method: str, handler: Handler) -> Handler:
         """`handler` (of the method at path `method`) with the edge around each of its calls.
@@ -153,7 +156,9 @@ class _WrappingRegistry:
         for name, handler in method_handlers.items():
             path = f"/{service_name}/{name}"
             own_accept = self._own_accept is None or path in self._own_accept
-            (own if own_accept else shared)[name] = self._edge.wrap(path, handler)
+            (own if own_accept else shared)[name] = wrapped = self._edge.wrap(path, handler)
+            if own_accept:
+                self._edge.registered[path] = wrapped
         if own:
             self._server.add_registered_method_handlers(service_name, own)
         if shared:
@@ -194,6 +199,8 @@ class _MethodEdge:
         self.telemetry = MethodTelemetry(method, rpc_type(method, handler))
         # A probe must see the server even when it is busy.
         self.probe = method.startswith(PROBE_PREFIXES)
+        # What a call of this method costs, by which the receiving queue orders it.
+        self.cost = ServiceCost()
 
     def _stats(self, context: Context) -> CallStats:
         """The call's figures; the first thing every call does."""
@@ -241,8 +248,30 @@ class _MethodEdge:
             return await refusal()
 
     async def unary(self, requests: AsyncIterator[Any], context: Context) -> Any:
-        """A unary call: authenticated, admitted, its one request read, answered, logged."""
+        """A unary call: authenticated, admitted, its one request read, answered, logged. From
+        its arrival to its answer it is in service, which a drain whose grace ends answers
+        UNAVAILABLE rather than let grpc cancel it (edge/drain.py)."""
         stats = self._stats(context)
+        in_service = self.edge.in_service
+        task = in_service.enter()
+        try:
+            return await self._unary(stats, requests, context, task)
+        except asyncio.CancelledError:
+            # Ended by the drain while it waited to be read (once read, `_unary` answers).
+            ended = in_service.refusal_if_ended(task)
+            if ended is None:
+                raise
+            return await self._refuse(stats, context, ended)
+        finally:
+            in_service.leave(task)
+
+    async def _unary(
+        self,
+        stats: CallStats,
+        requests: AsyncIterator[Any],
+        context: Context,
+        task: asyncio.Task[object] | None,
+    ) -> Any:
         handler = await self._authenticated(context) if self.auth else self.handler
         if handler.request_streaming:
             refuse = cast(_Unary, handler.stream_unary)
@@ -252,12 +281,13 @@ class _MethodEdge:
         probe = self.probe
         if refused is None and not probe:
             shedder = self.edge.shedder
-            if shedder is not None and shedder.refuses():
+            if shedder is not None and shedder.refuses(admission.receiving):
                 refused = shedder.refusal()
-            elif not (admission.receiving.try_take() or await admission.receiving_slot()):
+            elif not (admission.receiving.try_take() or await admission.receiving_slot(self.cost)):
                 refused = admission.receiving_refusal()
         if refused is not None:
             return await self._refuse(stats, context, refused)
+        began = time.monotonic()
         # A call (not a probe) holds a receiving slot, with its reservation, until admission
         # has counted its bytes in, or it ends before that.
         receiving = not probe
@@ -269,47 +299,46 @@ class _MethodEdge:
             stats.count_request(len(raw))
             request = _decoded(handler, raw)
             with _Call(stats, request, context):
-                if isinstance(request, RequestError):
-                    await context.abort_with_status(request.to_status())
-                if not probe:
-                    remaining = context.time_remaining()
-                    if remaining is not None and remaining <= 0:
-                        # Nobody waits for the answer any more: no work, nothing published.
-                        await context.abort(
-                            grpc.StatusCode.DEADLINE_EXCEEDED,
-                            "the deadline passed before the call started",
-                        )
-                    # Admission: a light call at once, without a coroutine.
-                    receiving = False  # count_in gives it back
-                    try:
-                        admitted_heavy = admission.count_in(stats.request_bytes, receiving=True)
-                        if admitted_heavy:
-                            await admission.heavy_slot(stats.request_bytes, remaining)
-                    except RequestError as over:
-                        await _abort(context, over)
-                    heavy = admitted_heavy
-                    if heavy:
-                        # (grpc-stubs type the callback as a class of their own.)
-                        context.add_done_callback(cast(Any, admission.sent))
-                behavior = cast(_Unary, handler.unary_unary)
-                in_service = self.edge.in_service
-                task = in_service.enter()
                 try:
+                    if isinstance(request, RequestError):
+                        await context.abort_with_status(request.to_status())
+                    if not probe:
+                        remaining = context.time_remaining()
+                        if remaining is not None and remaining <= 0:
+                            # Nobody waits for the answer any more: no work, nothing published.
+                            await context.abort(
+                                grpc.StatusCode.DEADLINE_EXCEEDED,
+                                "the deadline passed before the call started",
+                            )
+                        # Admission: a light call at once, without a coroutine.
+                        receiving = False  # count_in gives it back
+                        try:
+                            admitted_heavy = admission.count_in(stats.request_bytes, receiving=True)
+                            if admitted_heavy:
+                                await admission.heavy_slot(stats.request_bytes, remaining)
+                        except RequestError as over:
+                            await _abort(context, over)
+                        heavy = admitted_heavy
+                        if heavy:
+                            # (grpc-stubs type the callback as a class of their own.)
+                            context.add_done_callback(cast(Any, admission.sent))
+                    behavior = cast(_Unary, handler.unary_unary)
                     response = await behavior(request, context)
+                    stats.count_response(response)
+                    return response
                 except asyncio.CancelledError:
-                    ended = in_service.refusal_if_ended(task)
+                    # Ended by the drain: answered here, so its access line says so.
+                    ended = self.edge.in_service.refusal_if_ended(task)
                     if ended is None:
                         raise
                     await _abort(context, ended)
-                finally:
-                    in_service.leave(task)
-                stats.count_response(response)
-                return response
         finally:
             if receiving:
                 admission.receiving.give()
             if heavy is not None:
                 admission.release(stats.request_bytes, heavy)
+            if not probe:
+                self.cost.observe(time.monotonic() - began)
 
     async def unary_stream(self, requests: AsyncIterator[Any], context: Context) -> Any:
         """A call with one request and a stream of responses (TrimEvents, health Watch)."""

@@ -1,7 +1,9 @@
 """Load shedding: refuse calls at once when a standing queue has formed in front of the server.
 
-Where calls wait (issue 19, measured): grpc aio takes the calls of each method from grpc core one
-at a time, so past the server's capacity they queue inside grpc core, unseen by the application.
+Where calls wait: grpc aio takes the calls of each method from grpc core one at a time, so past
+the server's capacity they queue inside grpc core, unseen by the application, unless the server
+takes them ahead (edge/accept_ahead.py) into the edge's receiving queue, which the shedder reads
+directly (`refuses`).
 No queue length is exposed there, but channelz counts every call the server has started; the
 calls the application has seen are counted here, so the n-th call it sees arrived about when
 channelz's count reached n. `QueueClock` samples that count while calls arrive and gives each
@@ -27,7 +29,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from turnkeeper.server.api.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
@@ -211,6 +213,15 @@ RetryInfo comes straight back, and refusing it again and again would leave the s
 instead of serving. (Clients that honour it need far fewer: about 16 % of the calls at 192.)"""
 
 
+class WaitingCalls(Protocol):
+    """A queue of calls the application has seen and not served yet (edge/admission.py)."""
+
+    @property
+    def waiting(self) -> int: ...
+
+    def oldest_wait(self) -> float: ...
+
+
 class LoadShedder:
     """Refuses a unary call when a standing queue has formed, in the manner of CoDel: once for
     `interval` seconds every call has waited over `target` with more than `queue_calls` calls
@@ -263,12 +274,23 @@ class LoadShedder:
         if self.clock is not None:
             self.clock.arrived()
 
-    def refuses(self) -> bool:
-        """Whether the call that arrived last is refused."""
+    def refuses(self, queue: WaitingCalls) -> bool:
+        """Whether the call that arrived last is refused. `queue`: the calls that wait in the
+        edge, already seen (they wait there when the server takes calls ahead of grpc's serving
+        loop, edge/accept_ahead.py): the call waits behind them, as long as the oldest of them
+        has waited so far at least, after its own wait in grpc core."""
         clock = self.clock
-        if clock is None or not clock.known:
+        if clock is None:
+            return False
+        waiting = queue.waiting
+        if waiting:
+            waited = queue.oldest_wait() + (clock.waited if clock.known else 0.0)
+            behind = waiting + clock.behind
+        elif clock.known:
+            waited, behind = clock.waited, clock.behind
+        else:
             return False  # (an unknown wait neither starts nor ends a standing queue)
-        if clock.waited < self.target or clock.behind <= self.queue_calls:
+        if waited < self.target or behind <= self.queue_calls:
             self._above_since = None
             return False
         now = asyncio.get_running_loop().time()

@@ -66,6 +66,13 @@ def load_shedder(config: ServerConfig, admission: Admission) -> LoadShedder:
     )
 
 
+def server_interceptors(
+    tracer_provider: TracerProvider | None,
+) -> list[grpc.aio.ServerInterceptor]:
+    """The server's interceptors: tracing's, when it is on."""
+    return [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
+
+
 def create_server(
     config: ServerConfig, shedder: LoadShedder, tracer_provider: TracerProvider | None
 ) -> grpc.aio.Server:
@@ -73,7 +80,7 @@ def create_server(
     admission, access log, metrics) wraps each handler as it is registered (`edge/interceptor.py`):
     a grpc.aio interceptor costs every call. Tracing alone is one, so the span is open before the
     edge runs and the access log and every line below carry its trace id."""
-    traced = [tracing.server_interceptor(tracer_provider)] if tracer_provider else []
+    traced = server_interceptors(tracer_provider)
     server, server_id = channelz_id(
         lambda: grpc.aio.server(interceptors=traced, options=server_options(config))
     )

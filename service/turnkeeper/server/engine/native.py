@@ -22,7 +22,7 @@ from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
 from turnkeeper.core.trimming import TrimPlan, rows_to_keep
 from turnkeeper.server import allocator
-from turnkeeper.server.api import validation, wire
+from turnkeeper.server.api import limits, validation, wire
 from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS
 from turnkeeper.server.engine.protocol import NATIVE, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
@@ -39,6 +39,9 @@ CONVENTIONS = _native.Conventions(
     framing_tokens=FRAMING_TOKENS,
     tokens_per_image=TOKENS_PER_IMAGE,
 )
+
+ITEM_SCHEMA = limits.native_item_schema()
+ITEM_ROOTS = limits.item_schema().roots
 
 ORPHAN_KINDS = {
     _native.OrphanKind.TOOL_RESULT_WITHOUT_CALL: trim_pb2.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL,
@@ -88,8 +91,12 @@ class NativeHistoryView:
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan:
-        return _plan(self.native.plan_token_budget(budget, breadcrumb_cost, low_water, step_budget))
+        native = self.native.plan_token_budget(
+            budget, breadcrumb_cost, low_water, step_budget, allow_growth
+        )
+        return _plan(native)
 
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
@@ -133,11 +140,26 @@ class NativeHistoryView:
 class NativeEngine:
     name = NATIVE
 
-    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+    def read(
+        self,
+        raw: bytes,
+        request_type: type[M],
+        max_rows: int,
+        max_items: int = limits.DEFAULT_MAX_REQUEST_ITEMS,
+    ) -> tuple[M, HistorySource]:
         allocator.before_work(len(raw))
-        scan = _native.scan(raw, max_rows, CONVENTIONS)
+        # The scan counts the history's items as it reads them, and the rest of the request
+        # while it splits the top level: no pass of its own, and the refusal is check_items'.
+        allowed = limits.allowance_to_count(len(raw), max_items)
+        items = None
+        if allowed is not None:
+            items = (ITEM_SCHEMA, ITEM_ROOTS[request_type.DESCRIPTOR.full_name], allowed)
+        scan = _native.scan(raw, max_rows, CONVENTIONS, items)
         if scan is None:
             raise wire.malformed_request(raw, request_type)
+        if isinstance(scan, _native.TooManyItems):
+            allowed = limits.items_allowed(len(raw), max_items)
+            raise limits.too_many_items(request_type, scan.field, allowed, max_items)
         try:
             request = request_type.FromString(scan.rest())
         except DecodeError:

@@ -13,7 +13,7 @@ from typing import Protocol, TypeAlias, TypeVar
 from google.protobuf.message import Message
 
 from turnkeeper.core.trimming import TrimPlan
-from turnkeeper.server.api import validation
+from turnkeeper.server.api import limits, validation
 from turnkeeper.v1 import trim_pb2
 
 M = TypeVar("M", bound=Message)
@@ -45,8 +45,9 @@ class HistoryView(Protocol):
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan:
-        """The §9 token-budget trim with the §11 grid (`core.trimming.plan_token_budget`)."""
+        """The §9 token-budget trim, §11 grid and §16.1 (`core.trimming.plan_token_budget`)."""
         ...
 
     def plan_turn_count(
@@ -80,7 +81,15 @@ or the other, not a pair: a valid history, every call's, costs no object for it)
 class Engine(Protocol):
     name: str
 
-    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+    def read(
+        self,
+        raw: bytes,
+        request_type: type[M],
+        max_rows: int,
+        max_items: int = limits.DEFAULT_MAX_REQUEST_ITEMS,
+    ) -> tuple[M, HistorySource]:
         """The request (its `history` field is not to be read) and its history. Raises
-        RequestError (MALFORMED_REQUEST) when the bytes do not decode."""
+        RequestError: REQUEST_TOO_LARGE when the request holds more items than `max_items`
+        allows (`limits.check_items`, which decides, names the field and words the error), else
+        MALFORMED_REQUEST when the bytes do not decode."""
         ...

@@ -19,7 +19,7 @@ from turnkeeper.core.trimming import (
 )
 from turnkeeper.core.working import WorkingHistory
 from turnkeeper.server import allocator
-from turnkeeper.server.api import validation, wire
+from turnkeeper.server.api import limits, validation, wire
 from turnkeeper.server.engine.protocol import PYTHON, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -55,9 +55,12 @@ class PythonHistoryView:
         breadcrumb_cost: int | None,
         low_water: float = 1.0,
         step_budget: int | None = None,
+        allow_growth: bool = False,
     ) -> TrimPlan:
         w = self.working
-        return plan_token_budget(w.rows, w.pricing, budget, breadcrumb_cost, low_water, step_budget)
+        return plan_token_budget(
+            w.rows, w.pricing, budget, breadcrumb_cost, low_water, step_budget, allow_growth
+        )
 
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
@@ -112,8 +115,16 @@ class PythonEngine:
 
     name = PYTHON
 
-    def read(self, raw: bytes, request_type: type[M], max_rows: int) -> tuple[M, HistorySource]:
+    def read(
+        self,
+        raw: bytes,
+        request_type: type[M],
+        max_rows: int,
+        max_items: int = limits.DEFAULT_MAX_REQUEST_ITEMS,
+    ) -> tuple[M, HistorySource]:
         allocator.before_work(len(raw))
+        # protobuf parses everything: the items are counted on the wire before it does.
+        limits.check_items(raw, request_type, max_items)
         request = wire.decode(raw, request_type)
         history: history_pb2.History = getattr(request, "history")  # noqa: B009 (typed field)
         return request, python_history_source(history, max_rows)

@@ -1,11 +1,13 @@
-"""Pieces shared by the feed backends: filters, heartbeat interval, response builders, and the
-pacer that lets calls go before delivery."""
+"""Pieces shared by the feed backends: filters, heartbeat interval, response builders, items
+encoded once and batches built from their bytes, and the pacer that lets calls go before
+delivery."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections import deque
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -13,6 +15,7 @@ import grpc
 from google.protobuf import timestamp_pb2
 
 from turnkeeper.server.api.errors import FieldViolation, RequestError, invalid_argument
+from turnkeeper.server.events.feed import Delivery
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 DEFAULT_HEARTBEAT_S = 15.0
@@ -53,6 +56,11 @@ class Filter:
         if self.session_ids and caller.session_id not in self.session_ids:
             return False
         return not self.runtime_ids or caller.runtime_id in self.runtime_ids
+
+    @property
+    def everything(self) -> bool:
+        """No filter on trims: every event matches (checked once, not per event)."""
+        return not (self.session_ids or self.runtime_ids or self.reasons)
 
     def matches(self, trimmed: trim_pb2.HistoryTrimmed) -> bool:
         if not self._caller_matches(trimmed.caller):
@@ -107,28 +115,70 @@ def heartbeat_item(cursor: str, dropped: int) -> history_service_pb2.TrimEventsR
     )
 
 
-# Responses shared by many subscribers, encoded once; keyed by identity and holding the object,
-# so an id is never reused while its entry lives. The ring shares what it retains and unshares
-# what it evicts, so this holds what the ring holds and no more.
-_SHARED: dict[int, tuple[history_service_pb2.TrimEventsResponse, bytes]] = {}
+MAX_BATCH_EVENTS = 1000
+# A batch stops growing once its items hold this many bytes, far below a client's default
+# receive limit (a single item larger than that still travels, alone or last).
+MAX_BATCH_BYTES = 1 << 20
 
 
-def share(item: history_service_pb2.TrimEventsResponse) -> None:
-    """Encodes a response that several subscribers will be sent (see `encode_item`); every
-    `share` is undone by an `unshare` once the item can no longer be sent."""
-    _SHARED[id(item)] = (item, item.SerializeToString())
+def batch_limit(request: history_service_pb2.TrimEventsRequest) -> int:
+    """How many items one stream message may carry: `max_batch_events`, 1 when unset."""
+    return min(MAX_BATCH_EVENTS, max(1, request.max_batch_events))
 
 
-def unshare(item: history_service_pb2.TrimEventsResponse) -> None:
-    _SHARED.pop(id(item), None)
+def resume_margin(retained: int) -> int:
+    """How far behind the newest event a subscriber that fell out of the retained window resumes:
+    near the head, where its next turns find events still retained, never at the oldest one,
+    which the next publication evicts; a little behind, so the events right before it are not
+    lost too."""
+    return max(1, min(retained // 4, 256))
 
 
-def encode_item(item: history_service_pb2.TrimEventsResponse) -> bytes:
-    """A response's bytes: a shared one costs a lookup, not an encoding."""
-    hit = _SHARED.get(id(item))
-    if hit is not None and hit[0] is item:
-        return hit[1]
-    return item.SerializeToString()
+_LENGTH_DELIMITED = 2
+_BATCH_TAG = bytes(
+    [history_service_pb2.TrimEventsResponse.BATCH_FIELD_NUMBER << 3 | _LENGTH_DELIMITED]
+)
+_ITEM_TAG = bytes([history_service_pb2.TrimEventsBatch.ITEMS_FIELD_NUMBER << 3 | _LENGTH_DELIMITED])
+
+
+def _varint(value: int) -> bytes:
+    """Protobuf's base-128 length prefix."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_delivery(delivery: Delivery) -> bytes:
+    """The stream message of a delivery: a single item as itself; several as one
+    `TrimEventsResponse.batch`, whose bytes are the items' own bytes, each with its field tag and
+    length (what serializing the batch message would produce, without encoding any item again)."""
+    if len(delivery) == 1:
+        return delivery[0].encoded
+    parts: list[bytes] = []
+    for item in delivery:
+        encoded = item.encoded
+        parts += (_ITEM_TAG, _varint(len(encoded)), encoded)
+    body = b"".join(parts)
+    return b"".join((_BATCH_TAG, _varint(len(body)), body))
+
+
+def delivery_size(delivery: Delivery) -> int:
+    return sum(len(item.encoded) for item in delivery)
+
+
+async def messages_of(
+    deliveries: AsyncGenerator[Delivery],
+) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+    """The items of a stream of deliveries, one by one (what `EventFeed.subscribe` yields)."""
+    try:
+        async for delivery in deliveries:
+            for item in delivery:
+                yield item.message
+    finally:
+        await deliveries.aclose()  # unregisters the subscriber now, not when collected
 
 
 class CallsInFlight(Protocol):
@@ -150,12 +200,20 @@ class CallsInFlight(Protocol):
 # waiting for a CPU leaves gaps of several milliseconds (with 5 ms here, at load average 11,
 # back-to-back trims with 1,000 subscribers took 37-87 ms at p50).
 QUIET_S = 0.02
-# While calls keep coming, delivery gets this share of the event loop, so subscribers progress
-# under sustained load (and lag, catching up once the calls are quiet) ...
-SHARE = 0.1
-# ... counting this much loop time per item handed out (the write, its completion and the
-# subscriber's step; 40-80 us measured on a loaded 2-core machine).
-ITEM_COST_S = 50e-6
+# While calls keep coming, delivery gets this share of the event loop, so subscribers keep up
+# under sustained load (batched ones; one message per event cannot, see docs/events.md) ...
+SHARE = 0.25
+# ... counting this much loop time per stream message handed out (the write, its completion and
+# the subscriber's step; docs/benchmarks.md has the measurement) ...
+ITEM_COST_S = 100e-6
+# ... and this much per item inside a batch (its filter check and its bytes joined), in units of
+# messages: what the pacer's tokens count.
+EVENT_COST = 0.03
+
+
+def delivery_cost(items: int) -> float:
+    """What handing out one stream message of `items` items costs the loop, in messages."""
+    return 1 + (items - 1) * EVENT_COST
 
 
 class Pacer:
@@ -190,29 +248,30 @@ class Pacer:
                 return self._burst
         return int(self._tokens)
 
-    def spent(self, items: int) -> None:
-        """Counts items handed out; more than `round` allowed is a debt the share pays back."""
-        self._tokens -= items
+    def spent(self, cost: float) -> None:
+        """Counts what was handed out (in messages, see `delivery_cost`); more than `round`
+        allowed is a debt the share pays back."""
+        self._tokens -= cost
 
 
 class Turns:
     """Turns to use the event loop, for subscribers that each read their own source (the Redis
-    backend): a read, or one item handed to the stream, granted in FIFO order through a `Pacer`,
-    each costing what it costs the loop (in items of ITEM_COST_S). A subscriber that found nothing
-    new parks until `newer` says the source has more (or its heartbeat falls due), without a task
-    step per subscriber: only those granted a turn wake."""
+    backend): a read, or one message handed to the stream, granted in FIFO order through a
+    `Pacer`, each costing what it costs the loop (in messages of ITEM_COST_S). A subscriber that
+    found nothing new parks until `newer` says the source has more (or its heartbeat falls due),
+    without a task step per subscriber: only those granted a turn wake."""
 
     def __init__(self, pacer: Pacer) -> None:
         self.pacer = pacer
         self.generation = 0  # counts `newer` calls: what a subscriber read before it parks
-        self._waiting: deque[tuple[asyncio.Future[None], int]] = deque()
-        self._parked: dict[asyncio.Future[None], int] = {}
+        self._waiting: deque[tuple[asyncio.Future[None], float]] = deque()
+        self._parked: dict[asyncio.Future[None], float] = {}
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
 
     async def take(
-        self, cost: int = 1, parked_since: int | None = None, limit: float | None = None
+        self, cost: float = 1, parked_since: int | None = None, limit: float | None = None
     ) -> None:
         """Waits for a turn worth `cost` items. With `parked_since` (the generation seen before
         the last read, which found nothing), first waits for something newer, or for `limit`
@@ -262,7 +321,7 @@ class Turns:
                 await self._wakeup.wait()
                 continue
             allowed = await self.pacer.round()
-            granted = 0
+            granted = 0.0
             while waiting and granted < allowed:
                 turn, cost = waiting.popleft()
                 if not turn.done():

@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
+
+
+class FeedItem:
+    """One feed item and its wire bytes, encoded once however many streams send it: an event
+    keeps its FeedItem for as long as the feed retains it."""
+
+    __slots__ = ("_encoded", "message")
+
+    def __init__(self, message: history_service_pb2.TrimEventsResponse) -> None:
+        self.message = message
+        self._encoded: bytes | None = None
+
+    @property
+    def encoded(self) -> bytes:
+        encoded = self._encoded
+        if encoded is None:
+            encoded = self._encoded = self.message.SerializeToString()
+        return encoded
+
+
+# What one stream message carries: one item, or the items of a batch in stream order.
+Delivery = Sequence[FeedItem]
 
 
 @dataclass(frozen=True)
@@ -42,11 +64,19 @@ class EventFeed(Protocol):
         need not build one. Like `publish`, it never blocks or raises."""
         ...
 
+    def deliveries(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncGenerator[Delivery]:
+        """Yields what each stream message carries (see `common.encode_delivery`) until the feed
+        closes: one item, or up to the request's `max_batch_events` items in stream order (never a
+        heartbeat among several). Raises RequestError for a bad subscription. Closing the
+        generator (`aclose`) ends the subscription."""
+        ...
+
     def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
-        """Yields feed items until the feed closes; raises RequestError for a bad subscription.
-        Closing the generator (`aclose`) ends the subscription."""
+        """The items of `deliveries`, one by one (`common.messages_of`)."""
         ...
 
     async def oldest_cursor(self) -> str:

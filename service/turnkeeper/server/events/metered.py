@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from turnkeeper.server.events.feed import EventFeed, FeedStatus
+from turnkeeper.server.events.common import messages_of
+from turnkeeper.server.events.feed import Delivery, EventFeed, FeedStatus
 from turnkeeper.server.telemetry.metrics import (
     EVENT_GAPS,
     EVENT_SUBSCRIBERS,
@@ -34,26 +35,31 @@ class MeteredFeed:
     def wants_meter_updates(self) -> bool:
         return self.inner.wants_meter_updates()
 
-    async def subscribe(
+    async def deliveries(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+    ) -> AsyncGenerator[Delivery]:
         EVENT_SUBSCRIBERS.inc()
-        stream = self.inner.subscribe(request)
+        stream = self.inner.deliveries(request)
         try:
-            async for item in stream:
-                kind = item.WhichOneof("item")
-                if kind == "gap":
-                    EVENT_GAPS.labels(
-                        enum_label(events_pb2.GapCause.Name(item.gap.cause), "GAP_CAUSE_")
-                    ).inc()
-                elif kind == "event":
-                    EVENTS_DELIVERED.inc()
-                yield item
+            async for delivery in stream:
+                for item in delivery:
+                    kind = item.message.WhichOneof("item")
+                    if kind == "event":
+                        EVENTS_DELIVERED.inc()
+                    elif kind == "gap":
+                        cause = events_pb2.GapCause.Name(item.message.gap.cause)
+                        EVENT_GAPS.labels(enum_label(cause, "GAP_CAUSE_")).inc()
+                yield delivery
         finally:
             EVENT_SUBSCRIBERS.dec()
             # Close the backend's generator now (its cleanup unregisters the subscriber),
             # not whenever the garbage collector finalizes it.
             await stream.aclose()
+
+    def subscribe(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+        return messages_of(self.deliveries(request))
 
     async def oldest_cursor(self) -> str:
         return await self.inner.oldest_cursor()

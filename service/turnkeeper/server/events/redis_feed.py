@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import secrets
 import time
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from redis.asyncio import Redis
@@ -43,19 +44,24 @@ from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 from . import cursor as cursors
 from .common import (
+    EVENT_COST,
     CallsInFlight,
     Filter,
     Pacer,
     Turns,
+    batch_limit,
     event_item,
     gap_item,
     heartbeat_interval,
     heartbeat_item,
     invalid_cursor,
+    messages_of,
     meter_item,
     now_timestamp,
+    resume_margin,
     shutting_down,
 )
+from .feed import Delivery, FeedItem
 
 log = logging.getLogger(__name__)
 
@@ -125,13 +131,18 @@ _BACKOFF_MIN_S = 0.05
 _BACKOFF_MAX_S = 1.0
 _IDLE_PING_S = 1.0  # keeps status() current while nothing is published
 _CLOSE_FLUSH_S = 2.0
-# What one subscriber's read costs the event loop, in delivered items (common.ITEM_COST_S each):
-# the command and its reply, plus each entry parsed and decoded. Paced reads take at most
-# _PACED_READ_COUNT entries, so no one read holds the loop long.
+# What one subscriber's read costs the event loop, in stream messages (common.ITEM_COST_S each):
+# the command and its reply, plus each entry parsed (its decoding is shared, see _DECODED_ENTRIES).
+# Paced reads take at most _PACED_READ_COUNT entries (_BATCH_READ_COUNT for a subscriber whose
+# batches hold more), so no one read holds the loop long.
 _READ_COST = 2
-_ENTRY_COST = 1
+_ENTRY_COST = EVENT_COST
 _PACED_READ_COUNT = 16
-_ROUND_ITEMS = 16  # the most one turn of the event loop grants, in items
+_BATCH_READ_COUNT = 256
+_ROUND_ITEMS = 16  # the most one turn of the event loop grants, in messages
+# Entries decoded into the items subscribers are sent, kept for the other subscribers of this
+# replica that read the same entries: one decoding and one encoding per entry, not per stream.
+_DECODED_ENTRIES = 4096
 
 _Failure = (RedisError, OSError)
 
@@ -146,6 +157,19 @@ def _new_epoch() -> str:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _event_item(payload: bytes, epoch: str, entry_id: str, n: int) -> FeedItem:
+    """The item of an event entry (`p`: a TrimEvent without its cursor)."""
+    event = events_pb2.TrimEvent.FromString(payload)
+    event.cursor = cursors.encode_redis(epoch, entry_id, n)
+    return FeedItem(event_item(event))
+
+
+def _meter_item(payload: bytes, epoch: str, entry_id: str, n: int) -> FeedItem:
+    """The item of a meter update entry (`n`: the count of events before it)."""
+    update = events_pb2.MeterUpdate.FromString(payload)
+    return FeedItem(meter_item(update, cursors.encode_redis(epoch, entry_id, n)))
 
 
 class RedisFeed:
@@ -212,6 +236,8 @@ class RedisFeed:
         # The batch sent last whose outcome is unknown: (marker key, script args, events in it).
         self._unsettled: tuple[str, list[Any], int] | None = None
         self._turns = Turns(Pacer(calls, _ROUND_ITEMS))
+        self._event_item = functools.lru_cache(maxsize=_DECODED_ENTRIES)(_event_item)
+        self._meter_item = functools.lru_cache(maxsize=_DECODED_ENTRIES)(_meter_item)
         self._tail: asyncio.Task[None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -502,27 +528,60 @@ class RedisFeed:
         before = n - 1 if fields[b"k"] == b"e" else n
         return cursors.encode_redis(epoch, "0-0", before)
 
-    async def subscribe(
+    def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
-        """The stream of `_follow`; when the feed closes it ends with a heartbeat carrying the
+        return messages_of(self.deliveries(request))
+
+    async def deliveries(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncGenerator[Delivery]:
+        """The messages of `_follow`; when the feed closes it ends with a heartbeat carrying the
         resume cursor (the last event sent, or the position the stream started at)."""
         cursor, dropped = request.after_cursor, 0
-        async for item in self._follow(request):
-            kind = item.WhichOneof("item")
-            if kind == "event":
-                cursor = item.event.cursor
-            elif kind == "heartbeat":
-                cursor, dropped = item.heartbeat.cursor, item.heartbeat.dropped_events
-            yield item
+        follow = self._follow(request)
+        try:
+            async for delivery in follow:
+                for item in delivery:
+                    kind = item.message.WhichOneof("item")
+                    if kind == "event":
+                        cursor = item.message.event.cursor
+                    elif kind == "heartbeat":
+                        heartbeat = item.message.heartbeat
+                        cursor, dropped = heartbeat.cursor, heartbeat.dropped_events
+                yield delivery
+        finally:
+            await follow.aclose()
         if self._closed:
-            yield heartbeat_item(cursor, dropped)
+            yield [FeedItem(heartbeat_item(cursor, dropped))]
+
+    def _first_match(self, entries: list[Any], start: int, epoch: str, wanted: Filter) -> str:
+        """The cursor of the first event from `entries[start]` on that `wanted` matches, under
+        `epoch`: the event a gap announced there is followed by; "" when this read holds none."""
+        for raw_id, fields in entries[start:]:
+            if fields[b"k"] == b"f" or _text(fields[b"e"]) != epoch:
+                return ""
+            if fields[b"k"] != b"e":
+                continue
+            item = self._event_item(fields[b"p"], epoch, _text(raw_id), int(fields[b"n"]))
+            event = item.message.event
+            if wanted.everything or wanted.matches(event.trimmed):
+                return event.cursor
+        return ""
+
+    async def _recent(self) -> list[Any]:
+        """The newest entries, oldest first: where a reader the stream was trimmed past
+        resumes (`common.resume_margin`)."""
+        count = resume_margin(self._maxlen)
+        entries = await self._call(self._reader.xrevrange(self._keys[0], "+", "-", count=count))
+        return list(reversed(entries))
 
     async def _follow(
         self, request: history_service_pb2.TrimEventsRequest
-    ) -> AsyncIterator[history_service_pb2.TrimEventsResponse]:
+    ) -> AsyncGenerator[Delivery]:
         wanted = Filter.of(request)
         interval = heartbeat_interval(request)
+        batch = batch_limit(request)
         start: cursors.Cursor | None = None
         if request.after_cursor:
             start = cursors.decode(request.after_cursor)
@@ -545,20 +604,20 @@ class RedisFeed:
                 return
             except _Failure:
                 if time.monotonic() - last_sent >= interval:
-                    yield heartbeat_item(sent_cursor, dropped)
+                    yield [FeedItem(heartbeat_item(sent_cursor, dropped))]
                     last_sent = time.monotonic()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, _BACKOFF_MAX_S)
         epoch, last_id, last_n, trusted, opening = position
         if opening is not None:
-            yield opening
+            yield [FeedItem(opening)]
         else:
             # Tell the client at once that it is subscribed, and where it could resume from.
             if request.after_cursor:
                 sent_cursor = request.after_cursor
             elif last_n is not None:
                 sent_cursor = cursors.encode_redis(epoch, last_id, last_n)
-            yield heartbeat_item(sent_cursor, dropped)
+            yield [FeedItem(heartbeat_item(sent_cursor, dropped))]
         last_sent = time.monotonic()
         # The epoch this reader already announced a gap for (it forked it itself): its b"f"
         # entry then needs no second notice.
@@ -569,8 +628,16 @@ class RedisFeed:
         # next read waits for something newer), else None.
         parked_since: int | None = None
         caught_up = False
+        # Items read but not yet sent: a batch fills up to `batch` items, then goes in one turn.
+        pending: list[FeedItem] = []
+        count = min(self._read_count, max(_PACED_READ_COUNT, min(batch, _BATCH_READ_COUNT)))
+        # A resume from a client's cursor first reads on from it (a gap for what was trimmed,
+        # then every retained entry, as the ring replays); only a reader that falls behind
+        # afterwards skips ahead to the newest entries.
+        replaying = start is not None
         while not self._closed:
             parked_since = parked_since if caught_up else None
+            entries: list[Any] = []
             try:
                 if broken:
                     current = await self._epoch()
@@ -580,7 +647,8 @@ class RedisFeed:
                         # forked meanwhile begins with a b"f" entry that this reader reaches
                         # from where it is, after the entries it has not read yet.)
                         after = sent_cursor or request.after_cursor
-                        yield gap_item(events_pb2.GAP_CAUSE_RESTART, after, "", 0)
+                        gap = gap_item(events_pb2.GAP_CAUSE_RESTART, after, "", 0)
+                        yield [FeedItem(gap)]
                         last_sent = time.monotonic()
                         epoch, last_id, last_n = current, "0-0", None
                 # A parked reader wakes for a new entry, or when its heartbeat falls due.
@@ -589,12 +657,20 @@ class RedisFeed:
                 if self._closed:
                     return
                 parked_since = self._turns.generation
-                count = min(self._read_count, _PACED_READ_COUNT)
                 reply = await self._call(self._reader.xread({self._keys[0]: last_id}, count=count))
                 entries = reply[0][1] if reply else []
                 self._turns.pacer.spent(len(entries) * _ENTRY_COST)
                 caught_up = len(entries) < count
-                for raw_id, fields in entries:
+                relocated = False
+                index = -1
+                while index + 1 < len(entries):
+                    if len(pending) >= batch:
+                        await self._turns.take()  # its entries were counted with the read
+                        yield pending
+                        pending = []
+                        last_sent = time.monotonic()
+                    index += 1
+                    raw_id, fields = entries[index]
                     entry_id = _text(raw_id)
                     entry_epoch = _text(fields[b"e"])
                     kind = fields[b"k"]
@@ -604,70 +680,107 @@ class RedisFeed:
                             # Redis lost entries of the epoch this reader was in (a failover
                             # to a lagging replica, a restore): the new epoch starts here.
                             if entry_epoch != announced:
-                                yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
-                                last_sent = time.monotonic()
+                                before = self._first_match(entries, index + 1, entry_epoch, wanted)
+                                gap = gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, before, 0)
+                                pending.append(FeedItem(gap))
                             epoch, last_id, last_n, trusted = entry_epoch, entry_id, n, True
                             self._observe_entry(epoch, n)
                             continue
                         # The stream was lost and rebuilt under this reader: start over at the
                         # beginning of its current epoch.
-                        yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
-                        last_sent = time.monotonic()
+                        pending.append(
+                            FeedItem(gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0))
+                        )
                         epoch, last_id, last_n = entry_epoch, await self._epoch_start(), None
                         caught_up = False  # read again at once, from there
                         break
                     if last_n is not None and (n < last_n or (n == last_n and kind == b"e")):
                         # The number went back under one epoch: entries were lost and their
                         # numbers issued again, before any replica forked the epoch.
-                        yield gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0)
-                        last_sent = time.monotonic()
+                        pending.append(
+                            FeedItem(gap_item(events_pb2.GAP_CAUSE_RESTART, sent_cursor, "", 0))
+                        )
                         if trusted:  # never on a number a client's cursor claimed
                             announced = await self._fork(epoch, last_n)
                         last_n = None
+                    fresh = relocated or replaying
+                    if kind == b"e" and last_n is not None and n > last_n + 1 and not fresh:
+                        # Entries were trimmed (MAXLEN) before this reader got to them: what is
+                        # left of its way is the oldest retained, next to go. It resumes near the
+                        # newest instead, so that the gap is followed by events, not by another.
+                        recent = await self._recent()
+                        relocated = True
+                        if recent and cursors.stream_id_key(_text(recent[0][0])) > (
+                            cursors.stream_id_key(entry_id)
+                        ):
+                            first_n, first_kind = int(recent[0][1][b"n"]), recent[0][1][b"k"]
+                            before_n = first_n - 1 if first_kind == b"e" else first_n
+                            if _text(recent[0][1][b"e"]) == epoch and before_n > last_n:
+                                missed = before_n - last_n
+                                dropped += missed
+                                before = self._first_match(recent, 0, epoch, wanted)
+                                gap = gap_item(
+                                    events_pb2.GAP_CAUSE_BUFFER_OVERFLOW,
+                                    sent_cursor,
+                                    before,
+                                    missed,
+                                )
+                                pending.append(FeedItem(gap))
+                                entries, index, last_n = recent, -1, before_n
+                                caught_up = False
+                                continue
                     last_id = entry_id
                     self._observe_entry(epoch, n)
                     if kind in (b"g", b"f"):
                         if kind == b"g":
                             marker = events_pb2.Gap.FromString(fields[b"p"])
-                            yield gap_item(marker.cause, sent_cursor, "", marker.missed_events)
-                            last_sent = time.monotonic()
+                            before = self._first_match(entries, index + 1, epoch, wanted)
+                            gap = gap_item(marker.cause, sent_cursor, before, marker.missed_events)
+                            pending.append(FeedItem(gap))
                         continue
                     if kind == b"m":
                         # `n` of a meter update is the count of events before it: not an event.
-                        update = events_pb2.MeterUpdate.FromString(fields[b"p"])
-                        if wanted.matches_meter(update):
-                            await self._turns.take()
-                            yield meter_item(update, cursors.encode_redis(epoch, entry_id, n))
-                            last_sent = time.monotonic()
+                        update = self._meter_item(fields[b"p"], epoch, entry_id, n)
+                        if wanted.matches_meter(update.message.meter_update):
+                            pending.append(update)
                         continue
-                    cursor = cursors.encode_redis(epoch, entry_id, n)
                     if last_n is not None and n > last_n + 1:
-                        # Entries were trimmed (MAXLEN) before this reader got to them.
+                        # Trimmed before this reader got to them, and the newest entries are
+                        # no further on: the gap is followed by what this read holds.
                         dropped += n - last_n - 1
-                        yield gap_item(
+                        before = self._first_match(entries, index, epoch, wanted)
+                        gap = gap_item(
                             events_pb2.GAP_CAUSE_BUFFER_OVERFLOW,
                             sent_cursor,
-                            cursor,
+                            before,
                             n - last_n - 1,
                         )
-                        last_sent = time.monotonic()
+                        pending.append(FeedItem(gap))
                     last_n, trusted = n, True
-                    event = events_pb2.TrimEvent.FromString(fields[b"p"])
-                    if not wanted.matches(event.trimmed):
+                    item = self._event_item(fields[b"p"], epoch, entry_id, n)
+                    event = item.message.event
+                    if not (wanted.everything or wanted.matches(event.trimmed)):
                         continue
-                    event.cursor = cursor
-                    await self._turns.take()
-                    yield event_item(event)
-                    sent_cursor = cursor
+                    pending.append(item)
+                    sent_cursor = event.cursor
+                replaying = False
+                if pending:
+                    await self._turns.take()  # its entries were counted with the read
+                    yield pending
+                    pending = []
                     last_sent = time.monotonic()
             except _FeedClosedError:
                 return
             except _Failure as error:
+                if pending:  # read before Redis failed: sent, in order, before anything else
+                    yield pending
+                    pending = []
+                    last_sent = time.monotonic()
                 caught_up = False  # retry at once once Redis answers, never parked
                 if not broken:
                     log.info("events: subscriber lost redis: %s", error)
                 if broken and time.monotonic() - last_sent >= interval:
-                    yield heartbeat_item(sent_cursor, dropped)
+                    yield [FeedItem(heartbeat_item(sent_cursor, dropped))]
                     last_sent = time.monotonic()
                 if broken:
                     await asyncio.sleep(backoff)
@@ -675,7 +788,7 @@ class RedisFeed:
                 broken = True
                 continue
             if not entries and time.monotonic() - last_sent >= interval:
-                yield heartbeat_item(sent_cursor, dropped)
+                yield [FeedItem(heartbeat_item(sent_cursor, dropped))]
                 last_sent = time.monotonic()
 
     async def _start_position(

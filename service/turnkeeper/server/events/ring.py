@@ -2,11 +2,13 @@
 
 `publish` only appends the payload and its time to the ring (O(1), on the request path); the
 response a subscriber is sent is built from them the first time one reads it, and encoded once for
-every subscriber (`common.share`): with nobody reading, an event costs no protobuf work. The
-feed's dispatcher task hands subscribers their next item, a few per turn of the event loop and only
-between calls (`common.Pacer`): a call that arrives waits for one small round of delivery, never
-for a whole fan-out. Under sustained load a subscriber may fall behind; it catches up from the
-ring, in order, and gets a SLOW_CONSUMER gap only for events the ring evicted before it read them.
+every subscriber (the event's `FeedItem`): with nobody reading, an event costs no protobuf work.
+The feed's dispatcher task hands subscribers their next message (one item, or a batch of what is
+ready for a subscriber that opted in), a few per turn of the event loop, within the share of the
+loop the calls leave it (`common.Pacer`): a call that arrives waits for one small round of
+delivery, never for a whole fan-out. A subscriber that falls behind catches up from the ring, in
+order; one the ring laps gets a SLOW_CONSUMER gap and resumes near the head
+(`common.resume_margin`), where its next turns still find the events it is sent next.
 """
 
 from __future__ import annotations
@@ -28,37 +30,42 @@ from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 from . import cursor as cursors
 from .common import (
+    MAX_BATCH_BYTES,
     CallsInFlight,
     Filter,
     Pacer,
+    batch_limit,
+    delivery_cost,
     gap_item,
     heartbeat_interval,
     heartbeat_item,
     invalid_cursor,
+    messages_of,
     meter_item,
-    share,
+    resume_margin,
     shutting_down,
-    unshare,
 )
+from .feed import Delivery, FeedItem
 
 log = logging.getLogger(__name__)
 
 _Item = history_service_pb2.TrimEventsResponse
 T = TypeVar("T")
 
-# One round of delivery: at most this many items handed out, this many subscribers looked at, and
-# this many retained events scanned past a subscriber's filter. A call arriving during a round
-# waits for it (about 40 us per item handed out: the write and its completion), so a round stays
-# well under a millisecond.
+# One round of delivery: at most this many messages handed out, this many subscribers looked at,
+# and this many retained events scanned past a subscriber's filter (per message). A call arriving
+# during a round waits for it, so a round stays well under a millisecond.
 _ROUND_ITEMS = 8
 _ROUND_LOOKS = 64
 _SCAN_LIMIT = 256
 # Heartbeats owed by idle subscribers are looked for at most this often.
 _BEAT_GRAIN_S = 0.1
 
-# `_next`'s answer when it scanned _SCAN_LIMIT events past a filter without reaching the head
-# (compared by identity; never sent).
-_BEHIND = history_service_pb2.TrimEventsResponse()
+# `_take`'s answer when it scanned _SCAN_LIMIT events past a filter without reaching the head,
+# and `_step`'s when it moved past an event or meter update the filter skips (compared by
+# identity; never sent).
+_BEHIND: list[FeedItem] = []
+_SKIPPED = FeedItem(history_service_pb2.TrimEventsResponse())
 
 # A subscriber's place: waiting for its turn, waiting for something to send, writing, gone.
 _READY, _PARKED, _BUSY, _DONE = range(4)
@@ -100,7 +107,7 @@ class _Event:
     epoch: str
     seq: int
     _cursor: str = ""
-    _item: _Item | None = None
+    _item: FeedItem | None = None
 
     @property
     def cursor(self) -> str:
@@ -110,27 +117,25 @@ class _Event:
         return cursor
 
     @property
-    def item(self) -> _Item:
-        """The response (shared, see `common.share`); built under the feed's lock."""
+    def item(self) -> FeedItem:
+        """The response, shared by every subscriber (encoded once); built under the feed's
+        lock."""
         item = self._item
         if item is None:
-            item = self._item = history_service_pb2.TrimEventsResponse()
-            event = item.event
+            message = history_service_pb2.TrimEventsResponse()
+            event = message.event
             event.cursor = self.cursor
             event.time.FromNanoseconds(self.time_ns)
             event.trimmed.CopyFrom(self.trimmed)
-            share(item)
+            item = self._item = FeedItem(message)
         return item
-
-    def evicted(self) -> None:
-        if self._item is not None:
-            unshare(self._item)
 
 
 @dataclass(eq=False, slots=True)  # identity semantics: a dict key
 class _Subscriber:
     filter: Filter
     interval: float
+    batch: int  # the most items one message carries
     seq: int  # the last trim handed out or skipped by the filter
     meter: int  # the last meter update handed out or skipped
     position: str  # the feed position at subscription: the heartbeat cursor before any event
@@ -138,8 +143,12 @@ class _Subscriber:
     last_sent: float
     sent_cursor: str = ""  # the cursor of the last event handed out
     dropped: int = 0
+    # The event a gap named as the next one delivered (`before_cursor`): sent next even if the
+    # ring evicts it meanwhile. `seq` is the trim before it until then.
+    owed: _Event | None = None
+    everything: bool = False  # no filter on trims
     state: int = _BUSY
-    waiter: asyncio.Future[_Item] | None = None
+    waiter: asyncio.Future[Delivery] | None = None
     greeted: bool = False  # has sent something (an opening heartbeat is owed otherwise)
     final: bool = False  # the item handed out ends the stream
 
@@ -168,7 +177,7 @@ class RingFeed:
         self.epoch = secrets.token_hex(8)
         self._events: _Window[_Event] = _Window(ring_size)
         # Live only (never replayed): each with the number of the last trim before it.
-        self._meters: _Window[tuple[int, _Item]] = _Window(ring_size)
+        self._meters: _Window[tuple[int, FeedItem]] = _Window(ring_size)
         self._pacer = Pacer(calls, _ROUND_ITEMS)
         # publish() may run on a worker thread: the two windows and the flags below are guarded
         # by this lock. Subscribers, the ready queue and the parked sets are touched on the loop.
@@ -220,9 +229,7 @@ class RingFeed:
                 if self._closed:
                     return
                 entry = _Event(trimmed, time.time_ns(), self.epoch, self._events.last + 1)
-                evicted = self._events.append(entry)
-                if evicted is not None:
-                    evicted.evicted()
+                self._events.append(entry)
                 self._fresh_events = True
             # Only a parked subscriber needs a wake-up: without one, the dispatcher sleeps with
             # nobody to serve, or is busy and sees `_fresh_events` before it sleeps (and every
@@ -239,11 +246,8 @@ class RingFeed:
                 if self._closed or not self._meter_subscribers:
                     return
                 last = self._events.last
-                item = meter_item(update, cursors.encode_ring(self.epoch, last))
-                share(item)
-                evicted = self._meters.append((last, item))
-                if evicted is not None:
-                    unshare(evicted[1])
+                item = FeedItem(meter_item(update, cursors.encode_ring(self.epoch, last)))
+                self._meters.append((last, item))
                 self._fresh_meters = True
             self._wake()
         except Exception:  # publish_meter runs on the request path and must never fail it
@@ -312,9 +316,10 @@ class RingFeed:
             self._ready.extend(group)
             group.clear()
 
-    def _round(self, now: float, allowed: int) -> int:
-        """Hands out up to `allowed` items; returns how many it did."""
+    def _round(self, now: float, allowed: int) -> float:
+        """Hands out up to `allowed` messages; returns what they cost (`delivery_cost`)."""
         handed = looked = 0
+        cost = 0.0
         ready = self._ready
         while ready and handed < allowed and looked < _ROUND_LOOKS:
             sub = ready.popleft()
@@ -324,25 +329,24 @@ class RingFeed:
             waiter = sub.waiter
             if waiter is None or waiter.done():  # cancelled: its stream is ending
                 continue
-            out = self._next(sub)
+            out = self._take(sub)
             if out is _BEHIND:
                 ready.append(sub)  # more to scan past its filter: next round
                 continue
-            if out is None:
+            if not out:
                 if self._closed:
-                    out = heartbeat_item(sub.sent_cursor or sub.position, sub.dropped)
                     sub.final = True
-                elif not sub.greeted or now - sub.last_sent >= sub.interval:
-                    out = heartbeat_item(sub.sent_cursor or sub.position, sub.dropped)
-                else:
+                elif sub.greeted and now - sub.last_sent < sub.interval:
                     self._park(sub)
                     continue
+                out = [FeedItem(heartbeat_item(sub.sent_cursor or sub.position, sub.dropped))]
             sub.state = _BUSY
             sub.waiter = None
             sub.greeted = True
             waiter.set_result(out)
             handed += 1
-        return handed
+            cost += delivery_cost(len(out))
+        return cost
 
     def _park(self, sub: _Subscriber) -> None:
         sub.state = _PARKED
@@ -369,59 +373,93 @@ class RingFeed:
                 self._ready.append(sub)
         self._next_beat = max(earliest, now + _BEAT_GRAIN_S) if earliest < math.inf else math.inf
 
-    def _next(self, sub: _Subscriber) -> _Item | None:
-        """The subscriber's next item from the ring (advancing its cursor), None when it has
-        nothing more, or _BEHIND when a scan past its filter was cut short."""
+    def _take(self, sub: _Subscriber) -> list[FeedItem]:
+        """The subscriber's next message from the ring (advancing its cursor): up to its batch
+        of items (and MAX_BATCH_BYTES), [] when it has nothing more, or _BEHIND when a scan past
+        its filter was cut short before anything was found."""
+        items: list[FeedItem] = []
+        size = scanned = 0
+        with self._lock:
+            while len(items) < sub.batch and size < MAX_BATCH_BYTES:
+                item = self._step(sub)
+                if item is None:
+                    break
+                if item is _SKIPPED:
+                    scanned += 1
+                    if scanned < _SCAN_LIMIT:
+                        continue
+                    return items or _BEHIND
+                items.append(item)
+                if sub.batch > 1:
+                    size += len(item.encoded)
+        return items
+
+    def _step(self, sub: _Subscriber) -> FeedItem | None:
+        """The subscriber's next item, _SKIPPED when it moved past one its filter skips, None when
+        it has nothing more. Caller holds the lock."""
         events, meters = self._events, self._meters
         wanted = sub.filter
-        with self._lock:
-            first = events.first
-            if sub.seq < first - 1:
-                # The ring evicted what this subscriber had not read yet; the count includes
-                # events its filters would have skipped (they are gone too).
-                missed = first - 1 - sub.seq
-                sub.seq = first - 1
-                sub.dropped += missed
-                return gap_item(
-                    events_pb2.GAP_CAUSE_SLOW_CONSUMER,
-                    sub.sent_cursor or sub.after,
-                    self._match_after(sub.seq, wanted),
-                    missed,
-                )
-            opted = wanted.meter_updates
-            if opted and sub.meter < meters.first - 1:
+        owed = sub.owed
+        if owed is None and sub.seq < events.first - 1:
+            return self._lapped(sub)
+        opted = wanted.meter_updates
+        if opted:
+            if sub.meter < meters.first - 1:
                 sub.meter = meters.first - 1  # evicted before it got to them: no gap, no count
-            for _ in range(_SCAN_LIMIT):
-                if opted and sub.meter < meters.last:
-                    before, update = meters[sub.meter + 1]
-                    if before <= sub.seq:  # it came before the subscriber's next trim
-                        sub.meter += 1
-                        if wanted.matches_meter(update.meter_update):
-                            return update
-                        continue
-                if sub.seq >= events.last:
-                    return None
-                sub.seq += 1
-                entry = events[sub.seq]
-                if wanted.matches(entry.trimmed):
-                    sub.sent_cursor = entry.cursor
-                    return entry.item
-            return _BEHIND
+            if sub.meter < meters.last:
+                before, update = meters[sub.meter + 1]
+                if before <= sub.seq:  # it came before the subscriber's next trim
+                    sub.meter += 1
+                    return update if wanted.matches_meter(update.message.meter_update) else _SKIPPED
+        if owed is not None:
+            sub.owed = None
+            entry = owed
+        elif sub.seq >= events.last:
+            return None
+        else:
+            entry = events[sub.seq + 1]
+        sub.seq = entry.seq
+        if sub.everything or wanted.matches(entry.trimmed):
+            sub.sent_cursor = entry.cursor
+            return entry.item
+        return _SKIPPED
 
-    def _match_after(self, seq: int, wanted: Filter) -> str:
-        """The cursor of the next retained event after `seq` that `wanted` matches, looked for
-        among the next _SCAN_LIMIT; "" (not known yet) otherwise. Caller holds the lock."""
+    def _lapped(self, sub: _Subscriber) -> FeedItem:
+        """The gap of a subscriber the ring evicted unread events of. It resumes near the head,
+        not at the oldest retained event (which the next publication evicts, so that every turn
+        would be another gap); the events it skips to get there count as missed, as do the
+        evicted ones, including those its filters would have skipped. Caller holds the lock."""
+        events, meters = self._events, self._meters
+        resume = max(events.first - 1, events.last - resume_margin(events.size))
+        missed = resume - sub.seq
+        sub.dropped += missed
+        after = sub.sent_cursor or sub.after
+        sub.seq = resume
+        sub.meter = max(sub.meter, meters.first - 1)
+        while sub.meter < meters.last and meters[sub.meter + 1][0] < resume:
+            sub.meter += 1  # superseded by the meter updates after `resume`
+        return FeedItem(
+            gap_item(events_pb2.GAP_CAUSE_SLOW_CONSUMER, after, self._owe_next(sub, resume), missed)
+        )
+
+    def _owe_next(self, sub: _Subscriber, seq: int) -> str:
+        """The cursor of the first event after `seq` that the subscriber's filters match, looked
+        for among the next _SCAN_LIMIT, which becomes the next event it is sent; "" (not known
+        yet) when there is none. Caller holds the lock."""
         events = self._events
+        wanted = sub.filter
         for number in range(max(seq + 1, events.first), min(events.last, seq + _SCAN_LIMIT) + 1):
             entry = events[number]
-            if wanted.matches(entry.trimmed):
+            if sub.everything or wanted.matches(entry.trimmed):
+                sub.owed = entry
+                sub.seq = number - 1
                 return entry.cursor
         return ""
 
-    async def _turn(self, sub: _Subscriber) -> _Item:
-        """Waits until the dispatcher hands this subscriber its next item."""
+    async def _turn(self, sub: _Subscriber) -> Delivery:
+        """Waits until the dispatcher hands this subscriber its next message."""
         assert self._loop is not None
-        waiter: asyncio.Future[_Item] = self._loop.create_future()
+        waiter: asyncio.Future[Delivery] = self._loop.create_future()
         sub.waiter = waiter
         sub.state = _READY
         self._ready.append(sub)
@@ -442,9 +480,14 @@ class RingFeed:
 
     # -- subscribing ---------------------------------------------------------------------------
 
-    async def subscribe(
+    def subscribe(
         self, request: history_service_pb2.TrimEventsRequest
     ) -> AsyncGenerator[history_service_pb2.TrimEventsResponse]:
+        return messages_of(self.deliveries(request))
+
+    async def deliveries(
+        self, request: history_service_pb2.TrimEventsRequest
+    ) -> AsyncGenerator[Delivery]:
         wanted = Filter.of(request)
         interval = heartbeat_interval(request)
         start: cursors.Cursor | None = None
@@ -457,57 +500,60 @@ class RingFeed:
         with self._lock:
             if self._closed:
                 raise shutting_down()
-            opening, seq = self._start_at(start, request.after_cursor, wanted)
             head = self._events.last
             sub = _Subscriber(
                 wanted,
                 interval,
-                seq=seq,
+                batch_limit(request),
+                seq=head,
                 meter=self._meters.last,
                 position=cursors.encode_ring(self.epoch, head),
                 after=request.after_cursor,
                 last_sent=0.0,
+                everything=wanted.everything,
             )
+            opening = self._start_at(sub, start)
             self._live += 1
             if wanted.meter_updates:
                 self._meter_subscribers += 1
         try:
             if opening is not None:
-                yield opening
+                yield [FeedItem(opening)]
                 sub.greeted = True
-            elif seq == head:
+            elif sub.seq == head:
                 # Tell the client at once that it is subscribed, and where it could resume from.
-                yield heartbeat_item(sub.position, 0)
+                yield [FeedItem(heartbeat_item(sub.position, 0))]
                 sub.greeted = True
             sub.last_sent = time.monotonic()
             while True:
-                item = await self._turn(sub)
-                yield item
+                delivery = await self._turn(sub)
+                yield delivery
                 if sub.final:
                     return
                 sub.last_sent = time.monotonic()
         finally:
             self._leave(sub)
 
-    def _start_at(
-        self, start: cursors.Cursor | None, after: str, wanted: Filter
-    ) -> tuple[_Item | None, int]:
-        """Where a new subscriber starts reading (the trim before its first), and the gap it is
+    def _start_at(self, sub: _Subscriber, start: cursors.Cursor | None) -> _Item | None:
+        """Places a new subscriber (`seq`: the trim before its first) and returns the gap it is
         owed first when some events after its cursor are gone. Caller holds the lock."""
         events = self._events
         first = events.first
         if start is None:
-            return None, events.last
+            return None
         if isinstance(start, cursors.RingCursor) and start.epoch == self.epoch:
             if start.seq > events.last:
                 raise invalid_cursor("the cursor is ahead of every event this feed published")
             if start.seq >= first - 1:
-                return None, start.seq
+                sub.seq = start.seq
+                return None
             # Everything between the cursor and the oldest retained event was evicted; the count
             # includes events this subscriber's filters would have skipped.
             missed = first - 1 - start.seq
-            before = self._match_after(first - 1, wanted)
-            return gap_item(events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, after, before, missed), first - 1
+            sub.seq = first - 1
+            before = self._owe_next(sub, first - 1)
+            return gap_item(events_pb2.GAP_CAUSE_BUFFER_OVERFLOW, sub.after, before, missed)
         # A cursor from an earlier run (or another backend): what happened since is unknown.
-        before = self._match_after(first - 1, wanted)
-        return gap_item(events_pb2.GAP_CAUSE_RESTART, after, before, 0), first - 1
+        sub.seq = first - 1
+        before = self._owe_next(sub, first - 1)
+        return gap_item(events_pb2.GAP_CAUSE_RESTART, sub.after, before, 0)

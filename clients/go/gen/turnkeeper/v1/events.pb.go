@@ -303,7 +303,8 @@ type Gap struct {
 	Cause GapCause `protobuf:"varint,1,opt,name=cause,proto3,enum=turnkeeper.v1.GapCause" json:"cause,omitempty"`
 	// The cursor of the last event delivered before the gap; empty when unknown.
 	AfterCursor string `protobuf:"bytes,2,opt,name=after_cursor,json=afterCursor,proto3" json:"after_cursor,omitempty"`
-	// The cursor of the first event delivered after the gap; empty when not yet known.
+	// The cursor of the first event delivered after the gap: the next event on this stream (filters applied) is exactly
+	// this one. Empty when the server did not know that event yet as it sent the gap.
 	BeforeCursor string `protobuf:"bytes,3,opt,name=before_cursor,json=beforeCursor,proto3" json:"before_cursor,omitempty"`
 	// The number of events missed, when known; 0 when unknown.
 	MissedEvents  uint64 `protobuf:"varint,4,opt,name=missed_events,json=missedEvents,proto3" json:"missed_events,omitempty"`

@@ -1340,8 +1340,9 @@ type ClassifyProviderErrorRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The provider's error message (or response body) as received.
 	Message string `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
-	// The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-	// message alone, so the status does not change it; it is logged with the decision for operators.
+	// The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+	// as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+	// it is logged with the decision for operators.
 	HttpStatus *uint32 `protobuf:"varint,2,opt,name=http_status,json=httpStatus,proto3,oneof" json:"http_status,omitempty"`
 	// The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too.
 	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
@@ -1483,8 +1484,13 @@ type TrimEventsRequest struct {
 	// True to also receive a MeterUpdate for every successful PrepareModelCall (spec §10.5). The session and
 	// runtime filters apply to meter updates; the reason filter does not (they have none).
 	IncludeMeterUpdates bool `protobuf:"varint,6,opt,name=include_meter_updates,json=includeMeterUpdates,proto3" json:"include_meter_updates,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The most events, gaps and meter updates one stream message may carry. Unset, 0 or 1 sends each item as its own
+	// TrimEventsResponse, as subscribers that do not set it have always received. Above 1, whatever is ready for this
+	// subscriber at once travels in one `batch` (up to this many items; it stops growing once it holds a mebibyte);
+	// a single ready item still travels on its own. Values above 1000 mean 1000.
+	MaxBatchEvents uint32 `protobuf:"varint,7,opt,name=max_batch_events,json=maxBatchEvents,proto3" json:"max_batch_events,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TrimEventsRequest) Reset() {
@@ -1559,6 +1565,61 @@ func (x *TrimEventsRequest) GetIncludeMeterUpdates() bool {
 	return false
 }
 
+func (x *TrimEventsRequest) GetMaxBatchEvents() uint32 {
+	if x != nil {
+		return x.MaxBatchEvents
+	}
+	return 0
+}
+
+// TrimEventsBatch is several consecutive items of the trim feed in one stream message.
+type TrimEventsBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The items in stream order, exactly as they would have travelled one by one: each holds an event, a gap or a meter
+	// update, never a heartbeat (heartbeats always travel alone) and never a batch. A gap's `before_cursor` names the
+	// event that follows it, in this batch or in a later message.
+	Items         []*TrimEventsResponse `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrimEventsBatch) Reset() {
+	*x = TrimEventsBatch{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrimEventsBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrimEventsBatch) ProtoMessage() {}
+
+func (x *TrimEventsBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrimEventsBatch.ProtoReflect.Descriptor instead.
+func (*TrimEventsBatch) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TrimEventsBatch) GetItems() []*TrimEventsResponse {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 // TrimEventsResponse is one item of the trim feed.
 type TrimEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1570,6 +1631,7 @@ type TrimEventsResponse struct {
 	//	*TrimEventsResponse_Heartbeat
 	//	*TrimEventsResponse_Gap
 	//	*TrimEventsResponse_MeterUpdate
+	//	*TrimEventsResponse_Batch
 	Item          isTrimEventsResponse_Item `protobuf_oneof:"item"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1577,7 +1639,7 @@ type TrimEventsResponse struct {
 
 func (x *TrimEventsResponse) Reset() {
 	*x = TrimEventsResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1651,7 @@ func (x *TrimEventsResponse) String() string {
 func (*TrimEventsResponse) ProtoMessage() {}
 
 func (x *TrimEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1664,7 @@ func (x *TrimEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimEventsResponse.ProtoReflect.Descriptor instead.
 func (*TrimEventsResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{19}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TrimEventsResponse) GetItem() isTrimEventsResponse_Item {
@@ -1648,6 +1710,15 @@ func (x *TrimEventsResponse) GetMeterUpdate() *MeterUpdate {
 	return nil
 }
 
+func (x *TrimEventsResponse) GetBatch() *TrimEventsBatch {
+	if x != nil {
+		if x, ok := x.Item.(*TrimEventsResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isTrimEventsResponse_Item interface {
 	isTrimEventsResponse_Item()
 }
@@ -1672,6 +1743,11 @@ type TrimEventsResponse_MeterUpdate struct {
 	MeterUpdate *MeterUpdate `protobuf:"bytes,4,opt,name=meter_update,json=meterUpdate,proto3,oneof"`
 }
 
+type TrimEventsResponse_Batch struct {
+	// Several items at once; only sent when `max_batch_events` was above 1.
+	Batch *TrimEventsBatch `protobuf:"bytes,5,opt,name=batch,proto3,oneof"`
+}
+
 func (*TrimEventsResponse_Event) isTrimEventsResponse_Item() {}
 
 func (*TrimEventsResponse_Heartbeat) isTrimEventsResponse_Item() {}
@@ -1679,6 +1755,8 @@ func (*TrimEventsResponse_Heartbeat) isTrimEventsResponse_Item() {}
 func (*TrimEventsResponse_Gap) isTrimEventsResponse_Item() {}
 
 func (*TrimEventsResponse_MeterUpdate) isTrimEventsResponse_Item() {}
+
+func (*TrimEventsResponse_Batch) isTrimEventsResponse_Item() {}
 
 var File_turnkeeper_v1_history_service_proto protoreflect.FileDescriptor
 
@@ -1799,7 +1877,7 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x1dClassifyProviderErrorResponse\x12\x1a\n" +
 	"\boverflow\x18\x01 \x01(\bR\boverflow\x12%\n" +
 	"\x0ematched_phrase\x18\x02 \x01(\tR\rmatchedPhrase\x12@\n" +
-	"\rphrase_source\x18\x03 \x01(\x0e2\x1b.turnkeeper.v1.PhraseSourceR\fphraseSource\"\xab\x02\n" +
+	"\rphrase_source\x18\x03 \x01(\x0e2\x1b.turnkeeper.v1.PhraseSourceR\fphraseSource\"\xd5\x02\n" +
 	"\x11TrimEventsRequest\x12\x1f\n" +
 	"\vsession_ids\x18\x01 \x03(\tR\n" +
 	"sessionIds\x12\x1f\n" +
@@ -1808,12 +1886,16 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\areasons\x18\x03 \x03(\x0e2\x19.turnkeeper.v1.TrimReasonR\areasons\x12!\n" +
 	"\fafter_cursor\x18\x04 \x01(\tR\vafterCursor\x12H\n" +
 	"\x12heartbeat_interval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x122\n" +
-	"\x15include_meter_updates\x18\x06 \x01(\bR\x13includeMeterUpdates\"\xf1\x01\n" +
+	"\x15include_meter_updates\x18\x06 \x01(\bR\x13includeMeterUpdates\x12(\n" +
+	"\x10max_batch_events\x18\a \x01(\rR\x0emaxBatchEvents\"J\n" +
+	"\x0fTrimEventsBatch\x127\n" +
+	"\x05items\x18\x01 \x03(\v2!.turnkeeper.v1.TrimEventsResponseR\x05items\"\xa9\x02\n" +
 	"\x12TrimEventsResponse\x120\n" +
 	"\x05event\x18\x01 \x01(\v2\x18.turnkeeper.v1.TrimEventH\x00R\x05event\x128\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x18.turnkeeper.v1.HeartbeatH\x00R\theartbeat\x12&\n" +
 	"\x03gap\x18\x03 \x01(\v2\x12.turnkeeper.v1.GapH\x00R\x03gap\x12?\n" +
-	"\fmeter_update\x18\x04 \x01(\v2\x1a.turnkeeper.v1.MeterUpdateH\x00R\vmeterUpdateB\x06\n" +
+	"\fmeter_update\x18\x04 \x01(\v2\x1a.turnkeeper.v1.MeterUpdateH\x00R\vmeterUpdate\x126\n" +
+	"\x05batch\x18\x05 \x01(\v2\x1e.turnkeeper.v1.TrimEventsBatchH\x00R\x05batchB\x06\n" +
 	"\x04item*e\n" +
 	"\fPhraseSource\x12\x1d\n" +
 	"\x19PHRASE_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
@@ -1845,7 +1927,7 @@ func file_turnkeeper_v1_history_service_proto_rawDescGZIP() []byte {
 }
 
 var file_turnkeeper_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_turnkeeper_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_turnkeeper_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_turnkeeper_v1_history_service_proto_goTypes = []any{
 	(PhraseSource)(0),                     // 0: turnkeeper.v1.PhraseSource
 	(*EstimateTokensRequest)(nil),         // 1: turnkeeper.v1.EstimateTokensRequest
@@ -1867,103 +1949,106 @@ var file_turnkeeper_v1_history_service_proto_goTypes = []any{
 	(*ClassifyProviderErrorRequest)(nil),  // 17: turnkeeper.v1.ClassifyProviderErrorRequest
 	(*ClassifyProviderErrorResponse)(nil), // 18: turnkeeper.v1.ClassifyProviderErrorResponse
 	(*TrimEventsRequest)(nil),             // 19: turnkeeper.v1.TrimEventsRequest
-	(*TrimEventsResponse)(nil),            // 20: turnkeeper.v1.TrimEventsResponse
-	(*History)(nil),                       // 21: turnkeeper.v1.History
-	(*MessageEstimate)(nil),               // 22: turnkeeper.v1.MessageEstimate
-	(*Profiles)(nil),                      // 23: turnkeeper.v1.Profiles
-	(*Resolution)(nil),                    // 24: turnkeeper.v1.Resolution
-	(TrimMode)(0),                         // 25: turnkeeper.v1.TrimMode
-	(CallerPath)(0),                       // 26: turnkeeper.v1.CallerPath
-	(*CallerContext)(nil),                 // 27: turnkeeper.v1.CallerContext
-	(*ReportedUsage)(nil),                 // 28: turnkeeper.v1.ReportedUsage
-	(*IndexRange)(nil),                    // 29: turnkeeper.v1.IndexRange
-	(CountSource)(0),                      // 30: turnkeeper.v1.CountSource
-	(*UsageCalibration)(nil),              // 31: turnkeeper.v1.UsageCalibration
-	(*HistoryTrimmed)(nil),                // 32: turnkeeper.v1.HistoryTrimmed
-	(*RecoveryReport)(nil),                // 33: turnkeeper.v1.RecoveryReport
-	(*OrphanRemoval)(nil),                 // 34: turnkeeper.v1.OrphanRemoval
-	(*CapacityReport)(nil),                // 35: turnkeeper.v1.CapacityReport
-	(*ContextMeter)(nil),                  // 36: turnkeeper.v1.ContextMeter
-	(*InputCostEstimate)(nil),             // 37: turnkeeper.v1.InputCostEstimate
-	(*CappedToolResult)(nil),              // 38: turnkeeper.v1.CappedToolResult
-	(TrimReason)(0),                       // 39: turnkeeper.v1.TrimReason
-	(*durationpb.Duration)(nil),           // 40: google.protobuf.Duration
-	(*TrimEvent)(nil),                     // 41: turnkeeper.v1.TrimEvent
-	(*Heartbeat)(nil),                     // 42: turnkeeper.v1.Heartbeat
-	(*Gap)(nil),                           // 43: turnkeeper.v1.Gap
-	(*MeterUpdate)(nil),                   // 44: turnkeeper.v1.MeterUpdate
+	(*TrimEventsBatch)(nil),               // 20: turnkeeper.v1.TrimEventsBatch
+	(*TrimEventsResponse)(nil),            // 21: turnkeeper.v1.TrimEventsResponse
+	(*History)(nil),                       // 22: turnkeeper.v1.History
+	(*MessageEstimate)(nil),               // 23: turnkeeper.v1.MessageEstimate
+	(*Profiles)(nil),                      // 24: turnkeeper.v1.Profiles
+	(*Resolution)(nil),                    // 25: turnkeeper.v1.Resolution
+	(TrimMode)(0),                         // 26: turnkeeper.v1.TrimMode
+	(CallerPath)(0),                       // 27: turnkeeper.v1.CallerPath
+	(*CallerContext)(nil),                 // 28: turnkeeper.v1.CallerContext
+	(*ReportedUsage)(nil),                 // 29: turnkeeper.v1.ReportedUsage
+	(*IndexRange)(nil),                    // 30: turnkeeper.v1.IndexRange
+	(CountSource)(0),                      // 31: turnkeeper.v1.CountSource
+	(*UsageCalibration)(nil),              // 32: turnkeeper.v1.UsageCalibration
+	(*HistoryTrimmed)(nil),                // 33: turnkeeper.v1.HistoryTrimmed
+	(*RecoveryReport)(nil),                // 34: turnkeeper.v1.RecoveryReport
+	(*OrphanRemoval)(nil),                 // 35: turnkeeper.v1.OrphanRemoval
+	(*CapacityReport)(nil),                // 36: turnkeeper.v1.CapacityReport
+	(*ContextMeter)(nil),                  // 37: turnkeeper.v1.ContextMeter
+	(*InputCostEstimate)(nil),             // 38: turnkeeper.v1.InputCostEstimate
+	(*CappedToolResult)(nil),              // 39: turnkeeper.v1.CappedToolResult
+	(TrimReason)(0),                       // 40: turnkeeper.v1.TrimReason
+	(*durationpb.Duration)(nil),           // 41: google.protobuf.Duration
+	(*TrimEvent)(nil),                     // 42: turnkeeper.v1.TrimEvent
+	(*Heartbeat)(nil),                     // 43: turnkeeper.v1.Heartbeat
+	(*Gap)(nil),                           // 44: turnkeeper.v1.Gap
+	(*MeterUpdate)(nil),                   // 45: turnkeeper.v1.MeterUpdate
 }
 var file_turnkeeper_v1_history_service_proto_depIdxs = []int32{
-	21, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
-	22, // 1: turnkeeper.v1.EstimateTokensResponse.messages:type_name -> turnkeeper.v1.MessageEstimate
-	23, // 2: turnkeeper.v1.ResolveBudgetRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	24, // 3: turnkeeper.v1.ResolveBudgetResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	21, // 4: turnkeeper.v1.TrimHistoryRequest.history:type_name -> turnkeeper.v1.History
-	25, // 5: turnkeeper.v1.TrimHistoryRequest.mode:type_name -> turnkeeper.v1.TrimMode
-	26, // 6: turnkeeper.v1.TrimHistoryRequest.caller_path:type_name -> turnkeeper.v1.CallerPath
+	22, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
+	23, // 1: turnkeeper.v1.EstimateTokensResponse.messages:type_name -> turnkeeper.v1.MessageEstimate
+	24, // 2: turnkeeper.v1.ResolveBudgetRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	25, // 3: turnkeeper.v1.ResolveBudgetResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	22, // 4: turnkeeper.v1.TrimHistoryRequest.history:type_name -> turnkeeper.v1.History
+	26, // 5: turnkeeper.v1.TrimHistoryRequest.mode:type_name -> turnkeeper.v1.TrimMode
+	27, // 6: turnkeeper.v1.TrimHistoryRequest.caller_path:type_name -> turnkeeper.v1.CallerPath
 	5,  // 7: turnkeeper.v1.TrimHistoryRequest.explicit_limits:type_name -> turnkeeper.v1.ExplicitLimits
-	23, // 8: turnkeeper.v1.TrimHistoryRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	27, // 9: turnkeeper.v1.TrimHistoryRequest.caller:type_name -> turnkeeper.v1.CallerContext
-	28, // 10: turnkeeper.v1.TrimHistoryRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
-	29, // 11: turnkeeper.v1.TrimOutcome.dropped_range:type_name -> turnkeeper.v1.IndexRange
-	30, // 12: turnkeeper.v1.TrimOutcome.count_source:type_name -> turnkeeper.v1.CountSource
-	31, // 13: turnkeeper.v1.TrimOutcome.calibration:type_name -> turnkeeper.v1.UsageCalibration
-	21, // 14: turnkeeper.v1.TrimHistoryResponse.history:type_name -> turnkeeper.v1.History
+	24, // 8: turnkeeper.v1.TrimHistoryRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	28, // 9: turnkeeper.v1.TrimHistoryRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	29, // 10: turnkeeper.v1.TrimHistoryRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	30, // 11: turnkeeper.v1.TrimOutcome.dropped_range:type_name -> turnkeeper.v1.IndexRange
+	31, // 12: turnkeeper.v1.TrimOutcome.count_source:type_name -> turnkeeper.v1.CountSource
+	32, // 13: turnkeeper.v1.TrimOutcome.calibration:type_name -> turnkeeper.v1.UsageCalibration
+	22, // 14: turnkeeper.v1.TrimHistoryResponse.history:type_name -> turnkeeper.v1.History
 	7,  // 15: turnkeeper.v1.TrimHistoryResponse.outcome:type_name -> turnkeeper.v1.TrimOutcome
-	32, // 16: turnkeeper.v1.TrimHistoryResponse.history_trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
-	24, // 17: turnkeeper.v1.TrimHistoryResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	33, // 18: turnkeeper.v1.TrimHistoryResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
-	21, // 19: turnkeeper.v1.PrepareModelCallRequest.history:type_name -> turnkeeper.v1.History
-	23, // 20: turnkeeper.v1.PrepareModelCallRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	27, // 21: turnkeeper.v1.PrepareModelCallRequest.caller:type_name -> turnkeeper.v1.CallerContext
-	28, // 22: turnkeeper.v1.PrepareModelCallRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
-	21, // 23: turnkeeper.v1.PrepareModelCallResponse.history:type_name -> turnkeeper.v1.History
-	24, // 24: turnkeeper.v1.PrepareModelCallResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	34, // 25: turnkeeper.v1.PrepareModelCallResponse.orphans_removed:type_name -> turnkeeper.v1.OrphanRemoval
-	32, // 26: turnkeeper.v1.PrepareModelCallResponse.trims:type_name -> turnkeeper.v1.HistoryTrimmed
-	35, // 27: turnkeeper.v1.PrepareModelCallResponse.capacity_report:type_name -> turnkeeper.v1.CapacityReport
-	33, // 28: turnkeeper.v1.PrepareModelCallResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
-	36, // 29: turnkeeper.v1.PrepareModelCallResponse.context_meter:type_name -> turnkeeper.v1.ContextMeter
-	37, // 30: turnkeeper.v1.PrepareModelCallResponse.input_cost:type_name -> turnkeeper.v1.InputCostEstimate
-	21, // 31: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
-	23, // 32: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	35, // 33: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
-	24, // 34: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	21, // 35: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
-	21, // 36: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
-	34, // 37: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
-	23, // 38: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	38, // 39: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
+	33, // 16: turnkeeper.v1.TrimHistoryResponse.history_trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
+	25, // 17: turnkeeper.v1.TrimHistoryResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	34, // 18: turnkeeper.v1.TrimHistoryResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
+	22, // 19: turnkeeper.v1.PrepareModelCallRequest.history:type_name -> turnkeeper.v1.History
+	24, // 20: turnkeeper.v1.PrepareModelCallRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	28, // 21: turnkeeper.v1.PrepareModelCallRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	29, // 22: turnkeeper.v1.PrepareModelCallRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	22, // 23: turnkeeper.v1.PrepareModelCallResponse.history:type_name -> turnkeeper.v1.History
+	25, // 24: turnkeeper.v1.PrepareModelCallResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	35, // 25: turnkeeper.v1.PrepareModelCallResponse.orphans_removed:type_name -> turnkeeper.v1.OrphanRemoval
+	33, // 26: turnkeeper.v1.PrepareModelCallResponse.trims:type_name -> turnkeeper.v1.HistoryTrimmed
+	36, // 27: turnkeeper.v1.PrepareModelCallResponse.capacity_report:type_name -> turnkeeper.v1.CapacityReport
+	34, // 28: turnkeeper.v1.PrepareModelCallResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
+	37, // 29: turnkeeper.v1.PrepareModelCallResponse.context_meter:type_name -> turnkeeper.v1.ContextMeter
+	38, // 30: turnkeeper.v1.PrepareModelCallResponse.input_cost:type_name -> turnkeeper.v1.InputCostEstimate
+	22, // 31: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
+	24, // 32: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	36, // 33: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
+	25, // 34: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	22, // 35: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
+	22, // 36: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
+	35, // 37: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
+	24, // 38: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	39, // 39: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
 	0,  // 40: turnkeeper.v1.ClassifyProviderErrorResponse.phrase_source:type_name -> turnkeeper.v1.PhraseSource
-	39, // 41: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
-	40, // 42: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	41, // 43: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
-	42, // 44: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
-	43, // 45: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
-	44, // 46: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
-	1,  // 47: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
-	3,  // 48: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
-	6,  // 49: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
-	9,  // 50: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
-	11, // 51: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
-	13, // 52: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
-	15, // 53: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
-	17, // 54: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
-	19, // 55: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
-	2,  // 56: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
-	4,  // 57: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
-	8,  // 58: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
-	10, // 59: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
-	12, // 60: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
-	14, // 61: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
-	16, // 62: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
-	18, // 63: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
-	20, // 64: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
-	56, // [56:65] is the sub-list for method output_type
-	47, // [47:56] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	40, // 41: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
+	41, // 42: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 43: turnkeeper.v1.TrimEventsBatch.items:type_name -> turnkeeper.v1.TrimEventsResponse
+	42, // 44: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
+	43, // 45: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
+	44, // 46: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
+	45, // 47: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
+	20, // 48: turnkeeper.v1.TrimEventsResponse.batch:type_name -> turnkeeper.v1.TrimEventsBatch
+	1,  // 49: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
+	3,  // 50: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
+	6,  // 51: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
+	9,  // 52: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
+	11, // 53: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
+	13, // 54: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
+	15, // 55: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
+	17, // 56: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
+	19, // 57: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
+	2,  // 58: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
+	4,  // 59: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
+	8,  // 60: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
+	10, // 61: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
+	12, // 62: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
+	14, // 63: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
+	16, // 64: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
+	18, // 65: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
+	21, // 66: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
+	58, // [58:67] is the sub-list for method output_type
+	49, // [49:58] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_history_service_proto_init() }
@@ -1984,11 +2069,12 @@ func file_turnkeeper_v1_history_service_proto_init() {
 	file_turnkeeper_v1_history_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_turnkeeper_v1_history_service_proto_msgTypes[8].OneofWrappers = []any{}
 	file_turnkeeper_v1_history_service_proto_msgTypes[16].OneofWrappers = []any{}
-	file_turnkeeper_v1_history_service_proto_msgTypes[19].OneofWrappers = []any{
+	file_turnkeeper_v1_history_service_proto_msgTypes[20].OneofWrappers = []any{
 		(*TrimEventsResponse_Event)(nil),
 		(*TrimEventsResponse_Heartbeat)(nil),
 		(*TrimEventsResponse_Gap)(nil),
 		(*TrimEventsResponse_MeterUpdate)(nil),
+		(*TrimEventsResponse_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1996,7 +2082,7 @@ func file_turnkeeper_v1_history_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_history_service_proto_rawDesc), len(file_turnkeeper_v1_history_service_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -149,7 +149,8 @@ const (
 	CountSource_COUNT_SOURCE_UNSPECIFIED CountSource = 0
 	// The counts are turnkeeper's estimate (spec §4, §9).
 	CountSource_COUNT_SOURCE_ESTIMATE CountSource = 1
-	// `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+	// `tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+	// §10.3 step 5, as amended by spec §16.2).
 	CountSource_COUNT_SOURCE_PROVIDER_REPORTED CountSource = 2
 )
 
@@ -427,16 +428,18 @@ func (x *ReportedUsage) GetToolSchemaTokens() uint64 {
 	return 0
 }
 
-// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+// UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4, as amended by
+// spec §16.2). It is present whenever the budget is positive and both counts are; the trim of step 4 may then keep
+// the history unchanged.
 type UsageCalibration struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
-	// only the room of spec §12 (PrepareModelCall) made the trim.
+	// Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic, saturated at 2^64-1.
 	CalibratedTargetTokens uint64 `protobuf:"varint,1,opt,name=calibrated_target_tokens,json=calibratedTargetTokens,proto3" json:"calibrated_target_tokens,omitempty"`
 	// Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
 	// it is at most `capacity - extras` (spec §12).
 	HistoryTargetTokens uint64 `protobuf:"varint,2,opt,name=history_target_tokens,json=historyTargetTokens,proto3" json:"history_target_tokens,omitempty"`
-	// Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+	// Step 4: the estimate of the history after the trim (the history as given when it was kept), breadcrumb included
+	// (`kept`).
 	KeptEstimateTokens uint64 `protobuf:"varint,3,opt,name=kept_estimate_tokens,json=keptEstimateTokens,proto3" json:"kept_estimate_tokens,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache

@@ -184,7 +184,9 @@ class Gap(_message.Message):
     after_cursor: _builtins.str
     """The cursor of the last event delivered before the gap; empty when unknown."""
     before_cursor: _builtins.str
-    """The cursor of the first event delivered after the gap; empty when not yet known."""
+    """The cursor of the first event delivered after the gap: the next event on this stream (filters applied) is exactly
+    this one. Empty when the server did not know that event yet as it sent the gap.
+    """
     missed_events: _builtins.int
     """The number of events missed, when known; 0 when unknown."""
     def __init__(

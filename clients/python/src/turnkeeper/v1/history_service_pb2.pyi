@@ -751,8 +751,9 @@ class ClassifyProviderErrorRequest(_message.Message):
     message: _builtins.str
     """The provider's error message (or response body) as received."""
     http_status: _builtins.int
-    """The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-    message alone, so the status does not change it; it is logged with the decision for operators.
+    """The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+    as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+    it is logged with the decision for operators.
     """
     provider: _builtins.str
     """The provider alias the request went to, when known. Operator phrases scoped to this alias are tried too."""
@@ -817,11 +818,18 @@ class TrimEventsRequest(_message.Message):
     AFTER_CURSOR_FIELD_NUMBER: _builtins.int
     HEARTBEAT_INTERVAL_FIELD_NUMBER: _builtins.int
     INCLUDE_METER_UPDATES_FIELD_NUMBER: _builtins.int
+    MAX_BATCH_EVENTS_FIELD_NUMBER: _builtins.int
     after_cursor: _builtins.str
     """Resume after this cursor; empty means a live tail from now."""
     include_meter_updates: _builtins.bool
     """True to also receive a MeterUpdate for every successful PrepareModelCall (spec §10.5). The session and
     runtime filters apply to meter updates; the reason filter does not (they have none).
+    """
+    max_batch_events: _builtins.int
+    """The most events, gaps and meter updates one stream message may carry. Unset, 0 or 1 sends each item as its own
+    TrimEventsResponse, as subscribers that do not set it have always received. Above 1, whatever is ready for this
+    subscriber at once travels in one `batch` (up to this many items; it stops growing once it holds a mebibyte);
+    a single ready item still travels on its own. Values above 1000 mean 1000.
     """
     @_builtins.property
     def session_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
@@ -852,14 +860,42 @@ class TrimEventsRequest(_message.Message):
         after_cursor: _builtins.str = ...,
         heartbeat_interval: _duration_pb2.Duration | None = ...,
         include_meter_updates: _builtins.bool = ...,
+        max_batch_events: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["heartbeat_interval", b"heartbeat_interval"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "heartbeat_interval", b"heartbeat_interval", "include_meter_updates", b"include_meter_updates", "reasons", b"reasons", "runtime_ids", b"runtime_ids", "session_ids", b"session_ids"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after_cursor", b"after_cursor", "heartbeat_interval", b"heartbeat_interval", "include_meter_updates", b"include_meter_updates", "max_batch_events", b"max_batch_events", "reasons", b"reasons", "runtime_ids", b"runtime_ids", "session_ids", b"session_ids"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___TrimEventsRequest: _TypeAlias = TrimEventsRequest  # noqa: Y015
+
+@_typing.final
+class TrimEventsBatch(_message.Message):
+    """TrimEventsBatch is several consecutive items of the trim feed in one stream message."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ITEMS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def items(self) -> _containers.RepeatedCompositeFieldContainer[Global___TrimEventsResponse]:
+        """The items in stream order, exactly as they would have travelled one by one: each holds an event, a gap or a meter
+        update, never a heartbeat (heartbeats always travel alone) and never a batch. A gap's `before_cursor` names the
+        event that follows it, in this batch or in a later message.
+        """
+
+    def __init__(
+        self,
+        *,
+        items: _abc.Iterable[Global___TrimEventsResponse] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["items", b"items"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TrimEventsBatch: _TypeAlias = TrimEventsBatch  # noqa: Y015
 
 @_typing.final
 class TrimEventsResponse(_message.Message):
@@ -871,6 +907,7 @@ class TrimEventsResponse(_message.Message):
     HEARTBEAT_FIELD_NUMBER: _builtins.int
     GAP_FIELD_NUMBER: _builtins.int
     METER_UPDATE_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def event(self) -> _events_pb2.TrimEvent:
         """A published trim."""
@@ -887,6 +924,10 @@ class TrimEventsResponse(_message.Message):
     def meter_update(self) -> _events_pb2.MeterUpdate:
         """The context meter of one prepared model call; only sent when `include_meter_updates` was set."""
 
+    @_builtins.property
+    def batch(self) -> Global___TrimEventsBatch:
+        """Several items at once; only sent when `max_batch_events` was above 1."""
+
     def __init__(
         self,
         *,
@@ -894,12 +935,13 @@ class TrimEventsResponse(_message.Message):
         heartbeat: _events_pb2.Heartbeat | None = ...,
         gap: _events_pb2.Gap | None = ...,
         meter_update: _events_pb2.MeterUpdate | None = ...,
+        batch: Global___TrimEventsBatch | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item", "meter_update", b"meter_update"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item", "meter_update", b"meter_update"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item", "meter_update", b"meter_update"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["batch", b"batch", "event", b"event", "gap", b"gap", "heartbeat", b"heartbeat", "item", b"item", "meter_update", b"meter_update"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["event", "heartbeat", "gap", "meter_update"]  # noqa: Y015
+    _WhichOneofReturnType_item: _TypeAlias = _typing.Literal["event", "heartbeat", "gap", "meter_update", "batch"]  # noqa: Y015
     _WhichOneofArgType_item: _TypeAlias = _typing.Literal["item", b"item"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_item) -> _WhichOneofReturnType_item | None: ...
 

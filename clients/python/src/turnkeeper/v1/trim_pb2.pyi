@@ -97,7 +97,9 @@ class _CountSourceEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CountSour
     COUNT_SOURCE_ESTIMATE: _CountSource.ValueType  # 1
     """The counts are turnkeeper's estimate (spec §4, §9)."""
     COUNT_SOURCE_PROVIDER_REPORTED: _CountSource.ValueType  # 2
-    """`tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3)."""
+    """`tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+    §10.3 step 5, as amended by spec §16.2).
+    """
 
 class CountSource(_CountSource, metaclass=_CountSourceEnumTypeWrapper):
     """CountSource says where the token counts of a trim come from."""
@@ -107,7 +109,9 @@ COUNT_SOURCE_UNSPECIFIED: CountSource.ValueType  # 0
 COUNT_SOURCE_ESTIMATE: CountSource.ValueType  # 1
 """The counts are turnkeeper's estimate (spec §4, §9)."""
 COUNT_SOURCE_PROVIDER_REPORTED: CountSource.ValueType  # 2
-"""`tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3)."""
+"""`tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+§10.3 step 5, as amended by spec §16.2).
+"""
 Global___CountSource: _TypeAlias = CountSource  # noqa: Y015
 
 class _CallerPath:
@@ -240,7 +244,10 @@ Global___ReportedUsage: _TypeAlias = ReportedUsage  # noqa: Y015
 
 @_typing.final
 class UsageCalibration(_message.Message):
-    """UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4)."""
+    """UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4, as amended by
+    spec §16.2). It is present whenever the budget is positive and both counts are; the trim of step 4 may then keep
+    the history unchanged.
+    """
 
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -248,15 +255,15 @@ class UsageCalibration(_message.Message):
     HISTORY_TARGET_TOKENS_FIELD_NUMBER: _builtins.int
     KEPT_ESTIMATE_TOKENS_FIELD_NUMBER: _builtins.int
     calibrated_target_tokens: _builtins.int
-    """Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
-    only the room of spec §12 (PrepareModelCall) made the trim.
-    """
+    """Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic, saturated at 2^64-1."""
     history_target_tokens: _builtins.int
     """Step 3: max(1, calibrated target - tool_schema); the token-budget trim of step 4 aims for it. In PrepareModelCall
     it is at most `capacity - extras` (spec §12).
     """
     kept_estimate_tokens: _builtins.int
-    """Step 4: the estimate of the trimmed history, breadcrumb included (`kept`)."""
+    """Step 4: the estimate of the history after the trim (the history as given when it was kept), breadcrumb included
+    (`kept`).
+    """
     def __init__(
         self,
         *,

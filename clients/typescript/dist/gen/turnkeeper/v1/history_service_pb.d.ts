@@ -657,8 +657,9 @@ export type ClassifyProviderErrorRequest = Message<"turnkeeper.v1.ClassifyProvid
      */
     message: string;
     /**
-     * The HTTP status of the failed response, when known; must be in 100-599. The decision of spec §10.4 rests on the
-     * message alone, so the status does not change it; it is logged with the decision for operators.
+     * The HTTP status of the failed response: in 100-599, or 0 when it is unknown (an error that came with no response,
+     * as some SDKs report it). The decision of spec §10.4 rests on the message alone, so the status does not change it;
+     * it is logged with the decision for operators.
      *
      * @generated from field: optional uint32 http_status = 2;
      */
@@ -751,12 +752,41 @@ export type TrimEventsRequest = Message<"turnkeeper.v1.TrimEventsRequest"> & {
      * @generated from field: bool include_meter_updates = 6;
      */
     includeMeterUpdates: boolean;
+    /**
+     * The most events, gaps and meter updates one stream message may carry. Unset, 0 or 1 sends each item as its own
+     * TrimEventsResponse, as subscribers that do not set it have always received. Above 1, whatever is ready for this
+     * subscriber at once travels in one `batch` (up to this many items; it stops growing once it holds a mebibyte);
+     * a single ready item still travels on its own. Values above 1000 mean 1000.
+     *
+     * @generated from field: uint32 max_batch_events = 7;
+     */
+    maxBatchEvents: number;
 };
 /**
  * Describes the message turnkeeper.v1.TrimEventsRequest.
  * Use `create(TrimEventsRequestSchema)` to create a new message.
  */
 export declare const TrimEventsRequestSchema: GenMessage<TrimEventsRequest>;
+/**
+ * TrimEventsBatch is several consecutive items of the trim feed in one stream message.
+ *
+ * @generated from message turnkeeper.v1.TrimEventsBatch
+ */
+export type TrimEventsBatch = Message<"turnkeeper.v1.TrimEventsBatch"> & {
+    /**
+     * The items in stream order, exactly as they would have travelled one by one: each holds an event, a gap or a meter
+     * update, never a heartbeat (heartbeats always travel alone) and never a batch. A gap's `before_cursor` names the
+     * event that follows it, in this batch or in a later message.
+     *
+     * @generated from field: repeated turnkeeper.v1.TrimEventsResponse items = 1;
+     */
+    items: TrimEventsResponse[];
+};
+/**
+ * Describes the message turnkeeper.v1.TrimEventsBatch.
+ * Use `create(TrimEventsBatchSchema)` to create a new message.
+ */
+export declare const TrimEventsBatchSchema: GenMessage<TrimEventsBatch>;
 /**
  * TrimEventsResponse is one item of the trim feed.
  *
@@ -800,6 +830,14 @@ export type TrimEventsResponse = Message<"turnkeeper.v1.TrimEventsResponse"> & {
          */
         value: MeterUpdate;
         case: "meterUpdate";
+    } | {
+        /**
+         * Several items at once; only sent when `max_batch_events` was above 1.
+         *
+         * @generated from field: turnkeeper.v1.TrimEventsBatch batch = 5;
+         */
+        value: TrimEventsBatch;
+        case: "batch";
     } | {
         case: undefined;
         value?: undefined;

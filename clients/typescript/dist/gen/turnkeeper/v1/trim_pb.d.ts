@@ -37,14 +37,15 @@ export type ReportedUsage = Message<"turnkeeper.v1.ReportedUsage"> & {
  */
 export declare const ReportedUsageSchema: GenMessage<ReportedUsage>;
 /**
- * UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4).
+ * UsageCalibration shows the estimate-space steps of a reported-usage trim (spec §10.3 steps 2 to 4, as amended by
+ * spec §16.2). It is present whenever the budget is positive and both counts are; the trim of step 4 may then keep
+ * the history unchanged.
  *
  * @generated from message turnkeeper.v1.UsageCalibration
  */
 export type UsageCalibration = Message<"turnkeeper.v1.UsageCalibration"> & {
     /**
-     * Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic. 0 when step 1 stopped and
-     * only the room of spec §12 (PrepareModelCall) made the trim.
+     * Step 2: max(1, floor(budget x estimated / reported)), in exact integer arithmetic, saturated at 2^64-1.
      *
      * @generated from field: uint64 calibrated_target_tokens = 1;
      */
@@ -57,7 +58,8 @@ export type UsageCalibration = Message<"turnkeeper.v1.UsageCalibration"> & {
      */
     historyTargetTokens: bigint;
     /**
-     * Step 4: the estimate of the trimmed history, breadcrumb included (`kept`).
+     * Step 4: the estimate of the history after the trim (the history as given when it was kept), breadcrumb included
+     * (`kept`).
      *
      * @generated from field: uint64 kept_estimate_tokens = 3;
      */
@@ -682,7 +684,8 @@ export declare enum CountSource {
      */
     ESTIMATE = 1,
     /**
-     * `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+     * `tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+     * §10.3 step 5, as amended by spec §16.2).
      *
      * @generated from enum value: COUNT_SOURCE_PROVIDER_REPORTED = 2;
      */

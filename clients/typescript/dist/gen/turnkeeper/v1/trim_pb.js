@@ -167,7 +167,8 @@ export var CountSource;
      */
     CountSource[CountSource["ESTIMATE"] = 1] = "ESTIMATE";
     /**
-     * `tokens_before` is the provider-reported input count and `tokens_after` is scaled to it (spec §10.3).
+     * `tokens_before` and `tokens_after` are the history's estimates scaled by the provider-reported input count (spec
+     * §10.3 step 5, as amended by spec §16.2).
      *
      * @generated from enum value: COUNT_SOURCE_PROVIDER_REPORTED = 2;
      */

@@ -161,7 +161,8 @@ export type Gap = Message<"turnkeeper.v1.Gap"> & {
   afterCursor: string;
 
   /**
-   * The cursor of the first event delivered after the gap; empty when not yet known.
+   * The cursor of the first event delivered after the gap: the next event on this stream (filters applied) is exactly
+   * this one. Empty when the server did not know that event yet as it sent the gap.
    *
    * @generated from field: string before_cursor = 3;
    */
