@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import inspect
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from langchain_core.language_models.fake_chat_models import FakeChatModel
 from langchain_core.messages import (
     AIMessage,
     BaseMessage,
@@ -17,7 +19,9 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
+from langchain_core.runnables import Runnable, RunnableLambda
+from turnkeeper.v1 import history_pb2, history_service_pb2, profile_pb2, trim_pb2
 
 from turnkeeper_client import AsyncTurnkeeperClient, ConversionError, TurnkeeperClient
 from turnkeeper_client.convert import DEFAULT_BREADCRUMB
@@ -213,6 +217,98 @@ async def test_atrim_messages_with_a_custom_breadcrumb(aclient: AsyncTurnkeeperC
     # Fed back, the breadcrumb is recognised as one and not counted as a turn.
     again = await atrim_messages(kept, max_tokens=60, client=aclient, breadcrumb_text="[cut]")
     assert again == kept
+
+
+def test_trim_messages_without_messages_is_a_runnable_for_a_chain(
+    client: TurnkeeperClient,
+) -> None:
+    """As LangChain's trim_messages: called without messages it is a Runnable, whose invoke is
+    the direct call, and which composes in a chain (a prompt's PromptValue included)."""
+    messages = turns(4)
+    trimmer = trim_messages(max_tokens=60, token_counter="approximate", client=client)
+    assert isinstance(trimmer, Runnable)
+    expected = trim_messages(messages, max_tokens=60, client=client)
+    assert trimmer.invoke(messages) == expected
+    assert trimmer.invoke([]) == []
+    assert trimmer.batch([messages, messages[:3]]) == [expected, messages[:3]]
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("history")])
+
+    def ids(kept: list[BaseMessage]) -> list[str | None]:
+        return [m.id for m in kept]
+
+    chain = prompt | trimmer | RunnableLambda(ids)
+    assert chain.invoke({"history": messages}) == ids(expected)
+
+
+async def test_trim_messages_runnable_with_the_asyncio_client(
+    client: TurnkeeperClient, aclient: AsyncTurnkeeperClient
+) -> None:
+    """With an AsyncTurnkeeperClient the Runnable serves ainvoke; its sync invoke says so. With a
+    TurnkeeperClient ainvoke works too."""
+    messages = turns(4)
+    expected = trim_messages(messages, max_tokens=60, client=client)
+    trimmer = trim_messages(max_tokens=60, client=aclient)
+    assert await trimmer.ainvoke(messages) == expected
+    with pytest.raises(TypeError, match="ainvoke"):
+        trimmer.invoke(messages)
+    assert await trim_messages(max_tokens=60, client=client).ainvoke(messages) == expected
+
+
+class _CountingModel(FakeChatModel):
+    """A chat model that counts tokens, as LangChain's counters do."""
+
+    def get_num_tokens_from_messages(
+        self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+    ) -> int:
+        return 10 * len(messages)
+
+
+def test_trim_messages_takes_a_bound_model_as_token_counter(client: TurnkeeperClient) -> None:
+    trimmer = trim_messages(
+        max_tokens=60, token_counter=_CountingModel().bind(stop=["x"]), client=client
+    )
+    assert trimmer.invoke(turns(4)) == trim_messages(turns(4), max_tokens=60, client=client)
+
+
+def test_trim_messages_refuses_an_invalid_token_counter(client: TurnkeeperClient) -> None:
+    """What LangChain refuses, refused with its words: on the call, and on the Runnable's invoke
+    (where LangChain refuses it too)."""
+    not_a_counter = (
+        "'token_counter' expected to be a model that implements 'get_num_tokens_from_messages()' "
+        "or a function. Received object of type <class 'dict'>."
+    )
+    with pytest.raises(ValueError, match=re.escape(not_a_counter)):
+        trim_messages(turns(2), max_tokens=60, token_counter={}, client=client)
+    trimmer = trim_messages(max_tokens=60, token_counter={}, client=client)
+    with pytest.raises(ValueError, match=re.escape(not_a_counter)):
+        trimmer.invoke(turns(2))
+    with pytest.raises(ValueError, match="Invalid token_counter shortcut 'invalid'"):
+        trim_messages(turns(2), max_tokens=60, token_counter="invalid", client=client)
+
+
+def test_trim_messages_budget_from_profiles_and_events_with_the_session(
+    client: TurnkeeperClient,
+) -> None:
+    """`profiles=` resolves the budget as PrepareModelCall would; `session_id=` names the session
+    in the trim's event."""
+    profiles = profile_pb2.Profiles(runtime=profile_pb2.RuntimeProfile(max_context_tokens=100))
+    resolved = client.resolve_budget(history_service_pb2.ResolveBudgetRequest(profiles=profiles))
+    budget = resolved.resolution.budget_tokens
+    messages = turns(6)
+    expected = trim_messages(messages, max_tokens=budget, client=client)
+    assert len(expected) < len(messages)
+    with client.watch_trims(session_ids=["lc-trim"]).wait_subscribed() as watch:
+        kept = trim_messages(messages, profiles=profiles, session_id="lc-trim", client=client)
+        event = next(item for item in watch if item.HasField("event"))
+    assert kept == expected
+    assert event.event.trimmed.caller.session_id == "lc-trim"
+
+
+def test_trim_messages_needs_one_budget(client: TurnkeeperClient) -> None:
+    profiles = profile_pb2.Profiles()
+    for keywords in ({}, {"max_tokens": 60, "profiles": profiles}):
+        with pytest.raises(ValueError, match="one budget"):
+            trim_messages(turns(2), client=client, **keywords)  # type: ignore[call-overload]
 
 
 TEXT = st.text(alphabet=st.sampled_from("ab é🦀[]:/\n[IMAGE:https://x/y.png]"), max_size=12)

@@ -15,7 +15,7 @@ from ._common import (
 )
 from .anthropic import AnthropicConversation, from_anthropic, to_anthropic
 from .openai_chat import from_openai, to_openai
-from .openai_responses import from_openai_responses, to_openai_responses
+from .openai_responses import OPAQUE_ITEMS, from_openai_responses, to_openai_responses
 
 Format = Literal["openai", "openai_responses", "anthropic", "proto"]
 
@@ -39,8 +39,11 @@ __all__ = [
 _PROTO_KEYS = frozenset({"history", "chat", "conversation"})
 _OPENAI_ROLES = frozenset({"system", "developer", "tool", "function"})
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "image", "thinking", "redacted_thinking"})
-_RESPONSES_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
-_RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image"})
+_RESPONSES_ITEMS = frozenset(
+    {"message", "function_call", "function_call_output", "function_call_result", "reasoning"}
+    | OPAQUE_ITEMS
+)
+_RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
 
 
 def detect_format(data: object) -> Format:

@@ -1,5 +1,5 @@
 """LangChain `BaseMessage` lists <-> turnkeeper.v1 History (passthrough key `langchain`), and a
-drop-in `trim_messages` backed by the sidecar. Needs the `langchain` extra
+whole-turn `trim_messages` backed by the sidecar. Needs the `langchain` extra
 (`pip install 'turnkeeper-client[langchain]'`).
 
 A message's skeleton is its `model_dump()` without default-valued fields, with `type` kept and the
@@ -11,11 +11,14 @@ removed. `id`, `name`, `response_metadata`, `usage_metadata`, `additional_kwargs
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Literal, overload
 
-from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
+from turnkeeper.v1 import history_pb2, history_service_pb2, profile_pb2, trim_pb2
 
 from ._common import (
     DEFAULT_BREADCRUMB,
@@ -52,6 +55,7 @@ try:
         messages_from_dict,
     )
     from langchain_core.prompt_values import PromptValue
+    from langchain_core.runnables import Runnable, RunnableLambda
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         "turnkeeper_client.convert.langchain needs langchain-core: "
@@ -69,6 +73,12 @@ _ROLES = {
     "tool": history_pb2.ROLE_TOOL,
 }
 _TYPES = {role: kind for kind, role in _ROLES.items()}
+# Content blocks that repeat a call of `tool_calls` (Anthropic's `tool_use`, LangChain v1's
+# `tool_call`): kept as they are, priced once through `tool_calls`.
+_CALL_ECHOES = frozenset({"tool_use", "tool_call"})
+# Blocks turnkeeper has no field for but the model reads (a provider-side tool's call and result):
+# priced as their canonical JSON in the row's text, and given back as they went in.
+_OPAQUE_BLOCKS = frozenset({"server_tool_call", "server_tool_result"})
 
 
 def from_langchain(
@@ -136,11 +146,14 @@ def _import_blocks(row: Row, content: object, where: str) -> list[Any]:
         kind = block.get("type")
         if kind == "text":
             skeleton["text"] = row.add(expect_str(block.get("text"), f"{here}.text"))
-        elif kind in ("thinking", "reasoning"):
-            text = expect_str(block.get(kind), f"{here}.{kind}")
-            skeleton[kind] = row.add(text, REASONING)
-        elif kind == "tool_use":
+        elif kind == "thinking":
+            skeleton[kind] = row.add(expect_str(block.get(kind), f"{here}.{kind}"), REASONING)
+        elif kind == "reasoning":
+            _import_reasoning(row, block, skeleton, here)
+        elif kind in _CALL_ECHOES:
             pass  # the provider's echo of a tool call; the call itself is priced in tool_calls
+        elif kind in _OPAQUE_BLOCKS:
+            skeleton = {"type": kind, "block": row.add(canonical_json(block))}
         elif kind in ("image_url", "image") and row.message.role != history_pb2.ROLE_ASSISTANT:
             url = _cut_image(block, skeleton, here)
             if attach:
@@ -151,6 +164,21 @@ def _import_blocks(row: Row, content: object, where: str) -> list[Any]:
             raise ConversionError(f"{here}: unsupported content block type {kind!r} here")
         out.append(skeleton)
     return out
+
+
+def _import_reasoning(row: Row, block: Mapping[str, Any], skeleton: JSONObject, where: str) -> None:
+    """A v1 reasoning block: its `reasoning` text and each `summary` part's text are priced."""
+    if block.get("reasoning") is not None:
+        skeleton["reasoning"] = row.add(
+            expect_str(block["reasoning"], f"{where}.reasoning"), REASONING
+        )
+    if block.get("summary") is not None:
+        parts = []
+        for k, raw in enumerate(expect_list(block["summary"], f"{where}.summary")):
+            part = skeleton_copy(expect_mapping(raw, f"{where}.summary[{k}]"))
+            part["text"] = row.add(expect_str(part.get("text"), f"{where}.summary[{k}]"), REASONING)
+            parts.append(part)
+        skeleton["summary"] = parts
 
 
 def _cut_image(block: Mapping[str, Any], skeleton: JSONObject, where: str) -> str:
@@ -219,7 +247,12 @@ def _export(row: FlatRow, skeleton: JSONObject, where: str) -> BaseMessage:
         data["tool_call_id"] = message.tool_call_id
     content = skeleton.get("content")
     if isinstance(content, list):
-        data["content"] = [_export_block(message, streams, b, where) for b in content]
+        calls_left = {call.id for call in message.tool_calls}
+        data["content"] = [
+            _export_block(message, streams, b, where)
+            for b in content
+            if not _echo_of_swept_call(b, calls_left)
+        ]
     else:
         data["content"] = streams.text.take(content, f"{where}.content")
     if "tool_calls" in skeleton:
@@ -243,6 +276,16 @@ def _export(row: FlatRow, skeleton: JSONObject, where: str) -> BaseMessage:
         raise ConversionError(f"{where}: not a valid {kind} message: {error}") from error
 
 
+def _echo_of_swept_call(block: object, calls_left: set[str]) -> bool:
+    """An echo block of a call the orphan sweep removed goes with its call."""
+    return (
+        isinstance(block, dict)
+        and block.get("type") in _CALL_ECHOES
+        and isinstance(block.get("id"), str)
+        and block["id"] not in calls_left
+    )
+
+
 def _export_block(
     message: history_pb2.ChatMessage, streams: Streams, block: object, where: str
 ) -> Any:
@@ -252,15 +295,29 @@ def _export_block(
     kind = block.get("type")
     if kind == "text":
         out["text"] = streams.text.take(block.get("text"), f"{where}.text")
-    elif kind in ("thinking", "reasoning"):
+    elif kind == "thinking":
         out[kind] = streams.reasoning.take(block.get(kind), f"{where}.{kind}")
+    elif kind == "reasoning":
+        if block.get("reasoning") is not None:
+            out["reasoning"] = streams.reasoning.take(block["reasoning"], f"{where}.reasoning")
+        if block.get("summary") is not None:
+            out["summary"] = [
+                {**part, "text": streams.reasoning.take(part.get("text"), f"{where}.summary")}
+                for part in expect_list(block["summary"], f"{where}.summary")
+            ]
+    elif kind in _OPAQUE_BLOCKS:
+        text = streams.text.take(block.get("block"), f"{where}.block")
+        try:
+            return dict(expect_mapping(json.loads(text), where))
+        except json.JSONDecodeError as error:
+            raise ConversionError(f"{where}: the row's text is no longer the block JSON") from error
     elif kind in ("image_url", "image"):
         if user_images_are_attachments(message):
             url = attachment_url(streams.attachment(where), where)
         else:
             url = streams.text.marker_url(where)
         _put_image(out, url, where)
-    elif kind != "tool_use":
+    elif kind not in _CALL_ECHOES:
         raise ConversionError(f"{where}: passthrough block type {kind!r} is not LangChain")
     return out
 
@@ -289,106 +346,141 @@ def _put_image(out: JSONObject, url: str, where: str) -> None:
 # system messages) starts with the breadcrumb or a turn's first message, a human message.
 _HUMAN_START = frozenset({"human", "user", HumanMessage})
 MessageType = str | type[BaseMessage]
-
-
-def _trim_request(
-    messages: Iterable[MessageLikeRepresentation] | PromptValue,
-    max_tokens: int,
-    breadcrumb_text: str | None,
-    token_counter: object,
-    strategy: str,
-    allow_partial: bool,
-    end_on: MessageType | Sequence[MessageType] | None,
-    start_on: MessageType | Sequence[MessageType] | None,
-    include_system: bool,
-    text_splitter: object,
-) -> history_service_pb2.TrimHistoryRequest:
-    """The request, after refusing the LangChain options a whole-turn trim cannot honour."""
-    if strategy != "last":
-        raise ValueError(
-            f"strategy={strategy!r}: turnkeeper keeps the newest whole turns (strategy='last')"
-        )
-    if allow_partial or text_splitter is not None:
-        raise ValueError("allow_partial/text_splitter: turnkeeper never splits a message")
-    if not include_system:
-        raise ValueError(
-            "include_system=False: turnkeeper always keeps the leading system messages"
-        )
-    if end_on is not None:
-        raise ValueError("end_on: turnkeeper keeps the history's end as it is")
-    starts = [start_on] if isinstance(start_on, str | type) else list(start_on or [])
-    if any(kind not in _HUMAN_START for kind in starts):
-        raise ValueError(
-            f"start_on={start_on!r}: a turnkeeper trim starts on a human message ('human')"
-        )
-    if token_counter is len:
-        raise ValueError("token_counter=len counts messages; turnkeeper's max_tokens are tokens")
-    if isinstance(messages, PromptValue):
-        messages = messages.to_messages()
-    limits = history_service_pb2.ExplicitLimits(budget_tokens=max_tokens)
-    texts = [DEFAULT_BREADCRUMB]
-    if breadcrumb_text is not None:
-        limits.breadcrumb_text = breadcrumb_text
-        texts.append(breadcrumb_text)
-    return history_service_pb2.TrimHistoryRequest(
-        history=from_langchain(convert_to_messages(messages), breadcrumb_texts=texts),
-        mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
-        caller_path=trim_pb2.CALLER_PATH_AGENT,
-        explicit_limits=limits,
-    )
-
-
-# LangChain's counters (a callable, a chat model, "approximate"): accepted so code written for
-# langchain_core.messages.trim_messages runs unchanged, and not called: the sidecar's estimate
-# (calibrated per route) is what counts.
+MessagesInput = Sequence[MessageLikeRepresentation] | PromptValue
+# LangChain's counters: a callable, a chat model (anything with `get_num_tokens_from_messages`,
+# a bound model included) or the "approximate" shortcut. They are checked as LangChain checks
+# them, so an invalid one fails here as it would there, and never called: the sidecar's
+# estimate (calibrated per route) is what counts.
 TokenCounter = Callable[..., int] | Literal["approximate"] | object
+_TOKEN_COUNTER_SHORTCUTS = ("approximate",)
 
 
-def trim_messages(
-    messages: Iterable[MessageLikeRepresentation] | PromptValue,
-    *,
-    max_tokens: int,
-    client: TurnkeeperClient,
-    breadcrumb_text: str | None = None,
-    token_counter: TokenCounter | None = None,
-    strategy: Literal["first", "last"] = "last",
-    allow_partial: bool = False,
-    end_on: MessageType | Sequence[MessageType] | None = None,
-    start_on: MessageType | Sequence[MessageType] | None = None,
-    include_system: bool = True,
-    text_splitter: object = None,
+@dataclass(frozen=True)
+class _TrimOptions:
+    """The keywords of one `trim_messages` call (or of its Runnable), checked on each use."""
+
+    max_tokens: int | None
+    profiles: profile_pb2.Profiles | None
+    session_id: str
+    breadcrumb_text: str | None
+    token_counter: TokenCounter | None
+    strategy: str
+    allow_partial: bool
+    end_on: MessageType | Sequence[MessageType] | None
+    start_on: MessageType | Sequence[MessageType] | None
+    include_system: bool
+    text_splitter: object
+
+    def request(self, messages: MessagesInput) -> history_service_pb2.TrimHistoryRequest:
+        """The request, after refusing what a whole-turn trim cannot honour."""
+        self._check()
+        if isinstance(messages, PromptValue):
+            messages = messages.to_messages()
+        request = history_service_pb2.TrimHistoryRequest(
+            mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+            caller_path=trim_pb2.CALLER_PATH_AGENT,
+            caller=trim_pb2.CallerContext(session_id=self.session_id),
+        )
+        texts = [DEFAULT_BREADCRUMB]
+        if self.profiles is not None:
+            request.profiles.CopyFrom(self.profiles)
+            if self.breadcrumb_text is not None:
+                request.profiles.runtime.breadcrumb_text = self.breadcrumb_text
+            if request.profiles.runtime.breadcrumb_text:
+                texts.append(request.profiles.runtime.breadcrumb_text)
+        else:
+            request.explicit_limits.budget_tokens = self.max_tokens or 0
+            if self.breadcrumb_text is not None:
+                request.explicit_limits.breadcrumb_text = self.breadcrumb_text
+                texts.append(self.breadcrumb_text)
+        request.history.CopyFrom(
+            from_langchain(convert_to_messages(messages), breadcrumb_texts=texts)
+        )
+        return request
+
+    def _check(self) -> None:
+        if (self.max_tokens is None) == (self.profiles is None):
+            raise ValueError(
+                "trim_messages needs one budget: max_tokens=, or profiles= to resolve it from"
+            )
+        if self.strategy != "last":
+            raise ValueError(
+                f"strategy={self.strategy!r}: turnkeeper keeps the newest whole turns "
+                "(strategy='last')"
+            )
+        if self.allow_partial or self.text_splitter is not None:
+            raise ValueError("allow_partial/text_splitter: turnkeeper never splits a message")
+        if not self.include_system:
+            raise ValueError(
+                "include_system=False: turnkeeper always keeps the leading system messages"
+            )
+        if self.end_on is not None:
+            raise ValueError("end_on: turnkeeper keeps the history's end as it is")
+        start_on = self.start_on
+        starts = [start_on] if isinstance(start_on, str | type) else list(start_on or [])
+        if any(kind not in _HUMAN_START for kind in starts):
+            raise ValueError(
+                f"start_on={start_on!r}: a turnkeeper trim starts on a human message ('human')"
+            )
+        _check_token_counter(self.token_counter)
+
+
+def _check_token_counter(counter: object) -> None:
+    """Refuses what LangChain's trim_messages refuses, with its words, and `len`, which LangChain
+    accepts as a message count but turnkeeper's budget is in tokens."""
+    if counter is None:
+        return
+    if isinstance(counter, str):
+        if counter not in _TOKEN_COUNTER_SHORTCUTS:
+            shortcuts = ", ".join(f"'{key}'" for key in _TOKEN_COUNTER_SHORTCUTS)
+            raise ValueError(
+                f"Invalid token_counter shortcut '{counter}'. Available shortcuts: {shortcuts}."
+            )
+        return
+    if counter is len:
+        raise ValueError("token_counter=len counts messages; turnkeeper's max_tokens are tokens")
+    if not hasattr(counter, "get_num_tokens_from_messages") and not callable(counter):
+        raise ValueError(
+            "'token_counter' expected to be a model that implements "
+            "'get_num_tokens_from_messages()' or a function. Received object of type "
+            f"{type(counter)}."
+        )
+
+
+def _trim_sync(
+    client: TurnkeeperClient | AsyncTurnkeeperClient,
+    options: _TrimOptions,
+    messages: MessagesInput,
 ) -> list[BaseMessage]:
-    """A drop-in for `langchain_core.messages.trim_messages(..., strategy="last",
-    include_system=True, start_on="human")` backed by the sidecar: the newest whole turns that
-    fit `max_tokens` by turnkeeper's estimate, the leading system messages kept, a tool exchange
-    never split, and a breadcrumb message saying earlier turns were omitted when any were.
-    Messages come back as they went in (ids and metadata kept).
-
-    LangChain's keywords are all accepted. `token_counter` is not called (the sidecar counts);
-    `start_on` may name the human type, which every trim starts on. What a whole-turn trim cannot
-    do raises ValueError: `strategy="first"`, `allow_partial`, `text_splitter`, `end_on`,
-    `include_system=False`, and `token_counter=len` (a message count, not tokens).
-    """
-    request = _trim_request(
-        messages,
-        max_tokens,
-        breadcrumb_text,
-        token_counter,
-        strategy,
-        allow_partial,
-        end_on,
-        start_on,
-        include_system,
-        text_splitter,
-    )
+    request = options.request(messages)
+    if not isinstance(client, TurnkeeperClient):
+        raise TypeError(
+            "trim_messages has an AsyncTurnkeeperClient: use atrim_messages, or the Runnable "
+            "form's ainvoke/astream"
+        )
     return to_langchain(client.trim_history(request).history)
 
 
-async def atrim_messages(
-    messages: Iterable[MessageLikeRepresentation] | PromptValue,
+async def _trim_async(
+    client: TurnkeeperClient | AsyncTurnkeeperClient,
+    options: _TrimOptions,
+    messages: MessagesInput,
+) -> list[BaseMessage]:
+    request = options.request(messages)
+    if isinstance(client, AsyncTurnkeeperClient):
+        return to_langchain((await client.trim_history(request)).history)
+    response = await asyncio.to_thread(client.trim_history, request)
+    return to_langchain(response.history)
+
+
+@overload
+def trim_messages(
+    messages: MessagesInput,
     *,
-    max_tokens: int,
-    client: AsyncTurnkeeperClient,
+    max_tokens: int | None = None,
+    client: TurnkeeperClient,
+    profiles: profile_pb2.Profiles | None = None,
+    session_id: str = "",
     breadcrumb_text: str | None = None,
     token_counter: TokenCounter | None = None,
     strategy: Literal["first", "last"] = "last",
@@ -397,11 +489,65 @@ async def atrim_messages(
     start_on: MessageType | Sequence[MessageType] | None = None,
     include_system: bool = True,
     text_splitter: object = None,
-) -> list[BaseMessage]:
-    """`trim_messages` with the asyncio client."""
-    request = _trim_request(
-        messages,
+) -> list[BaseMessage]: ...
+
+
+@overload
+def trim_messages(
+    messages: None = None,
+    *,
+    max_tokens: int | None = None,
+    client: TurnkeeperClient | AsyncTurnkeeperClient,
+    profiles: profile_pb2.Profiles | None = None,
+    session_id: str = "",
+    breadcrumb_text: str | None = None,
+    token_counter: TokenCounter | None = None,
+    strategy: Literal["first", "last"] = "last",
+    allow_partial: bool = False,
+    end_on: MessageType | Sequence[MessageType] | None = None,
+    start_on: MessageType | Sequence[MessageType] | None = None,
+    include_system: bool = True,
+    text_splitter: object = None,
+) -> Runnable[MessagesInput, list[BaseMessage]]: ...
+
+
+def trim_messages(
+    messages: MessagesInput | None = None,
+    *,
+    max_tokens: int | None = None,
+    client: TurnkeeperClient | AsyncTurnkeeperClient,
+    profiles: profile_pb2.Profiles | None = None,
+    session_id: str = "",
+    breadcrumb_text: str | None = None,
+    token_counter: TokenCounter | None = None,
+    strategy: Literal["first", "last"] = "last",
+    allow_partial: bool = False,
+    end_on: MessageType | Sequence[MessageType] | None = None,
+    start_on: MessageType | Sequence[MessageType] | None = None,
+    include_system: bool = True,
+    text_splitter: object = None,
+) -> list[BaseMessage] | Runnable[MessagesInput, list[BaseMessage]]:
+    """turnkeeper's whole-turn trim with the keywords of `langchain_core.messages.trim_messages`.
+    It is not LangChain's function: it keeps the leading system messages and the newest whole
+    turns that fit the budget by the sidecar's estimate, never splits a tool exchange, and puts a
+    breadcrumb `HumanMessage` where turns were dropped. Messages come back as they went in.
+
+    Called without messages it returns a Runnable (as LangChain's does) for a chain:
+    `prompt | trim_messages(max_tokens=..., client=client) | model`; with an
+    `AsyncTurnkeeperClient` that Runnable serves `ainvoke` / `astream`.
+
+    The budget is `max_tokens`, or the budget `profiles` resolve to (one of the two).
+    `session_id` names the session in the trim's event. Where it differs from LangChain's
+    (docs/frameworks.md lists each): `token_counter` is checked as LangChain checks it but never
+    called (`len` is refused: it counts messages); the newest turn is kept whole even over the
+    budget; the breadcrumb is added; `include_system` is True by default. `strategy="first"`,
+    `allow_partial`, `text_splitter`, `end_on`, `include_system=False` and a `start_on` other
+    than the human type raise ValueError.
+    """
+    options = _TrimOptions(
         max_tokens,
+        profiles,
+        session_id,
         breadcrumb_text,
         token_counter,
         strategy,
@@ -411,7 +557,47 @@ async def atrim_messages(
         include_system,
         text_splitter,
     )
-    return to_langchain((await client.trim_history(request)).history)
+    if messages is None:
+        return RunnableLambda(
+            partial(_trim_sync, client, options),
+            afunc=partial(_trim_async, client, options),
+            name="trim_messages",
+        )
+    return _trim_sync(client, options, messages)
+
+
+async def atrim_messages(
+    messages: MessagesInput,
+    *,
+    max_tokens: int | None = None,
+    client: AsyncTurnkeeperClient,
+    profiles: profile_pb2.Profiles | None = None,
+    session_id: str = "",
+    breadcrumb_text: str | None = None,
+    token_counter: TokenCounter | None = None,
+    strategy: Literal["first", "last"] = "last",
+    allow_partial: bool = False,
+    end_on: MessageType | Sequence[MessageType] | None = None,
+    start_on: MessageType | Sequence[MessageType] | None = None,
+    include_system: bool = True,
+    text_splitter: object = None,
+) -> list[BaseMessage]:
+    """`trim_messages` with the asyncio client (its Runnable form is `trim_messages(client=...)`
+    without messages, whose `ainvoke` uses this client)."""
+    options = _TrimOptions(
+        max_tokens,
+        profiles,
+        session_id,
+        breadcrumb_text,
+        token_counter,
+        strategy,
+        allow_partial,
+        end_on,
+        start_on,
+        include_system,
+        text_splitter,
+    )
+    return await _trim_async(client, options, messages)
 
 
 __all__ = ["atrim_messages", "from_langchain", "to_langchain", "trim_messages"]

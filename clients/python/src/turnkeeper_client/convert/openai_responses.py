@@ -6,6 +6,7 @@ docs/converters.md is the mapping; the converter vectors pin it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -22,6 +23,7 @@ from ._common import (
     Streams,
     attachment_from_url,
     attachment_url,
+    canonical_json,
     expect_list,
     expect_mapping,
     expect_str,
@@ -53,6 +55,42 @@ _ROLE_NAMES = {
     history_pb2.ROLE_ASSISTANT: "assistant",
 }
 _TEXT_PARTS = {"input_text", "output_text"}
+# Items turnkeeper has no row field for but a model reads (the hosted tools' calls and results, the
+# Agents SDK's references and compactions): each is one assistant row whose text is the item's
+# canonical JSON, so it is priced, stays within its turn and comes back as it went in.
+OPAQUE_ITEMS = frozenset(
+    {
+        "web_search_call",
+        "file_search_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        "computer_call",
+        "computer_call_output",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "local_shell_call_output",
+        "shell_call",
+        "shell_call_output",
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "tool_search_call",
+        "compaction_trigger",
+        "hosted_tool_call",
+        "item_reference",
+        "compaction",
+    }
+)
+# Content parts kept the same way inside their message or tool output.
+OPAQUE_PARTS = frozenset({"input_file"})
+# The Agents SDK for JavaScript names the call id `callId` and a tool result
+# `function_call_result`; the skeleton keeps the key (empty) so export writes it back the same way.
+_CAMEL_CALL_ID = "callId"
+_OUTPUT_ITEMS = frozenset({"function_call_output", "function_call_result"})
 
 
 def from_openai_responses(
@@ -68,15 +106,64 @@ def from_openai_responses(
     items = plain_json(items)
     if isinstance(items, Mapping):
         items = expect_list(items.get("input"), "input")
-    rows = [_import_item(item, f"input[{i}]") for i, item in enumerate(items)]
+    rows = _group_calls(
+        [_import_item(item, f"input[{i}]") for i, item in enumerate(items)],
+        [_item_type(item) for item in items],
+    )
     return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+
+
+def _item_type(item: object) -> object:
+    return item.get("type") if isinstance(item, Mapping) else None
+
+
+def _group_calls(rows: list[Row], kinds: list[object]) -> list[Row]:
+    """Consecutive `function_call` items are one assistant row (parallel tool calls), so the
+    results that follow answer one row and the orphan sweep keeps every call. A group's skeleton
+    is `{"items": [...]}`, one function_call skeleton per call."""
+    out: list[Row] = []
+    run: list[Row] = []
+
+    def close_run() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            grouped = Row(
+                history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT),
+                {"items": [row.skeleton for row in run]},
+            )
+            for row in run:
+                grouped.message.tool_calls.extend(row.message.tool_calls)
+            out.append(grouped)
+        run.clear()
+
+    for row, kind in zip(rows, kinds, strict=True):
+        if kind == "function_call":
+            run.append(row)
+            continue
+        close_run()
+        out.append(row)
+    close_run()
+    return out
+
+
+def _take_call_id(skeleton: JSONObject, where: str) -> str:
+    if "call_id" not in skeleton and _CAMEL_CALL_ID in skeleton:
+        call_id = expect_str(skeleton[_CAMEL_CALL_ID], f"{where}.{_CAMEL_CALL_ID}")
+        skeleton[_CAMEL_CALL_ID] = ""
+        return call_id
+    return expect_str(skeleton.pop("call_id", None), f"{where}.call_id")
+
+
+def _put_call_id(out: JSONObject, skeleton: Mapping[str, Any], call_id: str) -> None:
+    out[_CAMEL_CALL_ID if _CAMEL_CALL_ID in skeleton else "call_id"] = call_id
 
 
 def _import_item(raw: object, where: str) -> Row:
     item = expect_mapping(raw, where)
     kind = item.get("type")
-    if kind is None:  # absent or null
-        kind = "message"
+    if kind is None:  # absent or null: a message, or an item reference (its `type` is optional)
+        kind = "item_reference" if item.get("role") is None and "id" in item else "message"
     skeleton = skeleton_copy(item)
     if kind == "message":
         role_name = item.get("role")
@@ -94,20 +181,26 @@ def _import_item(raw: object, where: str) -> Row:
         row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT), skeleton)
         row.message.tool_calls.append(
             history_pb2.ToolCall(
-                id=expect_str(skeleton.pop("call_id", None), f"{where}.call_id"),
+                id=_take_call_id(skeleton, where),
                 name=expect_str(skeleton.pop("name", None), f"{where}.name"),
                 arguments=expect_str(skeleton.pop("arguments", None), f"{where}.arguments"),
             )
         )
         return row
-    if kind == "function_call_output":
+    if kind in _OUTPUT_ITEMS:
         row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL), skeleton)
-        row.message.tool_call_id = expect_str(skeleton.pop("call_id", None), f"{where}.call_id")
+        row.message.tool_call_id = _take_call_id(skeleton, where)
         output = item.get("output")
         if isinstance(output, str):
             skeleton["output"] = row.add(output)
+        elif isinstance(output, Mapping) and kind == "function_call_result":
+            skeleton["output"] = _import_parts(row, [output], f"{where}.output")[0]
         else:
             skeleton["output"] = _import_parts(row, output, f"{where}.output")
+        return row
+    if kind in OPAQUE_ITEMS:
+        row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT), {"type": kind})
+        row.skeleton["item"] = row.add(canonical_json(item))
         return row
     if kind == "reasoning":
         row = Row(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT), skeleton)
@@ -136,7 +229,9 @@ def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
     parts = [expect_mapping(p, f"{where}[{k}]") for k, p in enumerate(expect_list(content, where))]
     role = row.message.role
     texts = "".join(
-        p["text"] for p in parts if p.get("type") in _TEXT_PARTS and isinstance(p.get("text"), str)
+        p["text"]
+        for p in parts
+        if p.get("type") in (*_TEXT_PARTS, "text") and isinstance(p.get("text"), str)
     )
     images_attach = role == history_pb2.ROLE_TOOL or (
         role == history_pb2.ROLE_USER and is_carrier(texts)
@@ -146,8 +241,10 @@ def _import_parts(row: Row, content: object, where: str) -> list[JSONObject]:
         here = f"{where}[{k}]"
         kind = part.get("type")
         skeleton = skeleton_copy(part)
-        if kind in _TEXT_PARTS:
+        if kind in _TEXT_PARTS or (kind == "text" and role == history_pb2.ROLE_TOOL):
             skeleton["text"] = row.add(expect_str(part.get("text"), f"{here}.text"))
+        elif kind in OPAQUE_PARTS:
+            skeleton = {"type": kind, "part": row.add(canonical_json(part))}
         elif kind == "refusal" and role == history_pb2.ROLE_ASSISTANT:
             skeleton["refusal"] = row.add(expect_str(part.get("refusal"), f"{here}.refusal"))
         elif kind == "input_image" and role in (history_pb2.ROLE_USER, history_pb2.ROLE_TOOL):
@@ -207,20 +304,33 @@ def to_openai_responses(history: history_pb2.History) -> list[ResponseInputItemP
     out: list[JSONObject] = []
     for i, row in enumerate(flat_rows(history, FORMAT)):
         where = f"rows[{i}]"
-        items = [row.skeleton] if row.skeleton is not None else _default_items(row)
+        items = _skeleton_items(row.skeleton) if row.skeleton is not None else _default_items(row)
         streams = Streams(row, where)
-        out.extend(_export(row, streams, item, where) for item in items)
+        for item in items:
+            exported = _export(row, streams, item, where)
+            if exported is not None:
+                out.append(exported)
         streams.done()
     # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
     return cast("list[ResponseInputItemParam]", out)
 
 
-def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) -> JSONObject:
+def _skeleton_items(skeleton: JSONObject) -> list[JSONObject]:
+    """The items of a row's skeleton: a group of parallel calls is `{"items": [...]}` alone."""
+    if skeleton.keys() == {"items"}:
+        return [expect_mapping(item, "passthrough.items") for item in skeleton["items"]]  # type: ignore[misc]
+    return [skeleton]
+
+
+def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) -> JSONObject | None:
+    """The item a skeleton slot stands for; None for a call slot whose call the sweep removed."""
     message = row.message
     out = skeleton_copy(skeleton)
     kind = skeleton.get("type")
     if kind is None:
         kind = "message"
+    if kind in OPAQUE_ITEMS:
+        return _opaque(streams.text.take(skeleton.get("item"), f"{where}.item"), where)
     if kind == "message":
         if _ROLES.get(skeleton.get("role")) != message.role:  # type: ignore[arg-type]
             raise ConversionError(f"{where}: passthrough role does not match the row")
@@ -230,17 +340,22 @@ def _export(row: FlatRow, streams: Streams, skeleton: JSONObject, where: str) ->
         else:
             out["content"] = streams.text.take(content, f"{where}.content")
     elif kind == "function_call":
+        if message.role != history_pb2.ROLE_ASSISTANT:
+            raise ConversionError(f"{where}: passthrough function_call on a non-assistant row")
         call = streams.call()
-        if call is None or message.role != history_pb2.ROLE_ASSISTANT:
-            raise ConversionError(f"{where}: passthrough function_call without its tool call")
-        out.update(call_id=call.id, name=call.name, arguments=call.arguments)
-    elif kind == "function_call_output":
+        if call is None:
+            return None
+        _put_call_id(out, skeleton, call.id)
+        out.update(name=call.name, arguments=call.arguments)
+    elif kind in _OUTPUT_ITEMS:
         if message.role != history_pb2.ROLE_TOOL:
-            raise ConversionError(f"{where}: passthrough function_call_output on a non-tool row")
-        out["call_id"] = message.tool_call_id
+            raise ConversionError(f"{where}: passthrough {kind} on a non-tool row")
+        _put_call_id(out, skeleton, message.tool_call_id)
         output = skeleton.get("output")
         if isinstance(output, list):
             out["output"] = [_export_part(message, streams, p, where) for p in output]
+        elif isinstance(output, Mapping):
+            out["output"] = _export_part(message, streams, output, where)
         else:
             out["output"] = streams.text.take(output, f"{where}.output")
     elif kind == "reasoning":
@@ -263,8 +378,10 @@ def _export_part(
     part = expect_mapping(raw, where)
     out = skeleton_copy(part)
     kind = part.get("type")
-    if kind in _TEXT_PARTS:
+    if kind in _TEXT_PARTS or kind == "text":
         out["text"] = streams.text.take(part.get("text"), f"{where}.text")
+    elif kind in OPAQUE_PARTS:
+        return _opaque(streams.text.take(part.get("part"), f"{where}.part"), where)
     elif kind == "refusal":
         out["refusal"] = streams.text.take(part.get("refusal"), f"{where}.refusal")
     elif kind == "input_image":
@@ -275,3 +392,12 @@ def _export_part(
     else:
         raise ConversionError(f"{where}: passthrough part type {kind!r} is not Responses")
     return out
+
+
+def _opaque(text: str, where: str) -> JSONObject:
+    """An opaque item or part back from the canonical JSON its row holds."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConversionError(f"{where}: the row's text is no longer the item's JSON") from error
+    return dict(expect_mapping(value, where))
