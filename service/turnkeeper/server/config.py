@@ -371,7 +371,9 @@ class ServerConfig(BaseSettings):
         description="how long the queue must stand (see shed-queue-ms) before any call is refused",
     )
     accept_ahead: int = Field(
-        default=8,
+        # Off by default: a call taken ahead reaches the edge only once its request has arrived,
+        # so the receiving cap no longer keeps waiting requests in their clients.
+        default=0,
         ge=0,
         le=256,
         description="requests for calls the server keeps outstanding per per-call method beyond "
