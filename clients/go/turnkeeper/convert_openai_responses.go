@@ -22,7 +22,57 @@ var (
 		"user": turnkeeperv1.Role_ROLE_USER, "assistant": turnkeeperv1.Role_ROLE_ASSISTANT,
 	}
 	responsesTextParts = []string{"input_text", "output_text"}
+	// responsesOpaqueItems have no row field but a model reads them (the hosted tools' calls and
+	// their outputs, the Agents SDK's references and compactions): each is one assistant row whose
+	// text is the item's canonical JSON, so it is priced, stays within its turn and comes back as it
+	// went in. An output is an assistant row like its call: as a tool row it would answer no call and
+	// the orphan sweep would remove it.
+	responsesOpaqueItems = []string{
+		"web_search_call", "file_search_call", "mcp_call", "mcp_list_tools", "mcp_approval_request",
+		"mcp_approval_response", "computer_call", "computer_call_output", "code_interpreter_call",
+		"image_generation_call", "local_shell_call", "local_shell_call_output", "shell_call",
+		"shell_call_output", "apply_patch_call", "apply_patch_call_output", "custom_tool_call",
+		"custom_tool_call_output", "tool_search_call", "compaction_trigger", "hosted_tool_call",
+		"item_reference", "compaction",
+	}
+	// responsesOpaqueParts are content parts kept the same way inside their message or tool output.
+	responsesOpaqueParts = []string{"input_file"}
 )
+
+// responsesItemType is an item's type; one without it is a message, or an item reference (whose
+// `type` the API lets be omitted) when it has an id and no role.
+func responsesItemType(item object) string {
+	if t := item["type"]; t != nil {
+		kind, _ := t.(string)
+		return kind
+	}
+	if _, hasID := item["id"]; hasID && item["role"] == nil {
+		return "item_reference"
+	}
+	return "message"
+}
+
+// importOpaque puts value's canonical JSON into the row's text and returns its length.
+func importOpaque(row *importRow, value any) (int, error) {
+	text, err := canonicalJSON(value)
+	if err != nil {
+		return 0, err
+	}
+	return row.add(text), nil
+}
+
+// exportOpaque is the item or part back from the canonical JSON its row holds at the cursor.
+func exportOpaque(s *streams, length any, path string) (object, error) {
+	text, err := s.text.take(length, path)
+	if err != nil {
+		return nil, err
+	}
+	value, err := decodeJSON([]byte(text))
+	if err != nil {
+		return nil, convErr(path, "the row's text is no longer the item's JSON")
+	}
+	return expectObject(value, path)
+}
 
 // FromOpenAIResponses converts Responses input items (a JSON array, or a request object holding
 // them as `input`) to a History, one row per item except that consecutive function_call items (a
@@ -84,9 +134,15 @@ func importResponsesItem(raw any, path string) (*importRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	kind := "message" // when absent or null
-	if t := item["type"]; t != nil {
-		kind, _ = t.(string)
+	kind := responsesItemType(item)
+	if slices.Contains(responsesOpaqueItems, kind) {
+		row := newImportRow(turnkeeperv1.Role_ROLE_ASSISTANT, object{"type": kind})
+		n, err := importOpaque(row, item)
+		if err != nil {
+			return nil, err
+		}
+		row.skeleton["item"] = n
+		return row, nil
 	}
 	skeleton := copyObject(item)
 	take := func(key string) (string, error) {
@@ -198,6 +254,12 @@ func importResponsesParts(row *importRow, content any, path string) ([]any, erro
 				return nil, err
 			}
 			skeleton["text"] = row.add(text)
+		case slices.Contains(responsesOpaqueParts, kind):
+			n, err := importOpaque(row, part)
+			if err != nil {
+				return nil, err
+			}
+			skeleton = object{"type": kind, "part": n}
 		case kind == "refusal" && role == turnkeeperv1.Role_ROLE_ASSISTANT:
 			text, err := expectString(part["refusal"], here+".refusal")
 			if err != nil {
@@ -337,6 +399,9 @@ func exportResponsesItem(m *turnkeeperv1.ChatMessage, s *streams, skeleton objec
 	if t := skeleton["type"]; t != nil {
 		kind, _ = t.(string)
 	}
+	if slices.Contains(responsesOpaqueItems, kind) {
+		return exportOpaque(s, skeleton["item"], path+".item")
+	}
 	var err error
 	switch kind {
 	case "message":
@@ -400,6 +465,8 @@ func exportResponsesContent(m *turnkeeperv1.ChatMessage, s *streams, content any
 		switch {
 		case slices.Contains(responsesTextParts, kind):
 			part["text"], err = s.text.take(part["text"], path+".text")
+		case slices.Contains(responsesOpaqueParts, kind):
+			part, err = exportOpaque(s, part["part"], path+".part")
 		case kind == "refusal":
 			part["refusal"], err = s.text.take(part["refusal"], path+".refusal")
 		case kind == "input_image":

@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::common::{
-    ConvertOptions, Field, FlatRow, Object, Res, Row, Stream, Streams, code_points, err,
-    expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
+    ConvertOptions, Field, FlatRow, Object, Res, Row, Stream, Streams, canonical_json, code_points,
+    err, expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
     marker_text_row, obj, objects, part_texts, role, split_markers, type_of,
 };
 use super::openai_chat::role_name;
@@ -15,6 +15,59 @@ const FORMAT: &str = "openai_responses";
 /// Holds the item skeletons of a row that stands for several items.
 const ITEMS: &str = "items";
 const TEXT_PARTS: [&str; 2] = ["input_text", "output_text"];
+/// Items turnkeeper has no row field for but a model reads (the hosted tools' calls and their
+/// outputs, the Agents SDK's references and compactions): each is one assistant row whose text is
+/// the item's canonical JSON, so it is priced, stays within its turn and comes back as it went in.
+/// An output is an assistant row like its call: as a tool row it would answer no call and the
+/// orphan sweep would remove it.
+const OPAQUE_ITEMS: [&str; 23] = [
+    "web_search_call",
+    "file_search_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "computer_call",
+    "computer_call_output",
+    "code_interpreter_call",
+    "image_generation_call",
+    "local_shell_call",
+    "local_shell_call_output",
+    "shell_call",
+    "shell_call_output",
+    "apply_patch_call",
+    "apply_patch_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "tool_search_call",
+    "compaction_trigger",
+    "hosted_tool_call",
+    "item_reference",
+    "compaction",
+];
+/// Content parts kept the same way inside their message or tool output.
+const OPAQUE_PARTS: [&str; 1] = ["input_file"];
+
+/// The item's type; one without it is a message, or an item reference (whose `type` the API lets
+/// be omitted) when it has an id and no role.
+fn item_type(item: &Object) -> &str {
+    match item.field("type") {
+        Some(t) => t.as_str().unwrap_or_default(),
+        None if item.field("role").is_none() && item.contains_key("id") => "item_reference",
+        None => "message",
+    }
+}
+
+/// The item or part back from the canonical JSON its row holds at the cursor.
+fn opaque(s: &mut Streams, length: Option<&Value>, path: &str) -> Res<Object> {
+    let Value::String(text) = s.text(length, path)? else {
+        return Err(err(path, "the row's text is no longer the item's JSON"));
+    };
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(value)) => Ok(value),
+        _ => Err(err(path, "the row's text is no longer the item's JSON")),
+    }
+}
 
 fn role_from(name: Option<&str>) -> Option<Role> {
     match name? {
@@ -75,10 +128,13 @@ pub fn from_openai_responses(items: &Value, options: &ConvertOptions) -> Res<His
 
 fn import_item(raw: &Value, path: &str) -> Res<Row> {
     let item = expect_object(Some(raw), path)?;
-    let kind = match item.field("type") {
-        None => "message",
-        Some(t) => t.as_str().unwrap_or_default(),
-    };
+    let kind = item_type(item);
+    if OPAQUE_ITEMS.contains(&kind) {
+        let mut row = Row::new(Role::Assistant, obj([("type", kind.into())]));
+        let n = row.add(&canonical_json(raw));
+        row.skeleton.insert("item".into(), n);
+        return Ok(row);
+    }
     let mut skeleton = item.clone();
     let mut take = |key: &str| -> Res<String> {
         let value = expect_str(item.get(key), &format!("{path}.{key}"))?.to_owned();
@@ -173,6 +229,10 @@ fn import_parts(row: &mut Row, content: Option<&Value>, path: &str) -> Res<Value
             Some(kind) if TEXT_PARTS.contains(&kind) => {
                 let n = row.add(expect_str(part.field("text"), &format!("{here}.text"))?);
                 skeleton.insert("text".into(), n);
+            }
+            Some(kind) if OPAQUE_PARTS.contains(&kind) => {
+                let n = row.add(&canonical_json(&Value::Object(part.clone())));
+                skeleton = obj([("type", kind.into()), ("part", n)]);
             }
             Some("refusal") if r == Role::Assistant => {
                 let n = row.add(expect_str(
@@ -309,10 +369,13 @@ fn items_of(row: &FlatRow, path: &str) -> Res<Vec<Object>> {
 fn export_item(row: &FlatRow, s: &mut Streams, skeleton: &Object, path: &str) -> Res<Object> {
     let r = role(&row.message);
     let mut out = skeleton.clone();
-    match skeleton
+    let kind = skeleton
         .field("type")
-        .map_or(Some("message"), Value::as_str)
-    {
+        .map_or(Some("message"), Value::as_str);
+    if kind.is_some_and(|kind| OPAQUE_ITEMS.contains(&kind)) {
+        return opaque(s, skeleton.get("item"), &format!("{path}.item"));
+    }
+    match kind {
         Some("message") => {
             if role_from(skeleton.field("role").and_then(Value::as_str)) != Some(r) {
                 return Err(err(path, "passthrough role does not match the row"));
@@ -383,6 +446,9 @@ fn export_content(s: &mut Streams, content: Option<&Value>, path: &str) -> Res<V
             Some(kind) if TEXT_PARTS.contains(&kind) => {
                 let text = s.text(part.field("text"), &format!("{path}.text"))?;
                 part.insert("text".into(), text);
+            }
+            Some(kind) if OPAQUE_PARTS.contains(&kind) => {
+                part = opaque(s, part.get("part"), &format!("{path}.part"))?;
             }
             Some("refusal") => {
                 let text = s.text(part.field("refusal"), &format!("{path}.refusal"))?;

@@ -4,9 +4,9 @@ import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema, type ChatMessage, type History } from "../gen/turnkeeper/v1/history_pb.js";
 import {
-  addOpaque,
   attachmentFromUrl,
   attachmentUrl,
+  canonicalJson,
   codePoints,
   copy,
   expectArray,
@@ -16,7 +16,6 @@ import {
   flatRows,
   imagesAreAttachments,
   isCarrier,
-  isOpaque,
   marker,
   markerTextRow,
   newRow,
@@ -25,7 +24,6 @@ import {
   skeletonItems,
   splitMarkers,
   Streams,
-  takeOpaque,
   type ConvertOptions,
   type FlatRow,
   type Row,
@@ -37,8 +35,57 @@ const FORMAT = "openai_responses";
 const ROLES: Record<string, Role> = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES: Partial<Record<Role, string>> = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
 const TEXT_PARTS = ["input_text", "output_text"];
-/** Items the model or a hosted tool produced that turnkeeper keeps whole as opaque rows (priced as their JSON). */
-const OPAQUE_ITEMS = ["web_search_call", "file_search_call", "mcp_call", "computer_call", "computer_call_output", "item_reference", "compaction"];
+/**
+ * Items turnkeeper has no row field for but a model reads (the hosted tools' calls and their outputs, the
+ * Agents SDK's references and compactions): each is one assistant row whose text is the item's canonical
+ * JSON, so it is priced, stays within its turn and comes back as it went in. An output is an assistant
+ * row like its call: as a tool row it would answer no call and the orphan sweep would remove it.
+ */
+const OPAQUE_ITEMS: readonly string[] = [
+  "web_search_call",
+  "file_search_call",
+  "mcp_call",
+  "mcp_list_tools",
+  "mcp_approval_request",
+  "mcp_approval_response",
+  "computer_call",
+  "computer_call_output",
+  "code_interpreter_call",
+  "image_generation_call",
+  "local_shell_call",
+  "local_shell_call_output",
+  "shell_call",
+  "shell_call_output",
+  "apply_patch_call",
+  "apply_patch_call_output",
+  "custom_tool_call",
+  "custom_tool_call_output",
+  "tool_search_call",
+  "compaction_trigger",
+  "hosted_tool_call",
+  "item_reference",
+  "compaction",
+];
+/** Content parts kept the same way inside their message or tool output. */
+const OPAQUE_PARTS: readonly string[] = ["input_file"];
+
+/** The item's type; an item without one is a message, or an item reference (its `type` is optional). */
+function itemType(item: JsonObject): JsonValue {
+  if (item.type !== undefined && item.type !== null) return item.type;
+  return (item.role === undefined || item.role === null) && "id" in item ? "item_reference" : "message";
+}
+
+/** The item or part back from the canonical JSON its row holds at the cursor. */
+function opaque(streams: Streams, length: JsonValue | undefined, where: string): JsonObject {
+  const text = streams.text.take(length, where);
+  let value: JsonValue;
+  try {
+    value = JSON.parse(text) as JsonValue;
+  } catch {
+    throw new ConversionError(`${where}: the row's text is no longer the item's JSON`);
+  }
+  return expectObject(value, where);
+}
 
 /**
  * Converts Responses input items (or a request object holding them as `input`) to a History: one
@@ -82,11 +129,11 @@ function importFunctionCall(row: Row, item: JsonObject, where: string): void {
 }
 
 function importItem(item: JsonObject, where: string): Row {
-  const kind = item.type ?? "message";
+  const kind = itemType(item);
   const skeleton = copy(item);
   if (typeof kind === "string" && OPAQUE_ITEMS.includes(kind)) {
-    const row = newRow(Role.ASSISTANT);
-    row.skeleton = addOpaque(row, item);
+    const row = newRow(Role.ASSISTANT, { type: kind });
+    row.skeleton.item = row.add(canonicalJson(item));
     return row;
   }
   if (kind === "message") {
@@ -135,7 +182,7 @@ function importParts(row: Row, content: JsonValue | undefined, where: string): J
   return parts.map((part, k) => {
     const here = `${where}[${k}]`;
     const skeleton = copy(part);
-    if (part.type === "input_file") return addOpaque(row, part);
+    if (typeof part.type === "string" && OPAQUE_PARTS.includes(part.type)) return { type: part.type, part: row.add(canonicalJson(part)) };
     if (typeof part.type === "string" && TEXT_PARTS.includes(part.type)) skeleton.text = row.add(expectString(part.text, `${here}.text`));
     else if (part.type === "refusal" && role === Role.ASSISTANT) skeleton.refusal = row.add(expectString(part.refusal, `${here}.refusal`));
     else if (part.type === "input_image" && (role === Role.USER || role === Role.TOOL)) {
@@ -204,9 +251,9 @@ export function toOpenAIResponses<Item extends object>(history: History): Item[]
 
 /** One item back from its skeleton; undefined for a `function_call` whose call the orphan sweep removed. */
 function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject, where: string): JsonObject | undefined {
-  if (isOpaque(skeleton)) return expectObject(takeOpaque(streams.text, skeleton, where), where);
   const out = copy(skeleton);
   const kind = skeleton.type ?? "message";
+  if (typeof kind === "string" && OPAQUE_ITEMS.includes(kind)) return opaque(streams, skeleton.item, `${where}.item`);
   if (kind === "message") {
     if (ROLES[shown(skeleton.role)] !== message.role) throw new ConversionError(`${where}: passthrough role does not match the row`);
     const content = skeleton.content;
@@ -245,7 +292,7 @@ function exportItem(message: ChatMessage, streams: Streams, skeleton: JsonObject
 }
 
 function exportPart(message: ChatMessage, streams: Streams, part: JsonObject, where: string): JsonObject {
-  if (isOpaque(part)) return expectObject(takeOpaque(streams.text, part, where), where);
+  if (typeof part.type === "string" && OPAQUE_PARTS.includes(part.type)) return opaque(streams, part.part, `${where}.part`);
   const out = copy(part);
   if (typeof part.type === "string" && TEXT_PARTS.includes(part.type)) out.text = streams.text.take(part.text, `${where}.text`);
   else if (part.type === "refusal") out.refusal = streams.text.take(part.refusal, `${where}.refusal`);
