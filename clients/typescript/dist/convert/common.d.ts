@@ -119,3 +119,8 @@ export declare function isOpaque(skeleton: JsonObject): boolean;
 export declare function takeOpaque(cursor: Cursor, skeleton: JsonObject, where: string): JsonValue;
 /** The provider items a skeleton stands for: several for a grouped row (`{"items": [...]}`), else itself. */
 export declare function skeletonItems(skeleton: JsonObject): JsonObject[];
+/**
+ * The default items of a user or assistant row (Responses and Agents SDK alike): a user row's
+ * content split at its image markers into parts, an assistant row's calls after its text.
+ */
+export declare function rowItems(message: ChatMessage, item: JsonObject, n: number, image: () => JsonObject): JsonObject[];

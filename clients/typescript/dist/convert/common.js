@@ -425,4 +425,26 @@ export function skeletonItems(skeleton) {
     }
     return [skeleton];
 }
+/**
+ * The default items of a user or assistant row (Responses and Agents SDK alike): a user row's
+ * content split at its image markers into parts, an assistant row's calls after its text.
+ */
+export function rowItems(message, item, n, image) {
+    if (message.role === Role.USER) {
+        if (message.attachments.length > 0 && isCarrier(message.content)) {
+            item.content = [{ type: "input_text", text: n }, ...message.attachments.map(image)];
+        }
+        else if (!markerTextRow(message)) {
+            const pieces = splitMarkers(message.content);
+            if (pieces.some((p) => p.marker !== undefined)) {
+                item.content = pieces.map((p) => (p.marker !== undefined ? image() : { type: "input_text", text: codePoints(p.text ?? "") }));
+            }
+        }
+    }
+    if (message.role === Role.ASSISTANT && message.toolCalls.length > 0) {
+        const calls = message.toolCalls.map(() => ({ type: "function_call" }));
+        return n > 0 ? [item, ...calls] : calls;
+    }
+    return [item];
+}
 //# sourceMappingURL=common.js.map

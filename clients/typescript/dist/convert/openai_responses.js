@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, canonicalJson, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, markerTextRow, newRow, partTexts, shown, skeletonItems, splitMarkers, Streams, plainJson, } from "./common.js";
+import { attachmentFromUrl, attachmentUrl, canonicalJson, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, newRow, partTexts, shown, skeletonItems, Streams, rowItems, plainJson, } from "./common.js";
 const FORMAT = "openai_responses";
 const ROLES = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
@@ -188,22 +188,7 @@ function defaultItems(row) {
     if (roleName === undefined)
         throw new ConversionError(`role ${message.role} has no Responses role`);
     const item = { role: roleName, content: n };
-    if (message.role === Role.USER) {
-        if (message.attachments.length > 0 && isCarrier(message.content)) {
-            item.content = [{ type: "input_text", text: n }, ...message.attachments.map(image)];
-        }
-        else if (!markerTextRow(message)) {
-            const pieces = splitMarkers(message.content);
-            if (pieces.some((p) => p.marker !== undefined)) {
-                item.content = pieces.map((p) => (p.marker !== undefined ? image() : { type: "input_text", text: codePoints(p.text ?? "") }));
-            }
-        }
-    }
-    if (message.role === Role.ASSISTANT && message.toolCalls.length > 0) {
-        const calls = message.toolCalls.map(() => ({ type: "function_call" }));
-        return n > 0 ? [item, ...calls] : calls;
-    }
-    return [item];
+    return rowItems(message, item, n, image);
 }
 export function toOpenAIResponses(history) {
     const out = [];

@@ -21,15 +21,14 @@ import {
   isCarrier,
   isOpaque,
   marker,
-  markerTextRow,
   newRow,
   partTexts,
   plainJson,
   shown,
   skeletonItems,
-  splitMarkers,
   Streams,
   takeOpaque,
+  rowItems,
   type ConvertOptions,
   type FlatRow,
   type ProviderJson,
@@ -170,21 +169,7 @@ function defaultItems(row: FlatRow): JsonObject[] {
     item.status = "completed";
     item.content = [{ type: "output_text", text: n }];
   }
-  if (message.role === Role.USER) {
-    if (message.attachments.length > 0 && isCarrier(message.content)) {
-      item.content = [{ type: "input_text", text: n }, ...message.attachments.map(image)];
-    } else if (!markerTextRow(message)) {
-      const pieces = splitMarkers(message.content);
-      if (pieces.some((p) => p.marker !== undefined)) {
-        item.content = pieces.map((p) => (p.marker !== undefined ? image() : { type: "input_text", text: codePoints(p.text ?? "") }));
-      }
-    }
-  }
-  if (message.role === Role.ASSISTANT && message.toolCalls.length > 0) {
-    const calls = message.toolCalls.map(() => ({ type: "function_call" }));
-    return n > 0 ? [item, ...calls] : calls;
-  }
-  return [item];
+  return rowItems(message, item, n, image);
 }
 
 /**

@@ -17,13 +17,12 @@ import {
   imagesAreAttachments,
   isCarrier,
   marker,
-  markerTextRow,
   newRow,
   partTexts,
   shown,
   skeletonItems,
-  splitMarkers,
   Streams,
+  rowItems,
   type ConvertOptions,
   type FlatRow,
   type Row,
@@ -212,21 +211,7 @@ function defaultItems(row: FlatRow): JsonObject[] {
   const roleName = ROLE_NAMES[message.role];
   if (roleName === undefined) throw new ConversionError(`role ${message.role} has no Responses role`);
   const item: JsonObject = { role: roleName, content: n };
-  if (message.role === Role.USER) {
-    if (message.attachments.length > 0 && isCarrier(message.content)) {
-      item.content = [{ type: "input_text", text: n }, ...message.attachments.map(image)];
-    } else if (!markerTextRow(message)) {
-      const pieces = splitMarkers(message.content);
-      if (pieces.some((p) => p.marker !== undefined)) {
-        item.content = pieces.map((p) => (p.marker !== undefined ? image() : { type: "input_text", text: codePoints(p.text ?? "") }));
-      }
-    }
-  }
-  if (message.role === Role.ASSISTANT && message.toolCalls.length > 0) {
-    const calls = message.toolCalls.map(() => ({ type: "function_call" }));
-    return n > 0 ? [item, ...calls] : calls;
-  }
-  return [item];
+  return rowItems(message, item, n, image);
 }
 
 /**
