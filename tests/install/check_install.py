@@ -4,7 +4,7 @@
     with_server.py -- python tests/install/check_install.py [python] [typescript] [go] [rust]
         [systemd]
 
-`systemd` runs the README's systemd install steps into a staging root and serves from it. For
+`systemd` runs the systemd install steps of docs/operating.md into a staging root and serves from it. For
 every language named (all by default) it creates a temporary project under /tmp, installs
 the client from its folder with the ecosystem's standard command (and nothing else from the
 repository), type-checks or builds the README's example (the fenced block after an
@@ -218,16 +218,17 @@ debug = "line-tables-only"
 debug = false
 """
 
-ROOT_README = REPO / "README.md"
+# The operator's guide holds the deployment steps (the README links to it).
+OPERATING_GUIDE = REPO / "docs" / "operating.md"
 SYSTEMD_UNIT = REPO / "deploy" / "systemd" / "turnkeeper.service"
 
 
 def check_systemd(project: Path) -> None:
-    """The README's systemd steps, into a staging root (TURNKEEPER_ROOT) instead of /, then the
+    """The operator's guide's systemd steps, into a staging root (TURNKEEPER_ROOT) instead of /, then the
     installed server run with the unit's ExecStart and Environment (addresses moved)."""
-    steps = MARKER_ROOT.search(ROOT_README.read_text(encoding="utf-8"))
+    steps = MARKER_ROOT.search(OPERATING_GUIDE.read_text(encoding="utf-8"))
     if steps is None:
-        raise CheckError("README.md has no <!-- install-test: systemd --> block")
+        raise CheckError("docs/operating.md has no <!-- install-test: systemd --> block")
     root = project / "root"
     for line in steps["code"].splitlines():
         command = line.partition("#")[0].split()
