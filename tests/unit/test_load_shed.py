@@ -176,11 +176,11 @@ async def test_sheds_only_a_standing_queue_of_more_calls_than_its_floor() -> Non
     shedder.arrived()
     started.count = 301  # 300 calls waiting
     await _trickle(shedder, 2)
-    assert not shedder.refuses(NOTHING_WAITING)  # under 20 ms yet
+    assert not shedder.refuses(NOTHING_WAITING)  # the oldest has not waited past the target yet
     await _trickle(shedder, 1)
     assert clock.waited >= 0.02 and not shedder.refuses(
         NOTHING_WAITING
-    )  # over, but not for 50 ms yet
+    )  # past the target, but not for a whole interval yet
     await _trickle(shedder, 6)
     assert clock.behind >= 64 and clock.waited >= 0.07
     assert shedder.refuses(NOTHING_WAITING)
