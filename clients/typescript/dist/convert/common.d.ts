@@ -124,3 +124,8 @@ export declare function skeletonItems(skeleton: JsonObject): JsonObject[];
  * content split at its image markers into parts, an assistant row's calls after its text.
  */
 export declare function rowItems(message: ChatMessage, item: JsonObject, n: number, image: () => JsonObject): JsonObject[];
+/**
+ * A reasoning item's row (Responses and Agents SDK alike): each of `parts`' keys holds a list of
+ * parts of its type, whose texts the row carries as reasoning.
+ */
+export declare function reasoningRow(item: JsonObject, skeleton: JsonObject, where: string, parts: readonly (readonly [string, string])[]): Row;

@@ -447,4 +447,23 @@ export function rowItems(message, item, n, image) {
     }
     return [item];
 }
+/**
+ * A reasoning item's row (Responses and Agents SDK alike): each of `parts`' keys holds a list of
+ * parts of its type, whose texts the row carries as reasoning.
+ */
+export function reasoningRow(item, skeleton, where, parts) {
+    const row = newRow(Role.ASSISTANT, skeleton);
+    for (const [key, partType] of parts) {
+        const value = item[key];
+        if (value === undefined || value === null)
+            continue;
+        skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
+            const part = expectObject(rawPart, `${where}.${key}[${k}]`);
+            if (part.type !== partType)
+                throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
+            return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
+        });
+    }
+    return row;
+}
 //# sourceMappingURL=common.js.map

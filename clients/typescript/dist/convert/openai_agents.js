@@ -6,7 +6,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { addOpaque, attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isOpaque, marker, newRow, partTexts, plainJson, shown, skeletonItems, Streams, takeOpaque, rowItems, } from "./common.js";
+import { addOpaque, attachmentFromUrl, attachmentUrl, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isOpaque, marker, newRow, partTexts, plainJson, shown, skeletonItems, Streams, takeOpaque, reasoningRow, rowItems, } from "./common.js";
 const FORMAT = "openai_agents";
 const ROLES = { system: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
@@ -78,24 +78,11 @@ function importItem(item, where) {
         }
         return row;
     }
-    if (kind === "reasoning") {
-        const row = newRow(Role.ASSISTANT, skeleton);
-        for (const [key, partType] of [
+    if (kind === "reasoning")
+        return reasoningRow(item, skeleton, where, [
             ["content", "input_text"],
             ["rawContent", "reasoning_text"],
-        ]) {
-            const value = item[key];
-            if (value === undefined || value === null)
-                continue;
-            skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
-                const part = expectObject(rawPart, `${where}.${key}[${k}]`);
-                if (part.type !== partType)
-                    throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
-                return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
-            });
-        }
-        return row;
-    }
+        ]);
     if (typeof kind !== "string")
         throw new ConversionError(`${where}.type: expected a string, got ${shown(kind)}`);
     const row = newRow(Role.ASSISTANT);

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
-import { attachmentFromUrl, attachmentUrl, canonicalJson, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, newRow, partTexts, shown, skeletonItems, Streams, rowItems, plainJson, } from "./common.js";
+import { attachmentFromUrl, attachmentUrl, canonicalJson, codePoints, copy, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, marker, newRow, partTexts, shown, skeletonItems, Streams, reasoningRow, rowItems, plainJson, } from "./common.js";
 const FORMAT = "openai_responses";
 const ROLES = { system: Role.SYSTEM, developer: Role.SYSTEM, user: Role.USER, assistant: Role.ASSISTANT };
 const ROLE_NAMES = { [Role.SYSTEM]: "system", [Role.USER]: "user", [Role.ASSISTANT]: "assistant" };
@@ -125,21 +125,10 @@ function importItem(item, where) {
         return row;
     }
     if (kind === "reasoning") {
-        const row = newRow(Role.ASSISTANT, skeleton);
-        for (const [key, partType] of [
+        const row = reasoningRow(item, skeleton, where, [
             ["summary", "summary_text"],
             ["content", "reasoning_text"],
-        ]) {
-            const value = item[key];
-            if (value === undefined || value === null)
-                continue;
-            skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
-                const part = expectObject(rawPart, `${where}.${key}[${k}]`);
-                if (part.type !== partType)
-                    throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
-                return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
-            });
-        }
+        ]);
         if (typeof item.encrypted_content === "string")
             skeleton.encrypted_content = row.add(item.encrypted_content, "reasoning");
         return row;

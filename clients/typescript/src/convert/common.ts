@@ -500,3 +500,26 @@ export function rowItems(message: ChatMessage, item: JsonObject, n: number, imag
   }
   return [item];
 }
+
+/**
+ * A reasoning item's row (Responses and Agents SDK alike): each of `parts`' keys holds a list of
+ * parts of its type, whose texts the row carries as reasoning.
+ */
+export function reasoningRow(
+  item: JsonObject,
+  skeleton: JsonObject,
+  where: string,
+  parts: readonly (readonly [string, string])[],
+): Row {
+  const row = newRow(Role.ASSISTANT, skeleton);
+  for (const [key, partType] of parts) {
+    const value = item[key];
+    if (value === undefined || value === null) continue;
+    skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
+      const part = expectObject(rawPart, `${where}.${key}[${k}]`);
+      if (part.type !== partType) throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
+      return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
+    });
+  }
+  return row;
+}

@@ -28,6 +28,7 @@ import {
   skeletonItems,
   Streams,
   takeOpaque,
+  reasoningRow,
   rowItems,
   type ConvertOptions,
   type FlatRow,
@@ -108,22 +109,10 @@ function importItem(item: JsonObject, where: string): Row {
     }
     return row;
   }
-  if (kind === "reasoning") {
-    const row = newRow(Role.ASSISTANT, skeleton);
-    for (const [key, partType] of [
+  if (kind === "reasoning") return reasoningRow(item, skeleton, where, [
       ["content", "input_text"],
       ["rawContent", "reasoning_text"],
-    ] as const) {
-      const value = item[key];
-      if (value === undefined || value === null) continue;
-      skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
-        const part = expectObject(rawPart, `${where}.${key}[${k}]`);
-        if (part.type !== partType) throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
-        return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
-      });
-    }
-    return row;
-  }
+    ]);
   if (typeof kind !== "string") throw new ConversionError(`${where}.type: expected a string, got ${shown(kind)}`);
   const row = newRow(Role.ASSISTANT);
   row.skeleton = addOpaque(row, item);

@@ -22,6 +22,7 @@ import {
   shown,
   skeletonItems,
   Streams,
+  reasoningRow,
   rowItems,
   type ConvertOptions,
   type FlatRow,
@@ -155,19 +156,10 @@ function importItem(item: JsonObject, where: string): Row {
     return row;
   }
   if (kind === "reasoning") {
-    const row = newRow(Role.ASSISTANT, skeleton);
-    for (const [key, partType] of [
+    const row = reasoningRow(item, skeleton, where, [
       ["summary", "summary_text"],
       ["content", "reasoning_text"],
-    ] as const) {
-      const value = item[key];
-      if (value === undefined || value === null) continue;
-      skeleton[key] = expectArray(value, `${where}.${key}`).map((rawPart, k) => {
-        const part = expectObject(rawPart, `${where}.${key}[${k}]`);
-        if (part.type !== partType) throw new ConversionError(`${where}.${key}[${k}]: expected a ${partType} part`);
-        return { ...copy(part), text: row.add(expectString(part.text, `${where}.${key}[${k}]`), "reasoning") };
-      });
-    }
+    ]);
     if (typeof item.encrypted_content === "string") skeleton.encrypted_content = row.add(item.encrypted_content, "reasoning");
     return row;
   }
