@@ -31,10 +31,10 @@ import grpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sidecar import TRIM, trim_request, workload
-from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.app import admission_limits
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.contract.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.edge.admission import Admission
 from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.server import load_shedder

@@ -41,7 +41,7 @@ def test_each_method_waits_about_the_same_multiple_of_its_cost_whatever_its_shar
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
     probe = _probe()
-    server = server_factory("--log-level", "warning", "--accept-ahead", "8", unix=False)
+    server = server_factory("--log-level", "warning", unix=False)
     alone = probe.run(server.address, [[m] for m in probe.METHODS], 1.5)
     loaded = probe.run(server.address, probe.plan("mixed", CLIENTS), SECONDS)
     assert server.alive()

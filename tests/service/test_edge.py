@@ -14,9 +14,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
-from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, method_path
 from turnkeeper.server.app import Sidecar
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.contract.methods import OWN_ACCEPT_METHODS, method_path
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.telemetry.logs import CallContextFilter

@@ -17,10 +17,10 @@ import pytest
 from aiohttp import web
 from prometheus_client.parser import text_string_to_metric_families
 from turnkeeper.server import app
-from turnkeeper.server.api.methods import SERVICE_NAME
 from turnkeeper.server.api.servicer import INLINE_REQUEST_BYTES
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.contract.methods import SERVICE_NAME
 from turnkeeper.server.engine import default_engine_name
 from turnkeeper.server.events.common import messages_of
 from turnkeeper.server.events.feed import Delivery, FeedItem, FeedStatus

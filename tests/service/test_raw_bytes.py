@@ -15,7 +15,7 @@ import pytest
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
-from turnkeeper.server.api.wire import encode_varint, malformed_fields
+from turnkeeper.server.contract.wire import encode_varint, malformed_fields
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc, profile_pb2

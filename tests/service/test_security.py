@@ -22,10 +22,10 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
-from turnkeeper.server.api.caller import caller_from_wire
-from turnkeeper.server.api.wire import encode_varint, length_delimited
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig, parse_config
+from turnkeeper.server.contract.caller import caller_from_wire
+from turnkeeper.server.contract.wire import encode_varint, length_delimited
 from turnkeeper.server.edge.auth import load_tokens
 from turnkeeper.server.edge.listeners import bind_failure_cause
 from turnkeeper.server.edge.security import exposure_warnings

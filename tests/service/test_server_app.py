@@ -15,9 +15,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from turnkeeper.server import app
-from turnkeeper.server.api.methods import SERVICE_NAME
 from turnkeeper.server.app import Sidecar, StartupError
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.contract.methods import SERVICE_NAME
 from turnkeeper.server.events.feed import FeedStatus
 from turnkeeper.server.ops import health as ops_health
 from turnkeeper.server.ops.health import EVENTS_HEALTH_NAME

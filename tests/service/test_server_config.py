@@ -298,3 +298,13 @@ def test_bad_engine_values_exit_2(
         parse_config(argv, env)
     assert caught.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_parsing_does_not_look_for_the_engines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only `--version` asks which engine is built; a parse without it never does (issue 28)."""
+
+    def looked() -> str:
+        raise AssertionError("the parse looked for the native engine")
+
+    monkeypatch.setattr("turnkeeper.server.engine.default_engine_name", looked)
+    assert parse_config(["--ring-size", "7"], {}).ring_size == 7

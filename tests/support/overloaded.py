@@ -21,7 +21,11 @@ _METHOD = "/turnkeeper.v1.HistoryService/EstimateTokens"
 
 def hold(address: str, timeout: float = 30.0) -> Callable[[], None]:
     """Takes the server's one receiving slot until the returned function is called; returns once
-    a probe call is refused."""
+    a probe call is refused while the holding call is still open.
+
+    The server may take calls in any order (it keeps several calls of a method requested from
+    grpc core at once), so a probe can reach the slot before the holding call does, which is then
+    refused: the holding call is sent again until it is the one holding the slot."""
     channel = grpc.insecure_channel(address, options=[("grpc.so_reuseport", 0)])
     released = threading.Event()
 
@@ -30,8 +34,9 @@ def hold(address: str, timeout: float = 30.0) -> Callable[[], None]:
         released.wait()
         yield from ()
 
-    held: grpc.Future[bytes] = channel.stream_unary(_METHOD).future(never())  # type: ignore[arg-type]
+    holder: grpc.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(_METHOD)
     probe: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(_METHOD)
+    held: grpc.Future[bytes] = holder.future(never())  # type: ignore[arg-type]
 
     def release() -> None:
         released.set()
@@ -43,8 +48,13 @@ def hold(address: str, timeout: float = 30.0) -> Callable[[], None]:
         try:
             probe(b"", timeout=5)
         except grpc.RpcError as error:
-            if isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            refused = (
+                isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            )
+            if refused and not held.done():
                 return release
+        if held.done():
+            held = holder.future(never())  # type: ignore[arg-type]
         if time.monotonic() > end:
             release()
             raise ServerStartError(f"the server at {address} does not refuse calls")

@@ -9,8 +9,8 @@ from pathlib import Path
 import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
-from turnkeeper.server.api.errors import RequestError
 from turnkeeper.server.config import MIB, cgroup_memory_limit, default_inflight_budget
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits, ServiceCost, SlotQueue
 
 LIMITS = AdmissionLimits(

@@ -8,7 +8,7 @@ import random
 
 import pytest
 from google.protobuf.message import DecodeError
-from turnkeeper.server.api.caller import MAX_ID_BYTES, caller_from_wire, shown_id
+from turnkeeper.server.contract.caller import MAX_ID_BYTES, caller_from_wire, shown_id
 from turnkeeper.server.edge import access_log
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc

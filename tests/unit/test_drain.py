@@ -7,7 +7,7 @@ import asyncio
 
 import grpc
 import pytest
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.v1 import errors_pb2
 

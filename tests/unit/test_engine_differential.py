@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from turnkeeper.server.api import rpcs
-from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
-from turnkeeper.server.api.wire import encode_varint
+from turnkeeper.server.contract.errors import RequestError
+from turnkeeper.server.contract.limits import DEFAULT_MAX_REQUEST_ITEMS
+from turnkeeper.server.contract.wire import encode_varint
 from turnkeeper.server.engine import native_available
 from turnkeeper.server.engine.python import PythonEngine
 from turnkeeper.v1 import history_pb2 as h

@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 from google.protobuf import duration_pb2
 from redis.asyncio import Redis
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.common import resume_margin
 from turnkeeper.server.events.feed import Delivery

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import grpc
 import pytest
 from google.protobuf import duration_pb2
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.events import RingFeed, create_feed
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.common import (

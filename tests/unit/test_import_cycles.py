@@ -1,4 +1,5 @@
-"""No import cycle anywhere in service/turnkeeper (issue 15).
+"""No import cycle anywhere in service/turnkeeper (issue 15), and rooms that depend one way
+(issue 28): ARCHITECTURE.md's table of which room depends on which is this test's data.
 
 Every import counts, at module level or inside a function (a deferred import that closes a cycle
 is still a cycle: it only moves the failure to the first call), relative or absolute. An edge runs
@@ -11,11 +12,16 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import re
 from pathlib import Path
 
 import pytest
 
-SERVICE = Path(__file__).resolve().parents[2] / "service"
+ROOT = Path(__file__).resolve().parents[2]
+SERVICE = ROOT / "service"
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+_TABLE = re.compile(r"<!-- room-dependencies -->(.*?)<!-- /room-dependencies -->", re.S)
+_SPAN = re.compile(r"`([^`]+)`")
 
 
 def modules_under(root: Path, package: str) -> dict[str, Path]:
@@ -101,3 +107,83 @@ def test_acyclic_imports_pass(tmp_path: Path) -> None:
     (package / "b.py").write_text("from . import c\n")
     (package / "c.py").write_text("")
     assert import_cycle(tmp_path, "pkg") is None
+
+
+def room_table(text: str) -> dict[str, set[str]]:
+    """The rooms of ARCHITECTURE.md's dependency table (paths under service/turnkeeper, a folder
+    ending in `/`), each with the rooms it depends on."""
+    found = _TABLE.search(text)
+    assert found is not None, "ARCHITECTURE.md has no room-dependencies table"
+    table: dict[str, set[str]] = {}
+    for line in found.group(1).splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or not cells[0].startswith("`"):
+            continue
+        (room,) = _SPAN.findall(cells[0])
+        table[room] = set(_SPAN.findall(cells[1]))
+    return table
+
+
+def room_of(module: str, rooms: set[str]) -> str | None:
+    """The room `module` lives in: the longest room path that holds it."""
+    path = module.removeprefix("turnkeeper.").replace(".", "/")
+    holders = [
+        room
+        for room in rooms
+        if (room.endswith("/") and (path + "/").startswith(room))
+        or (room.endswith(".py") and path == room.removesuffix(".py"))
+        or (room.endswith("__init__.py") and path == room.removesuffix("/__init__.py"))
+    ]
+    return max(holders, key=len, default=None)
+
+
+def room_graph(root: Path, package: str, rooms: set[str]) -> dict[str, set[str]]:
+    """Which room imports which, from every import of every module of `package`."""
+    modules = modules_under(root, package)
+    graph: dict[str, set[str]] = {room: set() for room in rooms}
+    for name, path in modules.items():
+        source = room_of(name, rooms)
+        assert source is not None, f"{name} is in no room of ARCHITECTURE.md's table"
+        for target in imports_of(name, path, modules):
+            other = room_of(target, rooms)
+            assert other is not None, f"{target} is in no room of ARCHITECTURE.md's table"
+            if other != source:
+                graph[source].add(other)
+    return graph
+
+
+def test_rooms_depend_as_architecture_md_says() -> None:
+    table = room_table(ARCHITECTURE.read_text(encoding="utf-8"))
+    assert {"core/", "server/contract/", "server/api/", "server/edge/"} <= set(table)
+    actual = room_graph(SERVICE, "turnkeeper", set(table))
+    differences = {
+        room: {
+            "imports but the table does not say": sorted(actual[room] - table[room]),
+            "the table says but does not import": sorted(table[room] - actual[room]),
+        }
+        for room in table
+        if actual[room] != table[room]
+    }
+    assert differences == {}, f"ARCHITECTURE.md's room table is not the code's: {differences}"
+    try:
+        graphlib.TopologicalSorter(actual).prepare()
+    except graphlib.CycleError as error:
+        raise AssertionError("room cycle: " + " -> ".join(error.args[1])) from error
+
+
+def test_a_room_that_imports_upward_is_caught(tmp_path: Path) -> None:
+    package = tmp_path / "turnkeeper"
+    for room in ("low", "high"):
+        (package / room).mkdir(parents=True)
+        (package / room / "__init__.py").write_text("")
+    (package / "high" / "a.py").write_text("from turnkeeper.low import b\n")
+    (package / "low" / "b.py").write_text(
+        "def late() -> None:\n    from turnkeeper.high import a\n"
+    )
+    graph = room_graph(tmp_path, "turnkeeper", {"low/", "high/"})
+    assert graph == {"high/": {"low/"}, "low/": {"high/"}}
+    table = room_table(
+        "<!-- room-dependencies -->\n| room | depends on |\n| --- | --- |\n"
+        "| `low/` | nothing |\n| `high/` | `low/` |\n<!-- /room-dependencies -->"
+    )
+    assert table == {"low/": set(), "high/": {"low/"}} and graph["low/"] != table["low/"]

@@ -1,4 +1,4 @@
-"""The request-item limit (api/limits.py): what counts as an item, the refusal, and the Rust
+"""The request-item limit (contract/limits.py): what counts as an item, the refusal, and the Rust
 counter agreeing with the Python one."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
-from turnkeeper.server.api import limits
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract import limits
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2

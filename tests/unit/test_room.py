@@ -8,7 +8,7 @@ from turnkeeper.core.calibration import ReportedUsage, plan_reported_usage
 from turnkeeper.core.preflight import Extras, room
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
 from turnkeeper.server.api import rpcs
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.engine.python import PythonHistoryView, python_history_source
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc

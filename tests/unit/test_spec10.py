@@ -18,8 +18,9 @@ from turnkeeper.core import calibration
 from turnkeeper.core.saturation import UINT64_MAX
 from turnkeeper.core.trimming import plan_token_budget
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
-from turnkeeper.server.api import rpcs, wire
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api import rpcs
+from turnkeeper.server.contract import wire
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.engine.python import PythonEngine
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2

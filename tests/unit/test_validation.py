@@ -14,8 +14,9 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 from turnkeeper.core import budget
-from turnkeeper.server.api import rpcs, validation
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.api import rpcs
+from turnkeeper.server.contract import validation
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.engine.protocol import HistorySource
 from turnkeeper.server.engine.python import PythonEngine
 from turnkeeper.v1 import errors_pb2, history_pb2, profile_pb2, trim_pb2

@@ -21,9 +21,9 @@ from grpc_health.v1 import health, health_pb2_grpc
 from opentelemetry.sdk.trace import TracerProvider
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server.api.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.config import ServerConfig
+from turnkeeper.server.contract.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.edge.accept_ahead import AcceptAhead
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenFileError

@@ -37,7 +37,7 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
-from turnkeeper.server.api.limits import DEFAULT_MAX_REQUEST_ITEMS
+from turnkeeper.server.contract.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.version import server_version
 
 MIB = 1024 * 1024
@@ -371,9 +371,7 @@ class ServerConfig(BaseSettings):
         description="how long the queue must stand (see shed-queue-ms) before any call is refused",
     )
     accept_ahead: int = Field(
-        # Off by default: a call taken ahead reaches the edge only once its request has arrived,
-        # so the receiving cap no longer keeps waiting requests in their clients.
-        default=0,
+        default=8,
         ge=0,
         le=256,
         description="requests for calls the server keeps outstanding per per-call method beyond "
@@ -595,6 +593,14 @@ def version_text() -> str:
     return f"{PROG} {server_version()} (engine: {default_engine_name()})"
 
 
+class _ShowVersion(argparse.Action):
+    """`--version`: the text is made only when asked for, as it looks for the native engine."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version_text())
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -609,7 +615,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help=f"TOML file of options, keys as the flags with '_' for '-' (env {CONFIG_ENV})",
     )
-    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument(
+        "--version", action=_ShowVersion, nargs=0, help="show the version and the engine, and exit"
+    )
     parser.add_argument(
         "--print-config",
         action="store_true",

@@ -31,8 +31,8 @@ from turnkeeper.core.trimming import (
     TrimPlan,
 )
 from turnkeeper.core.working import breadcrumb_cost
-from turnkeeper.server.api import validation
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract import validation
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.engine.protocol import HistorySource, HistoryView
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import log_line

@@ -21,9 +21,10 @@ import grpc
 from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server.api import limits, rpcs, validation, wire
-from turnkeeper.server.api.errors import RequestError, overloaded
-from turnkeeper.server.api.methods import method_path
+from turnkeeper.server.api import rpcs
+from turnkeeper.server.contract import limits, validation, wire
+from turnkeeper.server.contract.errors import RequestError, overloaded
+from turnkeeper.server.contract.methods import method_path
 from turnkeeper.server.engine.protocol import NATIVE, PYTHON, Engine, HistorySource
 from turnkeeper.server.events.common import encode_delivery
 from turnkeeper.server.events.feed import EventFeed
@@ -161,7 +162,7 @@ class HistoryServicer:
         """The handlers by method name, for `add_registered_method_handlers`: grpc aio accepts
         the calls of each registered method through its own outstanding request, so a flood of
         one method does not hold up the others (generic handlers share one; which methods get
-        their own is api/methods.py's OWN_ACCEPT_METHODS)."""
+        their own is contract/methods.py's OWN_ACCEPT_METHODS)."""
         unary: dict[str, Work] = {
             "EstimateTokens": self._with_history(svc.EstimateTokensRequest, rpcs.estimate_tokens),
             "ResolveBudget": self._plain(svc.ResolveBudgetRequest, rpcs.resolve_budget),

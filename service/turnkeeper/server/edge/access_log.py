@@ -25,8 +25,8 @@ import grpc
 from google.protobuf.message import Message
 from google.rpc import error_details_pb2, status_pb2
 
-from turnkeeper.server.api.caller import CALLER_FIELDS, caller_of, shown_id
-from turnkeeper.server.api.methods import PROBE_PREFIXES
+from turnkeeper.server.contract.caller import CALLER_FIELDS, caller_of, shown_id
+from turnkeeper.server.contract.methods import PROBE_PREFIXES
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, log_line, set_call_ids
 
@@ -165,7 +165,7 @@ def request_id_of(metadata: Any) -> str:
 def return_request_id(context: grpc.aio.ServicerContext[Any, Any], request_id: str) -> None:
     # Set before the handler runs: grpc sends the trailers of an abort at once, and a plain
     # abort or a success sends these. A rich error replaces them, so RequestError.to_status
-    # adds the id itself (api/errors.py).
+    # adds the id itself (contract/errors.py).
     context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
 
 

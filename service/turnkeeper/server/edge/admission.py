@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from turnkeeper.server.allocator import MALLOC_TRIM, QUIET_SECONDS, under_pressure
-from turnkeeper.server.api.errors import RequestError, overloaded
+from turnkeeper.server.contract.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
 

@@ -36,10 +36,10 @@ from pydantic import (
     model_validator,
 )
 
-from turnkeeper.server.api import wire
-from turnkeeper.server.api.caller import CALLER_FIELDS, CALLER_REQUESTS, caller_of, shown_id
-from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.api.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
+from turnkeeper.server.contract import wire
+from turnkeeper.server.contract.caller import CALLER_FIELDS, CALLER_REQUESTS, caller_of, shown_id
+from turnkeeper.server.contract.errors import RequestError
+from turnkeeper.server.contract.methods import HEALTH_PREFIX, TRIM_EVENTS_METHOD
 from turnkeeper.server.edge.handlers import Continuation, refusal
 from turnkeeper.server.edge.token_strength import weakness
 from turnkeeper.v1 import errors_pb2, history_service_pb2, trim_pb2

@@ -12,7 +12,7 @@ import asyncio
 
 import grpc
 
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.v1 import errors_pb2
 
 

@@ -16,7 +16,7 @@ from typing import Any, TypeAlias, TypeVar
 import grpc
 from grpc_health.v1 import health_pb2
 
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.v1 import history_service_pb2
 
 Req = TypeVar("Req")

@@ -32,8 +32,8 @@ from typing import Any, NoReturn, Protocol, TypeAlias, cast
 import grpc
 from google.protobuf.message import DecodeError
 
-from turnkeeper.server.api.errors import RequestError
-from turnkeeper.server.api.methods import PROBE_PREFIXES
+from turnkeeper.server.contract.errors import RequestError
+from turnkeeper.server.contract.methods import PROBE_PREFIXES
 from turnkeeper.server.edge.access_log import (
     CallStats,
     MethodTelemetry,

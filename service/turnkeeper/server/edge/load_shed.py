@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from turnkeeper.server.api.errors import RequestError, overloaded
+from turnkeeper.server.contract.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
 
 log = logging.getLogger("turnkeeper.server")

@@ -22,8 +22,8 @@ from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
 from turnkeeper.core.trimming import TrimPlan, rows_to_keep
 from turnkeeper.server import allocator
-from turnkeeper.server.api import limits, validation, wire
-from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS
+from turnkeeper.server.contract import limits, validation, wire
+from turnkeeper.server.contract.errors import MAX_FIELD_VIOLATIONS
 from turnkeeper.server.engine.protocol import NATIVE, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 

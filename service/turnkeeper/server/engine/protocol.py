@@ -13,7 +13,7 @@ from typing import Protocol, TypeAlias, TypeVar
 from google.protobuf.message import Message
 
 from turnkeeper.core.trimming import TrimPlan
-from turnkeeper.server.api import limits, validation
+from turnkeeper.server.contract import limits, validation
 from turnkeeper.v1 import trim_pb2
 
 M = TypeVar("M", bound=Message)

@@ -19,7 +19,7 @@ from turnkeeper.core.trimming import (
 )
 from turnkeeper.core.working import WorkingHistory
 from turnkeeper.server import allocator
-from turnkeeper.server.api import limits, validation, wire
+from turnkeeper.server.contract import limits, validation, wire
 from turnkeeper.server.engine.protocol import PYTHON, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc

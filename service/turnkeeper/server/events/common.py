@@ -14,7 +14,7 @@ from typing import Protocol
 import grpc
 from google.protobuf import timestamp_pb2
 
-from turnkeeper.server.api.errors import FieldViolation, RequestError, invalid_argument
+from turnkeeper.server.contract.errors import FieldViolation, RequestError, invalid_argument
 from turnkeeper.server.events.feed import Delivery
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 

@@ -14,7 +14,7 @@ from typing import TypeAlias
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from turnkeeper.server.api.methods import SERVICE_NAME
+from turnkeeper.server.contract.methods import SERVICE_NAME
 from turnkeeper.server.events.feed import EventFeed, FeedStatus
 from turnkeeper.server.telemetry.metrics import observe_feed_health
 

@@ -28,7 +28,7 @@ from aiohttp import web
 from aiohttp_sse import EventSourceResponse, sse_response
 from google.protobuf import duration_pb2, json_format
 
-from turnkeeper.server.api.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.feed import EventFeed
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2

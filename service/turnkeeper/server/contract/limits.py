@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from turnkeeper.server.api.errors import FieldViolation, RequestError, invalid_argument
+from turnkeeper.server.contract.errors import FieldViolation, RequestError, invalid_argument
 from turnkeeper.v1 import errors_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

@@ -10,7 +10,7 @@ from typing import Any
 from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
 
-from turnkeeper.server.api.methods import SERVICE, method_path
+from turnkeeper.server.contract.methods import SERVICE, method_path
 from turnkeeper.v1 import trim_pb2
 
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TypeAlias
 
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX, RowKind, classify_chat
-from turnkeeper.server.api.caller import MAX_ID_BYTES, id_too_long, too_long_ids
-from turnkeeper.server.api.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
+from turnkeeper.server.contract.caller import MAX_ID_BYTES, id_too_long, too_long_ids
+from turnkeeper.server.contract.errors import MAX_FIELD_VIOLATIONS, FieldViolation, invalid_argument
 from turnkeeper.v1 import (
     errors_pb2,
     history_pb2,

@@ -12,7 +12,7 @@ from typing import TypeVar
 from google.protobuf import empty_pb2, unknown_fields
 from google.protobuf.message import DecodeError, Message
 
-from turnkeeper.server.api.errors import FieldViolation, RequestError, invalid_argument
+from turnkeeper.server.contract.errors import FieldViolation, RequestError, invalid_argument
 from turnkeeper.v1 import errors_pb2
 
 M = TypeVar("M", bound=Message)
