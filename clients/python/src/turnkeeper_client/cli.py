@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -89,7 +89,8 @@ class Loaded:
         return None
 
 
-def _parser() -> argparse.ArgumentParser:
+def _connection_options() -> argparse.ArgumentParser:
+    """Where the server is and how to reach it: every command's."""
     connection = argparse.ArgumentParser(add_help=False)
     group = connection.add_argument_group("connection")
     group.add_argument(
@@ -119,7 +120,11 @@ def _parser() -> argparse.ArgumentParser:
         help="per-call deadline (default %(default)s)",
     )
     group.add_argument("--json", action="store_true", help="print proto JSON instead of text")
+    return connection
 
+
+def _source_options() -> argparse.ArgumentParser:
+    """The history file a command reads."""
     source = argparse.ArgumentParser(add_help=False)
     group = source.add_argument_group("input")
     group.add_argument("file", metavar="FILE", help="history JSON file, or - for stdin")
@@ -141,7 +146,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="TEXT",
         help="the profile's breadcrumb text: recognised in the input, and used by explicit trims",
     )
+    return source
 
+
+def _profile_options() -> argparse.ArgumentParser:
+    """The profiles and the route selection."""
     profiles = argparse.ArgumentParser(add_help=False)
     group = profiles.add_argument_group("profiles")
     group.add_argument(
@@ -155,14 +164,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PROVIDER[/MODEL]",
         help="set selection.session_switch",
     )
+    return profiles
 
+
+def _caller_options() -> argparse.ArgumentParser:
+    """Who is calling, copied into the events."""
     caller = argparse.ArgumentParser(add_help=False)
     group = caller.add_argument_group("caller (copied into events)")
     group.add_argument("--session", help="caller session id")
     group.add_argument("--runtime", help="caller runtime id")
     group.add_argument("--agent", help="caller agent id")
     group.add_argument("--turn", help="caller turn id")
+    return caller
 
+
+def _extras_options() -> argparse.ArgumentParser:
+    """What the provider request carries besides the history."""
     extras = argparse.ArgumentParser(add_help=False)
     group = extras.add_argument_group("what else the provider request carries (pre-flight)")
     group.add_argument(
@@ -178,7 +195,11 @@ def _parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--reserved-output", type=int, metavar="TOKENS", help="output tokens reserved for the reply"
     )
+    return extras
 
+
+def _emit_option() -> argparse.ArgumentParser:
+    """Printing the resulting history instead of the report."""
     emit = argparse.ArgumentParser(add_help=False)
     emit.add_argument(
         "--emit",
@@ -186,7 +207,22 @@ def _parser() -> argparse.ArgumentParser:
         help="print only the resulting history, in this format (JSON); a request read in the "
         "same format keeps its other fields (model, max_tokens, tools, ...)",
     )
+    return emit
 
+
+class _Options:
+    """The option groups the commands share, built once."""
+
+    def __init__(self) -> None:
+        self.connection = _connection_options()
+        self.source = _source_options()
+        self.profiles = _profile_options()
+        self.caller = _caller_options()
+        self.extras = _extras_options()
+        self.emit = _emit_option()
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="turnkeeper",
         description="Estimate, resolve, trim and prepare LLM histories with a turnkeeper server.",
@@ -195,7 +231,20 @@ def _parser() -> argparse.ArgumentParser:
         "--version", action="version", version=f"turnkeeper {metadata.version(DISTRIBUTION)}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    options = _Options()
+    _add_history_commands(commands, options)
+    _add_tool_commands(commands, options)
+    _add_watch_command(commands, options)
+    return parser
 
+
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_history_commands(commands: _Commands, options: _Options) -> None:
+    """estimate, resolve, trim, prepare and check: the commands on a history and its budget."""
+    connection, source, profiles = options.connection, options.source, options.profiles
+    caller, extras, emit = options.caller, options.extras, options.emit
     commands.add_parser(
         "estimate",
         parents=[connection, source],
@@ -248,6 +297,15 @@ def _parser() -> argparse.ArgumentParser:
         description="Does the request fit the model's capacity? Exit 0 when it fits, 3 when not.",
     )
 
+
+def _add_tool_commands(commands: _Commands, options: _Options) -> None:
+    """sweep, cap and classify: the commands on tool exchanges and provider errors."""
+    connection, profiles, source, emit = (
+        options.connection,
+        options.profiles,
+        options.source,
+        options.emit,
+    )
     commands.add_parser(
         "sweep",
         parents=[connection, source, emit],
@@ -284,9 +342,12 @@ def _parser() -> argparse.ArgumentParser:
     classify.add_argument("--http-status", type=int, metavar="CODE", help="the HTTP status")
     classify.add_argument("--provider", default="", help="the provider alias")
 
+
+def _add_watch_command(commands: _Commands, options: _Options) -> None:
+    """watch: following the trim events."""
     watch = commands.add_parser(
         "watch",
-        parents=[connection],
+        parents=[options.connection],
         help="follow trim events (resumes after disconnects)",
         description="Print one line per event, heartbeat and gap (JSON lines with --json). "
         "On a disconnect it reconnects and resumes from the last cursor; on Ctrl-C or SIGTERM "
@@ -302,7 +363,6 @@ def _parser() -> argparse.ArgumentParser:
         "--heartbeat", type=float, metavar="SECONDS", help="heartbeat interval (server: 15)"
     )
     watch.add_argument("--limit", type=int, metavar="N", help="exit after N events")
-    return parser
 
 
 def _low_water_flag(command: argparse.ArgumentParser) -> None:
