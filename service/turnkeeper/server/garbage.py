@@ -2,10 +2,9 @@
 classes, functions, configuration: about 67k) are frozen, out of every later collection.
 
 A full collection visits every tracked object and holds the event loop while it does, every call
-in flight waiting it out. Measured (issue 19; 20-row TrimHistory calls at 16 in flight, and 192
-mixed clients, 6-8 s each): about one full collection every 8 s, each 45-69 ms, nearly all of it
-spent on the startup objects, which never become garbage; with them frozen, 5-12 ms. The young
-collections (about one every 60 calls, under 1 ms each) do not visit them either way.
+in flight waiting it out; nearly all of that time went on the startup objects, which never become
+garbage. Frozen, they are out of every collection, young or full (docs/benchmarks.md, "A fifth pass:
+the collector's pauses", has the measurement).
 """
 
 from __future__ import annotations

@@ -197,8 +197,8 @@ class CallsInFlight(Protocol):
 # Delivery runs freely once no call has started or ended for this long. Calls sent back to back
 # (the next as soon as the last answer arrived) leave gaps of a millisecond or so between them,
 # which delivery must not fill, or every call would wait behind it; on a loaded machine a client
-# waiting for a CPU leaves gaps of several milliseconds (with 5 ms here, at load average 11,
-# back-to-back trims with 1,000 subscribers took 37-87 ms at p50).
+# waiting for a CPU leaves gaps of several milliseconds, so the quiet time must be longer than
+# those too.
 QUIET_S = 0.02
 # While calls keep coming, delivery gets this share of the event loop, so subscribers keep up
 # under sustained load (batched ones; one message per event cannot, see docs/events.md) ...
