@@ -1,5 +1,5 @@
 """Python's cyclic garbage collector in a long-running server: the objects startup made (modules,
-classes, functions, configuration: about 67k) are frozen, out of every later collection.
+classes, functions, configuration) are frozen, out of every later collection.
 
 A full collection visits every tracked object and holds the event loop while it does, every call
 in flight waiting it out; nearly all of that time went on the startup objects, which never become
