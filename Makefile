@@ -90,8 +90,7 @@ check-vendored: dashboard-vendor
 lint: $(NATIVE_STAMP)
 	$(BIN)/buf lint
 	$(BIN)/buf format --diff --exit-code
-	@if git rev-parse --verify -q HEAD~1 >/dev/null; then \
-	  $(BIN)/buf breaking --against '.git#ref=HEAD~1'; fi
+	scripts/buf-breaking.sh $(BIN)/buf
 	$(BIN)/ruff check service tests bench examples scripts
 	$(BIN)/ruff format --check service tests bench examples scripts
 	$(BIN)/mypy service scripts
