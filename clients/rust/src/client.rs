@@ -9,12 +9,12 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tokio::time::Instant;
-use tonic::metadata::AsciiMetadataValue;
 #[cfg(feature = "tls")]
 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::{Request, Response, Status};
 
+use crate::credentials::Credentials;
 use crate::error::{Error, Result, RpcError};
 use crate::events::{ReconnectPolicy, TrimEventStream};
 use crate::pb::history_service_client::HistoryServiceClient;
@@ -163,20 +163,6 @@ impl TlsOptions {
     }
 }
 
-/// The bearer token sent with every call, when the sidecar requires one (`--auth-tokens`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Credentials(Option<AsciiMetadataValue>);
-
-impl Credentials {
-    pub(crate) fn apply<T>(&self, request: &mut Request<T>) {
-        if let Some(value) = &self.0 {
-            request
-                .metadata_mut()
-                .insert("authorization", value.clone());
-        }
-    }
-}
-
 /// How to connect: deadlines, message-size limit, TLS, token and whether to dial eagerly.
 ///
 /// ```no_run
@@ -261,13 +247,7 @@ impl ConnectOptions {
 
     /// Sends `authorization: Bearer <token>` with every call, TrimEvents included.
     pub fn token(mut self, token: impl AsRef<str>) -> Result<Self> {
-        let value = format!("Bearer {}", token.as_ref().trim())
-            .parse::<AsciiMetadataValue>()
-            .map_err(|_| Error::InvalidTarget {
-                target: "token".to_owned(),
-                reason: "a token must be printable ASCII".to_owned(),
-            })?;
-        self.credentials = Credentials(Some(value));
+        self.credentials = Credentials::bearer(token.as_ref())?;
         Ok(self)
     }
 

@@ -12,7 +12,7 @@ use futures_core::Stream;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status, Streaming};
 
-use crate::client::Credentials;
+use crate::credentials::Credentials;
 use crate::error::Result;
 use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::trim_events_response::Item;

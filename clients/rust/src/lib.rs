@@ -25,6 +25,7 @@
 
 mod client;
 pub mod convert;
+mod credentials;
 mod error;
 mod events;
 mod history;

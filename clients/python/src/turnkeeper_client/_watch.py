@@ -1,17 +1,22 @@
-"""Cursor bookkeeping and reconnect policy shared by the sync and async TrimEvents watchers."""
+"""The TrimEvents watch logic, free of I/O: the sync and async watchers only move bytes.
+
+`WatchLoop` holds what both faces must agree on (the resume cursor, a batch handed out item by
+item, redeliveries dropped, which failures are retried and for how long, the item held by
+`wait_subscribed`), so a fix to it cannot reach one face and miss the other.
+"""
 
 from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import grpc
 from google.protobuf import duration_pb2
 from turnkeeper.v1 import history_service_pb2, trim_pb2
 
-from .errors import TurnkeeperError
+from .errors import TurnkeeperError, decode_rpc_error
 
 # Reasons the server uses when the feed (not the request) is the problem; worth retrying.
 _RETRYABLE_REASONS = frozenset({"ERROR_REASON_SHUTTING_DOWN"})
@@ -133,3 +138,73 @@ class CursorState:
         elif kind == "heartbeat" and item.heartbeat.cursor:
             self.cursor = item.heartbeat.cursor
         return True
+
+
+class WatchLoop:
+    """One resumable subscription's decisions; its face opens streams, reads and sleeps.
+
+    Per stream: subscribe with `request()`, pass each message read to `received` and hand out
+    what it yields, then report the end to `ended`, which says how long to wait before
+    subscribing again (or raises, or returns None to stop).
+    """
+
+    def __init__(
+        self, state: CursorState, backoff: Backoff, on_disconnect: DisconnectHook | None
+    ) -> None:
+        self._state = state
+        self._backoff = backoff
+        self._on_disconnect = on_disconnect
+        self._failures = 0
+        # The item that answered the subscription, held by wait_subscribed for the iteration,
+        # and the cursor from before it: the held item's cursor counts once it is handed out.
+        self._held: history_service_pb2.TrimEventsResponse | None = None
+        self._cursor_before_held = ""
+
+    @property
+    def cursor(self) -> str:
+        return self._cursor_before_held if self._held is not None else self._state.cursor
+
+    def request(self) -> history_service_pb2.TrimEventsRequest:
+        return self._state.request()
+
+    def received(
+        self, message: history_service_pb2.TrimEventsResponse
+    ) -> Iterator[history_service_pb2.TrimEventsResponse]:
+        """The new items of one message. Lazy: an item's cursor counts only once the consumer
+        asks for it, so a resume from the middle of a batch does not skip its rest."""
+        self._failures = 0
+        for item in unpacked(message):
+            if self._state.accept(item):
+                yield item
+
+    def ended(self, raw: grpc.RpcError | None) -> float | None:
+        """After a stream ended, with its error (None: the server closed it): the delay before
+        subscribing again, or None once the attempts ran out after a clean end. Raises the
+        decoded error when it is not worth retrying or the attempts ran out."""
+        error = decode_rpc_error(raw) if raw is not None else None
+        if error is not None and not is_retryable(error):
+            raise error from raw
+        self._failures += 1
+        if self._backoff.max_attempts is not None and self._failures > self._backoff.max_attempts:
+            if error is not None:
+                raise error from raw
+            return None
+        delay = self._backoff.delay(self._failures)
+        if self._on_disconnect is not None:
+            self._on_disconnect(error, delay)
+        return delay
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    def start_holding(self) -> None:
+        """Called as wait_subscribed starts reading: the cursor to report while an item is held."""
+        self._cursor_before_held = self._state.cursor
+
+    def hold(self, item: history_service_pb2.TrimEventsResponse) -> None:
+        self._held = item
+
+    def take_held(self) -> history_service_pb2.TrimEventsResponse | None:
+        held, self._held = self._held, None
+        return held

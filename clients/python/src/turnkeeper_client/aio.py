@@ -21,15 +21,7 @@ from ._options import (
     resolve_timeout,
 )
 from ._rpcs import AsyncCalls, HistoryServiceMethods
-from ._watch import (
-    Backoff,
-    CursorState,
-    DisconnectHook,
-    is_retryable,
-    not_subscribed,
-    unpacked,
-)
-from .errors import TurnkeeperError, decode_rpc_error
+from ._watch import Backoff, CursorState, DisconnectHook, WatchLoop, not_subscribed
 
 
 class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
@@ -51,33 +43,25 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
     ) -> None:
         # The stub was built on an aio channel; its TrimEvents returns a grpc.aio call.
         self._stub: svc_grpc.HistoryServiceAsyncStub = stub  # type: ignore[assignment]
-        self._state = state
-        self._backoff = backoff
-        self._on_disconnect = on_disconnect
+        self._loop = WatchLoop(state, backoff, on_disconnect)
         self._metadata = metadata
         self._default_timeout = default_timeout
         self._closed = asyncio.Event()
         self._call: grpc.aio.UnaryStreamCall[svc.TrimEventsRequest, svc.TrimEventsResponse] | None
         self._call = None
-        # The item that answered the subscription, held by wait_subscribed for the iteration,
-        # and the cursor from before it: the held item's cursor counts once it is handed out.
-        self._first: svc.TrimEventsResponse | None = None
-        self._cursor_before_first = ""
         self._items = self._run()
 
     @property
     def cursor(self) -> str:
         """The last cursor yielded (event or heartbeat); pass it as `after_cursor` to resume."""
-        return self._cursor_before_first if self._first is not None else self._state.cursor
+        return self._loop.cursor
 
     def __aiter__(self) -> Self:
         return self
 
     async def __anext__(self) -> svc.TrimEventsResponse:
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
-        return await self._items.__anext__()
+        held = self._loop.take_held()
+        return held if held is not None else await self._items.__anext__()
 
     async def wait_subscribed(self, timeout: Timeout = DEFAULT) -> Self:
         """Waits until the server has answered the subscription: its first heartbeat (or, when
@@ -89,12 +73,12 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         DEADLINE_EXCEEDED raised; a subscription that gives up first raises its own error.
         Returns the watch: `watch = await aclient.watch_trims(...).wait_subscribed()`.
         """
-        if self._first is not None:
+        if self._loop.holding:
             return self
         limit = resolve_timeout(timeout, self._default_timeout)
-        self._cursor_before_first = self._state.cursor
+        self._loop.start_holding()
         try:
-            self._first = await asyncio.wait_for(anext(self._items), limit)
+            self._loop.hold(await asyncio.wait_for(anext(self._items), limit))
         except TimeoutError:
             await self.aclose()
             raise not_subscribed(limit, expired=True) from None
@@ -123,27 +107,20 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
         await self.aclose()
 
     async def _run(self) -> AsyncGenerator[svc.TrimEventsResponse, None]:
-        failures = 0
         while not self._closed.is_set():
-            call = self._stub.TrimEvents(self._state.request(), metadata=self._metadata)
+            call = self._stub.TrimEvents(self._loop.request(), metadata=self._metadata)
             self._call = call
-            error: TurnkeeperError | None = None
+            raw: grpc.RpcError | None = None
             try:
                 while True:
-                    item = await call.read()
-                    if item is grpc.aio.EOF:
+                    message = await call.read()
+                    if message is grpc.aio.EOF:
                         break
-                    assert isinstance(item, svc.TrimEventsResponse)
-                    failures = 0
-                    for one in unpacked(item):
-                        if self._state.accept(one):
-                            yield one
-            except grpc.RpcError as raw:
-                if self._closed.is_set():
-                    return
-                error = decode_rpc_error(raw)
-                if not is_retryable(error):
-                    raise error from raw
+                    assert isinstance(message, svc.TrimEventsResponse)
+                    for item in self._loop.received(message):
+                        yield item
+            except grpc.RpcError as error:
+                raw = error
             except asyncio.CancelledError:
                 # aclose() from another task cancels the pending read: end the iteration there.
                 # A cancellation of this task itself must propagate.
@@ -154,16 +131,12 @@ class AsyncTrimWatch(AsyncIterator[svc.TrimEventsResponse]):
             finally:
                 call.cancel()
                 self._call = None
+            # A closed watch ends quietly: the error is the cancellation aclose() caused.
             if self._closed.is_set():
                 return
-            failures += 1
-            if self._backoff.max_attempts is not None and failures > self._backoff.max_attempts:
-                if error is not None:
-                    raise error
+            delay = self._loop.ended(raw)
+            if delay is None:
                 return
-            delay = self._backoff.delay(failures)
-            if self._on_disconnect is not None:
-                self._on_disconnect(error, delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), timeout=delay)
 

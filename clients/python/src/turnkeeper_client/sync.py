@@ -19,15 +19,7 @@ from ._options import (
     resolve_timeout,
 )
 from ._rpcs import BlockingCalls, HistoryServiceMethods
-from ._watch import (
-    Backoff,
-    CursorState,
-    DisconnectHook,
-    is_retryable,
-    not_subscribed,
-    unpacked,
-)
-from .errors import TurnkeeperError, decode_rpc_error
+from ._watch import Backoff, CursorState, DisconnectHook, WatchLoop, not_subscribed
 
 
 class TrimWatch(Iterator[svc.TrimEventsResponse]):
@@ -48,33 +40,25 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         default_timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         self._stub = stub
-        self._state = state
-        self._backoff = backoff
-        self._on_disconnect = on_disconnect
+        self._loop = WatchLoop(state, backoff, on_disconnect)
         self._metadata = metadata
         self._default_timeout = default_timeout
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._call: grpc.Call | None = None
-        # The item that answered the subscription, held by wait_subscribed for the iteration,
-        # and the cursor from before it: the held item's cursor counts once it is handed out.
-        self._first: svc.TrimEventsResponse | None = None
-        self._cursor_before_first = ""
         self._items = self._run()
 
     @property
     def cursor(self) -> str:
         """The last cursor yielded (event or heartbeat); pass it as `after_cursor` to resume."""
-        return self._cursor_before_first if self._first is not None else self._state.cursor
+        return self._loop.cursor
 
     def __iter__(self) -> Self:
         return self
 
     def __next__(self) -> svc.TrimEventsResponse:
-        if self._first is not None:
-            first, self._first = self._first, None
-            return first
-        return next(self._items)
+        held = self._loop.take_held()
+        return held if held is not None else next(self._items)
 
     def wait_subscribed(self, timeout: Timeout = DEFAULT) -> Self:
         """Blocks until the server has answered the subscription: its first heartbeat (or, when
@@ -86,7 +70,7 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         DEADLINE_EXCEEDED raised; a subscription that gives up first raises its own error.
         Returns the watch: `with client.watch_trims(...).wait_subscribed() as watch:`.
         """
-        if self._first is not None:
+        if self._loop.holding:
             return self
         limit = resolve_timeout(timeout, self._default_timeout)
         expired = threading.Event()
@@ -95,7 +79,7 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
             expired.set()
             self.close()
 
-        self._cursor_before_first = self._state.cursor
+        self._loop.start_holding()
         guard = threading.Timer(limit, expire) if limit is not None else None
         if guard is not None:
             guard.start()
@@ -107,7 +91,7 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         if first is None or expired.is_set():
             self.close()
             raise not_subscribed(limit, expired=expired.is_set())
-        self._first = first
+        self._loop.hold(first)
         return self
 
     def close(self) -> None:
@@ -129,40 +113,28 @@ class TrimWatch(Iterator[svc.TrimEventsResponse]):
         self.close()
 
     def _run(self) -> Iterator[svc.TrimEventsResponse]:
-        failures = 0
         while not self._closed.is_set():
-            stream = self._stub.TrimEvents(self._state.request(), metadata=self._metadata)
+            stream = self._stub.TrimEvents(self._loop.request(), metadata=self._metadata)
             with self._lock:
                 self._call = stream
             if self._closed.is_set():
                 stream.cancel()
-            error: TurnkeeperError | None = None
+            raw: grpc.RpcError | None = None
             try:
                 for message in stream:
-                    failures = 0
-                    for item in unpacked(message):
-                        if self._state.accept(item):
-                            yield item
-            except grpc.RpcError as raw:
-                if self._closed.is_set():
-                    return
-                error = decode_rpc_error(raw)
-                if not is_retryable(error):
-                    raise error from raw
+                    yield from self._loop.received(message)
+            except grpc.RpcError as error:
+                raw = error
             finally:
                 stream.cancel()
                 with self._lock:
                     self._call = None
+            # A closed watch ends quietly: the error is the cancellation close() caused.
             if self._closed.is_set():
                 return
-            failures += 1
-            if self._backoff.max_attempts is not None and failures > self._backoff.max_attempts:
-                if error is not None:
-                    raise error
+            delay = self._loop.ended(raw)
+            if delay is None:
                 return
-            delay = self._backoff.delay(failures)
-            if self._on_disconnect is not None:
-                self._on_disconnect(error, delay)
             self._closed.wait(delay)
 
 
