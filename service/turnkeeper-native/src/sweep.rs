@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::history::{History, RowKind};
+use crate::rows::{History, RowKind};
 
 /// What a removal took out (`OrphanKind` of trim.proto).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

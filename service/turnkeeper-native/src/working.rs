@@ -3,9 +3,9 @@
 //! from the request, never re-encoded.
 
 use crate::conventions::Prices;
-use crate::history::{History, Row, RowBytes, RowKind, Shape};
 use crate::plan::Plan;
 use crate::pricing::text_tokens;
+use crate::rows::{History, Row, RowBytes, RowKind, Shape};
 use crate::sweep::{self, OrphanKind};
 use crate::wire::{self, put_len, put_len_header, put_uint, varint_len, Field, Reader, LEN};
 

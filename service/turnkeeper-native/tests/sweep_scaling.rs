@@ -7,7 +7,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::conventions;
-use turnkeeper_native::history::scan;
+use turnkeeper_native::scan::scan;
 use turnkeeper_native::wire::put_len;
 use turnkeeper_native::working::Working;
 
