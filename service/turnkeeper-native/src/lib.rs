@@ -17,5 +17,8 @@ pub mod sweep;
 pub mod wire;
 pub mod working;
 
+#[cfg(test)]
+mod testing;
+
 #[cfg(feature = "python")]
 mod python;

@@ -303,3 +303,125 @@ impl<'a> Scanner<'a> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{call, chat, conventions, member, request, ASSISTANT, SYSTEM, TOOL, USER};
+    use crate::wire::put_len;
+
+    fn kinds(scan: &Scan) -> Vec<RowKind> {
+        scan.history.rows.iter().map(|r| r.kind).collect()
+    }
+
+    fn rules(scan: &Scan) -> Vec<(Rule, String)> {
+        let named = &scan.violations.named;
+        named.iter().map(|v| (v.rule, v.path.clone())).collect()
+    }
+
+    #[test]
+    fn a_chat_history_becomes_rows_with_their_ranges_and_ids() {
+        let rows = [
+            chat(SYSTEM, b"be brief", b"", &[]),
+            chat(USER, b"hi", b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c1", b"f")]),
+            chat(TOOL, b"ok", b"c1", &[]),
+            chat(USER, b"[Tool results] more", b"", &[]),
+        ];
+        let buf = request(1, &rows, &[0x10, 0x01]);
+        let scan = scan(&buf, 10, &conventions()).expect("decodes");
+        use RowKind::*;
+        assert_eq!(kinds(&scan), [System, User, Assistant, Tool, Carrier]);
+        assert_eq!(scan.violations.total, 0);
+        assert_eq!(scan.history.shape, Some(Shape::Chat));
+        // The mode field after the history is the rest, by its range.
+        assert_eq!(scan.rest, [(buf.len() - 2, buf.len())]);
+        let id = |r: (usize, usize)| &buf[r.0..r.1];
+        let h = &scan.history;
+        assert_eq!(id(h.ids[h.rows[2].calls.0]), b"c1");
+        assert_eq!(id(h.ids[h.rows[3].results.0]), b"c1");
+        // A row's range is its whole occurrence in the list: it re-reads as one message.
+        let RowBytes::Request(s, e) = h.rows[1].bytes else {
+            panic!("a scanned row is a range of the request")
+        };
+        assert_eq!(buf[s], 0x0a);
+        assert_eq!(&buf[e - 2..e], b"hi");
+        // "hi" and "be brief": ceil(bytes / 4).
+        assert_eq!((h.rows[0].text_tokens, h.rows[1].text_tokens), (2, 1));
+    }
+
+    #[test]
+    fn no_history_and_too_many_rows_are_the_only_violation() {
+        let scan_of = |buf: &[u8], max| scan(buf, max, &conventions()).expect("decodes");
+        let none = scan_of(&[0x10, 0x01], 10);
+        assert_eq!(
+            rules(&none),
+            [(Rule::HistoryRequired, "history".to_owned())]
+        );
+        let rows = [chat(0, b"", b"", &[]), chat(USER, b"a", b"", &[])];
+        let big = scan_of(&request(1, &rows, &[]), 1);
+        assert_eq!(rules(&big), [(Rule::TooManyRows, "history".to_owned())]);
+        assert_eq!(big.violations.named[0].count, 2);
+    }
+
+    #[test]
+    fn violations_are_named_by_their_field_paths_in_request_order() {
+        let mut results = Vec::new();
+        let mut result = Vec::new();
+        put_len(&mut result, 3, b"no id");
+        put_len(&mut results, 1, &result);
+        let messages = [
+            member(1, &chat(9, b"x", b"", &[])),
+            member(3, &results),
+            Vec::new(),
+            member(2, &{
+                let mut step = Vec::new();
+                put_len(&mut step, 2, &call(b"", b"f"));
+                step
+            }),
+        ];
+        let scan = scan(&request(2, &messages, &[]), 10, &conventions()).expect("decodes");
+        let m = "history.conversation.messages";
+        assert_eq!(
+            rules(&scan),
+            [
+                (Rule::Role, format!("{m}[0].chat.role")),
+                (
+                    Rule::ResultId,
+                    format!("{m}[1].tool_results.results[0].tool_call_id")
+                ),
+                (Rule::MessageRequired, format!("{m}[2].message")),
+                (
+                    Rule::CallId,
+                    format!("{m}[3].assistant_tool_calls.tool_calls[0].id")
+                ),
+            ]
+        );
+        assert_eq!(scan.history.rows[1].provider_rows, 1);
+    }
+
+    #[test]
+    fn a_replaced_shape_must_still_decode() {
+        // A chat shape whose row is not UTF-8, replaced by a valid conversation shape.
+        let mut history = Vec::new();
+        let mut list = Vec::new();
+        put_len(&mut list, 1, &chat(USER, b"\xff", b"", &[]));
+        put_len(&mut history, 1, &list);
+        let mut list = Vec::new();
+        put_len(&mut list, 1, &member(1, &chat(USER, b"ok", b"", &[])));
+        put_len(&mut history, 2, &list);
+        let mut buf = Vec::new();
+        put_len(&mut buf, 1, &history);
+        assert!(scan(&buf, 10, &conventions()).is_err());
+        // Without the broken first shape it decodes, and the later shape wins.
+        let good = request(2, &[member(1, &chat(USER, b"ok", b"", &[]))], &[]);
+        let scanned = scan(&good, 10, &conventions()).expect("decodes");
+        assert_eq!(scanned.history.shape, Some(Shape::Conversation));
+    }
+
+    #[test]
+    fn broken_framing_does_not_decode() {
+        let buf = request(1, &[chat(USER, b"hello", b"", &[])], &[]);
+        assert!(scan(&buf[..buf.len() - 1], 10, &conventions()).is_err());
+    }
+}
