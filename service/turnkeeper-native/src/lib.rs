@@ -6,13 +6,19 @@
 #![forbid(unsafe_code)]
 
 pub mod conventions;
-pub mod history;
 pub mod items;
+mod messages;
 pub mod plan;
 pub mod pricing;
+pub mod rows;
+pub mod rules;
+pub mod scan;
 pub mod sweep;
 pub mod wire;
 pub mod working;
+
+#[cfg(test)]
+mod testing;
 
 #[cfg(feature = "python")]
 mod python;

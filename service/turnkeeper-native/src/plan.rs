@@ -1,7 +1,7 @@
 //! Whole-turn retention plans (spec §2, §5, §6, §9), as `turnkeeper/core/trimming.py` pins
 //! them: judged from running sums over the priced rows, one O(n) pass each.
 
-use crate::history::{Row, RowKind};
+use crate::rows::{Row, RowKind};
 
 /// What a trim does, in input indices (`TrimPlan` in trimming.py); `drop` empty: unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

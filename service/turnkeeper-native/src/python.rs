@@ -13,9 +13,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::conventions::{self, Prices, Roles};
-use crate::history::{self, Rule};
 use crate::items::{self, FieldRule};
 use crate::plan::{self, Plan};
+use crate::rules::{self, Rule};
+use crate::scan::{scan_counted, ItemLimit, Refusal};
 use crate::sweep::OrphanKind;
 use crate::working::Working;
 
@@ -96,7 +97,7 @@ struct Scan {
     /// Every violation found; at most `max_named_violations` of them are named.
     #[pyo3(get)]
     violation_total: u64,
-    violations: Vec<history::Violation>,
+    violations: Vec<rules::Violation>,
     /// Handed to the one view made of this scan (moved, not copied: it is the size of the rows).
     working: Mutex<Option<Working>>,
 }
@@ -322,25 +323,21 @@ fn scan<'py>(
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let buf = raw.as_bytes();
     let conventions = &conventions.0;
-    let limit = items
-        .as_ref()
-        .map(|(schema, root, allowed)| history::ItemLimit {
-            schema: &schema.get().0,
-            root: *root,
-            allowed: *allowed,
-        });
+    let limit = items.as_ref().map(|(schema, root, allowed)| ItemLimit {
+        schema: &schema.get().0,
+        root: *root,
+        allowed: *allowed,
+    });
     let scanned = py.detach(|| {
         guarded(|| match &limit {
-            Some(limit) => history::scan_counted(buf, max_rows, conventions, limit),
-            None => {
-                history::scan(buf, max_rows, conventions).map_err(|_| history::Refusal::Malformed)
-            }
+            Some(limit) => scan_counted(buf, max_rows, conventions, limit),
+            None => crate::scan::scan(buf, max_rows, conventions).map_err(|_| Refusal::Malformed),
         })
     })?;
     let scanned = match scanned {
         Ok(scanned) => scanned,
-        Err(history::Refusal::Malformed) => return Ok(None),
-        Err(history::Refusal::TooManyItems(field)) => {
+        Err(Refusal::Malformed) => return Ok(None),
+        Err(Refusal::TooManyItems(field)) => {
             return Ok(Some(Bound::new(py, TooManyItems { field })?.into_any()));
         }
     };

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::history::{History, RowKind};
+use crate::rows::{History, RowKind};
 
 /// What a removal took out (`OrphanKind` of trim.proto).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -112,4 +112,94 @@ pub fn find(buf: &[u8], history: &History) -> Orphans {
     settle(&mut waiting, &mut orphans, false);
     orphans.calls.retain(|_, calls| !calls.is_empty());
     orphans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::scan;
+    use crate::testing::{call, chat, conventions, request, ASSISTANT, TOOL, USER};
+
+    /// Positions to remove, by row, sorted by row.
+    type ByRow = Vec<(usize, Vec<usize>)>;
+
+    /// The orphans of a chat history: the results and the calls to remove.
+    fn orphans(rows: &[Vec<u8>]) -> (ByRow, ByRow) {
+        let buf = request(1, rows, &[]);
+        let scanned = scan(&buf, 100, &conventions()).expect("decodes");
+        let found = find(&buf, &scanned.history);
+        let sorted = |m: HashMap<usize, Vec<usize>>| {
+            let mut v: Vec<_> = m.into_iter().collect();
+            v.sort();
+            v
+        };
+        (sorted(found.results), sorted(found.calls))
+    }
+
+    fn asks(ids: &[&[u8]]) -> Vec<u8> {
+        let calls: Vec<_> = ids.iter().map(|id| call(id, b"f")).collect();
+        chat(ASSISTANT, b"", b"", &calls)
+    }
+
+    fn answer(id: &[u8]) -> Vec<u8> {
+        chat(TOOL, b"ok", id, &[])
+    }
+
+    #[test]
+    fn answered_calls_leave_nothing() {
+        let rows = [
+            chat(USER, b"go", b"", &[]),
+            asks(&[b"a", b"b"]),
+            answer(b"b"),
+            answer(b"a"),
+        ];
+        assert_eq!(orphans(&rows), (vec![], vec![]));
+        assert!(find(
+            &[],
+            &scan(&request(1, &rows[..1], &[]), 9, &conventions())
+                .unwrap()
+                .history
+        )
+        .is_empty());
+    }
+
+    #[test]
+    fn a_call_without_its_result_is_removed_when_the_turn_ends() {
+        let rows = [
+            chat(USER, b"go", b"", &[]),
+            asks(&[b"a", b"b", b"c"]),
+            answer(b"b"),
+            chat(USER, b"next", b"", &[]),
+        ];
+        assert_eq!(orphans(&rows), (vec![], vec![(1, vec![0, 2])]));
+        // At the end of the history too.
+        assert_eq!(orphans(&rows[..3]), (vec![], vec![(1, vec![0, 2])]));
+    }
+
+    #[test]
+    fn a_result_without_an_adjacent_call_is_removed() {
+        let rows = [
+            chat(USER, b"go", b"", &[]),
+            answer(b"x"),
+            asks(&[b"a"]),
+            answer(b"a"),
+            chat(ASSISTANT, b"done", b"", &[]),
+            answer(b"a"),
+        ];
+        assert_eq!(orphans(&rows), (vec![(1, vec![0]), (5, vec![0])], vec![]));
+    }
+
+    #[test]
+    fn a_tool_results_carrier_settles_the_waiting_calls() {
+        let carried = [
+            chat(USER, b"go", b"", &[]),
+            asks(&[b"a"]),
+            chat(USER, b"[Tool results] a: ok", b"", &[]),
+        ];
+        assert_eq!(orphans(&carried), (vec![], vec![]));
+        // A plain user row does not.
+        let mut plain = carried.clone();
+        plain[2] = chat(USER, b"a: ok", b"", &[]);
+        assert_eq!(orphans(&plain), (vec![], vec![(1, vec![0])]));
+    }
 }

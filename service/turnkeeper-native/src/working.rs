@@ -3,9 +3,9 @@
 //! from the request, never re-encoded.
 
 use crate::conventions::Prices;
-use crate::history::{History, Row, RowBytes, RowKind, Shape};
 use crate::plan::Plan;
 use crate::pricing::text_tokens;
+use crate::rows::{History, Row, RowBytes, RowKind, Shape};
 use crate::sweep::{self, OrphanKind};
 use crate::wire::{self, put_len, put_len_header, put_uint, varint_len, Field, Reader, LEN};
 
@@ -455,5 +455,169 @@ impl Stats {
             self.call_bytes += last[1] + last[2] + last[3];
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::scan;
+    use crate::testing::{call, chat, conventions, member, request, ASSISTANT, SYSTEM, TOOL, USER};
+
+    fn working(buf: &[u8]) -> Working {
+        let scanned = scan(buf, 100, &conventions()).expect("decodes");
+        assert_eq!(scanned.violations.total, 0);
+        Working::of(scanned.history, conventions().prices)
+    }
+
+    /// The history field a working history writes, scanned again.
+    fn rescan(w: &Working, buf: &[u8]) -> (Vec<u8>, Working) {
+        let out = w.history_field(buf);
+        assert_eq!(out.len(), w.history_field_len());
+        let again = working(&out);
+        (out, again)
+    }
+
+    fn attachment() -> Vec<u8> {
+        let mut a = Vec::new();
+        put_len(&mut a, 1, b"image/png");
+        a
+    }
+
+    #[test]
+    fn rows_are_priced_and_attachments_sent_only_in_the_current_turn() {
+        let mut old_tool = chat(TOOL, b"12345678", b"c1", &[]);
+        put_len(&mut old_tool, 5, &attachment());
+        let mut new_tool = chat(TOOL, b"", b"c2", &[]);
+        put_len(&mut new_tool, 5, &attachment());
+        let rows = [
+            chat(SYSTEM, b"sys", b"", &[]),
+            chat(USER, b"one", b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c1", b"f")]),
+            old_tool,
+            chat(USER, b"two", b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c2", b"f")]),
+            new_tool,
+        ];
+        let w = working(&request(1, &rows, &[]));
+        assert_eq!(w.images, [0, 0, 0, 0, 0, 0, 1]);
+        // "12345678" + "c1": 10 bytes, 3 tokens, + 4 framing; the sent image costs 1600.
+        assert_eq!(w.tokens[3], 3 + 4);
+        assert_eq!(w.tokens[6], 1 + 4 + 1600);
+        assert_eq!(w.image_tokens(), 1600);
+        assert_eq!(w.system_floor_tokens(), 1 + 4);
+        assert_eq!(w.turns(), 2);
+        assert_eq!(w.total_tokens(), w.tokens.iter().sum::<u64>());
+    }
+
+    #[test]
+    fn an_untouched_history_is_written_back_as_the_request_wrote_it() {
+        for shape in [1, 2] {
+            let rows = [
+                chat(USER, b"hi", b"", &[]),
+                chat(ASSISTANT, b"yo", b"", &[]),
+            ];
+            let rows: Vec<_> = if shape == 1 {
+                rows.to_vec()
+            } else {
+                rows.iter().map(|r| member(1, r)).collect()
+            };
+            let buf = request(shape, &rows, &[0x10, 0x01]);
+            let w = working(&buf);
+            assert_eq!(w.history_field(&buf), buf[..buf.len() - 2]);
+        }
+    }
+
+    #[test]
+    fn a_plan_drops_its_rows_and_inserts_the_breadcrumb() {
+        let rows: Vec<_> = [
+            chat(SYSTEM, b"sys", b"", &[]),
+            chat(USER, b"one", b"", &[]),
+            chat(ASSISTANT, b"a1", b"", &[]),
+            chat(USER, b"two", b"", &[]),
+        ]
+        .iter()
+        .map(|r| member(1, r))
+        .collect();
+        let buf = request(2, &rows, &[]);
+        let w = working(&buf);
+        let plan = Plan {
+            drop_start: 1,
+            drop_stop: 3,
+            breadcrumb_at: Some(1),
+            dropped_turns: 1,
+            kept_turns: 1,
+            tokens_before: 0,
+            tokens_after: 0,
+            target_tokens: 0,
+            cut_step: 0,
+            cut_drop_target: 0,
+        };
+        let trimmed = w.apply(&plan, "earlier turns dropped");
+        use RowKind::*;
+        let kinds: Vec<_> = trimmed.history.rows.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [System, Breadcrumb, User]);
+        assert_eq!(
+            trimmed.tokens[1],
+            conventions().prices.price_text("earlier turns dropped")
+        );
+        assert_eq!(trimmed.tokens[2], w.tokens[3]);
+        let (_, again) = rescan(&trimmed, &buf);
+        let kinds: Vec<_> = again.history.rows.iter().map(|r| r.kind).collect();
+        assert_eq!(kinds, [System, Breadcrumb, User]);
+        assert_eq!(again.tokens, trimmed.tokens);
+    }
+
+    #[test]
+    fn the_sweep_removes_an_unanswered_call_and_reprices_the_row() {
+        let mut step = Vec::new();
+        put_len(&mut step, 1, b"thinking");
+        put_len(&mut step, 2, &call(b"gone", b"f"));
+        put_len(&mut step, 2, &call(b"kept", b"f"));
+        let mut results = Vec::new();
+        let mut result = Vec::new();
+        put_len(&mut result, 1, b"kept");
+        put_len(&mut result, 3, b"ok");
+        put_len(&mut results, 1, &result);
+        let rows = [
+            member(1, &chat(USER, b"go", b"", &[])),
+            member(2, &step),
+            member(3, &results),
+            member(1, &chat(USER, b"next", b"", &[])),
+        ];
+        let buf = request(2, &rows, &[]);
+        let w = working(&buf);
+        let (swept, removals) = w.sweep(&buf).expect("re-reads");
+        assert_eq!(removals.len(), 1);
+        let r = &removals[0];
+        assert_eq!(
+            (r.kind, r.index, r.row_removed),
+            (OrphanKind::ToolCallWithoutResult, 1, false)
+        );
+        assert_eq!(&buf[r.id.0..r.id.1], b"gone");
+        // "thinking" + "kept" + "f": 13 bytes.
+        assert_eq!(swept.history.rows[1].text_bytes, 13);
+        let (_, again) = rescan(&swept, &buf);
+        assert_eq!(again.tokens, swept.tokens);
+        assert!(again
+            .sweep(&swept.history_field(&buf))
+            .expect("re-reads")
+            .1
+            .is_empty());
+    }
+
+    #[test]
+    fn the_sweep_drops_a_row_left_empty() {
+        let rows = [
+            chat(USER, b"go", b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c1", b"f")]),
+            chat(USER, b"next", b"", &[]),
+        ];
+        let buf = request(1, &rows, &[]);
+        let (swept, removals) = working(&buf).sweep(&buf).expect("re-reads");
+        assert_eq!(removals.len(), 1);
+        assert!(removals[0].row_removed);
+        assert_eq!(swept.history.rows.len(), 2);
+        assert_eq!(swept.turns(), 2);
     }
 }

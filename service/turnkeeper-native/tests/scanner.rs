@@ -5,8 +5,9 @@ mod common;
 
 use common::conventions;
 use proptest::prelude::*;
-use turnkeeper_native::history::{scan, RowKind};
 use turnkeeper_native::plan;
+use turnkeeper_native::rows::RowKind;
+use turnkeeper_native::scan::scan;
 use turnkeeper_native::wire::put_len;
 use turnkeeper_native::working::Working;
 

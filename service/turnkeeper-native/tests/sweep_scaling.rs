@@ -1,13 +1,13 @@
-//! The sweep is linear in the tool calls of one row (issue 19): a row with 8x the calls takes
-//! about 8x as long, where a scan per entry (the quadratic shape) takes 64x. Best-of-N timings
-//! and a generous bound (24x), so a loaded machine does not make it fail.
+//! The sweep of one row with many tool calls: `cargo test` checks what it removes; how its time
+//! grows with the calls is measured, never asserted, by the ignored test below, whose figures
+//! docs/benchmarks.md keeps (`cargo test --release --test sweep_scaling -- --ignored --nocapture`).
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::conventions;
-use turnkeeper_native::history::scan;
+use turnkeeper_native::scan::scan;
 use turnkeeper_native::wire::put_len;
 use turnkeeper_native::working::Working;
 
@@ -88,18 +88,21 @@ impl Case {
 }
 
 #[test]
-fn sweeping_one_row_grows_linearly_with_its_calls() {
+fn sweeping_a_row_with_many_calls_removes_the_unanswered_ones() {
+    Case::new(4_000).sweep();
+}
+
+/// Prints how much longer a row with 8x the calls takes to sweep (a linear sweep: about 8x).
+/// Interleaved, so a change of load hits both sizes; the best run of each is the least disturbed.
+#[test]
+#[ignore = "a measurement, not a check: run with --ignored --nocapture"]
+fn sweep_time_against_the_calls_of_one_row() {
     let (small, large) = (Case::new(4_000), Case::new(32_000));
-    // Interleaved, so a change of load hits both sizes; the best run of each is the least
-    // disturbed one.
     let (mut best_small, mut best_large) = (Duration::MAX, Duration::MAX);
     for _ in 0..7 {
         best_small = best_small.min(small.sweep());
         best_large = best_large.min(large.sweep());
     }
     let ratio = best_large.as_secs_f64() / best_small.as_secs_f64();
-    assert!(
-        ratio < 24.0,
-        "8x the calls took {ratio:.1}x as long ({best_small:?} -> {best_large:?}): not linear"
-    );
+    println!("8x the calls: {ratio:.1}x the time ({best_small:?} -> {best_large:?})");
 }

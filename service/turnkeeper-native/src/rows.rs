@@ -1,0 +1,60 @@
+//! The history view the scan builds: its shape, its rows reduced as `turnkeeper/core/rows.py`
+//! reduces them, each row remembered as its byte range in the request, and the tool-call ids
+//! the rows refer to. Plans, the sweep and the writer (`working.rs`) work on this view only.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    System,
+    User,
+    Carrier,
+    Breadcrumb,
+    Assistant,
+    Tool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Chat,
+    Conversation,
+}
+
+/// Where a row's bytes are: a range of the request, or bytes the engine wrote (breadcrumb,
+/// repaired row). Either is the row's whole occurrence in the messages list, tag included.
+#[derive(Debug, Clone)]
+pub enum RowBytes {
+    Request(usize, usize),
+    Owned(Vec<u8>),
+}
+
+/// One row of the view; `calls` and `results` index `History::ids`.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub kind: RowKind,
+    pub provider_rows: u32,
+    pub text_bytes: u64,
+    pub text_tokens: u64,
+    pub marker_images: u32,
+    pub attachments: u32,
+    pub bytes: RowBytes,
+    /// Tool-call ids this row calls (assistant rows) and tool-result ids it carries.
+    pub calls: (usize, usize),
+    pub results: (usize, usize),
+}
+
+impl Row {
+    pub fn is_turn_boundary(&self) -> bool {
+        self.kind == RowKind::User
+    }
+}
+
+/// The history: its shape, rows, the wrapper fields kept for writing it back, and the ids.
+#[derive(Debug, Clone)]
+pub struct History {
+    pub shape: Option<Shape>,
+    pub rows: Vec<Row>,
+    /// Unknown fields of History and of the ChatHistory/ConversationHistory, as ranges.
+    pub history_unknown: Vec<(usize, usize)>,
+    pub list_unknown: Vec<(usize, usize)>,
+    /// Tool-call and tool-result ids (string ranges in the request) that rows refer to.
+    pub ids: Vec<(usize, usize)>,
+}
