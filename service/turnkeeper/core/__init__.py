@@ -1,6 +1,19 @@
 """The history engine: pure functions over a compact row view (no gRPC here).
 
-Modules follow the spec: `pricing` and `rows` (§4, §9 estimates), `trimming` (§2, §5, §6 whole-turn
-retention), `budget` (§3 resolution), `preflight` (§3 capacity), `sweep` (§8 orphans), `toolcap`
-(§8 tool-result cap), and `working` (a history kept in step with its pricing).
+Modules follow the spec:
+
+- `pricing`: the pinned estimate of a text and an attachment (§4, §9);
+- `rows`: the compact row view, each row's kind and price (§0, §9);
+- `trimming`: whole-turn retention, the turn-count, row-count and token-budget cuts (§2, §5, §6,
+  §11);
+- `budget`: resolving the route, its capacity, budget and turn limit (§3, §11.2);
+- `preflight`: the capacity pre-flight and the room for the rest of the request (§3, §12);
+- `sweep`: the orphan sweep (§8, §10.2);
+- `toolcap`: the tool-result cap (§8, §10.6);
+- `working`: a history kept in step with its pricing, the breadcrumb's cost (§7, §9);
+- `calibration`: the trim by provider-reported usage (§10.3, §16.2);
+- `meter`: the context meter and the input cost (§10.5);
+- `overflow`: recognising a provider's context-window overflow (§10.4);
+- `recovery`: overflow recovery, which never grows the request (§10.1);
+- `saturation`: 64-bit counts that saturate instead of overflowing (§9).
 """

@@ -17,12 +17,11 @@ from turnkeeper.v1 import resolution_pb2, trim_pb2
 
 def _priced(texts: Sequence[str]) -> int:
     # Looked at first: protobuf's repeated fields iterate by index until IndexError, whose message
-    # is formatted (about 3.6k instructions), and a request most often has no hooks or schemas.
+    # is formatted, and a request most often has no hooks or schemas.
     return sum(map(price_text, texts)) if texts else 0
 
 
-# Not frozen: a frozen dataclass's __init__ costs twice as much, and the pre-flight builds one
-# per call; nothing changes one once built.
+# Not frozen, like TrimPlan (core/trimming.py): built per call, never changed.
 @dataclass(slots=True)
 class Extras:
     """The rest of the request beside its messages, in tokens (§9 Capacity)."""

@@ -53,8 +53,9 @@ def layout(rows: Sequence[Row]) -> Layout:
     return Layout(system_rows, prefix, boundaries)
 
 
-# Not frozen: a frozen dataclass's __init__ sets each field with object.__setattr__ (about 5x
-# slower for these nine), and every trim builds one or more plans; nothing changes one once built.
+# Not frozen, though nothing changes one once built: a frozen dataclass's __init__ sets each field
+# through object.__setattr__, a cost every trim would pay for each plan it builds. The other
+# per-call records (the pre-flight's Extras, the RPCs' replies) are plain for the same reason.
 @dataclass(slots=True)
 class TrimPlan:
     """What a trim does, in input indices; `drop` is empty when the history is unchanged."""

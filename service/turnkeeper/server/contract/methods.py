@@ -25,9 +25,8 @@ TRIM_EVENTS_METHOD = method_path("TrimEvents")
 # handlers), so that a flood of one does not hold up the others: the per-call ones and the
 # probe. Every other method (rare: subscriptions, sweeps, caps, classification, health's Watch
 # and List, reflection) shares one generic accept. Each registered method costs every accepted
-# call a little (grpc aio's serving loop waits on all the outstanding requests at once): 12
-# cost a 20-row TrimHistory 46k instructions (5 %) more than these 5 on the event-loop thread
-# (issue 19, README).
+# call a little (grpc aio's serving loop waits on all the outstanding requests at once), so only
+# the methods called per model call have their own (docs/benchmarks.md has the measurement).
 OWN_ACCEPT_METHODS = frozenset(
     [
         *(method_path(name) for name in ("TrimHistory", "PrepareModelCall", "EstimateTokens")),
