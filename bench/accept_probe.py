@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from harness import cpu_seconds, machine_jiffies
 
 METHOD = "/probe.Probe/Echo"
 _CALLS_STARTED = re.compile(rb'"callsStarted":"(\d+)"')
@@ -135,22 +136,10 @@ def _client(address: str, clients: int, per_channel: int, seconds: float, out: A
     out.put(asyncio.run(main()))
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _loop_thread(pid: int) -> tuple[float, float]:
     """The server's main (event-loop) thread: seconds on a CPU, seconds runnable but waiting."""
     ran, waited, _ = (int(v) for v in Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split())
     return ran / 1e9, waited / 1e9
-
-
-def _machine_busy() -> tuple[float, float]:
-    """All CPUs' busy and total jiffies since boot."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
 
 
 def measure(
@@ -179,16 +168,16 @@ def measure(
         worker.start()
     for _ in workers:  # the clients' start-up (spawn, imports, connections) is not measured
         assert out.get() == "ready"
-    cpu0 = _cpu_seconds(server.pid)
-    clients0 = sum(_cpu_seconds(w.pid) for w in workers if w.pid)
-    busy0, total0 = _machine_busy()
+    cpu0 = cpu_seconds(server.pid)
+    clients0 = sum(cpu_seconds(w.pid) for w in workers if w.pid)
+    busy0, total0 = machine_jiffies()
     loop0 = _loop_thread(server.pid)
     t0 = time.perf_counter()
     time.sleep(seconds * 0.6)
     elapsed = time.perf_counter() - t0
-    cpu = (_cpu_seconds(server.pid) - cpu0) / elapsed
-    client_cpu = (sum(_cpu_seconds(w.pid) for w in workers if w.pid) - clients0) / elapsed
-    busy1, total1 = _machine_busy()
+    cpu = (cpu_seconds(server.pid) - cpu0) / elapsed
+    client_cpu = (sum(cpu_seconds(w.pid) for w in workers if w.pid) - clients0) / elapsed
+    busy1, total1 = machine_jiffies()
     loop1 = _loop_thread(server.pid)
     latencies = [x for _ in workers for x in out.get()]
     for worker in workers:
