@@ -39,9 +39,9 @@ _CALLS_STARTED = re.compile(rb'"callsStarted":"(\d+)"')
 
 def _serve(mode: str) -> None:
     """The server process: prints its port, serves until SIGINT, prints its queue samples."""
-    from grpc._cython import cygrpc
+    import importlib
 
-    cy: Any = cygrpc
+    cy: Any = importlib.import_module("grpc._cython.cygrpc")
 
     async def main() -> None:
         seen = 0
@@ -52,7 +52,7 @@ def _serve(mode: str) -> None:
             seen += 1
             return b"ok"
 
-        handler = grpc.unary_unary_rpc_method_handler(echo)
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(echo)
         before = {
             int(s["ref"]["serverId"])
             for s in json.loads(cy.channelz_get_servers(0)).get("server", [])
@@ -124,7 +124,9 @@ def _client(address: str, clients: int, per_channel: int, seconds: float, out: A
         end = time.perf_counter() + seconds
 
         async def one(k: int) -> None:
-            call = channels[k % len(channels)].unary_unary(METHOD)
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channels[
+                k % len(channels)
+            ].unary_unary(METHOD)
             while time.perf_counter() < end:
                 start = time.perf_counter()
                 await call(b"x", timeout=30)

@@ -43,7 +43,10 @@ def main() -> None:
                     refs.write("5")  # resets VmHWM to the current RSS
                 with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
                     try:
-                        channel.unary_unary(case.path)(case.body, timeout=300)
+                        send: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                            case.path
+                        )
+                        send(case.body, timeout=300)
                         outcome = "OK"
                     except grpc.RpcError as error:
                         outcome = error.code().name

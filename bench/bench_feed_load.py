@@ -39,9 +39,8 @@ def follow(address: str, batch: int, stop_at: float, out: Any) -> None:
     last_was_gap = False
     expected_before: str | None = None
     with grpc.insecure_channel(address) as channel:
-        call = channel.unary_stream(EVENTS)(
-            request.SerializeToString(), timeout=stop_at - time.time()
-        )
+        follow: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(EVENTS)
+        call = follow(request.SerializeToString(), timeout=stop_at - time.time())
         try:
             for raw in call:
                 messages += 1
@@ -95,7 +94,10 @@ def clients(address: str, threads: int, rate: float, seconds: float, out: Any) -
     def run(seed: int) -> None:
         interval = threads / rate
         with grpc.insecure_channel(address) as channel:
-            calls = {TRIM: channel.unary_unary(TRIM), ESTIMATE: channel.unary_unary(ESTIMATE)}
+            calls: dict[str, grpc.UnaryUnaryMultiCallable[bytes, bytes]] = {
+                TRIM: channel.unary_unary(TRIM),
+                ESTIMATE: channel.unary_unary(ESTIMATE),
+            }
             began = time.monotonic()
             due = began + seed * interval / threads
             mine: list[float] = []

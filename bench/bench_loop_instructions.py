@@ -38,7 +38,7 @@ _TOTAL = re.compile(r"^(?:summary|totals):\s+(\d+)", re.M)
 
 async def _drive(address: str, raw: bytes, calls: int) -> None:
     async with grpc.aio.insecure_channel(address, options=OPTIONS) as channel:
-        call = channel.unary_unary(TRIM)
+        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(TRIM)
         for _ in range(20):  # warm-up: the same in both runs
             await call(raw)
         left = calls

@@ -101,7 +101,8 @@ def wave() -> None:
     def big_call() -> None:
         with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
             try:
-                channel.unary_unary(ESTIMATE)(body, timeout=120)
+                big: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ESTIMATE)
+                big(body, timeout=120)
                 outcome = "OK"
             except grpc.RpcError as error:
                 outcome = error.code().name
@@ -110,7 +111,7 @@ def wave() -> None:
 
     def small_calls() -> None:
         with grpc.insecure_channel(server.address) as channel:
-            call = channel.unary_unary(ESTIMATE)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ESTIMATE)
             while not done.is_set():
                 started = time.perf_counter()
                 try:
@@ -122,7 +123,8 @@ def wave() -> None:
 
     try:
         channel = grpc.insecure_channel(server.address)
-        channel.unary_unary(ESTIMATE)(small)
+        first: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ESTIMATE)
+        first(small)
         channel.close()
         idle = server.rss_kib("VmRSS") // 1024
         prober = threading.Thread(target=small_calls)

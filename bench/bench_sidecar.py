@@ -18,6 +18,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import grpc
@@ -100,7 +101,7 @@ def latency_under_big_calls(server: Server, big: bytes, samples: int) -> tuple[f
 
     def hammer() -> None:
         with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(TRIM)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(TRIM)
             while not stop.is_set():
                 call(big, metadata=server.metadata(1))
 
@@ -147,9 +148,7 @@ def table(
         for r in range(ROUNDS[size]):
             order = servers[r % len(servers) :] + servers[: r % len(servers)]
             for server in order:
-                times[server.name].append(
-                    timed(lambda server=server, raw=raw, keep=keep: server.trim(raw, keep))
-                )
+                times[server.name].append(timed(partial(server.trim, raw, keep)))
             times["LangChain"].append(timed(lc))
         med = {name: statistics.median(v) * 1e3 for name, v in times.items()}
         naive = "-"

@@ -52,7 +52,7 @@ async def main() -> None:
     async def receive(request: bytes, context: Any) -> bytes:
         return b""
 
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "TrimHistory": (
             grpc.unary_unary_rpc_method_handler(receive)
             if args.mode == "receive"

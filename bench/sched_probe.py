@@ -20,6 +20,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from harness import cpu_seconds, machine_jiffies, turnkeeper_server
 from harness.load import measure as load
@@ -58,7 +59,7 @@ def _clients(servers: set[int]) -> dict[int, float]:
 def measure(
     address: str, pid: int, servers: set[int], clients: int, heavy: int, seconds: float
 ) -> dict[str, float]:
-    window: dict[str, object] = {}
+    window: dict[str, Any] = {}
 
     def sample() -> None:
         time.sleep(LEAD_SECONDS)  # past the clients' start-up (spawn, imports, connections)
@@ -70,7 +71,7 @@ def measure(
     sampler.start()
     report = load(address, clients, heavy, seconds + LEAD_SECONDS)
     sampler.join()
-    (t0, threads0, machine0, clients0), (t1, threads1, machine1, clients1) = (  # type: ignore[misc]
+    (t0, threads0, machine0, clients0), (t1, threads1, machine1, clients1) = (
         window["start"],
         window["end"],
     )

@@ -198,8 +198,8 @@ class Server:
         self.ready: dict[str, Any] = json.loads(Path(ready).read_text())
         self.address: str = self.ready["tcp"][0]
         self.channel = grpc.insecure_channel(self.address, options=OPTIONS)
-        self._trim = self.channel.unary_unary(TRIM)
-        self.resolve = self.channel.unary_unary(RESOLVE)
+        self._trim: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(TRIM)
+        self.resolve: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(RESOLVE)
 
     @property
     def pid(self) -> int:
@@ -384,7 +384,7 @@ def closed_loop(
 
     async def run() -> tuple[int, float, float]:
         async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(method)
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method)
             await call(raw, metadata=metadata)
             done = 0
             cpu = cpu_seconds(server.pid)

@@ -60,7 +60,7 @@ class Trimmer:
 
     def __init__(self, address: str) -> None:
         self.channel = grpc.insecure_channel(address)
-        self._trim = self.channel.unary_unary(TRIM)
+        self._trim: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(TRIM)
 
     def run(self, requests: list[bytes]) -> tuple[list[float], float]:
         """The latencies in ms, and the monotonic time of the last answer."""

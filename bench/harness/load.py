@@ -89,7 +89,9 @@ async def _run(
 
     async def client(k: int, kinds: list[str]) -> None:
         channel = channels[k % len(channels)]
-        calls = {kind: channel.unary_unary(requests[kind][0]) for kind in set(kinds)}
+        calls: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {
+            kind: channel.unary_unary(requests[kind][0]) for kind in set(kinds)
+        }
         i = k
         attempt = 0
         while time.perf_counter() < end:
@@ -145,7 +147,7 @@ def measure(
     retry: bool = True,
     probe: int = 0,
     warmup: float = 0.0,
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Runs the load in `processes` client processes and returns the merged summary; calls
     started in the first `warmup` seconds are not counted. `probe`: so many of the `clients`
     send 20-row TrimHistory calls from a process of their own instead (kind "probe"), where
@@ -186,10 +188,10 @@ def _percentiles(times: list[float]) -> dict[str, float]:
     }
 
 
-def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> dict[str, object]:
+def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> dict[str, Any]:
     """Per kind of call: attempts, their codes, and latency percentiles of the served (OK) ones
     and of the refused (RESOURCE_EXHAUSTED) ones."""
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     total = served = refused = 0
     for kind, rows in results.items():
         if not rows:
@@ -200,7 +202,7 @@ def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> di
             codes[code] = codes.get(code, 0) + 1
         served += codes.get("OK", 0)
         refused += codes.get("RESOURCE_EXHAUSTED", 0)
-        row: dict[str, object] = {
+        row: dict[str, Any] = {
             "calls": len(rows),
             "codes": codes,
             "mean_ms": statistics.fmean(t for t, _ in rows) * 1e3,
@@ -218,7 +220,7 @@ def summarize(results: dict[str, list[tuple[float, str]]], seconds: float) -> di
     return out
 
 
-def format_report(report: dict[str, object]) -> str:
+def format_report(report: dict[str, Any]) -> str:
     lines = [
         f"attempts/s {report['calls_per_s']:.0f}, served/s {report['served_per_s']:.0f}, "
         f"refused {report['refused_share']:.1%}"
@@ -283,7 +285,9 @@ def _method_client(address: str, plans: list[list[str]], seconds: float, out: An
 
         async def one(k: int, methods: list[str]) -> None:
             channel = channels[k % len(channels)]
-            calls = {m: channel.unary_unary(method_path(m)) for m in set(methods)}
+            calls: dict[str, grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = {
+                m: channel.unary_unary(method_path(m)) for m in set(methods)
+            }
             i = 0
             while time.perf_counter() < end:
                 method = methods[i % len(methods)]
