@@ -93,7 +93,7 @@ lint: $(NATIVE_STAMP)
 	scripts/buf-breaking.sh $(BIN)/buf
 	$(BIN)/ruff check service tests bench examples scripts
 	$(BIN)/ruff format --check service tests bench examples scripts
-	$(BIN)/mypy service scripts
+	$(BIN)/mypy service scripts bench
 	$(BIN)/hadolint Dockerfile
 	$(BIN)/kubernetes-validate --strict --quiet deploy/kubernetes/*.yaml
 	@if [ -n "$(CARGO)" ]; then cd $(NATIVE_DIR) && cargo fmt --check && \

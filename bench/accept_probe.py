@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from harness import cpu_seconds, machine_jiffies
 
 METHOD = "/probe.Probe/Echo"
 _CALLS_STARTED = re.compile(rb'"callsStarted":"(\d+)"')
@@ -38,9 +39,9 @@ _CALLS_STARTED = re.compile(rb'"callsStarted":"(\d+)"')
 
 def _serve(mode: str) -> None:
     """The server process: prints its port, serves until SIGINT, prints its queue samples."""
-    from grpc._cython import cygrpc
+    import importlib
 
-    cy: Any = cygrpc
+    cy: Any = importlib.import_module("grpc._cython.cygrpc")
 
     async def main() -> None:
         seen = 0
@@ -51,7 +52,7 @@ def _serve(mode: str) -> None:
             seen += 1
             return b"ok"
 
-        handler = grpc.unary_unary_rpc_method_handler(echo)
+        handler: grpc.RpcMethodHandler[bytes, bytes] = grpc.unary_unary_rpc_method_handler(echo)
         before = {
             int(s["ref"]["serverId"])
             for s in json.loads(cy.channelz_get_servers(0)).get("server", [])
@@ -123,7 +124,9 @@ def _client(address: str, clients: int, per_channel: int, seconds: float, out: A
         end = time.perf_counter() + seconds
 
         async def one(k: int) -> None:
-            call = channels[k % len(channels)].unary_unary(METHOD)
+            call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channels[
+                k % len(channels)
+            ].unary_unary(METHOD)
             while time.perf_counter() < end:
                 start = time.perf_counter()
                 await call(b"x", timeout=30)
@@ -135,22 +138,10 @@ def _client(address: str, clients: int, per_channel: int, seconds: float, out: A
     out.put(asyncio.run(main()))
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _loop_thread(pid: int) -> tuple[float, float]:
     """The server's main (event-loop) thread: seconds on a CPU, seconds runnable but waiting."""
     ran, waited, _ = (int(v) for v in Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split())
     return ran / 1e9, waited / 1e9
-
-
-def _machine_busy() -> tuple[float, float]:
-    """All CPUs' busy and total jiffies since boot."""
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = values[3] + values[4]
-    return sum(values) - idle, sum(values)
 
 
 def measure(
@@ -179,16 +170,16 @@ def measure(
         worker.start()
     for _ in workers:  # the clients' start-up (spawn, imports, connections) is not measured
         assert out.get() == "ready"
-    cpu0 = _cpu_seconds(server.pid)
-    clients0 = sum(_cpu_seconds(w.pid) for w in workers if w.pid)
-    busy0, total0 = _machine_busy()
+    cpu0 = cpu_seconds(server.pid)
+    clients0 = sum(cpu_seconds(w.pid) for w in workers if w.pid)
+    busy0, total0 = machine_jiffies()
     loop0 = _loop_thread(server.pid)
     t0 = time.perf_counter()
     time.sleep(seconds * 0.6)
     elapsed = time.perf_counter() - t0
-    cpu = (_cpu_seconds(server.pid) - cpu0) / elapsed
-    client_cpu = (sum(_cpu_seconds(w.pid) for w in workers if w.pid) - clients0) / elapsed
-    busy1, total1 = _machine_busy()
+    cpu = (cpu_seconds(server.pid) - cpu0) / elapsed
+    client_cpu = (sum(cpu_seconds(w.pid) for w in workers if w.pid) - clients0) / elapsed
+    busy1, total1 = machine_jiffies()
     loop1 = _loop_thread(server.pid)
     latencies = [x for _ in workers for x in out.get()]
     for worker in workers:

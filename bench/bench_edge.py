@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO, cast
 
 import grpc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sidecar import TRIM, trim_request, workload
+from harness import TRIM, trim_request, workload
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.app import admission_limits
 from turnkeeper.server.config import ServerConfig
@@ -57,7 +55,7 @@ class _Metadatum(NamedTuple):
     value: str
 
 
-# What a grpc-python client sends (bench_sidecar's clients): no x-request-id.
+# What a grpc-python client sends (harness's clients): no x-request-id.
 METADATA = (_Metadatum("user-agent", "grpc-python-asyncio/1.85.3 grpc-c/58.0.0 (linux; chttp2)"),)
 
 

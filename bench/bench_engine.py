@@ -9,25 +9,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "service"))
-
-from turnkeeper.core.rows import price, rows_of  # noqa: E402
-from turnkeeper.core.trimming import layout, plan_token_budget  # noqa: E402
-from turnkeeper.core.working import WorkingHistory, breadcrumb_cost  # noqa: E402
-from turnkeeper.v1 import history_pb2 as h  # noqa: E402
-
-CRUMB = breadcrumb_cost("[earlier turns omitted to fit the context window]")
+from harness import CRUMB, best_of, naive_cut, turnkeeper_server
+from turnkeeper.core.trimming import plan_token_budget
+from turnkeeper.core.working import WorkingHistory
+from turnkeeper.v1 import history_pb2 as h
 
 
 def history(rows: int) -> h.History:
@@ -46,26 +34,6 @@ def history(rows: int) -> h.History:
         ]
         n += 1
     return h.History(chat=h.ChatHistory(messages=messages[:rows]))
-
-
-def best_of(fn: Callable[[], object], repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def naive_cut(hist: h.History, budget: int) -> int:
-    """Re-prices P + crumb + B[bj:] for every candidate j: the O(n x k) reading of §9."""
-    rows = rows_of(hist)
-    lay = layout(rows)
-    for j in range(1, lay.turns):
-        kept = rows[: lay.prefix] + rows[lay.boundaries[j] :]
-        if sum(price(kept).tokens) + CRUMB <= budget:
-            return j
-    return lay.turns - 1
 
 
 def main() -> None:
@@ -109,53 +77,32 @@ def round_trip(hist: h.History) -> None:
     from turnkeeper.v1 import history_service_pb2_grpc as rpc
     from turnkeeper.v1 import trim_pb2
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ready = os.path.join(tmp, "ready.json")
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "turnkeeper.server",
-                "--listen",
-                "127.0.0.1:0",
-                "--ready-file",
-                ready,
-                "--log-level",
-                "WARNING",
-            ],
-            env={**os.environ, "PYTHONPATH": str(ROOT / "service")},
-        )
-        try:
-            for _ in range(200):
-                if os.path.exists(ready):
-                    break
-                time.sleep(0.05)
-            address = json.loads(Path(ready).read_text())["tcp"][0]
-            options = [
-                ("grpc.max_send_message_length", 64 << 20),
-                ("grpc.max_receive_message_length", 64 << 20),
-            ]
-            with grpc.insecure_channel(address, options=options) as channel:
-                stub = rpc.HistoryServiceStub(channel)
-                request = svc.TrimHistoryRequest(
-                    history=hist,
-                    mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
-                    explicit_limits=svc.ExplicitLimits(budget_tokens=20_000),
-                )
-                stub.TrimHistory(request)  # warm up
-                samples = []
-                for _ in range(20):
-                    start = time.perf_counter()
-                    stub.TrimHistory(request)
-                    samples.append(time.perf_counter() - start)
-            size = request.ByteSize()
-            print(
-                f"request {size / 1e6:.1f} MB: median {statistics.median(samples) * 1e3:.1f} ms, "
-                f"p90 {sorted(samples)[int(len(samples) * 0.9)] * 1e3:.1f} ms over {len(samples)} calls"
+    server = turnkeeper_server("turnkeeper", "--log-level", "WARNING")
+    try:
+        options = [
+            ("grpc.max_send_message_length", 64 << 20),
+            ("grpc.max_receive_message_length", 64 << 20),
+        ]
+        with grpc.insecure_channel(server.address, options=options) as channel:
+            stub = rpc.HistoryServiceStub(channel)
+            request = svc.TrimHistoryRequest(
+                history=hist,
+                mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
+                explicit_limits=svc.ExplicitLimits(budget_tokens=20_000),
             )
-        finally:
-            server.terminate()
-            server.wait(timeout=15)
+            stub.TrimHistory(request)  # warm up
+            samples = []
+            for _ in range(20):
+                start = time.perf_counter()
+                stub.TrimHistory(request)
+                samples.append(time.perf_counter() - start)
+        size = request.ByteSize()
+        print(
+            f"request {size / 1e6:.1f} MB: median {statistics.median(samples) * 1e3:.1f} ms, "
+            f"p90 {sorted(samples)[int(len(samples) * 0.9)] * 1e3:.1f} ms over {len(samples)} calls"
+        )
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """The request-item limit: the peak RSS one amplifying request raises the sidecar by, per engine.
 
-Prints figures, never pass/fail. Each request of tests/robustness/expansion_cases.py is sent once
+Prints figures, never pass/fail. Each request of bench/harness/expansion.py is sent once
 to a fresh server of each engine; the growth is the high-water mark after the call (reset with
 /proc/PID/clear_refs before it) minus the resident size before, next to the call's outcome and
 the bound the limit is meant to keep (20x the request's size plus 64 MiB). Extra arguments go to
@@ -10,23 +10,13 @@ the server, e.g. `--max-request-items 9223372036854775807` for the figures witho
 
 from __future__ import annotations
 
-import os
 import sys
 import time
-from pathlib import Path
 
 import grpc
+from harness import OPTIONS, QUICK, Sidecar
+from harness.expansion import amplifications
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "robustness"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))
-from expansion_cases import SERVICE, amplifications  # noqa: E402
-from live import start_server  # noqa: E402
-
-OPTIONS = [
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-]
 MIB = 1024 * 1024
 
 
@@ -39,13 +29,13 @@ def _status_kib(pid: int, key: str) -> int:
 
 
 def main() -> None:
-    scale = 0.1 if os.environ.get("BENCH_QUICK") == "1" else 1.0
+    scale = 0.1 if QUICK else 1.0
     extra = sys.argv[1:]
     print(f"server flags: {' '.join(extra) or '(defaults)'}")
     print(f"{'engine':<7} {'request':<40} {'MB':>6} {'outcome':<17} {'+MiB':>7} {'bound':>6}")
     for engine in ("native", "python"):
         for case in amplifications(scale):
-            server = start_server("--engine", engine, *extra, unix=False)
+            server = Sidecar("--engine", engine, *extra)
             try:
                 time.sleep(1.0)
                 before = _status_kib(server.pid, "VmRSS")
@@ -53,7 +43,10 @@ def main() -> None:
                     refs.write("5")  # resets VmHWM to the current RSS
                 with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
                     try:
-                        channel.unary_unary(SERVICE + case.method)(case.body, timeout=300)
+                        send: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(
+                            case.path
+                        )
+                        send(case.body, timeout=300)
                         outcome = "OK"
                     except grpc.RpcError as error:
                         outcome = error.code().name

@@ -16,16 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "robustness"))
+from harness import QUICK, SERVICE_DIR, Server, turnkeeper_server
+from harness.fanout import back_to_back
 
-from bench_sidecar import Server  # noqa: E402
-from fanout_probe import back_to_back  # noqa: E402
-
-QUICK = os.environ.get("BENCH_QUICK") == "1"
 SUBSCRIBERS = 1_000
 ALONE_TRIMS = 100
 TRIMS = 200
@@ -57,14 +52,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1 if QUICK else 3)
     parser.add_argument("--events", default="memory", help="the servers' --events")
     args = parser.parse_args()
-    trees = args.service or [ROOT / "service"]
+    trees = args.service or [SERVICE_DIR]
     servers = [
-        Server(
-            str(tree),
-            [
-                *("env", f"PYTHONPATH={tree.resolve()}", sys.executable),
-                *("-m", "turnkeeper.server", "--listen", "127.0.0.1:0", "--events", args.events),
-            ],
+        turnkeeper_server(
+            str(tree), "--events", args.events, env={"PYTHONPATH": str(tree.resolve())}
         )
         for tree in trees
     ]

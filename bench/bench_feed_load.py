@@ -16,51 +16,19 @@ not the next event delivered, and the delivery latency p99 (receipt minus the ev
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
-import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import grpc
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "robustness"))
-
-from robustness_support import agent_trim, chat, percentile  # noqa: E402
-from turnkeeper.v1 import history_service_pb2 as svc  # noqa: E402
+from harness import ESTIMATE, EVENTS, SERVICE_DIR, TRIM, Sidecar, agent_trim, chat, cpu_seconds
+from harness import inclusive_percentile as percentile
+from turnkeeper.v1 import history_service_pb2 as svc
 
 SESSION = "feed-load"
-TRIM = "/turnkeeper.v1.HistoryService/TrimHistory"
-ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
-EVENTS = "/turnkeeper.v1.HistoryService/TrimEvents"
-
-
-def start_server(service: Path, events: str, workdir: str) -> tuple[subprocess.Popen[bytes], str]:
-    ready = os.path.join(workdir, "ready.json")
-    log = open(os.path.join(workdir, "server.log"), "wb")  # noqa: SIM115 (the server's lifetime)
-    argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
-    argv += ["--ready-file", ready, "--events", events]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
-    env["PYTHONPATH"] = str(service)
-    process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while not os.path.exists(ready):
-        if time.time() > deadline or process.poll() is not None:
-            raise RuntimeError("the sidecar did not start")
-        time.sleep(0.05)
-    return process, json.loads(Path(ready).read_text())["tcp"][0]
-
-
-def cpu_seconds(pid: int) -> float:
-    """The process's user and system time so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def follow(address: str, batch: int, stop_at: float, out: Any) -> None:
@@ -71,9 +39,8 @@ def follow(address: str, batch: int, stop_at: float, out: Any) -> None:
     last_was_gap = False
     expected_before: str | None = None
     with grpc.insecure_channel(address) as channel:
-        call = channel.unary_stream(EVENTS)(
-            request.SerializeToString(), timeout=stop_at - time.time()
-        )
+        follow: grpc.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(EVENTS)
+        call = follow(request.SerializeToString(), timeout=stop_at - time.time())
         try:
             for raw in call:
                 messages += 1
@@ -127,7 +94,10 @@ def clients(address: str, threads: int, rate: float, seconds: float, out: Any) -
     def run(seed: int) -> None:
         interval = threads / rate
         with grpc.insecure_channel(address) as channel:
-            calls = {TRIM: channel.unary_unary(TRIM), ESTIMATE: channel.unary_unary(ESTIMATE)}
+            calls: dict[str, grpc.UnaryUnaryMultiCallable[bytes, bytes]] = {
+                TRIM: channel.unary_unary(TRIM),
+                ESTIMATE: channel.unary_unary(ESTIMATE),
+            }
             began = time.monotonic()
             due = began + seed * interval / threads
             mine: list[float] = []
@@ -163,7 +133,7 @@ def clients(address: str, threads: int, rate: float, seconds: float, out: Any) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--service", type=Path, default=ROOT / "service")
+    parser.add_argument("--service", type=Path, default=SERVICE_DIR)
     parser.add_argument("--events", default="memory")
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--rate", type=float, default=1000)
@@ -174,8 +144,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=0)
     args = parser.parse_args()
 
-    workdir = tempfile.mkdtemp(prefix="tk-feed-load-")
-    server, address = start_server(args.service, args.events, workdir)
+    server = Sidecar("--events", args.events, service=args.service)
+    address = server.address
     print(f"sidecar pid {server.pid}", file=sys.stderr, flush=True)
     cpu_start = cpu_seconds(server.pid)
     context = multiprocessing.get_context("spawn")
@@ -215,9 +185,8 @@ def main() -> None:
         for process in [*senders, *followers]:
             process.join()
     finally:
-        server.terminate()
-        server.wait(30)
-    log = Path(workdir, "server.log").read_text(errors="replace")
+        log = server.log()
+        server.stop()
 
     calls = [r for r in results if r[0] == "calls"]
     subs = [r for r in results if r[0] != "calls"]

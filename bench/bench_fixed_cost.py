@@ -4,7 +4,7 @@ Prints figures, never pass/fail. Contenders: the suffix floor (bench/floor_serve
 turnkeeper with its default flags (access log at INFO, metrics, admission; native engine), plus,
 when `BENCH_BASELINE` names another checkout's `service/` directory, turnkeeper from there (to
 measure a change before/after in one interleaved run). Workloads: the 20-row TrimHistory of
-`bench_sidecar.py`, and a 20-row PrepareModelCall (profiles and a caller; the floor does not
+`harness.workload`, and a 20-row PrepareModelCall (profiles and a caller; the floor does not
 serve it). Each measurement is a closed loop of 1 or 16 calls in flight for `SECONDS`, contenders
 in rotating order, round after round; medians. Two figures: requests/s (noisy on a shared
 machine) and the server process's CPU time per call (utime + stime from /proc, all threads: what
@@ -16,32 +16,23 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sidecar import TRIM, Server, closed_loop, keep_of, trim_request, workload
-from turnkeeper.v1 import history_service_pb2 as svc
-from turnkeeper.v1 import profile_pb2, trim_pb2
+from harness import (
+    PREPARE,
+    QUICK,
+    TRIM,
+    Server,
+    closed_loop,
+    floor,
+    keep_of,
+    prepare_request,
+    trim_request,
+    turnkeeper_server,
+    workload,
+)
 
-QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3" if QUICK else "5"))
 SECONDS = float(os.environ.get("BENCH_SECONDS", "0.8" if QUICK else "1.5"))
-PREPARE = "/turnkeeper.v1.HistoryService/PrepareModelCall"
-
-
-def prepare_request() -> bytes:
-    history = workload(20)
-    return svc.PrepareModelCallRequest(
-        history=history,
-        profiles=profile_pb2.Profiles(
-            runtime=profile_pb2.RuntimeProfile(
-                max_context_tokens=8_000, default_provider="provider"
-            ),
-            providers=[profile_pb2.ProviderProfile(alias="provider", context_window=200_000)],
-        ),
-        caller=trim_pb2.CallerContext(session_id="session-1", runtime_id="runtime-1"),
-    ).SerializeToString()
 
 
 def loop(
@@ -53,15 +44,11 @@ def loop(
 
 
 def turnkeeper_at(name: str, service: str | None) -> Server:
-    argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
-    env = {"PYTHONPATH": service} if service else {}
-    return Server(name, argv, env=env)
+    return turnkeeper_server(name, env={"PYTHONPATH": service} if service else {})
 
 
 def main() -> None:
-    floor_server = str(Path(__file__).resolve().parent / "floor_server.py")
-    floor = Server("floor suffix", [sys.executable, floor_server, "--mode", "suffix"], True)
-    servers = [floor, turnkeeper_at("turnkeeper", None)]
+    servers = [floor("suffix"), turnkeeper_at("turnkeeper", None)]
     baseline = os.environ.get("BENCH_BASELINE")
     if baseline:
         servers.append(turnkeeper_at("baseline", baseline))

@@ -1,4 +1,4 @@
-"""What the request-item limit costs a normal request: in-process TrimHistory (bench_sidecar's
+"""What the request-item limit costs a normal request: in-process TrimHistory (harness's
 workload, a token-budget trim) through the servicer's own work function, the one the event loop
 or the engine pool runs per call, on the native engine by default. Prints figures, never
 pass/fail. Wall time and the calling thread's CPU time (the engine works in that thread), the
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import turnkeeper.server.api.servicer as servicer_module
-from bench_sidecar import trim_request, workload
+from harness import trim_request, workload
 from turnkeeper.server.api import rpcs
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.engine import create_engine

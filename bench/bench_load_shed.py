@@ -1,8 +1,8 @@
 """Issue 19 item 4, load shedding: 192 closed-loop mixed clients against turnkeeper with its default
 flags and with shedding off (--shed-queue-ms 0), interleaved round after round so machine noise
 hits both alike; then 48 mixed clients, and 48 + 12 heavy, with default flags (they must see no
-refusal). Clients honour RetryInfo as turnkeeper's clients do (bench/load_probe.py); calls started
-in the first second (192 clients arriving at once) are not counted. Prints figures (medians over
+refusal). Clients honour RetryInfo as turnkeeper's clients do (harness.load, bench/load_probe.py's
+load); calls started in the first second (192 clients arriving at once) are not counted. Prints figures (medians over
 rounds) and the load average; never pass/fail. `BENCH_QUICK=1`: shorter.
 
 Per contender: served calls/s and the refused share; 20-row calls' served p50/p99 and refusal
@@ -15,19 +15,15 @@ handling time (grpc_server_handling_seconds), against the mean latency the clien
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import statistics
-import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import load_probe
-from bench_sidecar import QUICK, Server
+from harness import QUICK, Server, turnkeeper_server
+from harness.load import measure as load
 
 ROUNDS = 2 if QUICK else 3
 SECONDS = 4.0 if QUICK else 6.0
@@ -40,13 +36,12 @@ _SERVER = ("grpc_server_started_total", "grpc_server_handling_seconds_sum",
 
 
 def server(*flags: str) -> Server:
-    argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
-    return Server(" ".join(flags) or "default flags", [*argv, "--http", "127.0.0.1:0", *flags])
+    return turnkeeper_server(" ".join(flags) or "default flags", "--http", "127.0.0.1:0", *flags)
 
 
 def server_totals(contender: Server) -> dict[str, float]:
     """The server's counters of calls started, handling time and queue wait (all methods)."""
-    ops = json.loads((Path(contender.tmp) / "ready.json").read_text())["http"]
+    ops = contender.ready["http"]
     with urllib.request.urlopen(f"http://{ops}/metrics", timeout=10) as response:
         text = response.read().decode()
     totals = dict.fromkeys(_SERVER, 0.0)
@@ -71,9 +66,7 @@ def measure(contender: Server, clients: int, heavy: int = 0) -> dict[str, float]
     before: dict[str, float] = {}
     sampler = threading.Thread(target=_after_warmup, args=(contender, before))
     sampler.start()
-    report = load_probe.measure(
-        contender.address, clients, heavy, SECONDS, probe=PROBE, warmup=WARMUP
-    )
+    report = load(contender.address, clients, heavy, SECONDS, probe=PROBE, warmup=WARMUP)
     after = server_totals(contender)
     sampler.join()
     delta = {name: after[name] - before[name] for name in _SERVER}

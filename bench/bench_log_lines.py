@@ -19,8 +19,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
+
+import harness
+from harness import SERVICE_DIR
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 CALLS = int(os.environ.get("BENCH_CALLS", "20000"))
@@ -32,7 +34,7 @@ TRIM = (
     "trimmed path=%s mode=%s reason=%s dropped_messages=%d dropped_turns=%d "
     "kept_turns=%d tokens_before=%d tokens_after=%d"
 )
-METHOD = "/turnkeeper.v1.HistoryService/TrimHistory"
+METHOD = harness.TRIM
 
 
 def measure(log_format: str, per_turn: int) -> float:
@@ -124,7 +126,7 @@ def child(service: str, log_format: str, per_turn: int) -> float:
 
 
 def main() -> None:
-    here = str(Path(__file__).resolve().parent.parent / "service")
+    here = str(SERVICE_DIR)
     contenders = {"this": here}
     if os.environ.get("BENCH_BASELINE"):
         contenders = {"baseline": os.environ["BENCH_BASELINE"], **contenders}

@@ -28,9 +28,7 @@ import time
 from pathlib import Path
 
 import grpc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sidecar import OPTIONS, ROOT, TRIM, trim_request, workload
+from harness import FLOOR_SERVER, OPTIONS, SERVICE_DIR, TRIM, server_argv, trim_request, workload
 
 CALLS = int(os.environ.get("BENCH_CALLS", "800"))
 CALLS_BEFORE = 200
@@ -40,7 +38,7 @@ _TOTAL = re.compile(r"^(?:summary|totals):\s+(\d+)", re.M)
 
 async def _drive(address: str, raw: bytes, calls: int) -> None:
     async with grpc.aio.insecure_channel(address, options=OPTIONS) as channel:
-        call = channel.unary_unary(TRIM)
+        call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(TRIM)
         for _ in range(20):  # warm-up: the same in both runs
             await call(raw)
         left = calls
@@ -62,7 +60,7 @@ def loop_thread_instructions(argv: list[str], env: dict[str, str], raw: bytes, c
     valgrind = ["valgrind", "--tool=callgrind", "--separate-threads=yes"]
     process = subprocess.Popen(
         [*valgrind, f"--callgrind-out-file={out}", *argv, "--ready-file", ready],
-        env={**os.environ, "PYTHONPATH": str(ROOT / "service"), **env},
+        env={**os.environ, "PYTHONPATH": str(SERVICE_DIR), **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -93,8 +91,8 @@ def main() -> None:
         print("== event-loop instructions per call: skipped (no valgrind)")
         return
     raw = trim_request(workload(20))
-    floor = [sys.executable, str(ROOT / "bench" / "floor_server.py"), "--mode", "suffix"]
-    turnkeeper = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
+    floor = [sys.executable, str(FLOOR_SERVER), "--mode", "suffix"]
+    turnkeeper = server_argv()
     contenders: list[tuple[str, list[str], dict[str, str]]] = [
         ("floor suffix", floor, {}),
         ("turnkeeper", [*turnkeeper, "--shed-queue-ms", "0"], {}),

@@ -3,7 +3,7 @@
 Prints figures, never pass/fail. Every measurement uses a fresh server (the high-water mark starts
 at its idle size) with its default flags:
 
-- peak RSS growth (VmHWM - VmRSS before the call) for one 100k-row TrimHistory (bench_sidecar's
+- peak RSS growth (VmHWM - VmRSS before the call) for one 100k-row TrimHistory (harness's
   workload), as a multiple of the request's size, next to the receive floor (a grpc.aio server
   that takes the request's bytes and answers nothing: gRPC's own receive path) and the suffix
   floor (the generated types parse the request); contenders in rotating order, medians;
@@ -18,27 +18,31 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import grpc
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sidecar import OPTIONS, Server, floor, keep_of, trim_request, turnkeeper, workload
+from harness import (
+    ESTIMATE,
+    OPTIONS,
+    QUICK,
+    Server,
+    chat,
+    floor,
+    keep_of,
+    trim_request,
+    turnkeeper,
+    workload,
+)
 from turnkeeper.server.allocator import QUIET_SECONDS
-from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 
 # turnkeeper hands freed memory back QUIET_SECONDS after the last big call.
 SETTLE_SECONDS = QUIET_SECONDS + 1.0
 
-QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS = 1 if QUICK else 3
 WAVE = 16
-ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
 
 
 def contender(name: str) -> Server:
@@ -85,12 +89,6 @@ def peak_per_request() -> None:
         )
 
 
-def chat(n: int, text: str) -> h.History:
-    roles = (h.ROLE_USER, h.ROLE_ASSISTANT)
-    messages = [h.ChatMessage(role=roles[i % 2], content=f"{text} {i}") for i in range(n)]
-    return h.History(chat=h.ChatHistory(messages=messages))
-
-
 def wave() -> None:
     body = svc.EstimateTokensRequest(history=chat(100_000, "y" * 590)).SerializeToString()
     small = svc.EstimateTokensRequest(history=chat(20, "hello")).SerializeToString()
@@ -103,7 +101,8 @@ def wave() -> None:
     def big_call() -> None:
         with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
             try:
-                channel.unary_unary(ESTIMATE)(body, timeout=120)
+                big: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ESTIMATE)
+                big(body, timeout=120)
                 outcome = "OK"
             except grpc.RpcError as error:
                 outcome = error.code().name
@@ -112,7 +111,7 @@ def wave() -> None:
 
     def small_calls() -> None:
         with grpc.insecure_channel(server.address) as channel:
-            call = channel.unary_unary(ESTIMATE)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ESTIMATE)
             while not done.is_set():
                 started = time.perf_counter()
                 try:
@@ -124,7 +123,8 @@ def wave() -> None:
 
     try:
         channel = grpc.insecure_channel(server.address)
-        channel.unary_unary(ESTIMATE)(small)
+        first: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(ESTIMATE)
+        first(small)
         channel.close()
         idle = server.rss_kib("VmRSS") // 1024
         prober = threading.Thread(target=small_calls)

@@ -14,16 +14,11 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any, cast
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fixed_cost import prepare_request
-from bench_sidecar import trim_request, workload
-from floor_server import CRUMB
+from harness import BREADCRUMB_ROW, prepare_request, trim_request, workload
 from turnkeeper.server.api.servicer import HistoryServicer
 from turnkeeper.server.engine import create_engine
 from turnkeeper.server.events.metered import MeteredFeed
@@ -83,7 +78,7 @@ async def main() -> None:
         request = svc.TrimHistoryRequest.FromString(trim_raw)
         rows = request.history.chat.messages
         del rows[1:keep]
-        rows.insert(1, CRUMB)
+        rows.insert(1, BREADCRUMB_ROW)
         response = svc.TrimHistoryResponse()
         response.history.CopyFrom(request.history)
         return response.SerializeToString()

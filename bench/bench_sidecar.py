@@ -6,152 +6,44 @@ Prints figures and ratios; never a pass/fail test. Workload: a seeded synthetic 
 and 100k rows, trimmed to a budget of 25 % of its estimate. Turnkeeper runs with its default flags.
 The floors (bench/floor_server.py) parse the request with the generated types and return the rows
 turnkeeper keeps, told where to cut in metadata. Contenders run in rotating order, round after
-round, so machine noise hits them alike; the closed-loop load sections use bench/load_probe.py.
+round, so machine noise hits them alike; the closed-loop load sections use bench/load_probe.py's
+load (harness.load).
 `BENCH_QUICK=1` runs fewer rounds.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import random
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 import grpc
-from turnkeeper.core.rows import price, rows_of
-from turnkeeper.core.trimming import layout
-from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from harness import (
+    OPTIONS,
+    QUICK,
+    TRIM,
+    Server,
+    closed_loop,
+    floor,
+    keep_of,
+    naive_cut,
+    timed,
+    trim_request,
+    turnkeeper,
+    workload,
+)
+from harness.load import format_report, measure
+from turnkeeper.core.working import WorkingHistory
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import trim_pb2
 
-ROOT = Path(__file__).resolve().parent.parent
-QUICK = os.environ.get("BENCH_QUICK") == "1"
 SIZES = (1_000, 10_000, 100_000)
 ROUNDS = {1_000: 9, 10_000: 5, 100_000: 3} if not QUICK else {1_000: 3, 10_000: 2, 100_000: 1}
-OPTIONS = [
-    ("grpc.max_send_message_length", 256 << 20),
-    ("grpc.max_receive_message_length", 256 << 20),
-]
-TRIM = "/turnkeeper.v1.HistoryService/TrimHistory"
-RESOLVE = "/turnkeeper.v1.HistoryService/ResolveBudget"
-CRUMB = breadcrumb_cost("[earlier turns omitted to fit the context window]")
-
-
-def text(rng: random.Random, size: int) -> str:
-    words = ["alpha", "beta", "gamma", "delta", "tool", "result", "value", "ok", "the", "a"]
-    out: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(words)
-        out.append(word)
-        length += len(word) + 1
-    return " ".join(out)[:size]
-
-
-def workload(rows: int, seed: int = 8) -> h.History:
-    rng = random.Random(seed)
-    messages = [h.ChatMessage(role=h.ROLE_SYSTEM, content=text(rng, 1500))]
-    n = 0
-    while len(messages) < rows:
-        messages.append(h.ChatMessage(role=h.ROLE_USER, content=text(rng, 200)))
-        for _ in range(rng.randint(0, 4)):
-            cid = f"call_{n}"
-            n += 1
-            arguments = json.dumps({"query": text(rng, 70), "limit": rng.randint(1, 99)})
-            messages.append(
-                h.ChatMessage(
-                    role=h.ROLE_ASSISTANT,
-                    tool_calls=[h.ToolCall(id=cid, name="search", arguments=arguments)],
-                )
-            )
-            messages.append(
-                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=cid, content=text(rng, 800))
-            )
-        messages.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content=text(rng, 400)))
-    return h.History(chat=h.ChatHistory(messages=messages[:rows]))
-
-
-def trim_request(history: h.History) -> bytes:
-    budget = WorkingHistory.of(history).pricing.total // 4
-    return svc.TrimHistoryRequest(
-        history=history,
-        mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET,
-        explicit_limits=svc.ExplicitLimits(budget_tokens=budget),
-    ).SerializeToString()
-
-
-KEEP_METADATA = "floor-keep"
-
-
-class Server:
-    def __init__(
-        self, name: str, argv: list[str], is_floor: bool = False, env: dict[str, str] | None = None
-    ) -> None:
-        self.name = name
-        self.is_floor = is_floor
-        self.tmp = tempfile.mkdtemp(prefix="tk-bench-")
-        ready = os.path.join(self.tmp, "ready.json")
-        self.process = subprocess.Popen(
-            [*argv, "--ready-file", ready],
-            env={**os.environ, "PYTHONPATH": str(ROOT / "service"), **(env or {})},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 60
-        while not os.path.exists(ready):
-            if time.time() > deadline or self.process.poll() is not None:
-                raise RuntimeError(f"{name} did not start")
-            time.sleep(0.05)
-        self.address = json.loads(Path(ready).read_text())["tcp"][0]
-        self.channel = grpc.insecure_channel(self.address, options=OPTIONS)
-        self._trim = self.channel.unary_unary(TRIM)
-        self.resolve = self.channel.unary_unary(RESOLVE)
-
-    def metadata(self, keep: int) -> tuple[tuple[str, str], ...] | None:
-        """What a floor is told so that it returns turnkeeper's rows without pricing them."""
-        return ((KEEP_METADATA, str(keep)),) if self.is_floor else None
-
-    def trim(self, raw: bytes, keep: int) -> bytes:
-        response: bytes = self._trim(raw, metadata=self.metadata(keep))
-        return response
-
-    def rss_kib(self, field: str) -> int:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith(field):
-                return int(line.split()[1])
-        return 0
-
-    def stop(self) -> None:
-        self.channel.close()
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
-def turnkeeper(engine: str) -> Server:
-    """Default flags (INFO access and trim logs, metrics, admission) but the engine."""
-    argv = [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0"]
-    return Server(f"turnkeeper {engine}", [*argv, "--engine", engine])
-
-
-def floor(mode: str) -> Server:
-    argv = [sys.executable, str(ROOT / "bench" / "floor_server.py"), "--mode", mode]
-    return Server(f"floor {mode}", argv, is_floor=True)
-
-
-def keep_of(server: Server, raw: bytes) -> int:
-    """The index of the first row turnkeeper keeps after the system row (1 when nothing is cut)."""
-    response = svc.TrimHistoryResponse.FromString(server.trim(raw, 0))
-    return 1 + response.outcome.dropped_messages
 
 
 def client_costs(history: h.History, response: bytes) -> tuple[float, float]:
@@ -165,12 +57,6 @@ def client_costs(history: h.History, response: bytes) -> tuple[float, float]:
     out = [timed(request.SerializeToString) for _ in range(5)]
     back = [timed(lambda: svc.TrimHistoryResponse.FromString(response)) for _ in range(5)]
     return statistics.median(out) * 1e3, statistics.median(back) * 1e3
-
-
-def timed(fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def langchain_trim(history: h.History) -> Callable[[], object]:
@@ -205,50 +91,6 @@ def langchain_trim(history: h.History) -> Callable[[], object]:
     return run
 
 
-def naive_cut(history: h.History, budget: int) -> int:
-    """Re-prices P + crumb + B[bj:] for every candidate j: the O(n x k) reading of §9."""
-    rows = rows_of(history)
-    lay = layout(rows)
-    for j in range(1, lay.turns):
-        if sum(price(rows[: lay.prefix] + rows[lay.boundaries[j] :]).tokens) + CRUMB <= budget:
-            return j
-    return lay.turns - 1
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """utime + stime of the process `pid`, all its threads."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def closed_loop(
-    server: Server, method: str, raw: bytes, metadata: Any, in_flight: int, seconds: float
-) -> tuple[int, float, float]:
-    """(calls done, seconds taken, server CPU seconds) of `in_flight` callers sending `raw` to
-    `method` back to back for `seconds`, after one call that brings the connection up."""
-
-    async def run() -> tuple[int, float, float]:
-        async with grpc.aio.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(method)
-            await call(raw, metadata=metadata)
-            done = 0
-            cpu = server_cpu_seconds(server.process.pid)
-            start = time.perf_counter()
-            end = start + seconds
-
-            async def worker() -> None:
-                nonlocal done
-                while time.perf_counter() < end:
-                    await call(raw, metadata=metadata)
-                    done += 1
-
-            await asyncio.gather(*(worker() for _ in range(in_flight)))
-            elapsed = time.perf_counter() - start
-            return done, elapsed, server_cpu_seconds(server.process.pid) - cpu
-
-    return asyncio.run(run())
-
-
 def small_rate(server: Server, raw: bytes, keep: int, in_flight: int, seconds: float) -> float:
     done, elapsed, _ = closed_loop(server, TRIM, raw, server.metadata(keep), in_flight, seconds)
     return done / elapsed
@@ -259,7 +101,7 @@ def latency_under_big_calls(server: Server, big: bytes, samples: int) -> tuple[f
 
     def hammer() -> None:
         with grpc.insecure_channel(server.address, options=OPTIONS) as channel:
-            call = channel.unary_unary(TRIM)
+            call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(TRIM)
             while not stop.is_set():
                 call(big, metadata=server.metadata(1))
 
@@ -306,9 +148,7 @@ def table(
         for r in range(ROUNDS[size]):
             order = servers[r % len(servers) :] + servers[: r % len(servers)]
             for server in order:
-                times[server.name].append(
-                    timed(lambda server=server, raw=raw, keep=keep: server.trim(raw, keep))
-                )
+                times[server.name].append(timed(partial(server.trim, raw, keep)))
             times["LangChain"].append(timed(lc))
         med = {name: statistics.median(v) * 1e3 for name, v in times.items()}
         naive = "-"
@@ -359,8 +199,6 @@ def table(
         p50, p99 = latency_under_big_calls(server, big, 100 if QUICK else 300)
         print(f"{server.name:>18}: p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms")
 
-    import load_probe
-
     seconds = 3.0 if QUICK else 8.0
     print(
         "\n== closed-loop load on turnkeeper native, default flags (bench/load_probe.py: of ten "
@@ -368,8 +206,8 @@ def table(
         "sending 10k-row EstimateTokens)"
     )
     for clients, heavy in ((48, 0), (48, 12), (192, 0)):
-        report = load_probe.measure(native.address, clients, heavy, seconds)
-        print(f"{clients} mixed clients + {heavy} heavy: {load_probe.format_report(report)}")
+        report = measure(native.address, clients, heavy, seconds)
+        print(f"{clients} mixed clients + {heavy} heavy: {format_report(report)}")
 
 
 if __name__ == "__main__":

@@ -44,13 +44,13 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event as MpEvent
 
 import grpc
-from harness import Sidecar, cpu_seconds, percentile, rss_bytes
+from harness import EVENTS, Sidecar, cpu_seconds, percentile, rss_bytes
+from turnkeeper.server.contract.methods import method_path
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
-SERVICE = "/turnkeeper.v1.HistoryService/"
 OPTIONS = [
     ("grpc.max_send_message_length", 64 << 20),
     ("grpc.max_receive_message_length", 64 << 20),
@@ -202,7 +202,7 @@ async def _load(job: LoadJob) -> LoadResult:
             calls = {
                 kind.name: (
                     kind,
-                    channel.unary_unary(SERVICE + kind.method),
+                    channel.unary_unary(method_path(kind.method)),
                     request_bytes(kind, job.budgets, number),
                 )
                 for kind in KINDS
@@ -272,7 +272,7 @@ async def _follow(
     batch: int,
 ) -> None:
     stream = channel.unary_stream(
-        SERVICE + "TrimEvents",
+        EVENTS,
         request_serializer=svc.TrimEventsRequest.SerializeToString,
         response_deserializer=svc.TrimEventsResponse.FromString,
     )
@@ -357,7 +357,7 @@ def _unary(address: str) -> Callable[[str, bytes], bytes]:
     channel = grpc.insecure_channel(address, options=OPTIONS)
 
     def call(method: str, request: bytes) -> bytes:
-        send: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(SERVICE + method)
+        send: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(method_path(method))
         return send(request, timeout=CALL_TIMEOUT_S)
 
     return call

@@ -8,17 +8,12 @@ The per-call time should stay flat as N grows (the sweep is linear); prints figu
 from __future__ import annotations
 
 import argparse
-import sys
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "service"))
-
-from turnkeeper.server.api import rpcs  # noqa: E402
-from turnkeeper.server.engine import create_engine, native_available  # noqa: E402
-from turnkeeper.v1 import history_pb2 as h  # noqa: E402
-from turnkeeper.v1 import history_service_pb2 as svc  # noqa: E402
+from harness import best_of
+from turnkeeper.server.api import rpcs
+from turnkeeper.server.engine import create_engine, native_available
+from turnkeeper.v1 import history_pb2 as h
+from turnkeeper.v1 import history_service_pb2 as svc
 
 MAX_ROWS = 1_000_000
 
@@ -41,13 +36,12 @@ def request(calls: int) -> bytes:
 
 def seconds(engine_name: str, raw: bytes, repeat: int) -> float:
     engine = create_engine(engine_name)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
+
+    def sweep() -> object:
         request_message, source = engine.read(raw, svc.SweepOrphansRequest, MAX_ROWS)
-        rpcs.sweep_orphans(request_message, source)
-        best = min(best, time.perf_counter() - start)
-    return best
+        return rpcs.sweep_orphans(request_message, source)
+
+    return best_of(sweep, repeat)
 
 
 def main() -> None:

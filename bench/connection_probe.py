@@ -15,19 +15,14 @@ server's CPU share over `--idle-seconds` with them all held.
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import socket
-import sys
 import time
-from pathlib import Path
 
 import grpc
+from harness import Sidecar, cpu_seconds
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from support.live import start_server
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 EMPTY_SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
@@ -76,11 +71,6 @@ def time_to_serve(target: str) -> float:
     return time.monotonic() - began
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--kind", choices=("silent", "preface", "acked"), default="acked")
@@ -91,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
-    server = start_server(*args.flags, unix=False)
+    server = Sidecar(*args.flags)
     try:
         host, port = server.address.rsplit(":", 1)
         sources = [f"127.0.0.{2 + i}" for i in range(args.sources)]

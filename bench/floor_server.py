@@ -19,14 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from turnkeeper.v1 import history_pb2 as h
+from harness import BREADCRUMB_ROW, KEEP_METADATA, OPTIONS, SERVICE
 from turnkeeper.v1 import history_service_pb2 as svc
-
-SERVICE = "turnkeeper.v1.HistoryService"
-KEEP_METADATA = "floor-keep"
-CRUMB = h.ChatMessage(
-    role=h.ROLE_USER, content="[earlier turns omitted to fit the context window]", breadcrumb=True
-)
 
 
 def _keep(context: Any) -> int:
@@ -48,7 +42,7 @@ async def main() -> None:
         if not echo:
             rows = request.history.chat.messages
             del rows[1 : _keep(context)]
-            rows.insert(1, CRUMB)
+            rows.insert(1, BREADCRUMB_ROW)
         response.history.CopyFrom(request.history)
         return response
 
@@ -58,7 +52,7 @@ async def main() -> None:
     async def receive(request: bytes, context: Any) -> bytes:
         return b""
 
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
         "TrimHistory": (
             grpc.unary_unary_rpc_method_handler(receive)
             if args.mode == "receive"
@@ -72,13 +66,7 @@ async def main() -> None:
             svc.ResolveBudgetResponse.SerializeToString,
         ),
     }
-    server = grpc.aio.server(
-        options=[
-            ("grpc.so_reuseport", 0),
-            ("grpc.max_receive_message_length", 256 << 20),
-            ("grpc.max_send_message_length", 256 << 20),
-        ]
-    )
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *OPTIONS])
     # Registered, as turnkeeper registers its methods.
     server.add_registered_method_handlers(SERVICE, handlers)
     port = server.add_insecure_port("127.0.0.1:0")

@@ -16,116 +16,10 @@ delay, as turnkeeper's clients do, and sends its next call).
 from __future__ import annotations
 
 import argparse
-import asyncio
-import multiprocessing
 import statistics
-import sys
-import time
-from collections import Counter
-from pathlib import Path
-from typing import Any
 
-import grpc
-from turnkeeper.v1 import history_pb2 as h
-from turnkeeper.v1 import history_service_pb2 as svc
-from turnkeeper.v1 import profile_pb2
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sidecar import Server, trim_request, workload
-from load_probe import retry_delay
-
-SERVICE = "/turnkeeper.v1.HistoryService/"
-METHODS = ("EstimateTokens", "TrimHistory", "PrepareModelCall", "ResolveBudget")
-MIX = (
-    ["EstimateTokens"] * 3 + ["TrimHistory"] * 3 + ["PrepareModelCall"] * 2 + ["ResolveBudget"] * 2
-)
-OTHERS_PER_METHOD = 4
-
-
-def requests() -> dict[str, bytes]:
-    history = workload(20)
-    profiles = profile_pb2.Profiles(
-        runtime=profile_pb2.RuntimeProfile(max_context_tokens=100_000, default_provider="p"),
-        providers=[profile_pb2.ProviderProfile(alias="p", context_window=128_000)],
-    )
-    return {
-        "EstimateTokens": svc.EstimateTokensRequest(history=history).SerializeToString(),
-        "TrimHistory": trim_request(history),
-        "PrepareModelCall": svc.PrepareModelCallRequest(
-            history=h.History(chat=history.chat), profiles=profiles
-        ).SerializeToString(),
-        "ResolveBudget": svc.ResolveBudgetRequest().SerializeToString(),
-    }
-
-
-def plan(load: str, clients: int) -> list[list[str]]:
-    """Each client's methods, sent in turn."""
-    if load == "flood":
-        others = [[m] for m in METHODS[1:] for _ in range(OTHERS_PER_METHOD)]
-        return [["EstimateTokens"]] * clients + others
-    return [[MIX[(k + i) % len(MIX)] for i in range(len(MIX))] for k in range(clients)]
-
-
-def _client(address: str, plans: list[list[str]], seconds: float, out: Any) -> None:
-    async def main() -> dict[str, tuple[list[float], int]]:
-        raw = requests()
-        channels = [grpc.aio.insecure_channel(address) for _ in range(max(1, len(plans) // 16))]
-        for channel in channels:
-            await channel.channel_ready()
-        out.put("ready")
-        results: dict[str, tuple[list[float], list[int]]] = {m: ([], [0]) for m in METHODS}
-        failed: Counter[str] = Counter()
-        end = time.perf_counter() + seconds
-
-        async def one(k: int, methods: list[str]) -> None:
-            channel = channels[k % len(channels)]
-            calls = {m: channel.unary_unary(SERVICE + m) for m in set(methods)}
-            i = 0
-            while time.perf_counter() < end:
-                method = methods[i % len(methods)]
-                i += 1
-                start = time.perf_counter()
-                try:
-                    await calls[method](raw[method], timeout=30)
-                except grpc.aio.AioRpcError as error:
-                    if error.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
-                        failed[f"{method} {error.code().name} {error.details()}"] += 1
-                        continue
-                    results[method][1][0] += 1
-                    await asyncio.sleep(retry_delay(error) or 0.0)
-                    continue
-                results[method][0].append(time.perf_counter() - start)
-
-        await asyncio.gather(*(one(k, p) for k, p in enumerate(plans)))
-        if failed:
-            print(f"failed calls: {dict(failed)}", flush=True)
-        return {m: (lat, refused[0]) for m, (lat, refused) in results.items()}
-
-    out.put(asyncio.run(main()))
-
-
-def run(address: str, plans: list[list[str]], seconds: float) -> dict[str, tuple[list[float], int]]:
-    context = multiprocessing.get_context("spawn")
-    out = context.Queue()
-    workers = [
-        context.Process(target=_client, args=(address, plans[p::2], seconds, out)) for p in range(2)
-    ]
-    for worker in workers:
-        worker.start()
-    for _ in workers:
-        assert out.get() == "ready"
-    merged: dict[str, tuple[list[float], int]] = {m: ([], 0) for m in METHODS}
-    for _ in workers:
-        for method, (latencies, refused) in out.get().items():
-            merged[method] = (merged[method][0] + latencies, merged[method][1] + refused)
-    for worker in workers:
-        worker.join()
-    return merged
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else float("nan")
+from harness import quantile, turnkeeper_server
+from harness.load import METHODS, method_loads, method_plan
 
 
 def main() -> None:
@@ -137,10 +31,7 @@ def main() -> None:
     parser.add_argument("flags", nargs="*", default=[""])
     args = parser.parse_args()
     servers = {
-        flags or "default flags": Server(
-            flags or "default flags",
-            [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0", *flags.split()],
-        )
+        flags or "default flags": turnkeeper_server(flags or "default flags", *flags.split())
         for flags in args.flags
     }
     figures: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
@@ -149,16 +40,16 @@ def main() -> None:
             names = list(servers) if round_ % 2 == 0 else list(reversed(servers))
             for name in names:
                 address = servers[name].address
-                alone = run(address, [[m] for m in METHODS], 2.0)
-                loaded = run(address, plan(args.load, args.clients), args.seconds)
+                alone = method_loads(address, [[m] for m in METHODS], 2.0)
+                loaded = method_loads(address, method_plan(args.load, args.clients), args.seconds)
                 row: dict[str, float] = {}
                 for method in METHODS:
                     cost = statistics.median(alone[method][0])
                     latencies, refused = loaded[method]
                     row[f"{method} cost ms"] = 1e3 * cost
-                    row[f"{method} p50 ms"] = 1e3 * percentile(latencies, 0.5)
-                    row[f"{method} p99 ms"] = 1e3 * percentile(latencies, 0.99)
-                    row[f"{method} p50/cost"] = percentile(latencies, 0.5) / cost
+                    row[f"{method} p50 ms"] = 1e3 * quantile(latencies, 0.5)
+                    row[f"{method} p99 ms"] = 1e3 * quantile(latencies, 0.99)
+                    row[f"{method} p50/cost"] = quantile(latencies, 0.5) / cost
                     row[f"{method} refused %"] = 100 * refused / max(1, refused + len(latencies))
                 figures[name].append(row)
                 print(f"round {round_ + 1} {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items()), flush=True)  # fmt: skip

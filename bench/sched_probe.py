@@ -16,15 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import load_probe
-from bench_sidecar import Server
+from harness import cpu_seconds, machine_jiffies, turnkeeper_server
+from harness.load import measure as load
 
 LEAD_SECONDS = 4.0
 
@@ -51,34 +50,28 @@ def _clients(servers: set[int]) -> dict[int, float]:
             if pid in servers:
                 continue
             try:
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[pid] = cpu_seconds(pid)
             except FileNotFoundError:
                 continue
-            out[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return out
-
-
-def _machine() -> tuple[int, int]:
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return sum(values) - values[3] - values[4], sum(values)
 
 
 def measure(
     address: str, pid: int, servers: set[int], clients: int, heavy: int, seconds: float
 ) -> dict[str, float]:
-    window: dict[str, object] = {}
+    window: dict[str, Any] = {}
 
     def sample() -> None:
         time.sleep(LEAD_SECONDS)  # past the clients' start-up (spawn, imports, connections)
-        window["start"] = (time.perf_counter(), _threads(pid), _machine(), _clients(servers))
+        window["start"] = (time.perf_counter(), _threads(pid), machine_jiffies(), _clients(servers))
         time.sleep(seconds)
-        window["end"] = (time.perf_counter(), _threads(pid), _machine(), _clients(servers))
+        window["end"] = (time.perf_counter(), _threads(pid), machine_jiffies(), _clients(servers))
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    report = load_probe.measure(address, clients, heavy, seconds + LEAD_SECONDS)
+    report = load(address, clients, heavy, seconds + LEAD_SECONDS)
     sampler.join()
-    (t0, threads0, machine0, clients0), (t1, threads1, machine1, clients1) = (  # type: ignore[misc]
+    (t0, threads0, machine0, clients0), (t1, threads1, machine1, clients1) = (
         window["start"],
         window["end"],
     )
@@ -112,10 +105,7 @@ def main() -> None:
     parser.add_argument("flags", nargs="*", default=[""])
     args = parser.parse_args()
     servers = {
-        flags or "default flags": Server(
-            flags or "default flags",
-            [sys.executable, "-m", "turnkeeper.server", "--listen", "127.0.0.1:0", *flags.split()],
-        )
+        flags or "default flags": turnkeeper_server(flags or "default flags", *flags.split())
         for flags in args.flags
     }
     results: dict[str, list[dict[str, float]]] = {name: [] for name in servers}

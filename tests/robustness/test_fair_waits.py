@@ -5,19 +5,17 @@ loop, so under load the method with the most calls waited longest, whatever it c
 now takes them ahead (edge/accept_ahead.py) into the edge's receiving queue, which serves the
 call that waited the most for its method's cost. Closed-loop clients in two processes send a mix
 in which one method has three times the calls of another (bench/method_wait_probe.py's mixed
-load); each method's median latency under it, over its median alone, must be about the same
+load, from harness.load); each method's median latency under it, over its median alone, must be about the same
 multiple for every method. No timing threshold: methods are compared with each other."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from harness import quantile
+from harness.load import METHODS, method_loads, method_plan
+
 CLIENTS = 128
 SECONDS = 4.0
 # Each method's wait over its cost may differ by this factor from another's (the share-driven
@@ -25,32 +23,19 @@ SECONDS = 4.0
 FACTOR = 2.0
 
 
-def _probe() -> ModuleType:
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(
-        "method_wait_probe", BENCH / "method_wait_probe.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["method_wait_probe"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_each_method_waits_about_the_same_multiple_of_its_cost_whatever_its_share(
     server_factory: Callable[..., Any], figures: Any
 ) -> None:
-    probe = _probe()
     server = server_factory("--log-level", "warning", unix=False)
-    alone = probe.run(server.address, [[m] for m in probe.METHODS], 1.5)
-    loaded = probe.run(server.address, probe.plan("mixed", CLIENTS), SECONDS)
+    alone = method_loads(server.address, [[m] for m in METHODS], 1.5)
+    loaded = method_loads(server.address, method_plan("mixed", CLIENTS), SECONDS)
     assert server.alive()
     multiple = {}
-    for method in probe.METHODS:
-        cost = probe.percentile(alone[method][0], 0.5)
+    for method in METHODS:
+        cost = quantile(alone[method][0], 0.5)
         served = loaded[method][0]
         assert served, f"no {method} call was served"
-        multiple[method] = probe.percentile(served, 0.5) / cost
+        multiple[method] = quantile(served, 0.5) / cost
         figures.add(f"{method}: p50 under load over p50 alone", f"{multiple[method]:.1f}")
     # The load must have formed a queue, or there is nothing to compare.
     assert max(multiple.values()) >= 4, multiple

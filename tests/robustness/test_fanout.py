@@ -5,7 +5,7 @@ back, and every subscriber still gets every event, in order.
 The first test times trims that each start once all 1,000 subscribers have received the previous
 event (the settled case). The second sends trims back to back (each as soon as the previous answer
 arrived): delivery gives way to the calls, the subscribers lag, then catch up from the ring; the
-fleet runs in its own process (fanout_probe.py), so what it costs to receive does not share the
+fleet runs in its own process (bench/harness/fanout.py), so what it costs to receive does not share the
 trimming client's loop.
 """
 
@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import grpc
-from fanout_probe import back_to_back
+from harness.fanout import back_to_back
 from robustness_support import agent_trim, chat
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc

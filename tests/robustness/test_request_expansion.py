@@ -12,8 +12,9 @@ from typing import Any
 
 import grpc
 import pytest
-from expansion_cases import SERVICE, amplifications, normal_call
+from harness.expansion import amplifications, normal_call
 from robustness_support import BIG_MESSAGES, bad_request, error_info, proc_status_kib, rich_status
+from turnkeeper.server.contract.methods import method_path
 
 HEADROOM_MIB = 1024  # address space above the server's at rest; today's worst case needs 2 GiB
 EXTRA_FLAGS = tuple(os.environ.get("EXPANSION_TEST_FLAGS", "").split())
@@ -31,7 +32,7 @@ def test_amplifying_requests_are_refused_under_an_address_space_limit(
     with grpc.insecure_channel(server.address, options=BIG_MESSAGES) as channel:
         for case in amplifications():
             with pytest.raises(grpc.RpcError) as raised:
-                channel.unary_unary(SERVICE + case.method)(case.body, timeout=120)
+                channel.unary_unary(case.path)(case.body, timeout=120)
             error = raised.value
             assert server.process.poll() is None, f"{case.name}: the server died"
             assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, (case.name, error.details())
@@ -43,5 +44,5 @@ def test_amplifying_requests_are_refused_under_an_address_space_limit(
             found = bad_request(status)
             assert found is not None
             assert [v.field for v in found.field_violations] == [case.field], case.name
-            channel.unary_unary(SERVICE + method)(body, timeout=30)
+            channel.unary_unary(method_path(method))(body, timeout=30)
         figures.add(f"{engine}: peak RSS (MiB)", proc_status_kib(server.pid, "VmHWM") // 1024)

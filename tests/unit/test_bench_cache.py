@@ -1,35 +1,16 @@
 """The cache bench's billing model, session generator and simulator, without a server.
 
-bench/bench_cache.py prints the figures of issue 16; these tests make sure the prefix-cache bill
-and the sessions it is computed over are what the bench says they are.
+bench/bench_cache.py prints the figures of issue 16 with bench/harness/cache.py; these tests make
+sure the prefix-cache bill and the sessions it is computed over are what the bench says they are.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
+import harness.cache as bc
 import pytest
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import trim_pb2
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # bench_cache imports bench_sidecar's Server when it runs
-    spec = importlib.util.spec_from_file_location("bench_cache", BENCH / "bench_cache.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_cache"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bc = _load()
 
 
 def rows(*items: tuple[str, int]) -> list[object]:

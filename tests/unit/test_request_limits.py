@@ -4,22 +4,18 @@ counter agreeing with the Python one."""
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import struct_pb2
 from google.protobuf.descriptor import FieldDescriptor
+from harness.expansion import amplifications
 from turnkeeper.server.contract import limits
 from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "robustness"))
-from expansion_cases import amplifications
 
 
 def _items(raw: bytes, request_type: type[svc.TrimHistoryRequest]) -> int:

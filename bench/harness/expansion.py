@@ -1,15 +1,17 @@
 """Requests that are small on the wire and expand into many parsed objects, hand-encoded (building
 them as messages would cost the test what they cost the server): the amplifications the
-request-item limit (`--max-request-items`) bounds, and a normal call to send after them."""
+request-item limit (`--max-request-items`) bounds, and a normal call to send after them.
+
+Shared by bench/bench_expansion.py and the request-limit tests (tests/robustness/test_request_expansion.py,
+tests/unit/test_request_limits.py)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from turnkeeper.server.contract.methods import method_path
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
-
-SERVICE = "/turnkeeper.v1.HistoryService/"
 
 
 def _varint(value: int) -> bytes:
@@ -32,6 +34,11 @@ class Amplification(NamedTuple):
     method: str
     body: bytes
     field: str
+
+    @property
+    def path(self) -> str:
+        """The method's full gRPC path."""
+        return method_path(self.method)
 
 
 def _chat_row(row: bytes) -> bytes:

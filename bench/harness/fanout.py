@@ -1,7 +1,7 @@
 """Back-to-back trims against a fleet of TrimEvents subscribers in another process.
 
 Used by tests/robustness/test_fanout.py and bench/bench_fanout.py. The fleet runs in its own
-process (this file as a script), so the work of receiving its messages does not share the trimming
+process (`python -m harness.fanout`), so the work of receiving its messages does not share the trimming
 client's event loop: what the driver measures is the server. Every subscriber takes the whole
 feed (no filter) over its share of a dozen connections and checks what it gets: each trim's
 `turn_id` is its number in the run, so a subscriber's events must be exactly the run's numbers, in
@@ -20,20 +20,15 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
+from turnkeeper.v1 import history_pb2 as h
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import history_service_pb2_grpc, trim_pb2
 
-SERVICE = Path(__file__).resolve().parents[2] / "service"
-if str(SERVICE) not in sys.path:  # run as a script from any directory
-    sys.path.insert(0, str(SERVICE))
+from harness import TRIM, child_env
 
-from turnkeeper.v1 import history_pb2 as h  # noqa: E402
-from turnkeeper.v1 import history_service_pb2 as svc  # noqa: E402
-from turnkeeper.v1 import history_service_pb2_grpc, trim_pb2  # noqa: E402
-
-TRIM = "/turnkeeper.v1.HistoryService/TrimHistory"
 CONNECTIONS = 12  # under the default 100 concurrent streams per connection
 # A separate pool per channel, so the channels really are separate connections.
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -65,7 +60,7 @@ class Trimmer:
 
     def __init__(self, address: str) -> None:
         self.channel = grpc.insecure_channel(address)
-        self._trim = self.channel.unary_unary(TRIM)
+        self._trim: grpc.UnaryUnaryMultiCallable[bytes, bytes] = self.channel.unary_unary(TRIM)
 
     def run(self, requests: list[bytes]) -> tuple[list[float], float]:
         """The latencies in ms, and the monotonic time of the last answer."""
@@ -100,7 +95,8 @@ class Fleet:
     def __init__(self, address: str, subscribers: int, connections: int = CONNECTIONS) -> None:
         self.subscribers = subscribers
         self.process = subprocess.Popen(
-            [sys.executable, __file__, address, str(subscribers), str(connections)],
+            [sys.executable, "-m", "harness.fanout", address, str(subscribers), str(connections)],
+            env=child_env(),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
