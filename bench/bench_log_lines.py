@@ -7,7 +7,8 @@ which a shared machine inflates), logging configured as the server does
 sixteen) then `await asyncio.sleep(0)`, the same loop without the lines subtracted. The two
 statements are those of `edge/access_log.py` (`finish`, with its extras) and `api/rpcs.py`
 (`_record_trim`), under a call's ids. `BENCH_BASELINE=<other checkout>/service` measures that
-checkout too, interleaved round by round (before/after). `BENCH_ROUNDS`, `BENCH_CALLS`.
+checkout too, interleaved round by round (before/after). `BENCH_VIA=logger` makes the two
+statements `Logger.log` calls (what `log_line` saves). `BENCH_ROUNDS`, `BENCH_CALLS`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ def measure(log_format: str, per_turn: int) -> float:
 
     # As the two statements are written in the checkout measured (before log_line: Logger.log).
     log_line = getattr(logs, "log_line", logger_log)
+    if os.environ.get("BENCH_VIA") == "logger":
+        log_line = logger_log
 
     configure_logging("INFO", log_format)  # type: ignore[arg-type]
     access = logging.getLogger("turnkeeper.access")

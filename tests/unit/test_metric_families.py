@@ -1,4 +1,4 @@
-"""The RPC and trim metric families (per-thread cells summed at scrape, telemetry/metrics.py)
+"""The RPC and trim metric families (per-thread cells summed at scrape, telemetry/metric_families.py)
 expose exactly what prometheus-client's own Counter and Histogram expose for the same updates:
 from the event loop's thread, from engine worker threads, and while being scraped."""
 
@@ -17,7 +17,7 @@ from prometheus_client.openmetrics.exposition import generate_latest as openmetr
 from prometheus_client.parser import text_string_to_metric_families
 from turnkeeper.server.edge.access_log import new_request_id, request_id_of
 from turnkeeper.server.telemetry import metrics
-from turnkeeper.server.telemetry.metrics import CounterFamily, HistogramFamily
+from turnkeeper.server.telemetry.metric_families import CounterFamily, HistogramFamily
 from turnkeeper.v1 import trim_pb2
 
 BUCKETS = (0.5, 1.0, 2.5, 10.0, 100.0)

@@ -6,22 +6,16 @@ only bounded sets (method, code, reason, path, cause). Collectors live in one mo
 registry, as prometheus-client intends, and are thread-safe: engine workers record into them.
 The feed's counters are recorded by `events/metered.py`, each RPC's by `edge/access_log.py`.
 
-The families every call updates (the RPC ones) and every trim updates are not prometheus-client
-collectors but `CounterFamily` / `HistogramFamily`: plain per-thread cells that only their own
-thread writes (no lock; a prometheus-client child takes one per update, and a histogram walks its
-buckets in Python), summed into the same families when scraped. The exposition is the same:
-names, help, labels, buckets, values and `_created` samples (each label set's first use).
+The families every call and every trim updates are `CounterFamily` / `HistogramFamily`
+(`metric_families.py`: per-thread cells, no lock per update), the rest prometheus-client's own
+collectors; both expose the same way.
 """
 
 from __future__ import annotations
 
-import bisect
-import math
 import platform
 import threading
-import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import grpc
 from prometheus_client import (
@@ -34,16 +28,12 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
-from prometheus_client import metrics as prometheus_metrics
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector
-from prometheus_client.samples import Sample
-from prometheus_client.utils import floatToGoString
 
+from turnkeeper.server.telemetry.metric_families import (
+    CounterCell,
+    CounterFamily,
+    HistogramFamily,
+)
 from turnkeeper.server.version import distribution_version, server_version
 from turnkeeper.v1 import trim_pb2
 
@@ -64,167 +54,6 @@ _TOKEN_BUCKETS = (
     256.0, 1_000.0, 4_000.0, 8_000.0, 16_000.0, 32_000.0, 64_000.0, 128_000.0, 200_000.0,
     400_000.0, 1_000_000.0, 2_000_000.0,
 )  # fmt: skip
-
-
-Labels = tuple[str, ...]
-
-
-def _created_samples() -> bool:
-    """Whether `_created` samples are exposed: prometheus-client's own switch
-    (PROMETHEUS_DISABLE_CREATED_SERIES, `disable_created_metrics()`), read as its collectors do."""
-    return bool(getattr(prometheus_metrics, "_use_created", True))
-
-
-class CounterCell:
-    """One thread's part of one counter series; only that thread adds to it."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
-
-
-class HistogramCell:
-    """One thread's part of one histogram series: a count per bucket (not cumulative; the last is
-    +Inf) and the sum. Only that thread observes into it."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
-        self.counts = [0] * len(bounds)
-        self.sum = 0.0
-
-    def observe(self, amount: float) -> None:
-        # The first bucket whose bound is >= amount, as prometheus-client's `amount <= bound`.
-        self.counts[bisect.bisect_left(self.bounds, amount)] += 1
-        self.sum += amount
-
-
-class _Family(Collector):
-    """A family of series, each the sum of its threads' cells. `declare` shows a series (at zero)
-    before its first update; a series' `_created` is its first declaration or cell."""
-
-    kind = ""
-
-    def __init__(self, name: str, documentation: str, labelnames: Sequence[str]) -> None:
-        self.name = name
-        self.documentation = documentation
-        self.labelnames = tuple(labelnames)
-        self._lock = threading.Lock()
-        self._created: dict[Labels, float] = {}  # in first-use order, as prometheus-client's
-        self._cells: list[tuple[Labels, Any]] = []
-        self._local = threading.local()
-        if not self.labelnames:  # its one series shows from the start, as prometheus-client's
-            self.declare(())
-
-    def declare(self, labels: Labels) -> None:
-        with self._lock:
-            self._created.setdefault(labels, time.time())
-
-    def _cell(self, labels: Labels) -> Any:
-        """The calling thread's cell of the series `labels` (made on its first use there)."""
-        try:
-            mine: dict[Labels, Any] = self._local.cells
-        except AttributeError:
-            mine = self._local.cells = {}
-        cell = mine.get(labels)
-        if cell is None:
-            cell = mine[labels] = self._new_cell()
-            with self._lock:
-                self._created.setdefault(labels, time.time())
-                self._cells.append((labels, cell))
-        return cell
-
-    def _new_cell(self) -> Any:
-        raise NotImplementedError
-
-    def _snapshot(self) -> tuple[list[tuple[Labels, float]], list[tuple[Labels, Any]]]:
-        with self._lock:
-            return list(self._created.items()), list(self._cells)
-
-    def _family(self) -> Metric:
-        raise NotImplementedError
-
-    def describe(self) -> Iterable[Metric]:
-        # The registry takes the names from here (clashes, `?name[]=` filtering) without a scrape.
-        return [self._family()]
-
-
-class CounterFamily(_Family):
-    def cell(self, labels: Labels) -> CounterCell:
-        cell: CounterCell = self._cell(labels)
-        return cell
-
-    def inc(self, amount: float = 1) -> None:
-        """Adds to the one series of a family without labels (prometheus-client's `inc`)."""
-        if amount < 0:
-            raise ValueError("Counters can only be incremented by non-negative amounts.")
-        self._cell(()).value += amount
-
-    def _new_cell(self) -> CounterCell:
-        return CounterCell()
-
-    def _family(self) -> CounterMetricFamily:
-        return CounterMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def collect(self) -> Iterable[Metric]:
-        created, cells = self._snapshot()
-        totals = dict.fromkeys((labels for labels, _ in created), 0)
-        for labels, cell in cells:
-            totals[labels] += cell.value
-        family = self._family()
-        with_created = _created_samples()
-        for labels, first in created:
-            family.add_metric(labels, float(totals[labels]), first if with_created else None)
-        return [family]
-
-
-class HistogramFamily(_Family):
-    def __init__(
-        self, name: str, documentation: str, labelnames: Sequence[str], buckets: Sequence[float]
-    ) -> None:
-        super().__init__(name, documentation, labelnames)
-        self.bounds = (*(float(bound) for bound in buckets), math.inf)
-        # The `le` labels as prometheus-client writes them (it ships no hints for this one).
-        self._les: list[str] = [
-            floatToGoString(bound)  # type: ignore[no-untyped-call]
-            for bound in self.bounds
-        ]
-
-    def cell(self, labels: Labels) -> HistogramCell:
-        cell: HistogramCell = self._cell(labels)
-        return cell
-
-    def _new_cell(self) -> HistogramCell:
-        return HistogramCell(self.bounds)
-
-    def _family(self) -> HistogramMetricFamily:
-        return HistogramMetricFamily(self.name, self.documentation, labels=self.labelnames)
-
-    def collect(self) -> Iterable[Metric]:
-        created, cells = self._snapshot()
-        size = len(self.bounds)
-        counts = {labels: [0] * size for labels, _ in created}
-        sums = dict.fromkeys(counts, 0.0)
-        for labels, cell in cells:
-            sums[labels] += cell.sum
-            total = counts[labels]
-            for index, count in enumerate(list(cell.counts)):
-                total[index] += count
-        family = self._family()
-        with_created = _created_samples()
-        for labels, first in created:
-            cumulative = 0.0
-            buckets = []
-            for le, count in zip(self._les, counts[labels], strict=True):
-                cumulative += count
-                buckets.append((le, cumulative))
-            family.add_metric(labels, buckets, sums[labels])
-            if with_created:
-                series = dict(zip(self.labelnames, labels, strict=True))
-                family.samples.append(Sample(f"{self.name}_created", series, first))
-        return [family]
 
 
 def _counter(name: str, documentation: str, labelnames: Sequence[str] = ()) -> CounterFamily:
@@ -346,7 +175,7 @@ TOKENS_AFTER = _histogram(
     _TOKEN_BUCKETS,
 )
 
-# Counted per event and per delivery (1,000 subscribers: 1,000 a trim), so per-thread cells too.
+# Counted per event and per delivery (one per subscriber a trim reaches), so per-thread cells too.
 EVENTS_PUBLISHED = _counter(
     "turnkeeper_events_published", "HistoryTrimmed events handed to the feed."
 )
@@ -458,16 +287,9 @@ class RpcSeries:
         handled.value += 1
         cells.received.value += requests
         cells.sent.value += responses
-        # HistogramCell.observe, inline (its three calls were a third of this method's time).
-        histogram = cells.seconds
-        histogram.counts[bisect.bisect_left(histogram.bounds, seconds)] += 1
-        histogram.sum += seconds
-        histogram = cells.request_bytes
-        histogram.counts[bisect.bisect_left(histogram.bounds, request_bytes)] += 1
-        histogram.sum += request_bytes
-        histogram = cells.response_bytes
-        histogram.counts[bisect.bisect_left(histogram.bounds, response_bytes)] += 1
-        histogram.sum += response_bytes
+        cells.seconds.observe(seconds)
+        cells.request_bytes.observe(request_bytes)
+        cells.response_bytes.observe(response_bytes)
         if error_reason == "ERROR_REASON_CONTEXT_WINDOW_EXCEEDED":
             CAPACITY_FAILURES.labels(self.method).inc()
         if code == _RESOURCE_EXHAUSTED:
@@ -528,13 +350,8 @@ def observe_trim(
     cells.trims.value += 1
     cells.dropped_turns.value += dropped_turns
     cells.dropped_messages.value += dropped_messages
-    # HistogramCell.observe, inline (as RpcSeries.finished: two calls fewer per trim).
-    histogram = cells.tokens_before
-    histogram.counts[bisect.bisect_left(histogram.bounds, tokens_before)] += 1
-    histogram.sum += tokens_before
-    histogram = cells.tokens_after
-    histogram.counts[bisect.bisect_left(histogram.bounds, tokens_after)] += 1
-    histogram.sum += tokens_after
+    cells.tokens_before.observe(tokens_before)
+    cells.tokens_after.observe(tokens_after)
 
 
 def observe_feed_health(healthy: bool) -> None:
