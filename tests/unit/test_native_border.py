@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from turnkeeper.server.contract.validation import HISTORY_RULES, HistoryRule
+from turnkeeper.server.contract.history_rules import HISTORY_RULES, HistoryRule
 from turnkeeper.server.engine import native_available
 
 if not native_available():

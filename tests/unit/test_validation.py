@@ -15,8 +15,8 @@ import pytest
 from google.protobuf.message import Message
 from turnkeeper.core import budget
 from turnkeeper.server.api import rpcs
-from turnkeeper.server.contract import validation
-from turnkeeper.server.contract.errors import RequestError
+from turnkeeper.server.contract import history_rules, validation
+from turnkeeper.server.contract.errors import RequestError, Violations
 from turnkeeper.server.engine.protocol import HistorySource
 from turnkeeper.server.engine.python import PythonEngine
 from turnkeeper.v1 import errors_pb2, history_pb2, profile_pb2, trim_pb2
@@ -456,7 +456,7 @@ def test_limits_token_budget_with_explicit_limits_lacking_budget_tokens() -> Non
 # --- TrimEvents (ERROR_REASON_INVALID_SUBSCRIPTION) ------------------------------------------
 
 
-def _described(violations: validation.Violations) -> tuple[int, list[tuple[int, str, str]]]:
+def _described(violations: Violations) -> tuple[int, list[tuple[int, str, str]]]:
     return violations.total, [(r, v.field, v.description) for r, v in violations]
 
 
@@ -555,6 +555,6 @@ def test_a_too_large_history_reports_only_its_size() -> None:
 
 def test_history_violations_on_a_large_history_name_the_one_bad_row() -> None:
     history = chat(*(row(USER, "t") for _ in range(100_000)), row(TOOL))
-    assert [v.field for _, v in validation.history_violations(history, "history", ROWS + 1)] == [
+    assert [v.field for _, v in history_rules.history_violations(history, "history", ROWS + 1)] == [
         "history.chat.messages[100000].tool_call_id"
     ]

@@ -32,7 +32,7 @@ from turnkeeper.core.trimming import (
 )
 from turnkeeper.core.working import breadcrumb_cost
 from turnkeeper.server.contract import validation
-from turnkeeper.server.contract.errors import RequestError
+from turnkeeper.server.contract.errors import RequestError, Violations, raise_if_any
 from turnkeeper.server.engine.protocol import HistorySource, HistoryView
 from turnkeeper.server.telemetry import metrics, tracing
 from turnkeeper.server.telemetry.logs import log_line
@@ -73,18 +73,18 @@ def meter_update(
     return update
 
 
-def _valid_view(source: HistorySource, extra: validation.Violations | None = None) -> HistoryView:
+def _valid_view(source: HistorySource, extra: Violations | None = None) -> HistoryView:
     """The history view, once the history and the rest of the request (`extra`) passed
     validation."""
-    if isinstance(source, validation.Violations):
-        violations = validation.Violations()
+    if isinstance(source, Violations):
+        violations = Violations()
         violations += source
         if extra is not None:
             violations += extra
-        validation.raise_if_any(violations)
+        raise_if_any(violations)
         raise AssertionError("a history without a view has violations")  # pragma: no cover
     if extra is not None and extra.total:
-        validation.raise_if_any(extra)
+        raise_if_any(extra)
     return source
 
 

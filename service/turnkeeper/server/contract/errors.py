@@ -1,9 +1,10 @@
-"""Rich gRPC errors (google.rpc.Status with ErrorInfo and BadRequest details)."""
+"""Rich gRPC errors (google.rpc.Status with ErrorInfo and BadRequest details), and the bounded
+collection of rule violations (`Violations`) that an INVALID_ARGUMENT lists."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, TypeAlias
 
 import grpc
 from google.protobuf import duration_pb2
@@ -32,6 +33,11 @@ class FieldViolation(NamedTuple):
 
     field: str
     description: str
+
+
+Reason: TypeAlias = errors_pb2.ErrorReason.ValueType
+Violation: TypeAlias = tuple[Reason, FieldViolation]
+"""A rule's violation: the ErrorInfo reason it gives and the field it names."""
 
 
 class RequestError(Exception):
@@ -129,6 +135,47 @@ def invalid_argument(
         violations,
         violation_total=count,
     )
+
+
+class Violations:
+    """The first MAX_FIELD_VIOLATIONS violations in request order, and how many were found."""
+
+    __slots__ = ("kept", "total")
+
+    def __init__(self) -> None:
+        self.kept: list[Violation] = []
+        self.total = 0
+
+    def append(self, violation: Violation) -> None:
+        self.total += 1
+        if len(self.kept) < MAX_FIELD_VIOLATIONS:
+            self.kept.append(violation)
+
+    def __iadd__(self, later: Violations) -> Violations:
+        self.kept.extend(later.kept[: MAX_FIELD_VIOLATIONS - len(self.kept)])
+        self.total += later.total
+        return self
+
+    @property
+    def full(self) -> bool:
+        """True once later violations are only counted."""
+        return len(self.kept) >= MAX_FIELD_VIOLATIONS
+
+    def __iter__(self) -> Iterator[Violation]:
+        return iter(self.kept)
+
+
+def violation(reason: Reason, field: str, description: str) -> Violation:
+    """One violation of a rule, named by the field it is about."""
+    return reason, FieldViolation(field=field, description=description)
+
+
+def raise_if_any(violations: Violations) -> None:
+    """INVALID_ARGUMENT with the reason of the first violation, when there is any."""
+    if violations.total:
+        raise invalid_argument(
+            violations.kept[0][0], [v for _, v in violations.kept], violations.total
+        )
 
 
 def overloaded(limit: str, message: str, retry_after_seconds: float = 1.0) -> RequestError:

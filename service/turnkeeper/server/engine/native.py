@@ -5,9 +5,9 @@ rules, the row view, prices) with the GIL released, and writes response historie
 request. protobuf parses only the small rest of the request (profiles, caller, limits). Everything
 that is not history work, and every error, is the code the Python engine uses too: malformed
 bytes are named by `wire.malformed_request`, rule violations get their reasons and descriptions
-from `validation.HISTORY_RULES`. What both sides must agree on (roles, the carrier prefix, prices,
-the violation cap) is defined here in Python and handed to the engine once, as `CONVENTIONS`; the
-extension's types are declared in `turnkeeper/_native.pyi`.
+from `history_rules.HISTORY_RULES`. What both sides must agree on (roles, the carrier prefix,
+prices, the violation cap) is defined here in Python and handed to the engine once, as
+`CONVENTIONS`; the extension's types are declared in `turnkeeper/_native.pyi`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
 from turnkeeper.core.trimming import TrimPlan, rows_to_keep
 from turnkeeper.server import allocator
-from turnkeeper.server.contract import limits, validation, wire
-from turnkeeper.server.contract.errors import MAX_FIELD_VIOLATIONS
+from turnkeeper.server.contract import history_rules, limits, wire
+from turnkeeper.server.contract.errors import MAX_FIELD_VIOLATIONS, Violations
 from turnkeeper.server.engine.protocol import NATIVE, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 
@@ -166,11 +166,11 @@ class NativeEngine:
             raise wire.malformed_request(raw, request_type) from None
         if scan.violation_total == 0:
             return request, NativeHistoryView(scan.view())
-        violations = validation.Violations()
+        violations = Violations()
         for found in scan.violations():
-            rule = validation.HistoryRule(found.rule)
+            rule = history_rules.HistoryRule(found.rule)
             violations.append(
-                validation.history_rule_violation(rule, found.path, found.count, max_rows)
+                history_rules.history_rule_violation(rule, found.path, found.count, max_rows)
             )
         violations.total = scan.violation_total
         return request, violations

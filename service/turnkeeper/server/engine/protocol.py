@@ -13,7 +13,8 @@ from typing import Protocol, TypeAlias, TypeVar
 from google.protobuf.message import Message
 
 from turnkeeper.core.trimming import TrimPlan
-from turnkeeper.server.contract import limits, validation
+from turnkeeper.server.contract import limits
+from turnkeeper.server.contract.errors import Violations
 from turnkeeper.v1 import trim_pb2
 
 M = TypeVar("M", bound=Message)
@@ -73,7 +74,7 @@ class HistoryView(Protocol):
         ...
 
 
-HistorySource: TypeAlias = HistoryView | validation.Violations
+HistorySource: TypeAlias = HistoryView | Violations
 """The request's history as an engine read it: its view when it has no violations, else them (one
 or the other, not a pair: a valid history, every call's, costs no object for it)."""
 

@@ -19,7 +19,7 @@ from turnkeeper.core.trimming import (
 )
 from turnkeeper.core.working import WorkingHistory
 from turnkeeper.server import allocator
-from turnkeeper.server.contract import limits, validation, wire
+from turnkeeper.server.contract import history_rules, limits, wire
 from turnkeeper.server.engine.protocol import PYTHON, HistorySource
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
@@ -104,7 +104,7 @@ class PythonHistoryView:
 
 
 def python_history_source(history: history_pb2.History, max_rows: int) -> HistorySource:
-    violations = validation.history_violations(history, "history", max_rows)
+    violations = history_rules.history_violations(history, "history", max_rows)
     if violations.total:
         return violations
     return PythonHistoryView(WorkingHistory.of(history))
