@@ -108,7 +108,7 @@ def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Write
     """configure_logging as the sidecar calls it, onto a fresh stream; undone afterwards."""
     root = logging.getLogger()
     saved = (list(root.handlers), root.level)
-    for name in ("_srcfile", "logThreads", "logProcesses", "logMultiprocessing"):
+    for name in ("logThreads", "logProcesses", "logMultiprocessing"):
         monkeypatch.setattr(logging, name, getattr(logging, name))
     for module, name in ((sys, "excepthook"), (threading, "excepthook"), (sys, "unraisablehook")):
         monkeypatch.setattr(module, name, getattr(module, name))
@@ -638,3 +638,86 @@ async def test_a_span_in_progress_names_its_trace_on_the_line(
     else:
         assert first.endswith(f"in a span trace_id={trace_id} span_id={span_id}")
         assert second.endswith(": after it")
+
+
+# log_line's calls for the check against a real record: message, arguments, extras, level.
+_FAST_CALLS: list[tuple[str, tuple[object, ...], dict[str, object] | None, int]] = [
+    (ACCESS, ("/m", "OK", 1.84, 5123, 2270, 1, 1), {"method": "/m", "duration_ms": 1.84}, 20),
+    (TRIM, ("CALLER_PATH_AGENT", "TRIM_MODE_TOKEN_BUDGET", "r", 14, 2, 1, 2408, 924), None, 20),
+    ("plain é %s", ("\U0001f600",), {"n": -(2**70), "f": 0.1 + 0.2, "none": None}, 10),
+    ("no arguments 100%", (), {"nested": {"a": [1, (2, 3)]}, "nan": math.nan}, 20),
+    ("a level without a name", (), None, 23),
+]
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+@pytest.mark.parametrize("ids", [{}, IDS], ids=["no call", "in a call"])
+@pytest.mark.usefixtures("frozen")
+def test_log_line_without_a_record_is_the_formatters_line_of_a_real_record(
+    configure: Callable[[str], Writes], log_format: str, ids: dict[str, str]
+) -> None:
+    """log_line's short path rebuilds what logging does (the record's attributes, getMessage,
+    getLevelName, the filter's ids) without a LogRecord: a change of any of these in a new
+    Python or python-json-logger shows here, against the stock formatter given a real record."""
+    stream = configure(log_format)
+    logger = logging.getLogger("turnkeeper.access")
+
+    class Text(logs._Rfc3339Time, logging.Formatter):
+        pass
+
+    reference = _stock_json() if log_format == "json" else Text(logs._TEXT_FORMAT)
+    token = logs.set_call_ids(ids)
+    try:
+        for msg, args, extra, level in _FAST_CALLS:
+            assert logs._direct_handler(logger, level) is not None, (
+                "log_line no longer takes its short path under configure_logging's own setup: "
+                "see what _direct_handler checks of logging's loggers and handlers"
+            )
+            stream.seek(0)
+            stream.truncate()
+            logs.log_line(logger, level, msg, *args, extra=extra)
+            logs.flush_logs()
+            record = logger.makeRecord(
+                logger.name, level, __file__, 1, msg, args, None, extra=extra
+            )
+            record.created = NOW
+            logs.CallContextFilter().filter(record)
+            expected = reference.format(record)
+            if log_format == "text":
+                suffix = " ".join(f"{k}={v}" for k in logs.CALL_FIELDS if (v := ids.get(k)))
+                expected = f"{expected} {suffix}" if suffix else expected
+            assert stream.getvalue() == expected + "\n", (
+                f"log_line's line for {msg!r} differs from the {log_format} formatter's line "
+                "of a real LogRecord: what the short path copies of logging or "
+                "python-json-logger (record attributes, getMessage, level names, reserved "
+                "fields) has changed shape"
+            )
+    finally:
+        logs.reset_call_ids(token)
+
+
+_C_MAKE_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
+
+
+def _changed_c_encoder(markers: object, *args: object) -> object:
+    """A C encoder that refuses the call without circular-reference markers (json's own
+    encoding, which passes them, still works)."""
+    if markers is None:
+        raise TypeError("a changed signature")
+    return _C_MAKE_ENCODER(markers, *args)
+
+
+@pytest.mark.parametrize("make", [None, _changed_c_encoder], ids=["absent", "changed"])
+def test_json_without_the_c_encoder_falls_back_to_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch, make: object
+) -> None:
+    with_c = logs._JsonFormatter()
+    assert with_c._encode_c is not None
+    # (None is how json.encoder says a Python has no C encoder.)
+    monkeypatch.setattr(json.encoder, "c_make_encoder", make)
+    without = logs._JsonFormatter()
+    assert without._encode_c is None
+    assert without.short
+    for record in _records():
+        copy = logging.makeLogRecord(dict(record.__dict__))
+        assert without.format(record) == with_c.format(copy)

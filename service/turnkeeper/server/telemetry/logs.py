@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import MappingProxyType, TracebackType
 from typing import Literal, TextIO, TypeAlias
@@ -134,11 +134,6 @@ def rfc3339(created: float) -> str:
 _MILLISECONDS = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))
 
 
-# logging's own table of level names (addLevelName changes it in place): a deferred line reads
-# its level's name there, without logging.getLevelName's call.
-_LEVEL_NAMES: Mapping[int, str] = logging._levelToName
-
-
 class _Rfc3339Time:
     """`%(asctime)s` as RFC 3339 (logging's default is `2026-12-01 11:58:18,974`, local time)."""
 
@@ -153,6 +148,33 @@ def _plain(record: logging.LogRecord) -> bool:
     )
 
 
+_CEncoder: TypeAlias = Callable[[object, int], list[str] | tuple[str, ...]]
+
+
+def _c_encoder(encoder: json.JSONEncoder) -> _CEncoder | None:
+    """json's C encoder for `encoder`'s settings, as JSONEncoder.iterencode builds it per call,
+    built once and without the circular-reference markers; None (the pure-Python encoder) when
+    this Python has none, the settings are ones it does not take, or its signature changed."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None or not encoder.ensure_ascii or encoder.indent is not None:
+        return None
+    try:
+        built: _CEncoder = make(
+            None,
+            encoder.default,
+            json.encoder.encode_basestring_ascii,
+            None,
+            encoder.key_separator,
+            encoder.item_separator,
+            encoder.sort_keys,
+            encoder.skipkeys,
+            encoder.allow_nan,
+        )
+    except Exception:  # a different json: the pure-Python encoder gives the same bytes
+        return None
+    return built
+
+
 class _JsonFormatter(_Rfc3339Time, JsonFormatter):
     """python-json-logger's object, byte for byte. A plain record takes a shorter path to the
     same dict (its add_fields and merge_record_extra were two thirds of a line's cost), and
@@ -164,27 +186,13 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
         # json.dumps' own C encoder for this JSONEncoder, built once (JSONEncoder.iterencode
         # builds one per call), without the circular-reference markers: should it fail, the
         # record is encoded again the standard way, which reports what failed as ever.
-        make = getattr(json.encoder, "c_make_encoder", None)
-        encoder = self._encoder
-        self._encode_c = (
-            None
-            if make is None or not encoder.ensure_ascii or encoder.indent is not None
-            else make(
-                None,
-                encoder.default,
-                json.encoder.encode_basestring_ascii,
-                None,
-                encoder.key_separator,
-                encoder.item_separator,
-                encoder.sort_keys,
-                encoder.skipkeys,
-                encoder.allow_nan,
-            )
-        )
+        self._encode_c = _c_encoder(self._encoder)
+        # The attributes merge_record_extra leaves out: the format's fields and the reserved ones.
+        self._skip = frozenset(self.parse()) | frozenset(self.reserved_attrs)
         # What the short path assumes of the configuration (else every record takes the long).
         self.short = (
-            self._required_fields == [*_JSON_RENAMES, "message"]
-            and set(self.rename_fields) <= self._skip_fields <= _RECORD_ATTRIBUTES
+            self.parse() == [*_JSON_RENAMES, "message"]
+            and set(self.rename_fields) <= self._skip <= _RECORD_ATTRIBUTES
             and self.json_default is None
             and self.json_encoder is JsonEncoder
             and self.json_serializer is json.dumps
@@ -198,7 +206,7 @@ class _JsonFormatter(_Rfc3339Time, JsonFormatter):
             return super().format(record)
         record.message = message = record.getMessage()
         record.asctime = asctime = rfc3339(record.created)
-        skip = self._skip_fields
+        skip = self._skip
         # merge_record_extra's rule: every attribute neither reserved nor named `_...`.
         extras = {
             key: value
@@ -416,7 +424,10 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         if levelno >= logging.WARNING or len(lines) >= _MAX_PENDING:
             self.flush()
             return
-        loop = asyncio._get_running_loop()
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no loop runs in this thread
+            loop = None
         if loop is None:
             due = self._due
             if due is None or not due.is_running():
@@ -471,7 +482,7 @@ class TurnHandler(logging.StreamHandler[TextIO]):
         formatter, created, level, name, msg, args, extra, context = entry
         try:
             message = str(msg) % args if args else str(msg)
-            levelname = _LEVEL_NAMES.get(level) or logging.getLevelName(level)
+            levelname = logging.getLevelName(level)
             return formatter.deferred(rfc3339(created), levelname, name, message, extra, context)
         except Exception:  # as logging reports a record it cannot format; the line is dropped
             record = logging.LogRecord(name, level, "(unknown file)", 0, msg, args, None)
@@ -612,9 +623,8 @@ def configure_logging(level: str, log_format: LogFormat) -> None:
     global _installed
     handler = TurnHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if log_format == "json" else _TextFormatter())
-    # No format here names the source file, line, function, thread or process, so records skip
-    # finding them (the logging HOWTO's "Optimization": a frame walk and system calls per record).
-    logging._srcfile = None
+    # No format here names the thread or process, so records skip finding them (the logging
+    # HOWTO's "Optimization"). The caller's frame is still found: the hot lines build no record.
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
