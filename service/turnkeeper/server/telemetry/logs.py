@@ -7,7 +7,7 @@ with milliseconds (`2026-12-01T11:58:18.974Z`). JSON output is python-json-logge
 Nothing here ever sees message text: records carry ids, counts and sizes only.
 
 Two lines a call (the access line, the trim line) make logging a large part of a small call's
-cost, so (issue 19): the handler (`TurnHandler`) writes lines logged on the event loop a few at
+cost, so: the handler (`TurnHandler`) writes lines logged on the event loop a few at
 a time, in order; the formatters take a short path for plain records; and `log_line`, which the
 two statements call instead of `Logger.log`, formats the very same line without building a
 LogRecord when the configuration is the one `configure_logging` set up, and is `Logger.log`
@@ -120,8 +120,8 @@ def _second(second: int) -> str:
 
 def rfc3339(created: float) -> str:
     """A record's time as RFC 3339 in UTC, to the millisecond: `2026-12-01T11:58:18.974Z`.
-    The part up to the second is formatted once per second (a record's one date formatting was
-    a tenth of its cost)."""
+    The part up to the second is formatted once per second: formatting a date is a noticeable
+    part of a record's cost, and most records of a busy second share it."""
     # As datetime.fromtimestamp rounds: to the microsecond, half to even, then truncated.
     second = int(created)
     micro = round((created - second) * 1e6)
@@ -177,7 +177,7 @@ def _c_encoder(encoder: json.JSONEncoder) -> _CEncoder | None:
 
 class _JsonFormatter(_Rfc3339Time, JsonFormatter):
     """python-json-logger's object, byte for byte. A plain record takes a shorter path to the
-    same dict (its add_fields and merge_record_extra were two thirds of a line's cost), and
+    same dict (its add_fields and merge_record_extra are most of a line's cost), and
     the encoder json.dumps would build per record is built once."""
 
     def __init__(self) -> None:
@@ -384,9 +384,9 @@ class TurnHandler(logging.StreamHandler[TextIO]):
     A line logged on a running event loop is formatted at once and kept. An ordinary record's
     line is written at the end of the loop turn that logged it (`call_soon`: after the callbacks
     ready now, before the loop next waits for I/O); the access and trim lines (`log_line`) wait
-    up to `_WINDOW` (5 ms) for others, so that a busy server writes a batch of calls' lines at
-    once (one write was half a line's cost, and under load a loop turn finishes about one
-    call). WARNING and above, the 256th pending line and a line logged where no loop runs
+    up to `_WINDOW` for others, so that a busy server writes a batch of calls' lines at
+    once (a write costs as much as formatting several lines, and under load a loop turn
+    finishes about one call). WARNING and above, the `_MAX_PENDING`th pending line and a line logged where no loop runs
     (startup, a worker thread when nothing is pending) write everything pending, then
     themselves, at once; a worker thread's line joins the pending ones while a write is due on a
     running loop. So lines come out in the order they were logged. `flush` (logging.shutdown at
@@ -408,7 +408,7 @@ class TurnHandler(logging.StreamHandler[TextIO]):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
-        except RecursionError:  # as StreamHandler.emit (issue 36272)
+        except RecursionError:  # as StreamHandler.emit (CPython issue 36272)
             raise
         except Exception:
             self.handleError(record)
