@@ -8,6 +8,7 @@ import random
 
 import pytest
 from google.protobuf.message import DecodeError
+from turnkeeper.server.contract import wire
 from turnkeeper.server.contract.caller import MAX_ID_BYTES, caller_from_wire, shown_id
 from turnkeeper.server.edge import access_log
 from turnkeeper.v1 import history_pb2, trim_pb2
@@ -103,3 +104,17 @@ def test_an_id_over_the_limit_is_logged_cut_short() -> None:
         "session_id": "s" * 32 + "...(65536 bytes)",
         "runtime_id": fits,
     }
+
+
+@pytest.mark.parametrize(
+    ("data", "value", "after"),
+    [(b"\x05", 5, 1), (b"\x96\x01", 150, 2), (b"\xff\xff\xff\xff\x0f", 2**32 - 1, 5)],
+)
+def test_read_varint_reads_one_and_multi_byte_varints(data: bytes, value: int, after: int) -> None:
+    assert wire.read_varint(b"\x00" + data, 1) == (value, after + 1)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x80", b"\xff" * 11])
+def test_read_varint_refuses_truncated_and_overlong_varints(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        wire.read_varint(data, 0)

@@ -11,6 +11,7 @@ from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
 
 from turnkeeper.server.contract.methods import SERVICE, method_path
+from turnkeeper.server.contract.wire import read_varint
 from turnkeeper.v1 import trim_pb2
 
 
@@ -57,53 +58,25 @@ def shown_id(value: str) -> str:
     return f"{value[:32]}...({len(value.encode())} bytes)"
 
 
-def _read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
 def caller_from_wire(data: bytes, number: int) -> trim_pb2.CallerContext:
     """The request's CallerContext from its raw bytes, skipping every other top-level field.
 
     Occurrences are concatenated, which merges them exactly as protobuf parsing does. Raises
-    ValueError when the bytes cannot be read. Every call's edge runs it: one-byte keys and
-    varints and two-byte lengths (nearly all) are read inline, without a call each.
+    ValueError when the bytes cannot be read.
     """
     parts = []
     at = 0
     end = len(data)
     while at < end:
-        key = data[at]
-        if key < 0x80:
-            at += 1
-        else:
-            key, at = _read_varint(data, at)
+        key, at = read_varint(data, at)
         wire_type = key & 7
         if wire_type == 2:
-            length = data[at] if at < end else 0x80
-            if length < 0x80:
-                at += 1
-            elif at + 1 < end and data[at + 1] < 0x80:  # up to 16 KiB: most requests
-                length = (length & 0x7F) | (data[at + 1] << 7)
-                at += 2
-            else:
-                length, at = _read_varint(data, at)
+            length, at = read_varint(data, at)
             if key >> 3 == number:
                 parts.append(data[at : at + length])
             at += length
         elif wire_type == 0:
-            if at < end and data[at] < 0x80:
-                at += 1
-            else:
-                _, at = _read_varint(data, at)
+            _, at = read_varint(data, at)
         elif wire_type == 1:
             at += 8
         elif wire_type == 5:

@@ -28,6 +28,24 @@ def decode(raw: bytes, request_type: type[M]) -> M:
         raise malformed_request(raw, request_type) from None
 
 
+def read_varint(data: bytes, at: int) -> tuple[int, int]:
+    """The varint at `at` in `data` and the offset after it; ValueError when it is truncated or
+    longer than 64 bits. A one-byte varint, nearly every key and short length, returns at once."""
+    byte = data[at] if at < len(data) else 0x80
+    if byte < 0x80:
+        return byte, at + 1
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, at
+        shift += 7
+
+
 def encode_varint(value: int) -> bytes:
     """A non-negative integer as a protobuf varint."""
     out = bytearray()
