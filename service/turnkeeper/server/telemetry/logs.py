@@ -388,8 +388,8 @@ class TurnHandler(logging.StreamHandler[TextIO]):
     once (a write costs as much as formatting several lines, and under load a loop turn
     finishes about one call). WARNING and above, the `_MAX_PENDING`th pending line and a line
     logged where no loop runs (startup, a worker thread when nothing is pending) write everything
-    pending, then themselves, at once; a worker thread's line joins the pending ones while a write is due on a
-    running loop. So lines come out in the order they were logged. `flush` (logging.shutdown at
+    pending, then themselves, at once; a worker thread's line joins the pending ones while a
+    write is due on a running loop. So lines come out in the order they were logged. `flush` (logging.shutdown at
     exit, `setStream`) and the hooks that print a traceback write what is pending first; a
     forked child drops its copy of it (the parent writes it).
     """
