@@ -381,17 +381,17 @@ _handlers: weakref.WeakSet[TurnHandler] = weakref.WeakSet()
 class TurnHandler(logging.StreamHandler[TextIO]):
     """A StreamHandler that writes the lines logged on an event loop a few at a time.
 
-    A line logged on a running event loop is formatted at once and kept. An ordinary record's
-    line is written at the end of the loop turn that logged it (`call_soon`: after the callbacks
-    ready now, before the loop next waits for I/O); the access and trim lines (`log_line`) wait
-    up to `_WINDOW` for others, so that a busy server writes a batch of calls' lines at
-    once (a write costs as much as formatting several lines, and under load a loop turn
-    finishes about one call). WARNING and above, the `_MAX_PENDING`th pending line and a line
-    logged where no loop runs (startup, a worker thread when nothing is pending) write everything
-    pending, then themselves, at once; a worker thread's line joins the pending ones while a
-    write is due on a running loop. So lines come out in the order they were logged. `flush` (logging.shutdown at
-    exit, `setStream`) and the hooks that print a traceback write what is pending first; a
-    forked child drops its copy of it (the parent writes it).
+    A line logged on a running event loop is formatted at once and kept. An ordinary record's line
+    is written at the end of the loop turn that logged it (`call_soon`: after the callbacks ready
+    now, before the loop next waits for I/O); the access and trim lines (`log_line`) wait up to
+    `_WINDOW` for others, so that a busy server writes a batch of calls' lines at once (a write
+    costs as much as formatting several lines, and under load a loop turn finishes about one call).
+    WARNING and above, the `_MAX_PENDING`th pending line and a line logged where no loop runs
+    (startup, a worker thread when nothing is pending) write everything pending, then themselves, at
+    once; a worker thread's line joins the pending ones while a write is due on a running loop. So
+    lines come out in the order they were logged. `flush` (logging.shutdown at exit, `setStream`)
+    and the hooks that print a traceback write what is pending first; a forked child drops its copy
+    of it (the parent writes it).
     """
 
     def __init__(self, stream: TextIO) -> None:
