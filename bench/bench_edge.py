@@ -1,5 +1,5 @@
 """The edge's own work per call, in-process (issue 19 item 1): a 20-row TrimHistory through the
-registered, edge-wrapped handler (`edge/interceptor.py`: load shedding's count, admission's
+registered, edge-wrapped handler (`edge/wrapper.py`, `edge/pipeline.py`: load shedding's count, admission's
 receiving slot and admit, the request read, CallerContext, request id and trailers, the RPC
 metric series, the access log line) against the bare servicer handler, both driven with a
 stand-in grpc.aio context and no gRPC; the difference is the edge's cost. Logging as the server
@@ -34,8 +34,8 @@ from turnkeeper.server.app import admission_limits
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.contract.methods import OWN_ACCEPT_METHODS, SERVICE_NAME
 from turnkeeper.server.edge.admission import Admission
-from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.server import load_shedder
+from turnkeeper.server.edge.wrapper import Edge
 from turnkeeper.server.engine import create_engine
 from turnkeeper.server.events.metered import MeteredFeed
 from turnkeeper.server.events.ring import RingFeed

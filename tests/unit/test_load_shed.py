@@ -9,7 +9,6 @@ import time
 import grpc
 import pytest
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
-from turnkeeper.server.edge.interceptor import Edge
 from turnkeeper.server.edge.load_shed import (
     POLL_SECONDS,
     READ_SHARE,
@@ -19,6 +18,7 @@ from turnkeeper.server.edge.load_shed import (
     calls_started,
     channelz_id,
 )
+from turnkeeper.server.edge.wrapper import Edge
 
 
 class Waiting:

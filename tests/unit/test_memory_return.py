@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import pytest
 import turnkeeper.server.allocator as allocator
-import turnkeeper.server.edge.admission as admission_module
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 
 BIG = allocator.RETURN_BEFORE_WORK_BYTES
@@ -70,16 +69,16 @@ def wave_trims(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The loop times at which admission handed memory back after heavy calls, with a quiet time
     of 0.4 s and a pressed delay of 0.05 s (the late trim out of the way)."""
     done: list[float] = []
-    monkeypatch.setattr(admission_module, "QUIET_SECONDS", 0.4)
-    monkeypatch.setattr(admission_module, "_TRIM_DELAY_SECONDS", 0.05)
-    monkeypatch.setattr(admission_module, "_LATE_TRIM_SECONDS", 60.0)
-    monkeypatch.setattr(admission_module, "under_pressure", lambda: False)
+    monkeypatch.setattr(allocator, "QUIET_SECONDS", 0.4)
+    monkeypatch.setattr(allocator, "_TRIM_DELAY_SECONDS", 0.05)
+    monkeypatch.setattr(allocator, "_LATE_TRIM_SECONDS", 60.0)
+    monkeypatch.setattr(allocator, "under_pressure", lambda: False)
 
     def trim(_pad: int) -> int:
         done.append(time.monotonic())  # (the loop's clock; this runs on a worker thread)
         return 1
 
-    monkeypatch.setattr(admission_module, "MALLOC_TRIM", trim)
+    monkeypatch.setattr(allocator, "MALLOC_TRIM", trim)
     return done
 
 
@@ -106,7 +105,7 @@ async def test_after_the_last_heavy_call_memory_goes_back_once_the_quiet_time_ha
 async def test_under_memory_pressure_memory_goes_back_soon_after_the_wave(
     wave_trims: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(admission_module, "under_pressure", lambda: True)
+    monkeypatch.setattr(allocator, "under_pressure", lambda: True)
     admission = Admission(LIMITS)
     assert await admission.admit(300)
     admission.release(300, True)
@@ -117,11 +116,11 @@ async def test_under_memory_pressure_memory_goes_back_soon_after_the_wave(
 async def test_pressure_that_comes_during_the_quiet_time_brings_the_trim_forward(
     wave_trims: list[float], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(admission_module, "QUIET_SECONDS", 5.0)
+    monkeypatch.setattr(allocator, "QUIET_SECONDS", 5.0)
     admission = Admission(LIMITS)
     assert await admission.admit(300)
     admission.release(300, True)  # no pressure: armed for the quiet time
-    monkeypatch.setattr(admission_module, "under_pressure", lambda: True)
+    monkeypatch.setattr(allocator, "under_pressure", lambda: True)
     assert await admission.admit(300)
     admission.release(300, True)
     await asyncio.sleep(0.3)

@@ -1,8 +1,12 @@
 """The C allocator (glibc): fixed mmap and trim thresholds, and `malloc_trim` to hand freed pages
-back to the system, before the engine works on a big request and after a wave of them."""
+back to the system, before the engine works on a big request (`before_work`) and after a wave of
+them (`ReturnAfterWaves`, which admission tells when a heavy call let go of its memory). When
+memory goes back is decided here alone.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import time
@@ -13,17 +17,16 @@ RETURN_BEFORE_WORK_BYTES = 8 * 1024 * 1024
 QUIET_SECONDS = 5.0
 """Big requests that come within `QUIET_SECONDS` of each other reuse the memory the one before
 freed; the allocator's free pages go back to the system only after `QUIET_SECONDS` without one
-(here, and after a wave: `edge/admission.py`), or whenever the process holds half its memory
-limit or more. A request of at least `RETURN_BEFORE_WORK_BYTES` has its receive path's freed
-memory handed back before the engine works on it when it is the first such request after
-`QUIET_SECONDS` without one, or under that pressure. gRPC frees its buffer of the request (as big
-as the request) into the arenas of its own threads, which the engine's worker thread does not
-allocate from: left there, it held one 100k-row request's peak at 3.3-3.8x its size instead of the
-3.0x of gRPC's receive path alone. Between big requests, though, a trim makes the next one fault
-the same pages in again: trimming before every big request made back-to-back 100k-row calls 15-30 %
-slower, and with the 1 s and 0.5 s of before, a 100k-row TrimHistory that came 1.2 s after the last
-took 122 ms instead of 94 (issue 19). Under a limit, a wave of 16 x 60 MB peaked 120-230 MiB higher
-without the trims that pressure brings."""
+(before a big request's work here, and after a wave: `ReturnAfterWaves`), or whenever the process
+holds half its memory limit or more. A request of at least `RETURN_BEFORE_WORK_BYTES` has its
+receive path's freed memory handed back before the engine works on it when it is the first such
+request after `QUIET_SECONDS` without one, or under that pressure: gRPC frees its buffer of the
+request (as big as the request) into the arenas of its own threads, which the engine's worker
+thread does not allocate from, so left there it adds a second copy of the request to the peak.
+Between big requests, though, a trim makes the next one fault the same pages in again, which
+made back-to-back big calls measurably slower, and so did a quiet time shorter than the gap
+between calls that follow each other; under a memory limit, a wave of big calls peaks well higher
+without the trims that pressure brings (docs/benchmarks.md has the measurements)."""
 
 MMAP_THRESHOLD_BYTES = 8 * 1024 * 1024
 TRIM_THRESHOLD_BYTES = 16 * 1024 * 1024
@@ -52,15 +55,14 @@ def configure(memory_limit: int | None) -> None:
 
 def pin_thresholds() -> None:
     """Fixes glibc's mmap and trim thresholds; called once, before the server starts. Left
-    dynamic, freeing one big block raises them (to up to 32 and 64 MiB): after a wave of big
-    responses, blocks of up to 32 MiB came from the threads' arenas, and what was freed at the
-    top of a thread's arena stayed resident, since malloc_trim never trims it: RSS stayed 40-90
-    MiB over idle after 16 x 60 MB TrimHistory calls. Pinned, a block of 8 MiB or more is a
-    mapping of its own, unmapped when freed, and an arena's free top is handed back past 16 MiB:
-    RSS returns within about 20 MiB of idle. Requests and responses under 8 MiB (10k rows and
-    less) still come from the arenas: their round trips did not change. (One arena for all
-    threads, M_ARENA_MAX=1, returned RSS exactly to idle and made the per-request trim needless,
-    but 1k-row round trips were 0-15 % slower in three interleaved runs.)"""
+    dynamic, freeing one big block raises them, so after a wave of big responses blocks of that
+    size came from the threads' arenas, and what was freed at the top of a thread's arena stayed
+    resident, since malloc_trim never trims it: RSS stayed well over idle after a wave of big
+    TrimHistory calls. Pinned, a block of `MMAP_THRESHOLD_BYTES` or more is a mapping of its own,
+    unmapped when freed, and an arena's free top is handed back past `TRIM_THRESHOLD_BYTES`, so
+    RSS returns close to idle, while smaller requests and responses still come from the arenas
+    and their round trips did not change. (One arena for all threads, M_ARENA_MAX=1, returned RSS
+    exactly to idle and made the per-request trim needless, but made small round trips slower.)"""
     if _MALLOPT is not None:
         _MALLOPT(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
         _MALLOPT(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
@@ -98,3 +100,63 @@ def before_work(request_bytes: int) -> None:
     _last_big_work = now  # (worker threads race on it harmlessly: a trim more or less)
     if quiet or under_pressure():
         return_freed_memory()
+
+
+# After a wave, under pressure: once the call has ended and grpc has let go of its request and
+# response bytes.
+_TRIM_DELAY_SECONDS = 0.5
+# The trim after that, for the send buffers gRPC frees only once slow readers took big responses.
+_LATE_TRIM_SECONDS = 5.0
+
+
+class ReturnAfterWaves:
+    """Once big requests stop arriving, hands the memory the allocator kept back to the system, so
+    RSS falls back near idle after a wave of them (glibc keeps freed heap pages in its arenas
+    otherwise). `QUIET_SECONDS` after the last heavy call let go of its memory (so that big calls
+    that follow each other reuse the pages), or `_TRIM_DELAY_SECONDS` after it when the process
+    is under pressure; on a worker thread (ctypes releases the GIL), one at a time; and once more
+    `_LATE_TRIM_SECONDS` later, for the send buffers gRPC frees only once slow readers have taken
+    big responses. `heavy_running` says whether a heavy call still runs: the wave is not over
+    while one does."""
+
+    def __init__(self, heavy_running: Callable[[], bool]) -> None:
+        self._heavy_running = heavy_running
+        self._timer: asyncio.TimerHandle | None = None  # the trim after a wave, when armed
+        self._at = 0.0
+        self._trimming: asyncio.Future[int] | None = None
+
+    def heavy_call_ended(self) -> None:
+        """A heavy call let go of its memory (it ended, its response was sent, or it was
+        refused): the trim comes once the wave is over."""
+        if MALLOC_TRIM is None:
+            return
+        loop = asyncio.get_running_loop()
+        delay = _TRIM_DELAY_SECONDS if under_pressure() else QUIET_SECONDS
+        self._at = at = loop.time() + delay
+        timer = self._timer
+        if timer is not None:
+            if timer.when() <= at:
+                return  # the timer re-arms itself until the wave is over
+            timer.cancel()  # pressure came: the trim comes sooner
+        self._timer = loop.call_at(at, self._after_wave)
+
+    def _after_wave(self) -> None:
+        trim = MALLOC_TRIM
+        assert trim is not None  # (armed only with it)
+        loop = asyncio.get_running_loop()
+        wait = self._at - loop.time()
+        running = self._trimming
+        if wait > 0 or self._heavy_running() or (running is not None and not running.done()):
+            self._timer = loop.call_later(max(wait, _TRIM_DELAY_SECONDS / 5), self._after_wave)
+            return
+        self._timer = None
+        self._trimming = loop.run_in_executor(None, trim, 0)
+        loop.call_later(_LATE_TRIM_SECONDS, self._late)
+
+    def _late(self) -> None:
+        trim = MALLOC_TRIM
+        assert trim is not None  # (armed only with it)
+        running = self._trimming
+        if self._heavy_running() or self._timer is not None or (running and not running.done()):
+            return  # another wave began: its own trims follow it
+        self._trimming = asyncio.get_running_loop().run_in_executor(None, trim, 0)

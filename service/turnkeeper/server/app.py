@@ -29,11 +29,11 @@ from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.auth import TokenFileError
 from turnkeeper.server.edge.connection_guard import ConnectionGuard
 from turnkeeper.server.edge.drain import CallsInService
-from turnkeeper.server.edge.interceptor import Edge, HandlerRegistry
 from turnkeeper.server.edge.listeners import UnixSocketLock, bind_tcp, bind_unix
 from turnkeeper.server.edge.security import exposure_warnings, security
 from turnkeeper.server.edge.server import create_server, load_shedder, server_interceptors
 from turnkeeper.server.edge.tls import CertificateError
+from turnkeeper.server.edge.wrapper import Edge, HandlerRegistry
 from turnkeeper.server.engine import NATIVE, EngineUnavailableError, create_engine
 from turnkeeper.server.events import create_feed, describe_events_url
 from turnkeeper.server.events.feed import EventFeed

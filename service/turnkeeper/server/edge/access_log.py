@@ -4,8 +4,8 @@ Both carry the method, status, duration and sizes only. Every call has a request
 caller's `x-request-id` metadata when it sends a usable one, else a new random (version 4) UUID
 (`new_request_id`). Every log line of
 the call carries it, and the call's trailers return it (`x-request-id`), so a runtime can quote
-it and an operator find the call's lines. `edge/interceptor.py` runs them for every call, in
-the same pass as authentication and admission control. What a method's calls share (metric
+it and an operator find the call's lines. `edge/pipeline.py` runs them for every call, in the same
+pass as authentication and admission control. What a method's calls share (metric
 series, log level) is resolved once per method, not per call.
 """
 

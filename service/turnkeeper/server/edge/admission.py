@@ -22,7 +22,7 @@ from typing import Any
 
 import grpc
 
-from turnkeeper.server.allocator import MALLOC_TRIM, QUIET_SECONDS, under_pressure
+from turnkeeper.server.allocator import ReturnAfterWaves
 from turnkeeper.server.contract.errors import RequestError, overloaded
 from turnkeeper.server.telemetry import metrics
 from turnkeeper.v1 import errors_pb2
@@ -191,9 +191,8 @@ class Admission:
         # Set when the server begins to drain: calls that arrive from then on are refused with
         # UNAVAILABLE (retry elsewhere), never cancelled half-way by the shutdown.
         self.draining = False
-        self._trim_timer: asyncio.TimerHandle | None = None  # the trim after a wave, when armed
-        self._trim_at = 0.0
-        self._trimming: asyncio.Future[int] | None = None
+        # When the memory a wave of heavy calls freed goes back is the allocator's to decide.
+        self._memory_return = ReturnAfterWaves(lambda: self.heavy.used > 0)
         # wait_idle's callers (the drain at shutdown), woken when the last admitted call ends: an
         # asyncio.Event cleared and set again by every call cost each one two calls.
         self._idle_waiters: list[asyncio.Future[None]] = []
@@ -310,46 +309,9 @@ class Admission:
             self._return_freed_memory()
 
     def _return_freed_memory(self) -> None:
-        """Once big requests stop arriving, hands the memory the allocator kept back to the
-        system, so RSS falls back near idle after a wave of them (glibc keeps freed heap pages in
-        its arenas otherwise). `QUIET_SECONDS` after the last heavy call ended (`release`, then
-        `sent`) or was refused (grpc lets go of its bytes after that), so that big calls that
-        follow each other reuse the pages (`allocator.QUIET_SECONDS`), or `_TRIM_DELAY_SECONDS`
-        after it when the process holds half its memory limit or more; on a worker thread
-        (ctypes releases the GIL), one at a time; and once more `_LATE_TRIM_SECONDS` later, for
-        the send buffers gRPC frees only once slow readers have taken big responses."""
-        if MALLOC_TRIM is None:
-            return
-        loop = asyncio.get_running_loop()
-        delay = _TRIM_DELAY_SECONDS if under_pressure() else QUIET_SECONDS
-        self._trim_at = at = loop.time() + delay
-        timer = self._trim_timer
-        if timer is not None:
-            if timer.when() <= at:
-                return  # the timer re-arms itself until the wave is over
-            timer.cancel()  # pressure came: the trim comes sooner
-        self._trim_timer = loop.call_at(at, self._trim_after_wave)
-
-    def _trim_after_wave(self) -> None:
-        assert MALLOC_TRIM is not None  # (armed only with it)
-        loop = asyncio.get_running_loop()
-        wait = self._trim_at - loop.time()
-        running = self._trimming
-        if wait > 0 or self.heavy.used or (running is not None and not running.done()):
-            self._trim_timer = loop.call_later(
-                max(wait, _TRIM_DELAY_SECONDS / 5), self._trim_after_wave
-            )
-            return
-        self._trim_timer = None
-        self._trimming = loop.run_in_executor(None, MALLOC_TRIM, 0)
-        loop.call_later(_LATE_TRIM_SECONDS, self._late_trim)
-
-    def _late_trim(self) -> None:
-        assert MALLOC_TRIM is not None  # (armed only with it)
-        running = self._trimming
-        if self.heavy.used or self._trim_timer is not None or (running and not running.done()):
-            return  # another wave began: its own trims follow it
-        self._trimming = asyncio.get_running_loop().run_in_executor(None, MALLOC_TRIM, 0)
+        """A heavy call let go of its memory (or was refused: grpc lets go of its bytes after
+        that), for the trim once the wave is over."""
+        self._memory_return.heavy_call_ended()
 
     def _count_in(self, request_bytes: int) -> None:
         self.inflight_bytes += request_bytes
@@ -426,11 +388,6 @@ class Admission:
     def _refusal(self, limit: str, message: str) -> RequestError:
         self.refused += 1
         return overloaded(limit, message, self.limits.retry_after_seconds)
-
-
-# After the call has ended and grpc has let go of its request and response bytes, under pressure.
-_TRIM_DELAY_SECONDS = 0.5
-_LATE_TRIM_SECONDS = 5.0
 
 
 def shutting_down_refusal() -> RequestError:

@@ -7,7 +7,7 @@ directly (`refuses`).
 No queue length is exposed there, but channelz counts every call the server has started; the
 calls the application has seen are counted here, so the n-th call it sees arrived about when
 channelz's count reached n. `QueueClock` samples that count while calls arrive and gives each
-call the time it waited (in grpc core and on the event loop, up to the interceptor) and the
+call the time it waited (in grpc core and on the event loop, up to the edge) and the
 number of calls still waiting behind it.
 
 `LoadShedder` refuses in the manner of CoDel: only once, for `interval`, every call has waited

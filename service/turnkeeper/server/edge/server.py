@@ -77,9 +77,9 @@ def create_server(
     config: ServerConfig, shedder: LoadShedder, tracer_provider: TracerProvider | None
 ) -> grpc.aio.Server:
     """The server; nothing is registered or bound yet. The edge (authentication, load shedding,
-    admission, access log, metrics) wraps each handler as it is registered (`edge/interceptor.py`):
-    a grpc.aio interceptor costs every call. Tracing alone is one, so the span is open before the
-    edge runs and the access log and every line below carry its trace id."""
+    admission, access log, metrics) wraps each handler as it is registered (`edge/wrapper.py`,
+    its stages in `edge/pipeline.py`): a grpc.aio interceptor costs every call. Tracing alone is
+    one, so the span is open before the edge runs and the access log and every line below carry its trace id."""
     traced = server_interceptors(tracer_provider)
     server, server_id = channelz_id(
         lambda: grpc.aio.server(interceptors=traced, options=server_options(config))

@@ -19,7 +19,7 @@ from google.protobuf.descriptor import FileDescriptor
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 if TYPE_CHECKING:
-    from turnkeeper.server.edge.interceptor import HandlerRegistry
+    from turnkeeper.server.edge.wrapper import HandlerRegistry
 
 V1ALPHA_SERVICE_NAME: str = reflection.SERVICE_NAME
 V1_PACKAGE = "grpc.reflection.v1"
