@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -438,6 +439,69 @@ def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
     return Reply(svc.ResolveBudgetResponse(resolution=resolved.resolution).SerializeToString())
 
 
+ModeTrim: TypeAlias = tuple[TrimPlan, Counts, Recovery | None]
+"""What a TrimHistory mode plans: the trim, the counts it reports, and the recovery report of
+overflow recovery."""
+ModePlanner: TypeAlias = Callable[
+    [svc.TrimHistoryRequest, HistoryView, TrimLimits, int | None], ModeTrim
+]
+"""A mode's planner, given the request, its history, its limits and the breadcrumb's cost (None
+on paths that insert none)."""
+
+
+def _budget_tokens(limits: TrimLimits) -> int:
+    # Validation guarantees a budget with explicit limits where one is needed.
+    return limits.budget_tokens or 0
+
+
+def _plan_token_budget(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    plan = view.plan_token_budget(_budget_tokens(limits), crumb, limits.low_water)
+    return plan, Counts.estimated(plan), None
+
+
+def _plan_overflow_recovery(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    route = limits.resolution.route if limits.resolution is not None else None
+    recovery = plan_recovery(view, crumb, budget_tokens=_budget_tokens(limits), route=route)
+    return recovery.plan, Counts.estimated(recovery.plan), recovery
+
+
+def _plan_reported_usage(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    budget = _budget_tokens(limits)
+    usage = _usage(request.reported_usage)
+    calibrated = plan_reported_usage(view, budget, usage, crumb, limits.low_water)
+    return calibrated.plan, Counts.reported(calibrated, budget), None
+
+
+def _plan_turn_count(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    plan = view.plan_turn_count(limits.turn_limit, crumb, limits.low_water)
+    return plan, Counts.estimated(plan), None
+
+
+def _plan_row_count(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    plan = view.plan_row_count(limits.row_limit)
+    return plan, Counts.estimated(plan), None
+
+
+# Each TrimMode's planner.
+_MODE_PLANNERS: dict[trim_pb2.TrimMode.ValueType, ModePlanner] = {
+    trim_pb2.TRIM_MODE_TOKEN_BUDGET: _plan_token_budget,
+    trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY: _plan_overflow_recovery,
+    trim_pb2.TRIM_MODE_REPORTED_USAGE: _plan_reported_usage,
+    trim_pb2.TRIM_MODE_TURN_COUNT: _plan_turn_count,
+    trim_pb2.TRIM_MODE_ROW_COUNT: _plan_row_count,
+}
+
+
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
     mode, path = request.mode, request.caller_path
     # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
@@ -466,30 +530,14 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
     crumb = limits.breadcrumb_cost if emits else None
-    reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
-    # Validation guarantees a budget with explicit limits where one is needed.
-    budget = limits.budget_tokens or 0
-    recovery = None
-    if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
-        plan = view.plan_token_budget(budget, crumb, limits.low_water)
-        counts = Counts.estimated(plan)
-    elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
-        route = limits.resolution.route if limits.resolution is not None else None
-        recovery = plan_recovery(view, crumb, budget_tokens=budget, route=route)
-        plan = recovery.plan
-        counts = Counts.estimated(plan)
-    elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
-        usage = _usage(request.reported_usage)
-        calibrated = plan_reported_usage(view, budget, usage, crumb, limits.low_water)
-        plan = calibrated.plan
-        counts = Counts.reported(calibrated, budget)
-    elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
-        reason = trim_pb2.TRIM_REASON_TURN_LIMIT
-        plan = view.plan_turn_count(limits.turn_limit, crumb, limits.low_water)
-        counts = Counts.estimated(plan)
-    else:
-        plan = view.plan_row_count(limits.row_limit)
-        counts = Counts.estimated(plan)
+    # The modes outside the table are the row cap (validation admits no other).
+    planner = _MODE_PLANNERS.get(mode, _plan_row_count)
+    plan, counts, recovery = planner(request, view, limits, crumb)
+    reason = (
+        trim_pb2.TRIM_REASON_TURN_LIMIT
+        if mode == trim_pb2.TRIM_MODE_TURN_COUNT
+        else trim_pb2.TRIM_REASON_TOKEN_BUDGET
+    )
     output = view.apply(plan, limits.breadcrumb_text)
     _record_trim(path, _MODE_NAMES[mode], _MODE_REASONS.get(mode, "unknown"), plan)
 
@@ -510,7 +558,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
             reason,
             counts,
             overflow_recovery=mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
-            budget_tokens=budget,
+            budget_tokens=_budget_tokens(limits),
             turn_limit=limits.turn_limit,
             resolution=limits.resolution,
             caller=request.caller if request.HasField("caller") else None,
