@@ -47,11 +47,12 @@ MeterParts: TypeAlias = tuple[
     trim_pb2.CallerContext | None, resolution_pb2.Route, trim_pb2.ContextMeter
 ]
 """What a prepared call's meter update is made of (`meter_update`): the update itself is built
-only when the feed wants one (subscribers opted in), at 10k instructions a call."""
+only when the feed wants one (subscribers opted in): building it costs more than the rest of
+the meter's work in a call (docs/benchmarks.md, "Figures behind the api/ comments")."""
 
 
-# Built per call and never changed, but not frozen: a frozen dataclass's __init__ is about 3x
-# slower (object.__setattr__ per field).
+# Built per call and never changed, but not frozen: a frozen dataclass's __init__ sets every
+# field through object.__setattr__, which costs a call per field (docs/benchmarks.md).
 @dataclass(slots=True)
 class Reply:
     """A response's bytes and what to publish once it is sent."""
@@ -550,7 +551,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
     if emits and plan.drop:
         # Published as it is (nothing changes the response once it is encoded). The feed then
-        # retains this small response with it: 1.7 KB an event, as much as the payload alone.
+        # retains this small response with it, which costs no more memory than a payload apart.
         trimmed = response.history_trimmed
         _fill_history_trimmed(
             trimmed,
