@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -22,7 +23,7 @@ from turnkeeper.core.calibration import CalibratedTrim, ReportedUsage, plan_repo
 from turnkeeper.core.meter import context_meter, input_cost, input_tokens, route_prices
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
 from turnkeeper.core.preflight import Extras, check_capacity, room
-from turnkeeper.core.recovery import plan_recovery
+from turnkeeper.core.recovery import Recovery, plan_recovery
 from turnkeeper.core.toolcap import cap_tool_result
 from turnkeeper.core.trimming import (
     DEFAULT_BREADCRUMB_TEXT,
@@ -46,11 +47,12 @@ MeterParts: TypeAlias = tuple[
     trim_pb2.CallerContext | None, resolution_pb2.Route, trim_pb2.ContextMeter
 ]
 """What a prepared call's meter update is made of (`meter_update`): the update itself is built
-only when the feed wants one (subscribers opted in), at 10k instructions a call."""
+only when the feed wants one (subscribers opted in): building it costs more than the rest of
+the meter's work in a call (docs/benchmarks.md, "Figures behind the api/ comments")."""
 
 
-# Built per call and never changed, but not frozen: a frozen dataclass's __init__ is about 3x
-# slower (object.__setattr__ per field).
+# Built per call and never changed, but not frozen: a frozen dataclass's __init__ sets every
+# field through object.__setattr__, which costs a call per field (docs/benchmarks.md).
 @dataclass(slots=True)
 class Reply:
     """A response's bytes and what to publish once it is sent."""
@@ -438,6 +440,69 @@ def resolve_budget(request: svc.ResolveBudgetRequest) -> Reply:
     return Reply(svc.ResolveBudgetResponse(resolution=resolved.resolution).SerializeToString())
 
 
+ModeTrim: TypeAlias = tuple[TrimPlan, Counts, Recovery | None]
+"""What a TrimHistory mode plans: the trim, the counts it reports, and the recovery report of
+overflow recovery."""
+ModePlanner: TypeAlias = Callable[
+    [svc.TrimHistoryRequest, HistoryView, TrimLimits, int | None], ModeTrim
+]
+"""A mode's planner, given the request, its history, its limits and the breadcrumb's cost (None
+on paths that insert none)."""
+
+
+def _budget_tokens(limits: TrimLimits) -> int:
+    # Validation guarantees a budget with explicit limits where one is needed.
+    return limits.budget_tokens or 0
+
+
+def _plan_token_budget(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    plan = view.plan_token_budget(_budget_tokens(limits), crumb, limits.low_water)
+    return plan, Counts.estimated(plan), None
+
+
+def _plan_overflow_recovery(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    route = limits.resolution.route if limits.resolution is not None else None
+    recovery = plan_recovery(view, crumb, budget_tokens=_budget_tokens(limits), route=route)
+    return recovery.plan, Counts.estimated(recovery.plan), recovery
+
+
+def _plan_reported_usage(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    budget = _budget_tokens(limits)
+    usage = _usage(request.reported_usage)
+    calibrated = plan_reported_usage(view, budget, usage, crumb, limits.low_water)
+    return calibrated.plan, Counts.reported(calibrated, budget), None
+
+
+def _plan_turn_count(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    plan = view.plan_turn_count(limits.turn_limit, crumb, limits.low_water)
+    return plan, Counts.estimated(plan), None
+
+
+def _plan_row_count(
+    request: svc.TrimHistoryRequest, view: HistoryView, limits: TrimLimits, crumb: int | None
+) -> ModeTrim:
+    plan = view.plan_row_count(limits.row_limit)
+    return plan, Counts.estimated(plan), None
+
+
+# Each TrimMode's planner.
+_MODE_PLANNERS: dict[trim_pb2.TrimMode.ValueType, ModePlanner] = {
+    trim_pb2.TRIM_MODE_TOKEN_BUDGET: _plan_token_budget,
+    trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY: _plan_overflow_recovery,
+    trim_pb2.TRIM_MODE_REPORTED_USAGE: _plan_reported_usage,
+    trim_pb2.TRIM_MODE_TURN_COUNT: _plan_turn_count,
+    trim_pb2.TRIM_MODE_ROW_COUNT: _plan_row_count,
+}
+
+
 def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Reply:
     mode, path = request.mode, request.caller_path
     # Explicit limits resolve nothing; profiles (the request's, or none) are resolved.
@@ -466,30 +531,14 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     # Only the structured agent path shows trimming to the model and to subscribers (§7).
     emits = path == trim_pb2.CALLER_PATH_AGENT
     crumb = limits.breadcrumb_cost if emits else None
-    reason = trim_pb2.TRIM_REASON_TOKEN_BUDGET
-    # Validation guarantees a budget with explicit limits where one is needed.
-    budget = limits.budget_tokens or 0
-    recovery = None
-    if mode == trim_pb2.TRIM_MODE_TOKEN_BUDGET:
-        plan = view.plan_token_budget(budget, crumb, limits.low_water)
-        counts = Counts.estimated(plan)
-    elif mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY:
-        route = limits.resolution.route if limits.resolution is not None else None
-        recovery = plan_recovery(view, crumb, budget_tokens=budget, route=route)
-        plan = recovery.plan
-        counts = Counts.estimated(plan)
-    elif mode == trim_pb2.TRIM_MODE_REPORTED_USAGE:
-        usage = _usage(request.reported_usage)
-        calibrated = plan_reported_usage(view, budget, usage, crumb, limits.low_water)
-        plan = calibrated.plan
-        counts = Counts.reported(calibrated, budget)
-    elif mode == trim_pb2.TRIM_MODE_TURN_COUNT:
-        reason = trim_pb2.TRIM_REASON_TURN_LIMIT
-        plan = view.plan_turn_count(limits.turn_limit, crumb, limits.low_water)
-        counts = Counts.estimated(plan)
-    else:
-        plan = view.plan_row_count(limits.row_limit)
-        counts = Counts.estimated(plan)
+    # The modes outside the table are the row cap (validation admits no other).
+    planner = _MODE_PLANNERS.get(mode, _plan_row_count)
+    plan, counts, recovery = planner(request, view, limits, crumb)
+    reason = (
+        trim_pb2.TRIM_REASON_TURN_LIMIT
+        if mode == trim_pb2.TRIM_MODE_TURN_COUNT
+        else trim_pb2.TRIM_REASON_TOKEN_BUDGET
+    )
     output = view.apply(plan, limits.breadcrumb_text)
     _record_trim(path, _MODE_NAMES[mode], _MODE_REASONS.get(mode, "unknown"), plan)
 
@@ -502,7 +551,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
     if emits and plan.drop:
         # Published as it is (nothing changes the response once it is encoded). The feed then
-        # retains this small response with it: 1.7 KB an event, as much as the payload alone.
+        # retains this small response with it, which costs no more memory than a payload apart.
         trimmed = response.history_trimmed
         _fill_history_trimmed(
             trimmed,
@@ -510,7 +559,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
             reason,
             counts,
             overflow_recovery=mode == trim_pb2.TRIM_MODE_OVERFLOW_RECOVERY,
-            budget_tokens=budget,
+            budget_tokens=_budget_tokens(limits),
             turn_limit=limits.turn_limit,
             resolution=limits.resolution,
             caller=request.caller if request.HasField("caller") else None,
@@ -519,60 +568,130 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     return Reply(output.history_field(response.SerializeToString()), events)
 
 
+TrimStep: TypeAlias = tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]
+"""One trim of a preparation: what it drops, why, and the counts it reports."""
+
+
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
+    """The preparation of one provider request, in the spec's order (§13.2): resolve, sweep,
+    turn limit, projection, budget trim (or overflow recovery), breadcrumb, pre-flight, meter."""
+    view, resolved = _resolve_preparation(request, source)
+    resolution, limits = resolved.resolution, resolved.limits
+    tokens_before = view.total_tokens
+    swept, removals = view.sweep()  # §10.2
+    turn_trim, limited = _apply_turn_limit(swept, resolution, limits)
+    # Spec §13's projection of old tool output goes here, on the turn-limited history: everything
+    # after it (the budget trim, calibration, recovery, the pre-flight, the meter) then measures
+    # the request as it will be sent.
+    extras = _extras(request)
+    budget_trim, recovery = _trim_to_budget_or_recover(request, limited, resolution, limits, extras)
+    prepared = _place_breadcrumb(limited, budget_trim, limits)
+    # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
+    report = _preflight(prepared, extras, resolution)
+    caller = request.caller if request.HasField("caller") else None
+    trims = _visible_trims((turn_trim, budget_trim), recovery, resolution, caller)
+    response = svc.PrepareModelCallResponse()
+    _fill_preparation(response, resolution, trims, removals, report, tokens_before, recovery)
+    meter = _meter(response, report, request, resolved)
+    return Reply(
+        prepared.history_field(response.SerializeToString()),
+        tuple(trims),
+        (caller, resolution.route, meter),
+    )
+
+
+def _resolve_preparation(
+    request: svc.PrepareModelCallRequest, source: HistorySource
+) -> tuple[HistoryView, Resolved]:
+    """The history view and what the profiles resolve to, once the request passed validation."""
     resolved = _valid_resolution(request.profiles)
     view = _valid_view(source, validation.prepare_request_violations(request, resolved is not None))
     assert resolved is not None, "profiles without a resolution break a rule"
-    resolution = resolved.resolution
-    text, crumb = resolved.limits.breadcrumb_text, resolved.limits.breadcrumb_cost
-    caller = request.caller if request.HasField("caller") else None
+    return view, resolved
 
-    tokens_before = view.total_tokens
-    working, removals = view.sweep()
 
-    # The turn limit, then the token budget (calibrated by reported usage when given).
-    fraction = resolution.history_trim_low_water
-    limited = working.plan_turn_count(resolution.max_history_turns, crumb, fraction)
-    steps: list[tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]] = [
-        (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
-    ]
-    working = working.apply(limited, text)
-    budget = resolution.budget_tokens
-    # §12: the budget trim leaves room for what the pre-flight adds; its §11 step is the budget's.
-    extras = _extras(request)
+def _apply_turn_limit(
+    swept: HistoryView, resolution: resolution_pb2.Resolution, limits: TrimLimits
+) -> tuple[TrimStep, HistoryView]:
+    """§6 on the swept history, with its §11 cut; returns the trim and the history it leaves."""
+    limited = swept.plan_turn_count(
+        resolution.max_history_turns, limits.breadcrumb_cost, resolution.history_trim_low_water
+    )
+    step = (limited, trim_pb2.TRIM_REASON_TURN_LIMIT, Counts.estimated(limited))
+    return step, swept.apply(limited, limits.breadcrumb_text)
+
+
+def _trim_to_budget_or_recover(
+    request: svc.PrepareModelCallRequest,
+    limited: HistoryView,
+    resolution: resolution_pb2.Resolution,
+    limits: TrimLimits,
+    extras: Extras,
+) -> tuple[TrimStep, Recovery | None]:
+    """The budget trim of the turn-limited history, or, when recovery is asked and can trim, the
+    §10.1 recovery in its place; also returns the recovery, asked or not."""
+    baseline = _budget_trim(request, limited, resolution, limits, extras)
+    if not request.overflow_recovery:
+        return baseline, None
+    # 2/3 of what this call would have sent without recovery (§10.1), as one trim of the
+    # turn-limited history (core.recovery shows it drops what the two trims would).
+    recovery = plan_recovery(
+        limited,
+        limits.breadcrumb_cost,
+        baseline=baseline[0],
+        budget_tokens=resolution.budget_tokens,
+        route=resolution.route,
+    )
+    if not recovery.report.trimmed:
+        return baseline, recovery  # none possible: the baseline is what is sent
+    plan = recovery.plan
+    return (plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(plan)), recovery
+
+
+def _budget_trim(
+    request: svc.PrepareModelCallRequest,
+    limited: HistoryView,
+    resolution: resolution_pb2.Resolution,
+    limits: TrimLimits,
+    extras: Extras,
+) -> TrimStep:
+    """§9's token-budget trim, calibrated by reported usage when given (§10.3, §16.2). §12: it
+    leaves room for what the pre-flight adds; its §11 step is the budget's."""
+    budget, fraction = resolution.budget_tokens, resolution.history_trim_low_water
     space = room(resolution.capacity, extras) if budget else None
+    crumb = limits.breadcrumb_cost
     if request.HasField("reported_usage"):
         usage = _usage(request.reported_usage)
-        calibrated = plan_reported_usage(working, budget, usage, crumb, fraction, space)
-        baseline, counts = calibrated.plan, Counts.reported(calibrated, budget)
-    else:
-        target = budget if space is None else min(budget, space)
-        baseline = working.plan_token_budget(target, crumb, fraction, step_budget=budget)
-        counts = Counts.estimated(baseline)
-    recovery = None
-    if request.overflow_recovery:
-        # 2/3 of what this call would have sent without recovery (§10.1), as one trim of the
-        # turn-limited history (core.recovery shows it drops what the two trims would).
-        recovery = plan_recovery(
-            working, crumb, baseline=baseline, budget_tokens=budget, route=resolution.route
+        calibrated = plan_reported_usage(limited, budget, usage, crumb, fraction, space)
+        return (
+            calibrated.plan,
+            trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+            Counts.reported(calibrated, budget),
         )
-    recovered = recovery is not None and recovery.report.trimmed
-    if recovery is not None and recovered:
-        steps.append(
-            (recovery.plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(recovery.plan))
-        )
-    else:
-        # No recovery asked, or none possible: the baseline is what is sent.
-        steps.append((baseline, trim_pb2.TRIM_REASON_TOKEN_BUDGET, counts))
-    working = working.apply(steps[-1][0], text)
+    target = budget if space is None else min(budget, space)
+    plan = limited.plan_token_budget(target, crumb, fraction, step_budget=budget)
+    return plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(plan)
 
-    # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
-    report = _preflight(working, extras, resolution)
-    response = svc.PrepareModelCallResponse()
-    # Published apart from the response: what the feed retains must not hold the response's
-    # other fields (its orphan removals may be many).
+
+def _place_breadcrumb(
+    limited: HistoryView, budget_trim: TrimStep, limits: TrimLimits
+) -> HistoryView:
+    """The prepared history: the budget trim applied, its breadcrumb after the system rows."""
+    return limited.apply(budget_trim[0], limits.breadcrumb_text)
+
+
+def _visible_trims(
+    steps: tuple[TrimStep, ...],
+    recovery: Recovery | None,
+    resolution: resolution_pb2.Resolution,
+    caller: trim_pb2.CallerContext | None,
+) -> list[trim_pb2.HistoryTrimmed]:
+    """§7: one event per trim that dropped history, logged and counted. Published apart from the
+    response: what the feed retains must not hold the response's other fields (its orphan
+    removals may be many)."""
+    recovered = recovery is not None and recovery.report.trimmed
     trims: list[trim_pb2.HistoryTrimmed] = []
-    for plan, reason, step_counts in steps:
+    for plan, reason, counts in steps:
         if not plan.drop:
             continue
         trimmed = trim_pb2.HistoryTrimmed()
@@ -581,17 +700,27 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
             trimmed,
             plan,
             reason,
-            step_counts,
+            counts,
             overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
-            budget_tokens=budget,
+            budget_tokens=resolution.budget_tokens,
             turn_limit=resolution.max_history_turns,
             resolution=resolution,
             caller=caller,
         )
         label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
         _record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
-    used = input_tokens(report)
-    meter = context_meter(used, resolution)
+    return trims
+
+
+def _fill_preparation(
+    response: svc.PrepareModelCallResponse,
+    resolution: resolution_pb2.Resolution,
+    trims: list[trim_pb2.HistoryTrimmed],
+    removals: list[trim_pb2.OrphanRemoval],
+    report: trim_pb2.CapacityReport,
+    tokens_before: int,
+    recovery: Recovery | None,
+) -> None:
     response.resolution.CopyFrom(resolution)
     # Only when there are some: an empty extend costs the repeated field's wrapper and the call.
     if trims:
@@ -601,15 +730,25 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     response.capacity_report.CopyFrom(report)
     if tokens_before:
         response.tokens_before = tokens_before
-    response.context_meter.CopyFrom(meter)
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
+
+
+def _meter(
+    response: svc.PrepareModelCallResponse,
+    report: trim_pb2.CapacityReport,
+    request: svc.PrepareModelCallRequest,
+    resolved: Resolved,
+) -> trim_pb2.ContextMeter:
+    """§10.5: the prepared request's fill level and input cost, set in the response; the meter is
+    also every session's fill level for subscribers that opted in (`meter_update`)."""
+    used = input_tokens(report)
+    meter = context_meter(used, resolved.resolution)
+    response.context_meter.CopyFrom(meter)
     prices = resolved.prices
     if prices is not None:
         response.input_cost.CopyFrom(input_cost(used, request.cached_input_tokens, prices))
-    # spec §10.5: every session's fill level, for subscribers that opted in (`meter_update`).
-    update = (caller, resolution.route, meter)
-    return Reply(working.history_field(response.SerializeToString()), tuple(trims), update)
+    return meter
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:

@@ -37,9 +37,9 @@ Context = grpc.aio.ServicerContext[Any, Any]
 
 INLINE_REQUEST_BYTES = {NATIVE: 1024 * 1024 - 1, PYTHON: 16 * 1024}
 """Requests up to this size are answered on the loop, where their work costs less than the hop to
-a worker thread and back. Native: below the default heavy-call size (a 1k-row 430 KB trim is
-0.84-0.97x, a 2k-row one 0.82x the round trip through the pool; interleaved, issue 19); Python:
-16 KiB, a few hundred microseconds of work."""
+a worker thread and back. Native: below the default heavy-call size, where answering on the loop
+was measured faster than the round trip through the pool (docs/benchmarks.md); Python: small
+requests only, whose work is brief beside the hop."""
 M = TypeVar("M", bound=Message)
 Work = Callable[[bytes], rpcs.Reply]
 
