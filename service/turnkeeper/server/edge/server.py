@@ -79,7 +79,8 @@ def create_server(
     """The server; nothing is registered or bound yet. The edge (authentication, load shedding,
     admission, access log, metrics) wraps each handler as it is registered (`edge/wrapper.py`,
     its stages in `edge/pipeline.py`): a grpc.aio interceptor costs every call. Tracing alone is
-    one, so the span is open before the edge runs and the access log and every line below carry its trace id."""
+    one, so the span is open before the edge runs and the access log and every line below carry
+    its trace id."""
     traced = server_interceptors(tracer_provider)
     server, server_id = channelz_id(
         lambda: grpc.aio.server(interceptors=traced, options=server_options(config))
