@@ -44,9 +44,8 @@ from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event as MpEvent
 
 import grpc
-from harness import EVENTS, Sidecar, cpu_seconds, percentile, rss_bytes
+from harness import EVENTS, Sidecar, cpu_seconds, percentile, rss_bytes, workload
 from turnkeeper.server.contract.methods import method_path
-from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
 
@@ -89,41 +88,6 @@ KINDS = (
 # -- requests ------------------------------------------------------------------------------------
 
 
-def _text(rng: random.Random, size: int) -> str:
-    words = ["alpha", "beta", "gamma", "delta", "tool", "result", "value", "ok", "the", "a"]
-    out: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(words)
-        out.append(word)
-        length += len(word) + 1
-    return " ".join(out)[:size]
-
-
-def tool_heavy_history(rows: int, seed: int) -> h.History:
-    """A system row, then turns: a user row, 0-4 tool exchanges (~800-character results), a reply."""
-    rng = random.Random(seed)
-    messages = [h.ChatMessage(role=h.ROLE_SYSTEM, content=_text(rng, 1500))]
-    calls = 0
-    while len(messages) < rows:
-        messages.append(h.ChatMessage(role=h.ROLE_USER, content=_text(rng, 200)))
-        for _ in range(rng.randint(0, 4)):
-            call_id = f"call_{calls}"
-            calls += 1
-            arguments = json.dumps({"query": _text(rng, 70), "limit": rng.randint(1, 99)})
-            messages.append(
-                h.ChatMessage(
-                    role=h.ROLE_ASSISTANT,
-                    tool_calls=[h.ToolCall(id=call_id, name="search", arguments=arguments)],
-                )
-            )
-            messages.append(
-                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=call_id, content=_text(rng, 800))
-            )
-        messages.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content=_text(rng, 400)))
-    return h.History(chat=h.ChatHistory(messages=messages[:rows]))
-
-
 def _profiles(budget: int) -> profile_pb2.Profiles:
     providers = [
         profile_pb2.ProviderProfile(alias=alias, model=f"{alias}-model", context_window=window)
@@ -143,7 +107,7 @@ def request_bytes(kind: Kind, budgets: dict[str, int], client: int) -> bytes:
     caller = trim_pb2.CallerContext(
         session_id=f"soak-{client}", runtime_id=runtime_id(client), agent_id="agent", turn_id="1"
     )
-    history = tool_heavy_history(kind.rows, seed=client) if kind.rows else None
+    history = workload(kind.rows, seed=client) if kind.rows else None
     budget = budgets.get(kind.name, 0)
     if kind.method == "TrimHistory":
         trim = svc.TrimHistoryRequest(
@@ -370,7 +334,7 @@ def plan(address: str) -> tuple[dict[str, int], dict[str, int]]:
     budgets: dict[str, int] = {}
     for kind in KINDS:
         if kind.rows:
-            estimate = svc.EstimateTokensRequest(history=tool_heavy_history(kind.rows, seed=0))
+            estimate = svc.EstimateTokensRequest(history=workload(kind.rows, seed=0))
             answer = call("EstimateTokens", estimate.SerializeToString())
             total = svc.EstimateTokensResponse.FromString(answer).total_tokens
             budgets[kind.name] = max(1, total // 4)

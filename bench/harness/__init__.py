@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -256,8 +256,11 @@ def keep_of(server: Server, raw: bytes) -> int:
 # ---- workloads and requests ---------------------------------------------------------------------
 
 
-def text(rng: random.Random, size: int) -> str:
-    words = ["alpha", "beta", "gamma", "delta", "tool", "result", "value", "ok", "the", "a"]
+WORDS = ("alpha", "beta", "gamma", "delta", "tool", "result", "value", "ok", "the", "a")
+
+
+def text(rng: random.Random, size: int, words: Sequence[str] = WORDS) -> str:
+    """`size` characters of words drawn from `words` by `rng`."""
     out: list[str] = []
     length = 0
     while length < size:

@@ -15,13 +15,15 @@ from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
 
+from harness import text as harness_text
+
 LOW_WATERS = (1.0, 0.9, 0.8, 0.7, 0.5)
 STYLES = ("resend", "keep")
 # Tool rounds per user turn, drawn uniformly from these.
 SHAPES = {"short": (0, 0, 1, 1, 1, 2, 2, 3), "long": (0, 1, 2, 3, 3, 4, 4, 5, 6, 8)}
 BUDGET = 60_000
 WINDOW = 200_000
-# Issue 16's targets: printed beside the figures, never a failure.
+# The targets the cache simulation is read against: printed beside the figures, never a failure.
 TARGET_LOW_WATER = 0.7
 TARGET_COST = 0.40
 TARGET_CONTEXT = 0.70
@@ -91,13 +93,7 @@ _WORDS = ("alpha", "beta", "gamma", "delta", "tool", "result", "value", "ok", "t
 
 
 def text(rng: random.Random, size: int) -> str:
-    out: list[str] = []
-    length = 0
-    while length < size:
-        word = rng.choice(_WORDS)
-        out.append(word)
-        length += len(word) + 1
-    return " ".join(out)[:size]
+    return harness_text(rng, size, _WORDS)
 
 
 def result_size(rng: random.Random) -> int:

@@ -10,21 +10,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from turnkeeper.server.contract.methods import method_path
+from turnkeeper.server.contract.wire import length_delimited
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+_field = length_delimited
 
 
 class Amplification(NamedTuple):

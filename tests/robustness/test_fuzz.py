@@ -13,6 +13,7 @@ import pytest
 from google.protobuf import descriptor, message_factory
 from google.protobuf.message import Message
 from robustness_support import error_info, rich_status
+from turnkeeper.server.contract.wire import encode_varint
 from turnkeeper.v1 import history_service_pb2 as svc
 
 SERVICE = svc.DESCRIPTOR.services_by_name["HistoryService"]
@@ -26,17 +27,8 @@ def _nested_unknown(depth: int) -> bytes:
     """An unknown field 15 holding a group of itself `depth` times (the probe's 2,000-deep case)."""
     inner = b""
     for _ in range(depth):
-        inner = b"\x7a" + _varint(len(inner)) + inner
+        inner = b"\x7a" + encode_varint(len(inner)) + inner
     return inner
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 SPECIAL = [

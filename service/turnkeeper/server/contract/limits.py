@@ -246,7 +246,7 @@ class _Counter:
                     raise _BrokenFramingError
                 self._scalar(rules, number, wire)
             elif wire == START_GROUP:
-                pos = self._skip_group(pos, end, number, depth + 1)
+                pos = _skip_group(self.buf, pos, end, number, depth + 1)
             else:
                 raise _BrokenFramingError  # END_GROUP outside a group, or wire types 6 and 7
 
@@ -254,35 +254,6 @@ class _Counter:
         rule = rules.get(number)
         if rule is not None and rule.repeated and rule.wire_type == wire:
             self.take(1)
-
-    def _skip_group(self, pos: int, end: int, number: int, depth: int) -> int:
-        """Skips an (unknown) group body and its end tag; its fields are not items."""
-        if depth > MAX_DEPTH:
-            raise _BrokenFramingError
-        buf = self.buf
-        while pos < end:
-            tag, pos = _tag(buf, pos, end)
-            wire = tag & 7
-            if wire == END_GROUP:
-                if tag >> 3 != number:
-                    raise _BrokenFramingError
-                return pos
-            if wire == VARINT:
-                _, pos = _varint(buf, pos, end)
-            elif wire == FIXED64:
-                pos += 8
-            elif wire == FIXED32:
-                pos += 4
-            elif wire == LEN:
-                length, pos = _varint(buf, pos, end, 5)
-                pos += length
-            elif wire == START_GROUP:
-                pos = self._skip_group(pos, end, tag >> 3, depth + 1)
-            else:
-                raise _BrokenFramingError
-            if pos > end:
-                raise _BrokenFramingError
-        raise _BrokenFramingError
 
     def take(self, items: int) -> None:
         self.left -= items
@@ -322,6 +293,11 @@ def crossing_field(raw: bytes, request_type: type[Message], limit: int) -> int |
 def _next_top_field(buf: bytes, pos: int, end: int) -> int:
     """Where the top-level field at `pos` ends."""
     tag, pos = _tag(buf, pos, end)
+    return _skip_value(buf, pos, end, tag, 1)
+
+
+def _skip_value(buf: bytes, pos: int, end: int, tag: int, depth: int) -> int:
+    """Where the value of the field whose tag is `tag`, starting at `pos`, ends."""
     wire = tag & 7
     if wire == VARINT:
         _, pos = _varint(buf, pos, end)
@@ -333,12 +309,26 @@ def _next_top_field(buf: bytes, pos: int, end: int) -> int:
         length, pos = _varint(buf, pos, end, 5)
         pos += length
     elif wire == START_GROUP:
-        return _Counter(buf, (), 0)._skip_group(pos, end, tag >> 3, 1)
+        return _skip_group(buf, pos, end, tag >> 3, depth)
     else:
         raise _BrokenFramingError
     if pos > end:
         raise _BrokenFramingError
     return pos
+
+
+def _skip_group(buf: bytes, pos: int, end: int, number: int, depth: int) -> int:
+    """Skips an (unknown) group body and its end tag; its fields are not items."""
+    if depth > MAX_DEPTH:
+        raise _BrokenFramingError
+    while pos < end:
+        tag, pos = _tag(buf, pos, end)
+        if tag & 7 == END_GROUP:
+            if tag >> 3 != number:
+                raise _BrokenFramingError
+            return pos
+        pos = _skip_value(buf, pos, end, tag, depth + 1)
+    raise _BrokenFramingError
 
 
 def items_allowed(request_bytes: int, max_items: int) -> int:

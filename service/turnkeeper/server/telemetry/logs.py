@@ -408,7 +408,7 @@ class TurnHandler(logging.StreamHandler[TextIO]):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
-        except RecursionError:  # as StreamHandler.emit (CPython issue 36272)
+        except RecursionError:  # as StreamHandler.emit: a stack overflow is not a bad record
             raise
         except Exception:
             self.handleError(record)
