@@ -125,7 +125,8 @@ class HistoryServicer:
                 await context.abort_with_status(internal.to_status())
                 raise AssertionError("abort_with_status returned") from error  # pragma: no cover
             # A cancelled call never gets here (the await raises CancelledError). A call past
-            # its deadline has nobody to answer either: it must not publish (issue 9).
+            # its deadline has nobody to answer either: events of a trim the caller never saw
+            # would tell subscribers of a history the runtime did not send.
             remaining = context.time_remaining()
             if remaining is not None and remaining <= 0:
                 await context.abort(
