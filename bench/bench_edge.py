@@ -39,7 +39,7 @@ from turnkeeper.server.edge.wrapper import Edge
 from turnkeeper.server.engine import create_engine
 from turnkeeper.server.events.metered import MeteredFeed
 from turnkeeper.server.events.ring import RingFeed
-from turnkeeper.server.telemetry import logs
+from turnkeeper.server.telemetry import log_handler, logs
 
 CALLS = int(os.environ.get("BENCH_CALLS", "20000"))
 INSTR_CALLS = int(os.environ.get("BENCH_INSTR_CALLS", "2000"))
@@ -150,7 +150,7 @@ def calls(servicer: HistoryServicer, raw: bytes) -> dict[str, Callable[[], None]
 async def blocks(call: Callable[[], None], count: int, per_block: int) -> list[float]:
     """µs per call of each block of `per_block` calls; the log lines are written after each
     block of 16 (timed), and the write TurnHandler scheduled runs (untimed)."""
-    handler = logs._installed
+    handler = log_handler.installed
     assert handler is not None
     times = []
     for _ in range(count):
@@ -161,14 +161,14 @@ async def blocks(call: Callable[[], None], count: int, per_block: int) -> list[f
                 handler.flush()
         handler.flush()
         times.append((time.perf_counter_ns() - start) / per_block / 1000)
-        await asyncio.sleep(logs._WINDOW)
+        await asyncio.sleep(log_handler._WINDOW)
     return times
 
 
 async def serve(contender: str | None, instr_calls: int, out: TextIO) -> None:
     logs.configure_logging("INFO", cast(logs.LogFormat, LOG_FORMAT))
-    assert logs._installed is not None
-    logs._installed.setStream(out)
+    assert log_handler.installed is not None
+    log_handler.installed.setStream(out)
     feed = MeteredFeed(RingFeed(10_000))
     await feed.start()
     servicer = HistoryServicer(feed, 100_000, create_engine(None), workers=1)
@@ -193,7 +193,7 @@ async def serve(contender: str | None, instr_calls: int, out: TextIO) -> None:
     finally:
         servicer.close()
         await feed.close()
-        logs._installed.setStream(sys.stderr)
+        log_handler.installed.setStream(sys.stderr)
 
 
 def instructions(contender: str, instr_calls: int) -> int:

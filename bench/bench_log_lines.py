@@ -14,6 +14,7 @@ statements `Logger.log` calls (what `log_line` saves). `BENCH_ROUNDS`, `BENCH_CA
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import statistics
@@ -40,14 +41,22 @@ METHOD = harness.TRIM
 
 def measure(log_format: str, per_turn: int) -> float:
     """µs of one call's two lines, `per_turn` calls an event-loop turn (in this process)."""
-    from turnkeeper.server.telemetry import logs
-    from turnkeeper.server.telemetry.logs import configure_logging, set_call_ids
+    from turnkeeper.server.telemetry.logs import configure_logging
+
+    def telemetry(module: str) -> Any:
+        """A telemetry module of the checkout measured, or its logs.py, which held the call ids
+        and the handler before they were modules of their own."""
+        try:
+            return importlib.import_module(f"turnkeeper.server.telemetry.{module}")
+        except ModuleNotFoundError:
+            return importlib.import_module("turnkeeper.server.telemetry.logs")
 
     def logger_log(logger: logging.Logger, level: int, msg: str, *args: object, **kw: Any) -> None:
         logger.log(level, msg, *args, **kw)
 
     # As the two statements are written in the checkout measured (before log_line: Logger.log).
-    log_line = getattr(logs, "log_line", logger_log)
+    log_line = getattr(telemetry("log_handler"), "log_line", logger_log)
+    set_call_ids = telemetry("call_ids").set_call_ids
     if os.environ.get("BENCH_VIA") == "logger":
         log_line = logger_log
 

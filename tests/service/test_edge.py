@@ -19,7 +19,7 @@ from turnkeeper.server.config import ServerConfig
 from turnkeeper.server.contract.methods import OWN_ACCEPT_METHODS, method_path
 from turnkeeper.server.edge.admission import Admission, AdmissionLimits
 from turnkeeper.server.edge.wrapper import Edge
-from turnkeeper.server.telemetry.logs import CallContextFilter
+from turnkeeper.server.telemetry.call_ids import CallContextFilter
 from turnkeeper.server.telemetry.metrics import REGISTRY
 
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"

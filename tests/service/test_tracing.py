@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from turnkeeper.server.app import Sidecar
 from turnkeeper.server.config import ServerConfig, parse_config
 from turnkeeper.server.telemetry import tracing
-from turnkeeper.server.telemetry.logs import CallContextFilter
+from turnkeeper.server.telemetry.call_ids import CallContextFilter
 from turnkeeper.v1 import history_pb2, history_service_pb2_grpc, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

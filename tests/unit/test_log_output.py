@@ -24,7 +24,13 @@ from typing import Any
 
 import pytest
 from pythonjsonlogger.json import JsonFormatter
-from turnkeeper.server.telemetry import logs
+from turnkeeper.server.telemetry import call_ids, log_handler, logs
+from turnkeeper.server.telemetry.log_format import (
+    _TEXT_FORMAT,
+    JsonLineFormatter,
+    TextLineFormatter,
+    _Rfc3339Time,
+)
 
 NOW = 1764590298.9745
 ACCESS = (
@@ -113,7 +119,7 @@ def configure(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Write
     for module, name in ((sys, "excepthook"), (threading, "excepthook"), (sys, "unraisablehook")):
         monkeypatch.setattr(module, name, getattr(module, name))
     monkeypatch.setattr(logs, "_hooked", False)
-    monkeypatch.setattr(logs, "_installed", None)
+    monkeypatch.setattr(log_handler, "installed", None)
 
     def configure(log_format: str) -> Writes:
         stream = Writes()
@@ -136,7 +142,7 @@ def frozen(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def write_pinned(log: Log) -> None:
-    token = logs.set_call_ids(IDS)
+    token = call_ids.set_call_ids(IDS)
     try:
         extra: dict[str, object] = {
             "method": "/turnkeeper.v1.HistoryService/TrimHistory",
@@ -177,7 +183,7 @@ def write_pinned(log: Log) -> None:
         args = (extra["method"], extra["status"], 0.3, 0, 0, 1, 0)
         log(access, logging.DEBUG, ACCESS, *args, extra=extra)
     finally:
-        logs.reset_call_ids(token)
+        call_ids.reset_call_ids(token)
     log(
         logging.getLogger("turnkeeper.server"),
         logging.WARNING,
@@ -187,7 +193,7 @@ def write_pinned(log: Log) -> None:
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
-@pytest.mark.parametrize("log", [logs.log_line, logger_log], ids=["log_line", "Logger.log"])
+@pytest.mark.parametrize("log", [log_handler.log_line, logger_log], ids=["log_line", "Logger.log"])
 @pytest.mark.usefixtures("frozen")
 def test_the_lines_are_the_pinned_bytes(
     configure: Callable[[str], Writes], log_format: str, log: Log
@@ -214,7 +220,7 @@ def test_log_line_makes_no_record_alone_and_a_record_for_anyone_else(
             return record
 
         monkeypatch.setattr(logger, "makeRecord", counting)
-    write_pinned(logs.log_line)
+    write_pinned(log_handler.log_line)
     # Only the line whose extras name a call field (request_id) is a record: the short path
     # never reads extras for the ids.
     assert [getattr(record, "request_id", None) for record in made] == ["own"]
@@ -225,7 +231,7 @@ def test_log_line_makes_no_record_alone_and_a_record_for_anyone_else(
     logging.getLogger().addHandler(other)
     stream.seek(0)
     stream.truncate()
-    write_pinned(logs.log_line)
+    write_pinned(log_handler.log_line)
     assert len(made) == len(other.records) == 4
     assert stream.getvalue() == PINNED[log_format]
     assert other.records[0].request_id == "lb-7f3a.91"  # type: ignore[attr-defined]
@@ -249,24 +255,26 @@ def test_log_line_honours_what_logging_would(
     # An extra that makeRecord refuses raises as it does.
     for name in ("message", "levelname", "created"):
         with pytest.raises(KeyError, match="overwrite"):
-            logs.log_line(access, logging.INFO, "m", extra={name: 1})
+            log_handler.log_line(access, logging.INFO, "m", extra={name: 1})
     # A filter on the logger, a level above the record's, logging.disable: no line.
     monkeypatch.setattr(access, "filters", [lambda record: False])
-    logs.log_line(access, logging.INFO, "filtered")
+    log_handler.log_line(access, logging.INFO, "filtered")
     monkeypatch.setattr(access, "filters", [])
     monkeypatch.setattr(access, "level", logging.WARNING)
     access.manager._clear_cache()  # type: ignore[attr-defined]
-    logs.log_line(access, logging.INFO, "below the level")
+    log_handler.log_line(access, logging.INFO, "below the level")
     monkeypatch.setattr(access, "level", logging.NOTSET)
     access.manager._clear_cache()  # type: ignore[attr-defined]
     logging.disable(logging.INFO)
     try:
-        logs.log_line(access, logging.INFO, "disabled")
+        log_handler.log_line(access, logging.INFO, "disabled")
     finally:
         logging.disable(logging.NOTSET)
     assert stream.getvalue() == ""
     # `_...` extras stay out of JSON; a single mapping argument is logging's `%(name)s` case.
-    logs.log_line(access, logging.INFO, "a %(b)s", {"b": "mapped"}, extra={"_private": 1, "x": 2})
+    log_handler.log_line(
+        access, logging.INFO, "a %(b)s", {"b": "mapped"}, extra={"_private": 1, "x": 2}
+    )
     assert json.loads(stream.getvalue())["message"] == "a mapped"
     assert "_private" not in json.loads(stream.getvalue())
 
@@ -283,7 +291,7 @@ class Opaque:
 def _stock_json() -> logging.Formatter:
     """python-json-logger as the sidecar configured it before issue 19."""
 
-    class Stock(logs._Rfc3339Time, JsonFormatter):
+    class Stock(_Rfc3339Time, JsonFormatter):
         pass
 
     return Stock(
@@ -318,48 +326,48 @@ def _records() -> Iterator[logging.LogRecord]:
 
 @pytest.mark.parametrize("ids", [{}, IDS], ids=["no call", "in a call"])
 def test_json_is_python_json_loggers_for_any_record(ids: dict[str, str]) -> None:
-    ours, stock = logs._JsonFormatter(), _stock_json()
+    ours, stock = JsonLineFormatter(), _stock_json()
     assert ours.short
-    call_context = logs.CallContextFilter()
-    token = logs.set_call_ids(ids)
+    call_context = call_ids.CallContextFilter()
+    token = call_ids.set_call_ids(ids)
     try:
         for record in _records():
             call_context.filter(record)
             copy = logging.makeLogRecord(dict(record.__dict__))
             assert ours.format(record) == stock.format(copy)
     finally:
-        logs.reset_call_ids(token)
+        call_ids.reset_call_ids(token)
 
 
 def test_text_with_an_exception_is_logging_formatters_indented_then_the_ids() -> None:
-    class Reference(logs._Rfc3339Time, logging.Formatter):
+    class Reference(_Rfc3339Time, logging.Formatter):
         pass
 
-    ours, reference = logs._TextFormatter(), Reference(logs._TEXT_FORMAT)
-    token = logs.set_call_ids(IDS)
+    ours, reference = TextLineFormatter(), Reference(_TEXT_FORMAT)
+    token = call_ids.set_call_ids(IDS)
     try:
         for record in _records():
-            logs.CallContextFilter().filter(record)
+            call_ids.CallContextFilter().filter(record)
             copy = logging.makeLogRecord(dict(record.__dict__))
             ids = " ".join(f"{k}={v}" for k, v in IDS.items())
             first, *rest = reference.format(copy).split("\n")
             expected = "\n".join([first, *(f"  {line}" for line in rest)])
             assert ours.format(record) == f"{expected} {ids}"
     finally:
-        logs.reset_call_ids(token)
+        call_ids.reset_call_ids(token)
 
 
 FORGED = "\n2026-12-01T00:00:00.000Z INFO turnkeeper.access: forged"
 
 
-@pytest.mark.parametrize("log", [logs.log_line, logger_log], ids=["log_line", "Logger.log"])
+@pytest.mark.parametrize("log", [log_handler.log_line, logger_log], ids=["log_line", "Logger.log"])
 @pytest.mark.usefixtures("frozen")
 def test_nothing_a_caller_sends_starts_a_text_line(
     configure: Callable[[str], Writes], log: Log
 ) -> None:
     stream = configure("text")
     ids = {"request_id": "r", "session_id": f"s{FORGED}", "runtime_id": "rt\r\x1b[2K"}
-    token = logs.set_call_ids(ids)
+    token = call_ids.set_call_ids(ids)
     try:
         log(logging.getLogger("turnkeeper.trim"), logging.INFO, "model=%s", f"m{FORGED}\u2028x")
         try:
@@ -367,7 +375,7 @@ def test_nothing_a_caller_sends_starts_a_text_line(
         except ValueError:
             logging.getLogger("turnkeeper.server").exception("failed for %s", f"q{FORGED}")
     finally:
-        logs.reset_call_ids(token)
+        call_ids.reset_call_ids(token)
     text = stream.getvalue()
     lines = text.splitlines()
     # Only the two records' own first lines start at the margin; a traceback's lines are indented.
@@ -392,7 +400,7 @@ async def test_a_loop_turns_lines_are_written_at_its_end_in_one_write(
     stream = configure("text")
     log = logging.getLogger("turnkeeper.access")
     for index in range(3):
-        logs.log_line(log, logging.INFO, "line %d", index)
+        log_handler.log_line(log, logging.INFO, "line %d", index)
     log.info("line 3")  # an ordinary record: written at the end of this turn, with the others
     assert stream.writes == []
     await asyncio.sleep(0)
@@ -407,12 +415,12 @@ async def test_access_and_trim_lines_wait_a_few_milliseconds_for_others(
 ) -> None:
     stream = configure("json")
     log = logging.getLogger("turnkeeper.access")
-    logs.log_line(log, logging.INFO, "call 1")
+    log_handler.log_line(log, logging.INFO, "call 1")
     await asyncio.sleep(0)
-    logs.log_line(log, logging.INFO, "call 2")  # a later turn: joins the same write
+    log_handler.log_line(log, logging.INFO, "call 2")  # a later turn: joins the same write
     await asyncio.sleep(0)
     assert stream.writes == []
-    await asyncio.sleep(logs._WINDOW * 3)
+    await asyncio.sleep(log_handler._WINDOW * 3)
     assert len(stream.writes) == 1
     assert [json.loads(line)["message"] for line in stream.writes[0].splitlines()] == [
         "call 1",
@@ -429,10 +437,10 @@ async def test_the_lines_of_interleaved_calls_in_one_batch_carry_their_own_ids(
     first = {"request_id": "r-1", "session_id": "s-1"}
     second = {"request_id": "r-2", "agent_id": "a-2"}
     for ids in (first, second, first, {}, second):
-        token = logs.set_call_ids(ids)
-        logs.log_line(log, logging.INFO, "call %s", ids.get("request_id", "none"))
-        logs.reset_call_ids(token)
-    logs.flush_logs()
+        token = call_ids.set_call_ids(ids)
+        log_handler.log_line(log, logging.INFO, "call %s", ids.get("request_id", "none"))
+        call_ids.reset_call_ids(token)
+    log_handler.flush_logs()
     assert len(stream.writes) == 1  # one batch
     lines = stream.writes[0].splitlines()
     if log_format == "json":
@@ -486,18 +494,18 @@ async def test_a_threads_lines_keep_their_place_among_the_loops(
 def test_without_a_loop_every_line_is_written_at_once(configure: Callable[[str], Writes]) -> None:
     stream = configure("text")
     logging.getLogger("x").info("one")
-    logs.log_line(logging.getLogger("x"), logging.INFO, "two")
+    log_handler.log_line(logging.getLogger("x"), logging.INFO, "two")
     assert len(stream.writes) == 2
 
 
 async def test_pending_lines_are_bounded(configure: Callable[[str], Writes]) -> None:
     stream = configure("text")
     log = logging.getLogger("x")
-    for index in range(logs._MAX_PENDING + 10):
-        logs.log_line(log, logging.INFO, "%d", index)
-    assert len(stream.writes) == 1 and stream.getvalue().count("\n") == logs._MAX_PENDING
-    await asyncio.sleep(logs._WINDOW * 2)
-    assert stream.getvalue().count("\n") == logs._MAX_PENDING + 10
+    for index in range(log_handler._MAX_PENDING + 10):
+        log_handler.log_line(log, logging.INFO, "%d", index)
+    assert len(stream.writes) == 1 and stream.getvalue().count("\n") == log_handler._MAX_PENDING
+    await asyncio.sleep(log_handler._WINDOW * 2)
+    assert stream.getvalue().count("\n") == log_handler._MAX_PENDING + 10
 
 
 def test_lines_left_by_a_closed_loop_are_written_by_flush(
@@ -513,7 +521,7 @@ def test_lines_left_by_a_closed_loop_are_written_by_flush(
         loop.run_until_complete(log_and_return())
     finally:
         loop.close()  # the end-of-turn write may not have run
-    logs.flush_logs()  # as logging.shutdown does at exit
+    log_handler.flush_logs()  # as logging.shutdown does at exit
     assert stream.getvalue().count("left behind") == 1
 
 
@@ -521,7 +529,8 @@ def test_lines_left_by_a_closed_loop_are_written_by_flush(
 
 CHILD = """
 import asyncio, logging, sys, threading
-from turnkeeper.server.telemetry.logs import configure_logging, log_line
+from turnkeeper.server.telemetry.log_handler import log_line
+from turnkeeper.server.telemetry.logs import configure_logging
 
 configure_logging("INFO", sys.argv[1])
 log = logging.getLogger("child")
@@ -605,10 +614,10 @@ async def test_a_line_that_cannot_be_formatted_is_reported_and_the_others_writte
 ) -> None:
     stream = configure("text")
     log = logging.getLogger("turnkeeper.trim")
-    logs.log_line(log, logging.INFO, "before")
-    logs.log_line(log, logging.INFO, "bad %d", "not a number")  # formatted with its batch
-    logs.log_line(log, logging.INFO, "after")
-    logs.flush_logs()
+    log_handler.log_line(log, logging.INFO, "before")
+    log_handler.log_line(log, logging.INFO, "bad %d", "not a number")  # formatted with its batch
+    log_handler.log_line(log, logging.INFO, "after")
+    log_handler.flush_logs()
     text = stream.getvalue()
     assert "--- Logging error ---" in text and "bad %d" in text
     lines = [line for line in text.splitlines() if " INFO turnkeeper.trim: " in line]
@@ -626,10 +635,10 @@ async def test_a_span_in_progress_names_its_trace_on_the_line(
     monkeypatch.setattr(tracing, "_started", True)
     tracer = TracerProvider().get_tracer("test")
     with tracer.start_as_current_span("call") as span:
-        logs.log_line(logging.getLogger("turnkeeper.access"), logging.INFO, "in a span")
+        log_handler.log_line(logging.getLogger("turnkeeper.access"), logging.INFO, "in a span")
         context = span.get_span_context()
-    logs.log_line(logging.getLogger("turnkeeper.access"), logging.INFO, "after it")
-    logs.flush_logs()
+    log_handler.log_line(logging.getLogger("turnkeeper.access"), logging.INFO, "after it")
+    log_handler.flush_logs()
     first, second = stream.getvalue().splitlines()
     trace_id, span_id = format(context.trace_id, "032x"), format(context.span_id, "016x")
     if log_format == "json":
@@ -662,29 +671,29 @@ def test_log_line_without_a_record_is_the_formatters_line_of_a_real_record(
     stream = configure(log_format)
     logger = logging.getLogger("turnkeeper.access")
 
-    class Text(logs._Rfc3339Time, logging.Formatter):
+    class Text(_Rfc3339Time, logging.Formatter):
         pass
 
-    reference = _stock_json() if log_format == "json" else Text(logs._TEXT_FORMAT)
-    token = logs.set_call_ids(ids)
+    reference = _stock_json() if log_format == "json" else Text(_TEXT_FORMAT)
+    token = call_ids.set_call_ids(ids)
     try:
         for msg, args, extra, level in _FAST_CALLS:
-            assert logs._direct_handler(logger, level) is not None, (
+            assert log_handler._direct_handler(logger, level) is not None, (
                 "log_line no longer takes its short path under configure_logging's own setup: "
                 "see what _direct_handler checks of logging's loggers and handlers"
             )
             stream.seek(0)
             stream.truncate()
-            logs.log_line(logger, level, msg, *args, extra=extra)
-            logs.flush_logs()
+            log_handler.log_line(logger, level, msg, *args, extra=extra)
+            log_handler.flush_logs()
             record = logger.makeRecord(
                 logger.name, level, __file__, 1, msg, args, None, extra=extra
             )
             record.created = NOW
-            logs.CallContextFilter().filter(record)
+            call_ids.CallContextFilter().filter(record)
             expected = reference.format(record)
             if log_format == "text":
-                suffix = " ".join(f"{k}={v}" for k in logs.CALL_FIELDS if (v := ids.get(k)))
+                suffix = " ".join(f"{k}={v}" for k in call_ids.CALL_FIELDS if (v := ids.get(k)))
                 expected = f"{expected} {suffix}" if suffix else expected
             assert stream.getvalue() == expected + "\n", (
                 f"log_line's line for {msg!r} differs from the {log_format} formatter's line "
@@ -693,7 +702,7 @@ def test_log_line_without_a_record_is_the_formatters_line_of_a_real_record(
                 "fields) has changed shape"
             )
     finally:
-        logs.reset_call_ids(token)
+        call_ids.reset_call_ids(token)
 
 
 _C_MAKE_ENCODER = json.encoder.c_make_encoder  # type: ignore[attr-defined]
@@ -711,11 +720,11 @@ def _changed_c_encoder(markers: object, *args: object) -> object:
 def test_json_without_the_c_encoder_falls_back_to_the_same_bytes(
     monkeypatch: pytest.MonkeyPatch, make: object
 ) -> None:
-    with_c = logs._JsonFormatter()
+    with_c = JsonLineFormatter()
     assert with_c._encode_c is not None
     # (None is how json.encoder says a Python has no C encoder.)
     monkeypatch.setattr(json.encoder, "c_make_encoder", make)
-    without = logs._JsonFormatter()
+    without = JsonLineFormatter()
     assert without._encode_c is None
     assert without.short
     for record in _records():

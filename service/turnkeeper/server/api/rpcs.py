@@ -36,7 +36,7 @@ from turnkeeper.server.contract import validation
 from turnkeeper.server.contract.errors import RequestError, Violations, raise_if_any
 from turnkeeper.server.engine.protocol import HistorySource, HistoryView
 from turnkeeper.server.telemetry import metrics, tracing
-from turnkeeper.server.telemetry.logs import log_line
+from turnkeeper.server.telemetry.log_handler import log_line
 from turnkeeper.v1 import errors_pb2, events_pb2, profile_pb2, resolution_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 

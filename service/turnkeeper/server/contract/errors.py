@@ -12,7 +12,7 @@ from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, current_request_id
+from turnkeeper.server.telemetry.call_ids import REQUEST_ID_KEY, current_request_id
 from turnkeeper.v1 import errors_pb2
 
 DOMAIN = "turnkeeper.v1"

@@ -28,7 +28,8 @@ from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.contract.caller import CALLER_FIELDS, caller_of, shown_id
 from turnkeeper.server.contract.methods import PROBE_PREFIXES
 from turnkeeper.server.telemetry import metrics, tracing
-from turnkeeper.server.telemetry.logs import REQUEST_ID_KEY, log_line, set_call_ids
+from turnkeeper.server.telemetry.call_ids import REQUEST_ID_KEY, set_call_ids
+from turnkeeper.server.telemetry.log_handler import log_line
 
 log = logging.getLogger("turnkeeper.access")
 

@@ -41,7 +41,7 @@ from turnkeeper.server.edge.admission import Admission, ServiceCost
 from turnkeeper.server.edge.drain import CallsInService
 from turnkeeper.server.edge.handlers import rpc_type
 from turnkeeper.server.edge.load_shed import LoadShedder
-from turnkeeper.server.telemetry.logs import reset_call_ids
+from turnkeeper.server.telemetry.call_ids import reset_call_ids
 from turnkeeper.v1 import errors_pb2
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"

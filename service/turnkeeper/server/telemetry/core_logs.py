@@ -27,7 +27,7 @@ import signal
 import sys
 import time
 
-from turnkeeper.server.telemetry.logs import flush_logs
+from turnkeeper.server.telemetry.log_handler import flush_logs
 
 log = logging.getLogger("grpc.core")
 _other = logging.getLogger("stderr")
