@@ -5,10 +5,11 @@ read by `cat` (as a container runtime reads it; the process's CPU time, not wall
 which a shared machine inflates), logging configured as the server does
 (`configure_logging`), in an asyncio loop: `PER_TURN` calls' lines (1: one call in flight; 16:
 sixteen) then `await asyncio.sleep(0)`, the same loop without the lines subtracted. The two
-statements are those of `edge/access_log.py` (`finish`, with its extras) and `api/rpcs.py`
-(`_record_trim`), under a call's ids. `BENCH_BASELINE=<other checkout>/service` measures that
-checkout too, interleaved round by round (before/after). `BENCH_VIA=logger` makes the two
-statements `Logger.log` calls (what `log_line` saves). `BENCH_ROUNDS`, `BENCH_CALLS`.
+statements are those of `edge/access_log.py` (`finish`, with its extras) and
+`api/trim_telemetry.py` (`record_trim`), under a call's ids. `BENCH_BASELINE=<other
+checkout>/service` measures that checkout too, interleaved round by round (before/after).
+`BENCH_VIA=logger` makes the two statements `Logger.log` calls (what `log_line` saves).
+`BENCH_ROUNDS`, `BENCH_CALLS`.
 """
 
 from __future__ import annotations

@@ -8,12 +8,13 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2, status_pb2
 from turnkeeper.server.api import rpcs
+from turnkeeper.server.api.responses import Reply
 from turnkeeper.server.app import Sidecar
 from turnkeeper.server.config import ServerConfig
 from turnkeeper.v1 import history_service_pb2 as svc
 
 
-def _no_memory(*args: object, **kwargs: object) -> rpcs.Reply:
+def _no_memory(*args: object, **kwargs: object) -> Reply:
     raise MemoryError
 
 

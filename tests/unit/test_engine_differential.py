@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from turnkeeper.server.api import rpcs
+from turnkeeper.server.api.responses import Reply
 from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.contract.limits import DEFAULT_MAX_REQUEST_ITEMS
 from turnkeeper.server.contract.wire import encode_varint
@@ -40,7 +41,7 @@ if not native_available():
 from turnkeeper.server.engine.native import NativeEngine
 
 MAX_ROWS = 40
-RPCS: dict[type[Any], Callable[..., rpcs.Reply]] = {
+RPCS: dict[type[Any], Callable[..., Reply]] = {
     svc.EstimateTokensRequest: rpcs.estimate_tokens,
     svc.TrimHistoryRequest: rpcs.trim_history,
     svc.PrepareModelCallRequest: rpcs.prepare_model_call,

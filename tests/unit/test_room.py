@@ -8,6 +8,7 @@ from turnkeeper.core.calibration import ReportedUsage, plan_reported_usage
 from turnkeeper.core.preflight import Extras, room
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
 from turnkeeper.server.api import rpcs
+from turnkeeper.server.api.responses import Counts
 from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.engine.python import PythonHistoryView, python_history_source
 from turnkeeper.v1 import history_pb2 as h
@@ -114,8 +115,8 @@ def test_reported_usage_without_an_estimate_counts_in_estimate_units() -> None:
     view = PythonHistoryView(WorkingHistory.of(history(15)))
     trim = plan_reported_usage(view, 4000, ReportedUsage(10, 0, 0), CRUMB, room=2804)
     assert trim.plan.dropped_turns == 3 and not trim.reported and trim.calibration is None
-    assert rpcs.Counts.reported(trim, 4000).source == trim_pb2.COUNT_SOURCE_ESTIMATE
-    assert rpcs.Counts.reported(trim, 4000).target_tokens == 2804
+    assert Counts.reported(trim, 4000).source == trim_pb2.COUNT_SOURCE_ESTIMATE
+    assert Counts.reported(trim, 4000).target_tokens == 2804
 
 
 def test_the_low_water_step_stays_the_budgets() -> None:

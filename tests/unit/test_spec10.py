@@ -19,6 +19,7 @@ from turnkeeper.core.saturation import UINT64_MAX
 from turnkeeper.core.trimming import plan_token_budget
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
 from turnkeeper.server.api import rpcs
+from turnkeeper.server.api.responses import Reply
 from turnkeeper.server.contract import wire
 from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.engine.python import PythonEngine
@@ -34,7 +35,7 @@ U64 = st.integers(0, UINT64_MAX)
 
 
 # Each RPC: its request type, the function both engines share, and its response type.
-RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = {
+RPCS: dict[str, tuple[type[Any], Callable[..., Reply], type[Any]]] = {
     "PrepareModelCall": (
         svc.PrepareModelCallRequest,
         rpcs.prepare_model_call,
@@ -44,7 +45,7 @@ RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = {
     "CheckCapacity": (svc.CheckCapacityRequest, rpcs.check_capacity_rpc, svc.CheckCapacityResponse),
 }
 # RPCs without a history: no engine reads them.
-PLAIN_RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = {
+PLAIN_RPCS: dict[str, tuple[type[Any], Callable[..., Reply], type[Any]]] = {
     "ResolveBudget": (svc.ResolveBudgetRequest, rpcs.resolve_budget, svc.ResolveBudgetResponse),
     "CapToolResults": (
         svc.CapToolResultsRequest,
@@ -54,7 +55,7 @@ PLAIN_RPCS: dict[str, tuple[type[Any], Callable[..., rpcs.Reply], type[Any]]] = 
 }
 
 
-def call_reply(name: str, request: Any, max_rows: int = 100_000) -> tuple[Any, rpcs.Reply]:
+def call_reply(name: str, request: Any, max_rows: int = 100_000) -> tuple[Any, Reply]:
     """The RPC in-process on the Python engine: the response and what it would publish."""
     raw = request.SerializeToString()
     if name in PLAIN_RPCS:

@@ -14,7 +14,8 @@ import grpc
 import pytest
 from google.protobuf.message import Message
 from turnkeeper.core import budget
-from turnkeeper.server.api import rpcs
+from turnkeeper.server.api import rpcs, trim_limits
+from turnkeeper.server.api.responses import Reply
 from turnkeeper.server.contract import history_rules, validation
 from turnkeeper.server.contract.errors import RequestError, Violations
 from turnkeeper.server.engine.protocol import HistorySource
@@ -66,7 +67,7 @@ def reason_of(check: Callable[[], None]) -> str:
     return errors_pb2.ErrorReason.Name(error_of(check).reason)
 
 
-def served(rpc: Callable[[M, HistorySource], rpcs.Reply], request: M, max_rows: int = ROWS) -> None:
+def served(rpc: Callable[[M, HistorySource], Reply], request: M, max_rows: int = ROWS) -> None:
     """Runs `rpc` on `request` as the servicer does (with the reference engine)."""
     rpc(*PythonEngine().read(request.SerializeToString(), type(request), max_rows))
 
@@ -358,10 +359,10 @@ def test_profiles_resolved_once_per_encoding_are_checked_every_time() -> None:
             found = fields_of(check)
             assert found[-2:] == ["profiles.providers[0].alias", "profiles.providers[1].alias"]
             assert found[:-2] in ([], ["history"])
-    rpcs._resolved_encoding.cache_clear()
+    trim_limits._resolved_encoding.cache_clear()
     answers = [rpcs.resolve_budget(svc.ResolveBudgetRequest(profiles=good)).body for _ in range(3)]
     served(rpcs.check_capacity_rpc, svc.CheckCapacityRequest(history=history, profiles=good))
-    assert rpcs._resolved_encoding.cache_info().misses == 1
+    assert trim_limits._resolved_encoding.cache_info().misses == 1
     assert answers[0] == answers[2]
     resolution = svc.ResolveBudgetResponse.FromString(answers[0]).resolution
     assert resolution.capacity.model_context_window == 1_000
@@ -383,15 +384,15 @@ def test_explicit_limits_read_once_per_encoding() -> None:
     def crumb(answer: bytes) -> str:
         return svc.TrimHistoryResponse.FromString(answer).history.chat.messages[1].content
 
-    rpcs._explicit_limits_encoding.cache_clear()
+    trim_limits._explicit_limits_encoding.cache_clear()
     small = svc.ExplicitLimits(max_history_messages=2, breadcrumb_text="earlier turns gone")
     answers = [trimmed(small) for _ in range(3)]
-    assert rpcs._explicit_limits_encoding.cache_info().misses == 1
+    assert trim_limits._explicit_limits_encoding.cache_info().misses == 1
     assert answers[0] == answers[2]
     assert crumb(answers[0]) == "earlier turns gone"
-    text = "x" * (rpcs._CACHED_PROFILE_BYTES + 1)
+    text = "x" * (trim_limits._CACHED_PROFILE_BYTES + 1)
     assert crumb(trimmed(svc.ExplicitLimits(max_history_messages=2, breadcrumb_text=text))) == text
-    assert rpcs._explicit_limits_encoding.cache_info().misses == 1
+    assert trim_limits._explicit_limits_encoding.cache_info().misses == 1
 
 
 # --- Limits (ERROR_REASON_INVALID_LIMITS) ----------------------------------------------------

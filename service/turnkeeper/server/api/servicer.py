@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
 from turnkeeper.server.api import rpcs
+from turnkeeper.server.api.responses import Reply, meter_update
 from turnkeeper.server.contract import limits, validation, wire
 from turnkeeper.server.contract.errors import RequestError, overloaded
 from turnkeeper.server.contract.methods import method_path
@@ -41,7 +42,7 @@ a worker thread and back. Native: below the default heavy-call size, where answe
 was measured faster than the round trip through the pool (docs/benchmarks.md); Python: small
 requests only, whose work is brief beside the hop."""
 M = TypeVar("M", bound=Message)
-Work = Callable[[bytes], rpcs.Reply]
+Work = Callable[[bytes], Reply]
 
 
 class HistoryServicer:
@@ -75,20 +76,20 @@ class HistoryServicer:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     def _with_history(
-        self, request_type: type[M], rpc: Callable[[M, HistorySource], rpcs.Reply]
+        self, request_type: type[M], rpc: Callable[[M, HistorySource], Reply]
     ) -> Work:
         engine, max_rows, max_items = self._engine, self._max_rows, self._max_items
 
-        def work(raw: bytes) -> rpcs.Reply:
+        def work(raw: bytes) -> Reply:
             # The engine applies the item limit: the native one counts inside its scan.
             return rpc(*engine.read(raw, request_type, max_rows, max_items))
 
         return work
 
-    def _plain(self, request_type: type[M], rpc: Callable[[M], rpcs.Reply]) -> Work:
+    def _plain(self, request_type: type[M], rpc: Callable[[M], Reply]) -> Work:
         max_items = self._max_items
 
-        def work(raw: bytes) -> rpcs.Reply:
+        def work(raw: bytes) -> Reply:
             limits.check_items(raw, request_type, max_items)
             return rpc(wire.decode(raw, request_type))
 
@@ -136,7 +137,7 @@ class HistoryServicer:
             for event in reply.events:
                 self._feed.publish(event)
             if reply.meter is not None and self._feed.wants_meter_updates():
-                self._feed.publish_meter(rpcs.meter_update(*reply.meter))
+                self._feed.publish_meter(meter_update(*reply.meter))
             return reply.body
 
         return handle

@@ -63,7 +63,7 @@ def _plan(plan: _native.Plan) -> TrimPlan:
     )
 
 
-@dataclass(slots=True)  # not frozen, like rpcs.Reply: built per call
+@dataclass(slots=True)  # not frozen, like responses.Reply: built per call
 class NativeHistoryView:
     """A `HistoryView` over the extension's row view of the request bytes."""
 
