@@ -7,7 +7,7 @@ import asyncio
 import inspect
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -504,37 +504,43 @@ def _one_at_a_time(*messages: bytes) -> Iterator[bytes]:
     yield from messages
 
 
-async def test_a_unary_call_passes_the_unary_stages_in_order(
-    server: tuple[str, Metadata], passed: list[str]
+async def _unary_call(channel: grpc.aio.Channel, metadata: Metadata) -> None:
+    unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(UNARY)
+    assert await unary(b"ping", metadata=metadata, timeout=5) == b"ping"
+
+
+async def _server_streaming_call(channel: grpc.aio.Channel, metadata: Metadata) -> None:
+    stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
+        f"/{SERVICE}/ServerStreaming"
+    )
+    call = stream(b"ping", metadata=metadata, timeout=5)
+    assert [item async for item in call] == [b"ping", b"ping"]
+
+
+async def _client_streaming_call(channel: grpc.aio.Channel, metadata: Metadata) -> None:
+    joined: grpc.aio.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(
+        f"/{SERVICE}/ClientStreaming"
+    )
+    answer = await joined(_one_at_a_time(b"pi", b"ng"), metadata=metadata, timeout=5)
+    assert answer == b"ping"
+
+
+@pytest.mark.parametrize(
+    ("make_call", "stages"),
+    [
+        (_unary_call, UNARY_STAGES),
+        (_server_streaming_call, SERVER_STREAMING_STAGES),
+        (_client_streaming_call, CLIENT_STREAMING_STAGES),
+    ],
+    ids=["unary", "server streaming", "client streaming"],
+)
+async def test_a_call_passes_the_stages_of_its_kind_in_their_order(
+    server: tuple[str, Metadata],
+    passed: list[str],
+    make_call: Callable[[grpc.aio.Channel, Metadata], Awaitable[None]],
+    stages: tuple[Any, ...],
 ) -> None:
     address, metadata = server
     async with grpc.aio.insecure_channel(address) as channel:
-        unary: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(UNARY)
-        assert await unary(b"ping", metadata=metadata, timeout=5) == b"ping"
-    assert passed == _names(UNARY_STAGES)
-
-
-async def test_a_server_streaming_call_passes_the_server_streaming_stages_in_order(
-    server: tuple[str, Metadata], passed: list[str]
-) -> None:
-    address, metadata = server
-    async with grpc.aio.insecure_channel(address) as channel:
-        stream: grpc.aio.UnaryStreamMultiCallable[bytes, bytes] = channel.unary_stream(
-            f"/{SERVICE}/ServerStreaming"
-        )
-        call = stream(b"ping", metadata=metadata, timeout=5)
-        assert [item async for item in call] == [b"ping", b"ping"]
-    assert passed == _names(SERVER_STREAMING_STAGES)
-
-
-async def test_a_client_streaming_call_passes_the_client_streaming_stages_in_order(
-    server: tuple[str, Metadata], passed: list[str]
-) -> None:
-    address, metadata = server
-    async with grpc.aio.insecure_channel(address) as channel:
-        joined: grpc.aio.StreamUnaryMultiCallable[bytes, bytes] = channel.stream_unary(
-            f"/{SERVICE}/ClientStreaming"
-        )
-        answer = await joined(_one_at_a_time(b"pi", b"ng"), metadata=metadata, timeout=5)
-        assert answer == b"ping"
-    assert passed == _names(CLIENT_STREAMING_STAGES)
+        await make_call(channel, metadata)
+    assert passed == _names(stages)
