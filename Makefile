@@ -138,7 +138,7 @@ test: $(STAMP) lint check-generated check-vendored test-python test-clients test
 
 # A long mixed load and chaos run (tests/robustness/soak.py); not part of `make test` or CI.
 soak: $(STAMP)
-	$(PY) tests/robustness/soak.py
+	PYTHONPATH=bench:tests/support$${PYTHONPATH:+:$$PYTHONPATH} $(PY) tests/robustness/soak.py
 
 bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'

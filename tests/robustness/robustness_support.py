@@ -1,30 +1,25 @@
-"""Helpers shared by the robustness tests: rich statuses, server RSS, request builders."""
+"""Helpers shared by the robustness tests: rich statuses, server RSS, bursts of calls (the request
+builders are the bench's, `harness`)."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
-import statistics
 import sys
 import threading
 import time
 import types
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
-from turnkeeper.v1 import history_pb2 as h
-from turnkeeper.v1 import history_service_pb2 as svc
-from turnkeeper.v1 import trim_pb2
+from harness import ESTIMATE, OPTIONS
 
-BIG_MESSAGES = [
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-]
-ESTIMATE = "/turnkeeper.v1.HistoryService/EstimateTokens"
+BIG_MESSAGES = OPTIONS
+"""Channel options for the robustness tests' big requests and answers (the bench's)."""
 
 
 def burst(
@@ -99,32 +94,6 @@ def proc_status_kib(pid: int, key: str) -> int:
 def rss_kib(pid: int) -> int:
     """Resident set size of a process, in KiB."""
     return proc_status_kib(pid, "VmRSS")
-
-
-def chat(n: int, text: str = "hello there") -> h.History:
-    """A valid chat history of n alternating user/assistant rows."""
-    roles = (h.ROLE_USER, h.ROLE_ASSISTANT)
-    return h.History(
-        chat=h.ChatHistory(
-            messages=[h.ChatMessage(role=roles[i % 2], content=f"{text} {i}") for i in range(n)]
-        )
-    )
-
-
-def agent_trim(history: h.History, budget: int = 50, session: str = "s") -> svc.TrimHistoryRequest:
-    """A TrimHistory on the agent path that trims (and so publishes) when over `budget`."""
-    request = svc.TrimHistoryRequest(history=history, mode=trim_pb2.TRIM_MODE_TOKEN_BUDGET)
-    request.explicit_limits.budget_tokens = budget
-    request.caller.session_id = session
-    return request
-
-
-def percentile(samples: Sequence[float], q: float) -> float:
-    if not samples:
-        return float("nan")
-    if len(samples) == 1:
-        return samples[0]
-    return statistics.quantiles(samples, n=100, method="inclusive")[max(0, min(98, int(q) - 1))]
 
 
 def load_procs() -> types.ModuleType:

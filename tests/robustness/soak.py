@@ -5,7 +5,8 @@ valid trims that publish, estimates, bad requests, random bytes, calls cancelled
 calls with tiny deadlines, while SOAK_SUBSCRIBERS TrimEvents streams (default 50) follow the feed.
 Prints calls, errors by status, latency p50 and p99, server RSS at start and end, and, per
 subscriber, events delivered against events published. Exits 1 if an UNKNOWN or INTERNAL was
-seen, the server died, or a subscriber missed an event without being told by a gap.
+seen, the server died, or a subscriber missed an event without being told by a gap. It imports
+`harness` (bench/) and `live` (tests/support/), which `make soak` puts on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -16,17 +17,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 import grpc
-
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "support")]
-
-import live  # noqa: E402
-from robustness_support import BIG_MESSAGES, agent_trim, chat, percentile, rss_kib  # noqa: E402
-from turnkeeper.v1 import history_service_pb2 as svc  # noqa: E402
-from turnkeeper.v1 import history_service_pb2_grpc  # noqa: E402
+import live
+from harness import agent_trim, chat, inclusive_percentile
+from robustness_support import BIG_MESSAGES, rss_kib
+from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper.v1 import history_service_pb2_grpc
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", "120"))
 CLIENTS = int(os.environ.get("SOAK_CLIENTS", "8"))
@@ -146,8 +143,8 @@ def main() -> int:
     for status, count in tally.statuses.most_common():
         print(f"  {status:<20} {count}")
     print(
-        f"latency p50 {percentile(tally.latencies, 50) * 1e3:.1f} ms, "
-        f"p99 {percentile(tally.latencies, 99) * 1e3:.1f} ms"
+        f"latency p50 {inclusive_percentile(tally.latencies, 50) * 1e3:.1f} ms, "
+        f"p99 {inclusive_percentile(tally.latencies, 99) * 1e3:.1f} ms"
     )
     print(f"server RSS start {rss_start / 1024:.0f} MiB, end {rss_end / 1024:.0f} MiB")
     print(f"events published (OK agent trims) {tally.published}")

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-from robustness_support import BIG_MESSAGES, chat, error_info, rich_status
+from harness import chat
+from robustness_support import BIG_MESSAGES, error_info, rich_status
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
 

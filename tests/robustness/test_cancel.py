@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-from robustness_support import BIG_MESSAGES, agent_trim, chat
+from harness import agent_trim, chat
+from robustness_support import BIG_MESSAGES
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
 

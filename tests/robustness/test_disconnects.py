@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
-from robustness_support import agent_trim, chat
+from harness import agent_trim, chat
 from turnkeeper.v1 import history_service_pb2_grpc
 
 # Subscribes, reads the opening heartbeat, says so, then never reads again.

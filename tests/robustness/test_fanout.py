@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 import grpc
+from harness import agent_trim, chat
 from harness.fanout import back_to_back
-from robustness_support import agent_trim, chat
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-from robustness_support import agent_trim, chat  # beside this file, also when run as a script
+from harness import TRIM, agent_trim, chat, child_env
 from turnkeeper.v1 import history_service_pb2 as svc
 
 RING_SIZE = 300
@@ -46,7 +46,6 @@ BATCH = 100
 # ring's worth to each long stall of its own process. The bound sits far from both.
 MIN_SHARE = 0.5
 MARKER_SESSION = "after-the-load"
-TRIM = "/turnkeeper.v1.HistoryService/TrimHistory"
 # Hang guards for a broken feed or server, far beyond what a correct one takes.
 REGISTER_TIMEOUT_S = 60.0
 LOAD_TIMEOUT_S = 600.0
@@ -152,6 +151,7 @@ async def test_a_subscriber_of_a_loaded_server_receives_events_not_gap_after_gap
             str(LOAD_CLIENTS),
             str(LOAD_EVENTS),
             stdout=subprocess.PIPE,
+            env=child_env(),  # bench/ on the path, as pytest's `pythonpath` puts it for this file
         )
         output, _ = await asyncio.wait_for(load.communicate(), LOAD_TIMEOUT_S)
         assert load.returncode == 0, "the load process failed"

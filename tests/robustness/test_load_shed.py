@@ -18,7 +18,8 @@ from typing import Any
 import grpc
 from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from robustness_support import agent_trim, chat, error_info, rich_status
+from harness import agent_trim, chat
+from robustness_support import error_info, rich_status
 from turnkeeper.server.api import rpcs
 from turnkeeper.server.app import Sidecar
 from turnkeeper.server.config import ServerConfig

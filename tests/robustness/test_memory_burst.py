@@ -16,11 +16,11 @@ from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2
+from harness import chat
 from robustness_support import (
     BIG_MESSAGES,
     ESTIMATE,
     burst,
-    chat,
     error_info,
     proc_status_kib,
     rich_status,

@@ -21,7 +21,8 @@ from typing import Any
 import grpc
 import pytest
 from google.rpc import error_details_pb2
-from robustness_support import ESTIMATE, burst, chat, error_info, rich_status, rss_kib
+from harness import chat
+from robustness_support import ESTIMATE, burst, error_info, rich_status, rss_kib
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import history_service_pb2_grpc, trim_pb2
 

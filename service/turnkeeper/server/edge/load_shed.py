@@ -16,8 +16,9 @@ server serves in time, not a burst and not a slow server with few clients) does 
 calls, at once and without reading them (RESOURCE_EXHAUSTED, ErrorInfo OVERLOADED, RetryInfo), at
 most a share of them; the first call that waited less, or had fewer behind it, ends that. A
 refused client that honours RetryInfo stays away for the delay, so the queue shortens for the
-others, down to `queue_calls` and no further. Measured at 192 clients (README, "Overload"): the
-queue's wait is the latency, 93-99 % of what the clients measure.
+others, down to `queue_calls` and no further. Under overload this queue's wait is nearly all of
+the latency the clients see, so holding it short is what keeps their calls fast (docs/benchmarks.md,
+"Overload: load shedding").
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ cygrpc: Any = importlib.import_module("grpc._cython.cygrpc")
 
 POLL_SECONDS = 0.02
 """How often channelz is read while a queue may be forming. A read costs the event loop CPU in
-proportion to the server's connections (grpc core visits each: measured 0.11 ms with none, 0.45
-with 12, 2.6 with 100, 7.8 with 300), so it is read no more often than the sojourn needs (a call's
-arrival is interpolated between the two reads around it), and never for more than READ_SHARE of
-the time."""
+proportion to the server's connections (grpc core visits each one, so a read on a server with
+many connections is dear), so it is read no more often than the sojourn needs (a call's arrival
+is interpolated between the two reads around it), and never for more than READ_SHARE of the
+time."""
 SLOW_POLL_SECONDS = 0.1
 """How often channelz is read while calls arrive but few wait (under `busy`)."""
 READ_SHARE = 0.025
@@ -210,7 +211,8 @@ they do not all come back at once."""
 MAX_REFUSED_SHARE = 0.4
 """Of the calls seen within a retry delay, at most this share is refused: a client that ignores
 RetryInfo comes straight back, and refusing it again and again would leave the server refusing
-instead of serving. (Clients that honour it need far fewer: about 16 % of the calls at 192.)"""
+instead of serving. (Clients that honour it need far fewer refusals, so the bound binds only on
+clients that do not.)"""
 
 
 class WaitingCalls(Protocol):

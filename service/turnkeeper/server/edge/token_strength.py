@@ -7,7 +7,8 @@ almost never has: a chunk of six repeated (`changeme-changeme-...`) and a run of
 one character or steps by one (`aaaaaa`, `123456`, `fedcba`). A token needs 128 bits, and a
 few distinct characters (`abababab...`) are refused as well. `openssl rand -hex 32` (256 bits)
 and `secrets.token_urlsafe(32)` pass with a wide margin; a token of exactly 128 random bits
-(`openssl rand -hex 16`) is refused about once in 18,000 draws, when it happens to hold a pattern.
+(`openssl rand -hex 16`) is refused, rarely, when it happens to hold a pattern (docs/operating.md
+says how rarely).
 """
 
 from __future__ import annotations
