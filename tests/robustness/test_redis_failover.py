@@ -85,7 +85,7 @@ def trimmed(i: int) -> trim_pb2.HistoryTrimmed:
 async def settled(feed: RedisFeed, limit_s: float = 10.0) -> None:
     """Until everything `feed` was given is in Redis (its outbox empty and no batch unsettled)."""
     deadline = time.monotonic() + limit_s
-    while feed._outbox or feed._unsettled is not None:  # the feed's own state
+    while feed.outbox.queue or feed.outbox.unsettled is not None:  # the feed's own state
         assert time.monotonic() < deadline, "the feed did not publish"
         await asyncio.sleep(0.002)
 

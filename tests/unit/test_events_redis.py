@@ -18,7 +18,8 @@ from turnkeeper.server.contract.errors import RequestError
 from turnkeeper.server.events import cursor as cursors
 from turnkeeper.server.events.common import resume_margin
 from turnkeeper.server.events.feed import Delivery
-from turnkeeper.server.events.redis_feed import RedisFeed, _text
+from turnkeeper.server.events.redis_feed import RedisFeed
+from turnkeeper.server.events.redis_protocol import text
 from turnkeeper.v1 import errors_pb2, events_pb2, history_service_pb2, trim_pb2
 
 from .feed_items import meter
@@ -227,7 +228,7 @@ async def test_redis_outage_keeps_publish_non_blocking_and_reports_the_loss(
         assert lost.cause == events_pb2.GAP_CAUSE_PUBLISH_FAILED
         assert lost.missed_events == 3
         assert turns(items[2:]) == [5, 6, 7]
-        assert a.unpublished_total == 3
+        assert a.outbox.unpublished_total == 3
         # A cursor from before the restart belongs to the lost stream.
         resumed = await take(a.subscribe(request(after_cursor=one.event.cursor)), 2)
         assert resumed[0].gap.cause == events_pb2.GAP_CAUSE_RESTART
@@ -363,7 +364,7 @@ async def test_a_reader_that_sees_a_number_again_announces_it_and_forks(url: str
         await raw.xadd(key, {"k": "e", "n": 2, "e": epoch.epoch, "p": payload})
         gap, four = await take(watcher, 2)
         assert gap.gap.cause == events_pb2.GAP_CAUSE_RESTART and turns([four]) == [4]
-        assert _text(await raw.get(f"{key}:epoch")) != epoch.epoch
+        assert text(await raw.get(f"{key}:epoch")) != epoch.epoch
     finally:
         await raw.aclose()
     late = await feed(url, key)
@@ -417,7 +418,7 @@ async def test_a_cursor_that_claims_a_higher_number_forks_nothing(url: str, key:
     assert turns(rest) == [2, 3]
     raw = Redis.from_url(url)
     try:
-        assert _text(await raw.get(f"{key}:epoch")) == first.epoch
+        assert text(await raw.get(f"{key}:epoch")) == first.epoch
     finally:
         await raw.aclose()
     a.publish(trimmed(4))
@@ -525,7 +526,7 @@ async def test_batches_carry_the_same_items_in_the_same_order_as_single_items(
     for i in range(1, 301):
         a.publish(trimmed(i, session="s1" if i % 4 else "s2"))
     await asyncio.sleep(0.5)
-    before = before or cursors.encode_redis((await a._epoch()), "0-0", 0)
+    before = before or cursors.encode_redis((await a.stream.epoch()), "0-0", 0)
 
     async def read(batch: int) -> list[Delivery]:
         stream = a.deliveries(

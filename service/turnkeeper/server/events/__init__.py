@@ -1,7 +1,8 @@
 """The TrimEvents feed: what trims publish and subscribers (TrimEvents, the dashboard) read.
 
 `feed.py` is the `EventFeed` protocol; its backends are `ring.py` (in-process, the default) and
-`redis_feed.py` (a Redis Stream shared by a fleet), both on `common.py` and `cursor.py`;
+`redis_feed.py` (a Redis Stream shared by a fleet: `redis_protocol.py`, `redis_outbox.py`,
+`redis_reader.py`), both on `common.py` and `cursor.py`;
 `metered.py` counts what passes through any of them. `create_feed` picks the backend.
 """
 
