@@ -8,6 +8,7 @@ that is not history work, and every error they raise is built by the same code.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
@@ -21,6 +22,29 @@ M = TypeVar("M", bound=Message)
 
 PYTHON = "python"
 NATIVE = "native"
+
+
+@dataclass(frozen=True, slots=True)
+class CollapsedTurn:
+    """One turn the §13.1 projection collapsed, in the history it was given and in the projection:
+    its prompt row starts both ranges, which run to one past the turn's last row."""
+
+    input_start: int
+    input_stop: int
+    output_start: int
+    output_stop: int
+
+
+@dataclass(frozen=True, slots=True)
+class Projection:
+    """What a §13.1 projection did: the turns it collapsed, oldest first, and the rows it left
+    out (every drained row of a collapsed turn; each summary stands in place of some of them)."""
+
+    collapsed: tuple[CollapsedTurn, ...]
+    rows_left_out: int
+
+
+NO_PROJECTION = Projection((), 0)
 
 
 class HistoryView(Protocol):
@@ -62,6 +86,31 @@ class HistoryView(Protocol):
     def apply(self, plan: TrimPlan, breadcrumb_text: str) -> HistoryView: ...
 
     def sweep(self) -> tuple[HistoryView, list[trim_pb2.OrphanRemoval]]: ...
+
+    @property
+    def rows(self) -> int:
+        """The number of rows."""
+        ...
+
+    @property
+    def system_rows(self) -> int:
+        """The number of leading system rows (§9 layout)."""
+        ...
+
+    def tokens_through(self, index: int) -> int:
+        """The estimate of rows 0 through `index`, each priced as in this whole history."""
+        ...
+
+    def project(self, keep_turns: int) -> tuple[HistoryView, Projection]:
+        """The §13.1 projection with K = `keep_turns`: this view and `NO_PROJECTION` when no
+        turn collapses."""
+        ...
+
+    def clear_tool_results(self, keep_newest: int, stop_tokens: int) -> tuple[HistoryView, int]:
+        """§13.4: the running turn's oldest tool results cleared one at a time in row order,
+        never the newest `keep_newest`, until the estimate is at most `stop_tokens` or nothing
+        more may be cleared; with the number cleared (this view and 0 when none)."""
+        ...
 
     def history_field(self, tail: bytes = b"") -> bytes:
         """Field 1 (`history`) of a response, encoded (every response puts its history there),

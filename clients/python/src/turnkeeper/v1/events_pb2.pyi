@@ -99,6 +99,7 @@ class MeterUpdate(_message.Message):
     CALLER_FIELD_NUMBER: _builtins.int
     ROUTE_FIELD_NUMBER: _builtins.int
     METER_FIELD_NUMBER: _builtins.int
+    COLLAPSE_FIELD_NUMBER: _builtins.int
     cursor: _builtins.str
     """The opaque cursor of this update; pass it as `after_cursor` to resume after it."""
     @_builtins.property
@@ -117,6 +118,10 @@ class MeterUpdate(_message.Message):
     def meter(self) -> _trim_pb2.ContextMeter:
         """The meter of the prepared request."""
 
+    @_builtins.property
+    def collapse(self) -> _trim_pb2.ToolContextCollapse:
+        """What the call's projection collapsed (spec §13.3); absent when nothing was collapsed."""
+
     def __init__(
         self,
         *,
@@ -125,10 +130,11 @@ class MeterUpdate(_message.Message):
         caller: _trim_pb2.CallerContext | None = ...,
         route: _resolution_pb2.Route | None = ...,
         meter: _trim_pb2.ContextMeter | None = ...,
+        collapse: _trim_pb2.ToolContextCollapse | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "collapse", b"collapse", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "cursor", b"cursor", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "collapse", b"collapse", "cursor", b"cursor", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

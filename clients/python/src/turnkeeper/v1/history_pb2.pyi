@@ -130,6 +130,7 @@ class ChatMessage(_message.Message):
     ATTACHMENTS_FIELD_NUMBER: _builtins.int
     BREADCRUMB_FIELD_NUMBER: _builtins.int
     PASSTHROUGH_FIELD_NUMBER: _builtins.int
+    TOOL_EXCHANGE_SUMMARY_FIELD_NUMBER: _builtins.int
     role: Global___Role.ValueType
     """The role of the row. Required."""
     content: _builtins.str
@@ -139,6 +140,11 @@ class ChatMessage(_message.Message):
     breadcrumb: _builtins.bool
     """True for the synthetic breadcrumb row that says earlier context was omitted.
     A breadcrumb is a user row, never a turn boundary, and may only stand right after the leading system rows.
+    """
+    tool_exchange_summary: _builtins.bool
+    """True on a tool-exchange summary row turnkeeper wrote in place of a collapsed turn's tool calls and results
+    (spec §13.1). Only allowed on assistant rows without tool calls. A summary row a runtime sends back is an
+    assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
     """
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
@@ -167,10 +173,11 @@ class ChatMessage(_message.Message):
         attachments: _abc.Iterable[Global___Attachment] | None = ...,
         breadcrumb: _builtins.bool = ...,
         passthrough: _struct_pb2.Struct | None = ...,
+        tool_exchange_summary: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["passthrough", b"passthrough"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "breadcrumb", b"breadcrumb", "content", b"content", "passthrough", b"passthrough", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "breadcrumb", b"breadcrumb", "content", b"content", "passthrough", b"passthrough", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls", "tool_exchange_summary", b"tool_exchange_summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

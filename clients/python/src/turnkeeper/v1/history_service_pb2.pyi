@@ -167,6 +167,8 @@ class ExplicitLimits(_message.Message):
     MAX_HISTORY_MESSAGES_FIELD_NUMBER: _builtins.int
     BREADCRUMB_TEXT_FIELD_NUMBER: _builtins.int
     HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
+    KEEP_TOOL_CONTEXT_TURNS_FIELD_NUMBER: _builtins.int
+    KEEP_RUNNING_TURN_TOOL_RESULTS_FIELD_NUMBER: _builtins.int
     budget_tokens: _builtins.int
     """The token budget for TRIM_MODE_TOKEN_BUDGET, where it is required. 0 disables trimming."""
     max_history_messages: _builtins.int
@@ -179,6 +181,12 @@ class ExplicitLimits(_message.Message):
     """The low-water fraction of the cache-stable cut, as `RuntimeProfile.history_trim_low_water` (spec §11).
     Unset, or outside (0.0, 1.0], means the minimal cut.
     """
+    keep_tool_context_turns: _builtins.int
+    """K, as `RuntimeProfile.keep_tool_context_turns` (spec §13.1). TrimHistory never collapses: only the resolution
+    reports it.
+    """
+    keep_running_turn_tool_results: _builtins.int
+    """R, as `RuntimeProfile.keep_running_turn_tool_results` (spec §13.4); TrimHistory never clears."""
     def __init__(
         self,
         *,
@@ -186,21 +194,31 @@ class ExplicitLimits(_message.Message):
         max_history_messages: _builtins.int | None = ...,
         breadcrumb_text: _builtins.str = ...,
         history_trim_low_water: _builtins.float | None = ...,
+        keep_tool_context_turns: _builtins.int | None = ...,
+        keep_running_turn_tool_results: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_history_trim_low_water", b"_history_trim_low_water", "_max_history_messages", b"_max_history_messages", "budget_tokens", b"budget_tokens", "history_trim_low_water", b"history_trim_low_water", "max_history_messages", b"max_history_messages"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_history_messages", b"_max_history_messages", "budget_tokens", b"budget_tokens", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_history_messages", b"max_history_messages"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_history_trim_low_water", b"_history_trim_low_water", "_max_history_messages", b"_max_history_messages", "breadcrumb_text", b"breadcrumb_text", "budget_tokens", b"budget_tokens", "history_trim_low_water", b"history_trim_low_water", "max_history_messages", b"max_history_messages"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_history_messages", b"_max_history_messages", "breadcrumb_text", b"breadcrumb_text", "budget_tokens", b"budget_tokens", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_history_messages", b"max_history_messages"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__budget_tokens: _TypeAlias = _typing.Literal["budget_tokens"]  # noqa: Y015
     _WhichOneofArgType__budget_tokens: _TypeAlias = _typing.Literal["_budget_tokens", b"_budget_tokens"]  # noqa: Y015
     _WhichOneofReturnType__history_trim_low_water: _TypeAlias = _typing.Literal["history_trim_low_water"]  # noqa: Y015
     _WhichOneofArgType__history_trim_low_water: _TypeAlias = _typing.Literal["_history_trim_low_water", b"_history_trim_low_water"]  # noqa: Y015
+    _WhichOneofReturnType__keep_running_turn_tool_results: _TypeAlias = _typing.Literal["keep_running_turn_tool_results"]  # noqa: Y015
+    _WhichOneofArgType__keep_running_turn_tool_results: _TypeAlias = _typing.Literal["_keep_running_turn_tool_results", b"_keep_running_turn_tool_results"]  # noqa: Y015
+    _WhichOneofReturnType__keep_tool_context_turns: _TypeAlias = _typing.Literal["keep_tool_context_turns"]  # noqa: Y015
+    _WhichOneofArgType__keep_tool_context_turns: _TypeAlias = _typing.Literal["_keep_tool_context_turns", b"_keep_tool_context_turns"]  # noqa: Y015
     _WhichOneofReturnType__max_history_messages: _TypeAlias = _typing.Literal["max_history_messages"]  # noqa: Y015
     _WhichOneofArgType__max_history_messages: _TypeAlias = _typing.Literal["_max_history_messages", b"_max_history_messages"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__budget_tokens) -> _WhichOneofReturnType__budget_tokens | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__history_trim_low_water) -> _WhichOneofReturnType__history_trim_low_water | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_running_turn_tool_results) -> _WhichOneofReturnType__keep_running_turn_tool_results | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_tool_context_turns) -> _WhichOneofReturnType__keep_tool_context_turns | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_history_messages) -> _WhichOneofReturnType__max_history_messages | None: ...
 
@@ -411,6 +429,7 @@ class PrepareModelCallRequest(_message.Message):
     RESERVED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
     REPORTED_USAGE_FIELD_NUMBER: _builtins.int
     CACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    CACHE_WRITE_TOKENS_FIELD_NUMBER: _builtins.int
     overflow_recovery: _builtins.bool
     """True when the provider just reported a context-window overflow: trim to floor(2/3 of the estimate of the history
     this call would have prepared without recovery), that is of the request the provider rejected (spec §10.1).
@@ -421,6 +440,10 @@ class PrepareModelCallRequest(_message.Message):
     cached_input_tokens: _builtins.int
     """The input tokens the runtime expects the provider to serve from its prompt cache (for example the cached count
     of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
+    """
+    cache_write_tokens: _builtins.int
+    """The input tokens the runtime's last request wrote to the provider's prompt cache (spec §14); priced at the
+    cache-write price, at most the request's uncached input tokens. Unset means 0.
     """
     @_builtins.property
     def history(self) -> _history_pb2.History:
@@ -460,13 +483,19 @@ class PrepareModelCallRequest(_message.Message):
         reserved_output_tokens: _builtins.int = ...,
         reported_usage: _trim_pb2.ReportedUsage | None = ...,
         cached_input_tokens: _builtins.int | None = ...,
+        cache_write_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cached_input_tokens", b"_cached_input_tokens", "cached_input_tokens", b"cached_input_tokens", "caller", b"caller", "history", b"history", "profiles", b"profiles", "reported_usage", b"reported_usage"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cache_write_tokens", b"_cache_write_tokens", "_cached_input_tokens", b"_cached_input_tokens", "cache_write_tokens", b"cache_write_tokens", "cached_input_tokens", b"cached_input_tokens", "caller", b"caller", "history", b"history", "profiles", b"profiles", "reported_usage", b"reported_usage"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cached_input_tokens", b"_cached_input_tokens", "cached_input_tokens", b"cached_input_tokens", "caller", b"caller", "history", b"history", "hook_texts", b"hook_texts", "overflow_recovery", b"overflow_recovery", "profiles", b"profiles", "reported_usage", b"reported_usage", "reserved_output_tokens", b"reserved_output_tokens", "tool_schemas", b"tool_schemas"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cache_write_tokens", b"_cache_write_tokens", "_cached_input_tokens", b"_cached_input_tokens", "cache_write_tokens", b"cache_write_tokens", "cached_input_tokens", b"cached_input_tokens", "caller", b"caller", "history", b"history", "hook_texts", b"hook_texts", "overflow_recovery", b"overflow_recovery", "profiles", b"profiles", "reported_usage", b"reported_usage", "reserved_output_tokens", b"reserved_output_tokens", "tool_schemas", b"tool_schemas"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cache_write_tokens: _TypeAlias = _typing.Literal["cache_write_tokens"]  # noqa: Y015
+    _WhichOneofArgType__cache_write_tokens: _TypeAlias = _typing.Literal["_cache_write_tokens", b"_cache_write_tokens"]  # noqa: Y015
     _WhichOneofReturnType__cached_input_tokens: _TypeAlias = _typing.Literal["cached_input_tokens"]  # noqa: Y015
     _WhichOneofArgType__cached_input_tokens: _TypeAlias = _typing.Literal["_cached_input_tokens", b"_cached_input_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cache_write_tokens) -> _WhichOneofReturnType__cache_write_tokens | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cached_input_tokens) -> _WhichOneofReturnType__cached_input_tokens | None: ...
 
 Global___PrepareModelCallRequest: _TypeAlias = PrepareModelCallRequest  # noqa: Y015
@@ -486,6 +515,10 @@ class PrepareModelCallResponse(_message.Message):
     RECOVERY_FIELD_NUMBER: _builtins.int
     CONTEXT_METER_FIELD_NUMBER: _builtins.int
     INPUT_COST_FIELD_NUMBER: _builtins.int
+    COLLAPSE_FIELD_NUMBER: _builtins.int
+    CACHE_BREAKPOINTS_FIELD_NUMBER: _builtins.int
+    DROPPED_INPUT_ROWS_FIELD_NUMBER: _builtins.int
+    CLEARING_FIELD_NUMBER: _builtins.int
     tokens_before: _builtins.int
     """The estimate of the input history in tokens."""
     @_builtins.property
@@ -524,6 +557,28 @@ class PrepareModelCallResponse(_message.Message):
     def input_cost(self) -> _trim_pb2.InputCostEstimate:
         """The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model."""
 
+    @_builtins.property
+    def collapse(self) -> _trim_pb2.ToolContextCollapse:
+        """What the projection collapsed (spec §13.1, §13.3); absent when nothing was collapsed."""
+
+    @_builtins.property
+    def cache_breakpoints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """Where the runtime should put cache breakpoints (spec §14): at most three increasing indices into `history`,
+        each the row after which a breakpoint belongs: the last leading system row, the last row of the newest
+        collapsed turn, the last row. A candidate not after the previous one, or whose prefix is below the route's
+        `min_cacheable_tokens`, is left out.
+        """
+
+    @_builtins.property
+    def dropped_input_rows(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """The sorted indices, in the request's own history, of every row of every turn this preparation's trims dropped
+        (spec §13.2), so that a runtime that keeps its trimmed history applies the cut, never the projection.
+        """
+
+    @_builtins.property
+    def clearing(self) -> _trim_pb2.ToolResultClearing:
+        """What clearing the running turn's oldest tool results did (spec §13.4); absent when nothing was cleared."""
+
     def __init__(
         self,
         *,
@@ -536,10 +591,14 @@ class PrepareModelCallResponse(_message.Message):
         recovery: _trim_pb2.RecoveryReport | None = ...,
         context_meter: _trim_pb2.ContextMeter | None = ...,
         input_cost: _trim_pb2.InputCostEstimate | None = ...,
+        collapse: _trim_pb2.ToolContextCollapse | None = ...,
+        cache_breakpoints: _abc.Iterable[_builtins.int] | None = ...,
+        dropped_input_rows: _abc.Iterable[_builtins.int] | None = ...,
+        clearing: _trim_pb2.ToolResultClearing | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "context_meter", b"context_meter", "history", b"history", "input_cost", b"input_cost", "recovery", b"recovery", "resolution", b"resolution"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "clearing", b"clearing", "collapse", b"collapse", "context_meter", b"context_meter", "history", b"history", "input_cost", b"input_cost", "recovery", b"recovery", "resolution", b"resolution"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_report", b"capacity_report", "context_meter", b"context_meter", "history", b"history", "input_cost", b"input_cost", "orphans_removed", b"orphans_removed", "recovery", b"recovery", "resolution", b"resolution", "tokens_before", b"tokens_before", "trims", b"trims"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_breakpoints", b"cache_breakpoints", "capacity_report", b"capacity_report", "clearing", b"clearing", "collapse", b"collapse", "context_meter", b"context_meter", "dropped_input_rows", b"dropped_input_rows", "history", b"history", "input_cost", b"input_cost", "orphans_removed", b"orphans_removed", "recovery", b"recovery", "resolution", b"resolution", "tokens_before", b"tokens_before", "trims", b"trims"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -17,6 +18,30 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _CacheLifetime:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CacheLifetimeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CacheLifetime.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CACHE_LIFETIME_UNSPECIFIED: _CacheLifetime.ValueType  # 0
+    """Not declared: the provider's default lifetime."""
+    CACHE_LIFETIME_FIVE_MINUTES: _CacheLifetime.ValueType  # 1
+    """Five minutes (`5m`)."""
+    CACHE_LIFETIME_ONE_HOUR: _CacheLifetime.ValueType  # 2
+    """One hour (`1h`)."""
+
+class CacheLifetime(_CacheLifetime, metaclass=_CacheLifetimeEnumTypeWrapper):
+    """CacheLifetime is how long a provider keeps a prompt-cache write (Anthropic's `ttl`)."""
+
+CACHE_LIFETIME_UNSPECIFIED: CacheLifetime.ValueType  # 0
+"""Not declared: the provider's default lifetime."""
+CACHE_LIFETIME_FIVE_MINUTES: CacheLifetime.ValueType  # 1
+"""Five minutes (`5m`)."""
+CACHE_LIFETIME_ONE_HOUR: CacheLifetime.ValueType  # 2
+"""One hour (`1h`)."""
+Global___CacheLifetime: _TypeAlias = CacheLifetime  # noqa: Y015
 
 @_typing.final
 class HistoryPruning(_message.Message):
@@ -90,6 +115,8 @@ class RuntimeProfile(_message.Message):
     CLASSIFIER_ROUTES_FIELD_NUMBER: _builtins.int
     BREADCRUMB_TEXT_FIELD_NUMBER: _builtins.int
     HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
+    KEEP_TOOL_CONTEXT_TURNS_FIELD_NUMBER: _builtins.int
+    KEEP_RUNNING_TURN_TOOL_RESULTS_FIELD_NUMBER: _builtins.int
     max_context_tokens: _builtins.int
     """The absolute token budget. Unset keeps the historical 32,000 default; an explicit 0 disables proactive trimming."""
     context_compact_ratio: _builtins.float
@@ -116,6 +143,17 @@ class RuntimeProfile(_message.Message):
     Unset means 1.0, the minimal cut of spec §9; any value outside (0.0, 1.0], NaN and infinities included, is
     treated as unset and reported as `Resolution.low_water_ignored`.
     """
+    keep_tool_context_turns: _builtins.int
+    """K, the number of completed turns before the running one whose tool rows a prepared request still sends
+    (spec §13.1): the tool calls and results of every older turn are collapsed into one tool-exchange summary row,
+    keeping the turn's prompt and closing reply. Unset means 2; 0 keeps tool context for the running turn only; a
+    value larger than the number of turns collapses nothing. PrepareModelCall only: TrimHistory never collapses.
+    """
+    keep_running_turn_tool_results: _builtins.int
+    """R, when the running turn alone exceeds the budget: the oldest tool results of the running turn are cleared, one
+    at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
+    PrepareModelCall only: TrimHistory never clears.
+    """
     @_builtins.property
     def history_pruning(self) -> Global___HistoryPruning:
         """An operator cap that lowers the budget."""
@@ -137,15 +175,21 @@ class RuntimeProfile(_message.Message):
         classifier_routes: _abc.Iterable[Global___ClassifierRoute] | None = ...,
         breadcrumb_text: _builtins.str = ...,
         history_trim_low_water: _builtins.float | None = ...,
+        keep_tool_context_turns: _builtins.int | None = ...,
+        keep_running_turn_tool_results: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_compact_ratio: _TypeAlias = _typing.Literal["context_compact_ratio"]  # noqa: Y015
     _WhichOneofArgType__context_compact_ratio: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio"]  # noqa: Y015
     _WhichOneofReturnType__history_trim_low_water: _TypeAlias = _typing.Literal["history_trim_low_water"]  # noqa: Y015
     _WhichOneofArgType__history_trim_low_water: _TypeAlias = _typing.Literal["_history_trim_low_water", b"_history_trim_low_water"]  # noqa: Y015
+    _WhichOneofReturnType__keep_running_turn_tool_results: _TypeAlias = _typing.Literal["keep_running_turn_tool_results"]  # noqa: Y015
+    _WhichOneofArgType__keep_running_turn_tool_results: _TypeAlias = _typing.Literal["_keep_running_turn_tool_results", b"_keep_running_turn_tool_results"]  # noqa: Y015
+    _WhichOneofReturnType__keep_tool_context_turns: _TypeAlias = _typing.Literal["keep_tool_context_turns"]  # noqa: Y015
+    _WhichOneofArgType__keep_tool_context_turns: _TypeAlias = _typing.Literal["_keep_tool_context_turns", b"_keep_tool_context_turns"]  # noqa: Y015
     _WhichOneofReturnType__max_context_tokens: _TypeAlias = _typing.Literal["max_context_tokens"]  # noqa: Y015
     _WhichOneofArgType__max_context_tokens: _TypeAlias = _typing.Literal["_max_context_tokens", b"_max_context_tokens"]  # noqa: Y015
     _WhichOneofReturnType__max_history_messages: _TypeAlias = _typing.Literal["max_history_messages"]  # noqa: Y015
@@ -156,6 +200,10 @@ class RuntimeProfile(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_compact_ratio) -> _WhichOneofReturnType__context_compact_ratio | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__history_trim_low_water) -> _WhichOneofReturnType__history_trim_low_water | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_running_turn_tool_results) -> _WhichOneofReturnType__keep_running_turn_tool_results | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_tool_context_turns) -> _WhichOneofReturnType__keep_tool_context_turns | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__max_context_tokens) -> _WhichOneofReturnType__max_context_tokens | None: ...
     @_typing.overload
@@ -175,12 +223,22 @@ class ProviderProfile(_message.Message):
     MODEL_FIELD_NUMBER: _builtins.int
     CONTEXT_WINDOW_FIELD_NUMBER: _builtins.int
     PRICES_FIELD_NUMBER: _builtins.int
+    MIN_CACHEABLE_TOKENS_FIELD_NUMBER: _builtins.int
+    CACHE_LIFETIME_FIELD_NUMBER: _builtins.int
     alias: _builtins.str
     """The alias routes refer to. Aliases are unique within a request."""
     model: _builtins.str
     """The model this profile's metadata describes; empty means the metadata applies to any model on this alias."""
     context_window: _builtins.int
     """The context window of `model` in tokens. Unset means the capacity is unknown. When set it must be positive."""
+    min_cacheable_tokens: _builtins.int
+    """The shortest prefix the provider caches for `model`, in tokens: a cache breakpoint whose prefix estimates
+    below it is left out (spec §14). Unset means no minimum. Applies under the rule of the context window.
+    """
+    cache_lifetime: Global___CacheLifetime.ValueType
+    """How long the provider keeps a prefix written to its cache, which client converters render on the breakpoint
+    rows they mark (spec §14). Unspecified means the provider's default and renders no lifetime.
+    """
     @_builtins.property
     def prices(self) -> Global___ModelPrices:
         """What `model` costs per input token. Unset means no prices are declared and no cost is estimated (spec §10.5).
@@ -194,14 +252,21 @@ class ProviderProfile(_message.Message):
         model: _builtins.str = ...,
         context_window: _builtins.int | None = ...,
         prices: Global___ModelPrices | None = ...,
+        min_cacheable_tokens: _builtins.int | None = ...,
+        cache_lifetime: Global___CacheLifetime.ValueType = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "context_window", b"context_window", "prices", b"prices"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "_min_cacheable_tokens", b"_min_cacheable_tokens", "context_window", b"context_window", "min_cacheable_tokens", b"min_cacheable_tokens", "prices", b"prices"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "alias", b"alias", "context_window", b"context_window", "model", b"model", "prices", b"prices"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_window", b"_context_window", "_min_cacheable_tokens", b"_min_cacheable_tokens", "alias", b"alias", "cache_lifetime", b"cache_lifetime", "context_window", b"context_window", "min_cacheable_tokens", b"min_cacheable_tokens", "model", b"model", "prices", b"prices"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_window: _TypeAlias = _typing.Literal["context_window"]  # noqa: Y015
     _WhichOneofArgType__context_window: _TypeAlias = _typing.Literal["_context_window", b"_context_window"]  # noqa: Y015
+    _WhichOneofReturnType__min_cacheable_tokens: _TypeAlias = _typing.Literal["min_cacheable_tokens"]  # noqa: Y015
+    _WhichOneofArgType__min_cacheable_tokens: _TypeAlias = _typing.Literal["_min_cacheable_tokens", b"_min_cacheable_tokens"]  # noqa: Y015
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context_window) -> _WhichOneofReturnType__context_window | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_cacheable_tokens) -> _WhichOneofReturnType__min_cacheable_tokens | None: ...
 
 Global___ProviderProfile: _TypeAlias = ProviderProfile  # noqa: Y015
 
@@ -214,6 +279,7 @@ class ModelPrices(_message.Message):
     INPUT_PER_MILLION_TOKENS_FIELD_NUMBER: _builtins.int
     CACHED_INPUT_PER_MILLION_TOKENS_FIELD_NUMBER: _builtins.int
     CURRENCY_FIELD_NUMBER: _builtins.int
+    CACHE_WRITE_PER_MILLION_TOKENS_FIELD_NUMBER: _builtins.int
     input_per_million_tokens: _builtins.float
     """The price of one million input tokens, in `currency`. Must be finite and not negative."""
     cached_input_per_million_tokens: _builtins.float
@@ -222,19 +288,30 @@ class ModelPrices(_message.Message):
     """
     currency: _builtins.str
     """The currency of the prices, such as `USD`; copied into the cost estimate. May be empty."""
+    cache_write_per_million_tokens: _builtins.float
+    """The price of one million input tokens written to the provider's prompt cache, in `currency` (spec §14;
+    Anthropic bills 1.25x the input price for five minutes, 2x for an hour). Unset means writes cost the input
+    price. When set it must be finite and not negative.
+    """
     def __init__(
         self,
         *,
         input_per_million_tokens: _builtins.float = ...,
         cached_input_per_million_tokens: _builtins.float | None = ...,
         currency: _builtins.str = ...,
+        cache_write_per_million_tokens: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_cached_input_per_million_tokens", b"_cached_input_per_million_tokens", "cached_input_per_million_tokens", b"cached_input_per_million_tokens"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_cache_write_per_million_tokens", b"_cache_write_per_million_tokens", "_cached_input_per_million_tokens", b"_cached_input_per_million_tokens", "cache_write_per_million_tokens", b"cache_write_per_million_tokens", "cached_input_per_million_tokens", b"cached_input_per_million_tokens"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cached_input_per_million_tokens", b"_cached_input_per_million_tokens", "cached_input_per_million_tokens", b"cached_input_per_million_tokens", "currency", b"currency", "input_per_million_tokens", b"input_per_million_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_cache_write_per_million_tokens", b"_cache_write_per_million_tokens", "_cached_input_per_million_tokens", b"_cached_input_per_million_tokens", "cache_write_per_million_tokens", b"cache_write_per_million_tokens", "cached_input_per_million_tokens", b"cached_input_per_million_tokens", "currency", b"currency", "input_per_million_tokens", b"input_per_million_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__cache_write_per_million_tokens: _TypeAlias = _typing.Literal["cache_write_per_million_tokens"]  # noqa: Y015
+    _WhichOneofArgType__cache_write_per_million_tokens: _TypeAlias = _typing.Literal["_cache_write_per_million_tokens", b"_cache_write_per_million_tokens"]  # noqa: Y015
     _WhichOneofReturnType__cached_input_per_million_tokens: _TypeAlias = _typing.Literal["cached_input_per_million_tokens"]  # noqa: Y015
     _WhichOneofArgType__cached_input_per_million_tokens: _TypeAlias = _typing.Literal["_cached_input_per_million_tokens", b"_cached_input_per_million_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__cache_write_per_million_tokens) -> _WhichOneofReturnType__cache_write_per_million_tokens | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__cached_input_per_million_tokens) -> _WhichOneofReturnType__cached_input_per_million_tokens | None: ...
 
 Global___ModelPrices: _TypeAlias = ModelPrices  # noqa: Y015

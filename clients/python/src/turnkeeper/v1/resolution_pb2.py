@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eturnkeeper/v1/resolution.proto\x12\rturnkeeper.v1\"T\n\x05Route\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12*\n\x06source\x18\x03 \x01(\x0e\x32\x1a.turnkeeper.v1.RouteSource\"L\n\nBudgetStep\x12\'\n\x04rule\x18\x01 \x01(\x0e\x32\x19.turnkeeper.v1.BudgetRule\x12\x15\n\rbudget_tokens\x18\x02 \x01(\x04\"l\n\x08\x43\x61pacity\x12\r\n\x05known\x18\x01 \x01(\x08\x12\x15\n\rsafety_tokens\x18\x02 \x01(\x04\x12!\n\x14model_context_window\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x17\n\x15_model_context_window\"\xc1\x02\n\nResolution\x12#\n\x05route\x18\x01 \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12)\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x17.turnkeeper.v1.Capacity\x12\x15\n\rbudget_tokens\x18\x03 \x01(\x04\x12.\n\x0b\x62udget_rule\x18\x04 \x01(\x0e\x32\x19.turnkeeper.v1.BudgetRule\x12/\n\x0c\x62udget_steps\x18\x05 \x03(\x0b\x32\x19.turnkeeper.v1.BudgetStep\x12\x19\n\x11max_history_turns\x18\x06 \x01(\r\x12\x15\n\rratio_ignored\x18\x07 \x01(\x08\x12\x1e\n\x16history_trim_low_water\x18\x08 \x01(\x01\x12\x19\n\x11low_water_ignored\x18\t \x01(\x08*\x88\x01\n\x0bRouteSource\x12\x1c\n\x18ROUTE_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n\x14ROUTE_SOURCE_DEFAULT\x10\x01\x12 \n\x1cROUTE_SOURCE_CLASSIFIER_HINT\x10\x02\x12\x1f\n\x1bROUTE_SOURCE_SESSION_SWITCH\x10\x03*\xef\x01\n\nBudgetRule\x12\x1b\n\x17\x42UDGET_RULE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42UDGET_RULE_DISABLED\x10\x01\x12\x1e\n\x1a\x42UDGET_RULE_LEGACY_DEFAULT\x10\x02\x12\"\n\x1e\x42UDGET_RULE_MAX_CONTEXT_TOKENS\x10\x03\x12%\n!BUDGET_RULE_CONTEXT_COMPACT_RATIO\x10\x04\x12\x1f\n\x1b\x42UDGET_RULE_HISTORY_PRUNING\x10\x05\x12\x1e\n\x1a\x42UDGET_RULE_MODEL_CAPACITY\x10\x06\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eturnkeeper/v1/resolution.proto\x12\rturnkeeper.v1\"T\n\x05Route\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12*\n\x06source\x18\x03 \x01(\x0e\x32\x1a.turnkeeper.v1.RouteSource\"L\n\nBudgetStep\x12\'\n\x04rule\x18\x01 \x01(\x0e\x32\x19.turnkeeper.v1.BudgetRule\x12\x15\n\rbudget_tokens\x18\x02 \x01(\x04\"l\n\x08\x43\x61pacity\x12\r\n\x05known\x18\x01 \x01(\x08\x12\x15\n\rsafety_tokens\x18\x02 \x01(\x04\x12!\n\x14model_context_window\x18\x03 \x01(\x04H\x00\x88\x01\x01\x42\x17\n\x15_model_context_window\"\xee\x03\n\nResolution\x12#\n\x05route\x18\x01 \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12)\n\x08\x63\x61pacity\x18\x02 \x01(\x0b\x32\x17.turnkeeper.v1.Capacity\x12\x15\n\rbudget_tokens\x18\x03 \x01(\x04\x12.\n\x0b\x62udget_rule\x18\x04 \x01(\x0e\x32\x19.turnkeeper.v1.BudgetRule\x12/\n\x0c\x62udget_steps\x18\x05 \x03(\x0b\x32\x19.turnkeeper.v1.BudgetStep\x12\x19\n\x11max_history_turns\x18\x06 \x01(\r\x12\x15\n\rratio_ignored\x18\x07 \x01(\x08\x12\x1e\n\x16history_trim_low_water\x18\x08 \x01(\x01\x12\x19\n\x11low_water_ignored\x18\t \x01(\x08\x12\x1f\n\x17keep_tool_context_turns\x18\n \x01(\r\x12+\n\x1ekeep_running_turn_tool_results\x18\x0b \x01(\rH\x00\x88\x01\x01\x12!\n\x14min_cacheable_tokens\x18\x0c \x01(\x04H\x01\x88\x01\x01\x42!\n\x1f_keep_running_turn_tool_resultsB\x17\n\x15_min_cacheable_tokens*\x88\x01\n\x0bRouteSource\x12\x1c\n\x18ROUTE_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n\x14ROUTE_SOURCE_DEFAULT\x10\x01\x12 \n\x1cROUTE_SOURCE_CLASSIFIER_HINT\x10\x02\x12\x1f\n\x1bROUTE_SOURCE_SESSION_SWITCH\x10\x03*\xef\x01\n\nBudgetRule\x12\x1b\n\x17\x42UDGET_RULE_UNSPECIFIED\x10\x00\x12\x18\n\x14\x42UDGET_RULE_DISABLED\x10\x01\x12\x1e\n\x1a\x42UDGET_RULE_LEGACY_DEFAULT\x10\x02\x12\"\n\x1e\x42UDGET_RULE_MAX_CONTEXT_TOKENS\x10\x03\x12%\n!BUDGET_RULE_CONTEXT_COMPACT_RATIO\x10\x04\x12\x1f\n\x1b\x42UDGET_RULE_HISTORY_PRUNING\x10\x05\x12\x1e\n\x1a\x42UDGET_RULE_MODEL_CAPACITY\x10\x06\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.resolution_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROUTESOURCE']._serialized_start=648
-  _globals['_ROUTESOURCE']._serialized_end=784
-  _globals['_BUDGETRULE']._serialized_start=787
-  _globals['_BUDGETRULE']._serialized_end=1026
+  _globals['_ROUTESOURCE']._serialized_start=821
+  _globals['_ROUTESOURCE']._serialized_end=957
+  _globals['_BUDGETRULE']._serialized_start=960
+  _globals['_BUDGETRULE']._serialized_end=1199
   _globals['_ROUTE']._serialized_start=49
   _globals['_ROUTE']._serialized_end=133
   _globals['_BUDGETSTEP']._serialized_start=135
@@ -42,5 +42,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CAPACITY']._serialized_start=213
   _globals['_CAPACITY']._serialized_end=321
   _globals['_RESOLUTION']._serialized_start=324
-  _globals['_RESOLUTION']._serialized_end=645
+  _globals['_RESOLUTION']._serialized_end=818
 # @@protoc_insertion_point(module_scope)

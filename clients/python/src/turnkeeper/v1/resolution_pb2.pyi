@@ -193,6 +193,9 @@ class Resolution(_message.Message):
     RATIO_IGNORED_FIELD_NUMBER: _builtins.int
     HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
     LOW_WATER_IGNORED_FIELD_NUMBER: _builtins.int
+    KEEP_TOOL_CONTEXT_TURNS_FIELD_NUMBER: _builtins.int
+    KEEP_RUNNING_TURN_TOOL_RESULTS_FIELD_NUMBER: _builtins.int
+    MIN_CACHEABLE_TOKENS_FIELD_NUMBER: _builtins.int
     budget_tokens: _builtins.int
     """The effective proactive trimming budget in tokens; 0 means proactive trimming is disabled."""
     budget_rule: Global___BudgetRule.ValueType
@@ -209,6 +212,12 @@ class Resolution(_message.Message):
     """True when `history_trim_low_water` was set to a value outside (0.0, 1.0], NaN and infinities included,
     and was therefore treated as unset (spec §11.1).
     """
+    keep_tool_context_turns: _builtins.int
+    """The K in effect for this route's prepared requests (spec §13.1): `keep_tool_context_turns`, 2 when unset."""
+    keep_running_turn_tool_results: _builtins.int
+    """The R in effect (spec §13.4); absent when the running turn is kept whole."""
+    min_cacheable_tokens: _builtins.int
+    """The route model's minimum cacheable prefix in tokens (spec §14); absent when its provider profile declares none."""
     @_builtins.property
     def route(self) -> Global___Route:
         """The effective provider/model route."""
@@ -233,11 +242,21 @@ class Resolution(_message.Message):
         ratio_ignored: _builtins.bool = ...,
         history_trim_low_water: _builtins.float = ...,
         low_water_ignored: _builtins.bool = ...,
+        keep_tool_context_turns: _builtins.int = ...,
+        keep_running_turn_tool_results: _builtins.int | None = ...,
+        min_cacheable_tokens: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "route", b"route"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_min_cacheable_tokens", b"_min_cacheable_tokens", "capacity", b"capacity", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "min_cacheable_tokens", b"min_cacheable_tokens", "route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["budget_rule", b"budget_rule", "budget_steps", b"budget_steps", "budget_tokens", b"budget_tokens", "capacity", b"capacity", "history_trim_low_water", b"history_trim_low_water", "low_water_ignored", b"low_water_ignored", "max_history_turns", b"max_history_turns", "ratio_ignored", b"ratio_ignored", "route", b"route"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_min_cacheable_tokens", b"_min_cacheable_tokens", "budget_rule", b"budget_rule", "budget_steps", b"budget_steps", "budget_tokens", b"budget_tokens", "capacity", b"capacity", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "low_water_ignored", b"low_water_ignored", "max_history_turns", b"max_history_turns", "min_cacheable_tokens", b"min_cacheable_tokens", "ratio_ignored", b"ratio_ignored", "route", b"route"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__keep_running_turn_tool_results: _TypeAlias = _typing.Literal["keep_running_turn_tool_results"]  # noqa: Y015
+    _WhichOneofArgType__keep_running_turn_tool_results: _TypeAlias = _typing.Literal["_keep_running_turn_tool_results", b"_keep_running_turn_tool_results"]  # noqa: Y015
+    _WhichOneofReturnType__min_cacheable_tokens: _TypeAlias = _typing.Literal["min_cacheable_tokens"]  # noqa: Y015
+    _WhichOneofArgType__min_cacheable_tokens: _TypeAlias = _typing.Literal["_min_cacheable_tokens", b"_min_cacheable_tokens"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__keep_running_turn_tool_results) -> _WhichOneofReturnType__keep_running_turn_tool_results | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__min_cacheable_tokens) -> _WhichOneofReturnType__min_cacheable_tokens | None: ...
 
 Global___Resolution: _TypeAlias = Resolution  # noqa: Y015

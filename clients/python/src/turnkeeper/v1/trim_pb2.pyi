@@ -30,6 +30,10 @@ class _TrimReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TrimReason
     """The estimated history exceeded the token budget (proactive), or the provider reported an overflow (reactive)."""
     TRIM_REASON_TURN_LIMIT: _TrimReason.ValueType  # 2
     """The history held more complete user turns than the turn limit."""
+    TRIM_REASON_TOOL_RESULTS_CLEARED: _TrimReason.ValueType  # 3
+    """The running turn alone exceeded the target, and its oldest tool results were cleared (spec §13.4). No turn was
+    dropped; `clearing` says how many results and tokens.
+    """
 
 class TrimReason(_TrimReason, metaclass=_TrimReasonEnumTypeWrapper):
     """TrimReason says which limit caused older turns to be dropped."""
@@ -40,6 +44,10 @@ TRIM_REASON_TOKEN_BUDGET: TrimReason.ValueType  # 1
 """The estimated history exceeded the token budget (proactive), or the provider reported an overflow (reactive)."""
 TRIM_REASON_TURN_LIMIT: TrimReason.ValueType  # 2
 """The history held more complete user turns than the turn limit."""
+TRIM_REASON_TOOL_RESULTS_CLEARED: TrimReason.ValueType  # 3
+"""The running turn alone exceeded the target, and its oldest tool results were cleared (spec §13.4). No turn was
+dropped; `clearing` says how many results and tokens.
+"""
 Global___TrimReason: _TypeAlias = TrimReason  # noqa: Y015
 
 class _TrimMode:
@@ -366,6 +374,8 @@ class HistoryTrimmed(_message.Message):
     CALIBRATION_FIELD_NUMBER: _builtins.int
     CUT_STEP_FIELD_NUMBER: _builtins.int
     CUT_DROP_TARGET_FIELD_NUMBER: _builtins.int
+    COLLAPSE_FIELD_NUMBER: _builtins.int
+    CLEARING_FIELD_NUMBER: _builtins.int
     reason: Global___TrimReason.ValueType
     """Which limit caused the trim."""
     overflow_recovery: _builtins.bool
@@ -412,6 +422,16 @@ class HistoryTrimmed(_message.Message):
     def calibration(self) -> Global___UsageCalibration:
         """The estimate-space steps, for reported-usage trims; absent otherwise."""
 
+    @_builtins.property
+    def collapse(self) -> Global___ToolContextCollapse:
+        """The tool context the same preparation collapsed before this trim (spec §13.3); absent for TrimHistory and when
+        nothing was collapsed. The trim's counts are of the history it was given: the projection.
+        """
+
+    @_builtins.property
+    def clearing(self) -> Global___ToolResultClearing:
+        """The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise."""
+
     def __init__(
         self,
         *,
@@ -433,14 +453,72 @@ class HistoryTrimmed(_message.Message):
         calibration: Global___UsageCalibration | None = ...,
         cut_step: _builtins.int = ...,
         cut_drop_target: _builtins.int = ...,
+        collapse: Global___ToolContextCollapse | None = ...,
+        clearing: Global___ToolResultClearing | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "route", b"route"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "clearing", b"clearing", "collapse", b"collapse", "route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "clearing", b"clearing", "collapse", b"collapse", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___HistoryTrimmed: _TypeAlias = HistoryTrimmed  # noqa: Y015
+
+@_typing.final
+class ToolContextCollapse(_message.Message):
+    """ToolContextCollapse is what the projection of a prepared request left out (spec §13.1, §13.3)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    COLLAPSED_TURNS_FIELD_NUMBER: _builtins.int
+    ROWS_LEFT_OUT_FIELD_NUMBER: _builtins.int
+    SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    collapsed_turns: _builtins.int
+    """The turns sent as their prompt, one tool-exchange summary and their closing reply."""
+    rows_left_out: _builtins.int
+    """The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them)."""
+    saved_tokens: _builtins.int
+    """The estimate of the turn-limited history minus that of its projection, in tokens."""
+    def __init__(
+        self,
+        *,
+        collapsed_turns: _builtins.int = ...,
+        rows_left_out: _builtins.int = ...,
+        saved_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["collapsed_turns", b"collapsed_turns", "rows_left_out", b"rows_left_out", "saved_tokens", b"saved_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolContextCollapse: _TypeAlias = ToolContextCollapse  # noqa: Y015
+
+@_typing.final
+class ToolResultClearing(_message.Message):
+    """ToolResultClearing is what clearing the running turn's oldest tool results did (spec §13.4)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULTS_CLEARED_FIELD_NUMBER: _builtins.int
+    SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    results_cleared: _builtins.int
+    """The tool results cleared (each result of a ToolResults row counts alone)."""
+    saved_tokens: _builtins.int
+    """The estimate before the clearing minus the estimate after it, in tokens."""
+    def __init__(
+        self,
+        *,
+        results_cleared: _builtins.int = ...,
+        saved_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["results_cleared", b"results_cleared", "saved_tokens", b"saved_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ToolResultClearing: _TypeAlias = ToolResultClearing  # noqa: Y015
 
 @_typing.final
 class RecoveryReport(_message.Message):
@@ -565,14 +643,21 @@ class InputCostEstimate(_message.Message):
     CURRENCY_FIELD_NUMBER: _builtins.int
     UNCACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
     CACHED_INPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    CACHE_WRITE_TOKENS_FIELD_NUMBER: _builtins.int
     cost: _builtins.float
-    """(uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles."""
+    """((uncached_input_tokens - cache_write_tokens) x input price + cached_input_tokens x cached price
+    + cache_write_tokens x write price) / 1,000,000, in IEEE-754 doubles (spec §10.5, §14).
+    """
     currency: _builtins.str
     """The currency of the route's prices, as the provider profile declares it."""
     uncached_input_tokens: _builtins.int
     """The input tokens priced at the input price: the meter's `used_tokens` minus `cached_input_tokens`."""
     cached_input_tokens: _builtins.int
     """The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`."""
+    cache_write_tokens: _builtins.int
+    """The input tokens priced at the cache-write price (spec §14): the request's `cache_write_tokens`, at most the
+    uncached input tokens; included in `uncached_input_tokens`.
+    """
     def __init__(
         self,
         *,
@@ -580,10 +665,11 @@ class InputCostEstimate(_message.Message):
         currency: _builtins.str = ...,
         uncached_input_tokens: _builtins.int = ...,
         cached_input_tokens: _builtins.int = ...,
+        cache_write_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cached_input_tokens", b"cached_input_tokens", "cost", b"cost", "currency", b"currency", "uncached_input_tokens", b"uncached_input_tokens"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cache_write_tokens", b"cache_write_tokens", "cached_input_tokens", b"cached_input_tokens", "cost", b"cost", "currency", b"currency", "uncached_input_tokens", b"uncached_input_tokens"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
