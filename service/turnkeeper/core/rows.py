@@ -23,6 +23,17 @@ from turnkeeper.v1 import history_pb2
 TOOL_RESULTS_PREFIX = "[Tool results]"
 """A user row starting with this carries tool results for text-only providers (§1)."""
 
+PARSE_ERROR_PREFIX = "[Tool call parse error]"
+"""A user row starting with this is the loop's feedback on a malformed call: it belongs to the
+turn it interrupts, so it is no retention boundary (§13.1; the trims keep §9's boundaries)."""
+
+TOOL_EXCHANGE_SUMMARY = ("[Tool exchange: ", " tool call(s) \u2014 results collapsed]")
+"""The text of a tool-exchange summary row (§13.1) is these two parts around the count N."""
+
+CLEARED_TOOL_RESULT = ("[Tool result cleared to fit the context window: ", " characters]")
+"""A cleared tool result's text (§13.4) is these two parts around the original length in code
+points; a `[Tool results]` carrier's is the prefix, a newline, then that text."""
+
 
 class RowKind(enum.Enum):
     SYSTEM = "system"
