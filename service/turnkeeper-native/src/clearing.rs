@@ -122,16 +122,17 @@ impl Working {
     }
 
     /// Where the running turn starts (§13.4): at the last retention boundary; without one, after
-    /// the breadcrumb; without that, after the leading system rows.
+    /// the leading system rows and the breadcrumb that follows them (§9's prefix).
     fn running_turn_from(&self) -> usize {
         let rows = &self.history.rows;
         if let Some(i) = rows.iter().rposition(Row::is_retention_boundary) {
             return i;
         }
-        match rows.iter().position(|r| r.kind == RowKind::Breadcrumb) {
-            Some(i) => i + 1,
-            None => self.system_rows(),
-        }
+        let system = self.system_rows();
+        let crumb = rows
+            .get(system)
+            .is_some_and(|r| r.kind == RowKind::Breadcrumb);
+        system + usize::from(crumb)
     }
 }
 
