@@ -352,3 +352,109 @@ fn rewritten(body: &[u8], f: &Field, content: u32, attachments: u32, text: &str)
     before.extend_from_slice(&after);
     before
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::scan;
+    use crate::testing::{call, chat, conventions, member, request, ASSISTANT, TOOL, USER};
+
+    fn working(buf: &[u8]) -> Working {
+        let scanned = scan(buf, 1000, &conventions()).expect("decodes");
+        assert_eq!(scanned.violations.total, 0);
+        Working::of(scanned.history, conventions().prices)
+    }
+
+    fn content_of(w: &Working, buf: &[u8], i: usize, kind: RowKind) -> String {
+        let row = &w.history.rows[i];
+        let read = ResultRow::read(row_bytes(buf, row), row, w.history.shape).expect("reads");
+        assert_eq!(row.kind, kind);
+        read.content(&read.results[0]).to_owned()
+    }
+
+    #[test]
+    fn the_oldest_results_are_cleared_never_the_newest() {
+        let mut with_image = chat(TOOL, "é".repeat(40).as_bytes(), b"c1", &[]);
+        let mut attachment = Vec::new();
+        put_len(&mut attachment, 1, b"/a.png");
+        put_len(&mut with_image, 5, &attachment);
+        let rows = [
+            chat(USER, b"go", b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c1", b"f"), call(b"c2", b"f")]),
+            with_image,
+            chat(
+                USER,
+                format!("[Tool results] {}", "z".repeat(285)).as_bytes(),
+                b"",
+                &[],
+            ),
+            chat(TOOL, &[b'x'; 400], b"c2", &[]),
+        ];
+        let buf = request(1, &rows, &[]);
+        let w = working(&buf);
+        let (cleared, n) = w
+            .clear_tool_results(&buf, 1, 0, &conventions())
+            .expect("reads")
+            .expect("clears");
+        assert_eq!(n, 2);
+        let text = "[Tool result cleared to fit the context window: 40 characters]";
+        assert_eq!(content_of(&cleared, &buf, 2, RowKind::Tool), text);
+        assert_eq!(cleared.images[2], 0);
+        let carrier = content_of(&cleared, &buf, 3, RowKind::Carrier);
+        let expected =
+            "[Tool results]\n[Tool result cleared to fit the context window: 300 characters]";
+        assert_eq!(carrier, expected);
+        // The newest result is kept; the output re-reads as it is priced.
+        assert_eq!(cleared.tokens[4], w.tokens[4]);
+        let out = cleared.history_field(&buf);
+        let again = working(&out);
+        assert_eq!(again.tokens, cleared.tokens);
+        assert_eq!(again.images, cleared.images);
+        // Cleared results are not cleared again.
+        let more = again.clear_tool_results(&out, 1, 0, &conventions());
+        assert!(more.expect("reads").is_none());
+        // A history within the stop clears nothing.
+        let total = w.total_tokens();
+        assert!(w
+            .clear_tool_results(&buf, 0, total, &conventions())
+            .expect("reads")
+            .is_none());
+    }
+
+    #[test]
+    fn each_result_of_a_tool_results_row_is_cleared_alone() {
+        let mut results = Vec::new();
+        for (id, content) in [(&b"c1"[..], &[b'y'; 200][..]), (b"c2", b"short")] {
+            let mut result = Vec::new();
+            put_len(&mut result, 1, id);
+            put_len(&mut result, 2, b"f");
+            put_len(&mut result, 3, content);
+            put_len(&mut results, 1, &result);
+        }
+        let mut calls = Vec::new();
+        put_len(&mut calls, 2, &call(b"c1", b"f"));
+        put_len(&mut calls, 2, &call(b"c2", b"f"));
+        let rows = [
+            member(1, &chat(USER, b"go", b"", &[])),
+            member(2, &calls),
+            member(3, &results),
+        ];
+        let buf = request(2, &rows, &[]);
+        let w = working(&buf);
+        // Both are candidates; the short one's cleared form is not cheaper, so it is skipped.
+        let (cleared, n) = w
+            .clear_tool_results(&buf, 0, 0, &conventions())
+            .expect("reads")
+            .expect("clears");
+        assert_eq!(n, 1);
+        let row = &cleared.history.rows[2];
+        let read =
+            ResultRow::read(row_bytes(&buf, row), row, cleared.history.shape).expect("reads");
+        let text = "[Tool result cleared to fit the context window: 200 characters]";
+        assert_eq!(read.content(&read.results[0]), text);
+        assert_eq!(read.content(&read.results[1]), "short");
+        let again = working(&cleared.history_field(&buf));
+        assert_eq!(again.tokens, cleared.tokens);
+        assert_eq!(again.history.rows[2].provider_rows, 2);
+    }
+}

@@ -209,3 +209,149 @@ impl Projected {
         self.images.push(0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scan::scan;
+    use crate::testing::{call, chat, conventions, member, request, ASSISTANT, SYSTEM, TOOL, USER};
+
+    fn working(buf: &[u8]) -> Working {
+        let scanned = scan(buf, 1000, &conventions()).expect("decodes");
+        assert_eq!(scanned.violations.total, 0);
+        Working::of(scanned.history, conventions().prices)
+    }
+
+    /// A finished turn of §13.3's example: a prompt, two calls, their results, a reply.
+    fn finished_turn(n: u8) -> Vec<Vec<u8>> {
+        let (a, b) = ([b'a', n], [b'b', n]);
+        vec![
+            chat(USER, &[b'u', n], b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(&a, b"f"), call(&b, b"f")]),
+            chat(TOOL, b"result one", &a, &[]),
+            chat(TOOL, b"result two", &b, &[]),
+            chat(ASSISTANT, b"done", b"", &[]),
+        ]
+    }
+
+    fn kinds(w: &Working) -> Vec<RowKind> {
+        w.history.rows.iter().map(|r| r.kind).collect()
+    }
+
+    #[test]
+    fn the_spec_example_collapses_the_two_oldest_turns() {
+        let mut rows = vec![chat(SYSTEM, b"sys", b"", &[])];
+        for n in 1..=4 {
+            rows.extend(finished_turn(n));
+        }
+        rows.push(chat(USER, b"u5", b"", &[]));
+        rows.push(chat(ASSISTANT, b"", b"", &[call(b"c5", b"f")]));
+        rows.push(chat(TOOL, b"r5", b"c5", &[]));
+        let buf = request(1, &rows, &[]);
+        let w = working(&buf);
+        let p = w.project(2, &conventions()).expect("two turns collapse");
+        assert_eq!(p.rows_left_out, 6);
+        assert_eq!(p.working.history.rows.len(), 20);
+        let turns: Vec<_> = p
+            .collapsed
+            .iter()
+            .map(|c| (c.input_start, c.input_stop))
+            .collect();
+        assert_eq!(turns, [(1, 6), (6, 11)]);
+        let outputs: Vec<_> = p
+            .collapsed
+            .iter()
+            .map(|c| (c.output_start, c.output_stop))
+            .collect();
+        assert_eq!(outputs, [(1, 4), (4, 7)]);
+        // The summary is protobuf's encoding of the marked assistant row.
+        let text = "[Tool exchange: 2 tool call(s) \u{2014} results collapsed]";
+        let mut summary = vec![0x08, ASSISTANT];
+        put_len(&mut summary, 2, text.as_bytes());
+        summary.extend_from_slice(&[0x40, 0x01]);
+        let mut element = Vec::new();
+        put_len(&mut element, 1, &summary);
+        let RowBytes::Owned(written) = &p.working.history.rows[2].bytes else {
+            panic!("a summary is written, not copied")
+        };
+        assert_eq!(written, &element);
+        assert_eq!(p.working.tokens[2], conventions().prices.price_text(text));
+        // Kept rows keep their prices; the projection re-reads as it is priced, and projects to
+        // itself.
+        assert_eq!(p.working.tokens[7..], w.tokens[11..]);
+        let out = p.working.history_field(&buf);
+        let again = working(&out);
+        assert_eq!(again.tokens, p.working.tokens);
+        assert!(again.history.rows[2].marks.exchange_summary);
+        assert!(again.project(2, &conventions()).is_none());
+        assert!(w.project(4, &conventions()).is_none());
+    }
+
+    #[test]
+    fn parse_error_feedback_stays_in_the_turn_it_interrupts() {
+        let rows = [
+            chat(USER, b"go", b"", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c1", b"f")]),
+            chat(USER, b"[Tool call parse error] bad", b"", &[]),
+            chat(TOOL, b"ok", b"c1", &[]),
+            chat(USER, b"next", b"", &[]),
+        ];
+        let buf = request(1, &rows, &[]);
+        let w = working(&buf);
+        assert_eq!(w.turns(), 3);
+        let p = w
+            .project(0, &conventions())
+            .expect("the first turn collapses");
+        use RowKind::*;
+        assert_eq!(kinds(&p.working), [User, Assistant, User]);
+        assert_eq!(p.rows_left_out, 3);
+    }
+
+    #[test]
+    fn a_turn_without_tool_activity_or_already_collapsed_is_copied() {
+        let text = b"[Tool exchange: 1 tool call(s) \xe2\x80\x94 results collapsed]";
+        let mut summary = chat(ASSISTANT, text, b"", &[]);
+        summary.extend_from_slice(&[0x40, 0x01]);
+        let rows = [
+            chat(USER, b"one", b"", &[]),
+            chat(SYSTEM, b"note", b"", &[]),
+            chat(ASSISTANT, b"said", b"", &[]),
+            chat(USER, b"two", b"", &[]),
+            summary,
+            chat(USER, b"three", b"", &[]),
+        ];
+        let w = working(&request(1, &rows, &[]));
+        assert!(w.project(0, &conventions()).is_none());
+    }
+
+    #[test]
+    fn a_structured_step_is_never_a_closing_reply() {
+        let mut step = Vec::new();
+        put_len(&mut step, 1, b"thinking aloud");
+        let mut results = Vec::new();
+        let mut result = Vec::new();
+        put_len(&mut result, 1, b"c1");
+        put_len(&mut result, 3, b"ok");
+        put_len(&mut results, 1, &result);
+        put_len(&mut results, 1, &result);
+        let mut calls = Vec::new();
+        put_len(&mut calls, 2, &call(b"c1", b"f"));
+        let rows = [
+            member(1, &chat(USER, b"one", b"", &[])),
+            member(2, &calls),
+            member(3, &results),
+            member(2, &step),
+            member(1, &chat(USER, b"two", b"", &[])),
+        ];
+        let buf = request(2, &rows, &[]);
+        let p = working(&buf).project(0, &conventions()).expect("collapses");
+        use RowKind::*;
+        // The prompt, the summary (one call) in place of the step; the text-only step is
+        // drained, not kept as a reply.
+        assert_eq!(kinds(&p.working), [User, Assistant, User]);
+        assert_eq!(p.rows_left_out, 3);
+        let again = working(&p.working.history_field(&buf));
+        assert_eq!(again.tokens, p.working.tokens);
+        assert_eq!(again.history.rows[1].text_bytes, 53);
+    }
+}
