@@ -167,7 +167,7 @@ impl Working {
             text_tokens: text_tokens(nbytes),
             marker_images: 0,
             attachments: 0,
-            bytes: RowBytes::Owned(bytes),
+            bytes: RowBytes::Owned(bytes.into()),
             calls: (end, end),
             results: (end, end),
             marks: Marks {
@@ -184,6 +184,8 @@ struct Projected {
     rows: Vec<Row>,
     tokens: Vec<u64>,
     images: Vec<u64>,
+    /// The summaries written so far, by their count of calls, with their prices.
+    summaries: Vec<(usize, Row, u64)>,
 }
 
 impl Projected {
@@ -192,6 +194,7 @@ impl Projected {
             rows: Vec::with_capacity(n),
             tokens: Vec::with_capacity(n),
             images: Vec::with_capacity(n),
+            summaries: Vec::new(),
         }
     }
 
@@ -202,8 +205,18 @@ impl Projected {
         self.images.extend_from_slice(&from.images[start..stop]);
     }
 
+    /// A summary of `calls` calls; written once per count, its bytes shared by every turn with
+    /// that count.
     fn push_summary(&mut self, from: &Working, calls: usize, conventions: &Conventions) {
-        let (row, tokens) = from.exchange_summary_row(calls, conventions);
+        let known = self.summaries.iter().find(|(n, _, _)| *n == calls);
+        let (row, tokens) = match known {
+            Some((_, row, tokens)) => (row.clone(), *tokens),
+            None => {
+                let (row, tokens) = from.exchange_summary_row(calls, conventions);
+                self.summaries.push((calls, row.clone(), tokens));
+                (row, tokens)
+            }
+        };
         self.rows.push(row);
         self.tokens.push(tokens);
         self.images.push(0);
@@ -274,7 +287,7 @@ mod tests {
         let RowBytes::Owned(written) = &p.working.history.rows[2].bytes else {
             panic!("a summary is written, not copied")
         };
-        assert_eq!(written, &element);
+        assert_eq!(&written[..], &element[..]);
         assert_eq!(p.working.tokens[2], conventions().prices.price_text(text));
         // Kept rows keep their prices; the projection re-reads as it is priced, and projects to
         // itself.

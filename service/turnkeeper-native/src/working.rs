@@ -169,7 +169,7 @@ impl Working {
             text_tokens: text_tokens(nbytes),
             marker_images: 0,
             attachments: 0,
-            bytes: RowBytes::Owned(bytes),
+            bytes: RowBytes::Owned(bytes.into()),
             calls: (end, end),
             results: (end, end),
             marks: Marks::default(),
@@ -293,7 +293,7 @@ impl Working {
             put_len(&mut bytes, 1, &payload);
         }
         let mut repaired = row.clone();
-        repaired.bytes = RowBytes::Owned(bytes);
+        repaired.bytes = RowBytes::Owned(bytes.into());
         let end = self.history.ids.len();
         repaired.calls = (end, end);
         repaired.results = (end, end);
@@ -335,7 +335,7 @@ impl Working {
         for row in &self.history.rows {
             match &row.bytes {
                 RowBytes::Request(s, e) => put(&buf[*s..*e]),
-                RowBytes::Owned(v) => put(v),
+                RowBytes::Owned(v) => put(&v[..]),
             }
         }
         for r in self
