@@ -8,6 +8,7 @@ from turnkeeper.core.projection import CollapsedTurn, project, project_working
 from turnkeeper.core.rows import PARSE_ERROR_PREFIX, TOOL_EXCHANGE_SUMMARY
 from turnkeeper.core.sweep import sweep
 from turnkeeper.core.working import WorkingHistory
+from turnkeeper.server.contract import history_rules
 from turnkeeper.server.engine.protocol import NO_PROJECTION
 from turnkeeper.server.engine.python import PythonHistoryView
 from turnkeeper.v1 import history_pb2 as h
@@ -272,6 +273,39 @@ def test_projection_creates_no_orphan() -> None:
     history = example()
     assert not sweep(history).removals
     assert not sweep(project(history, 0).history).removals
+
+
+def test_only_an_assistant_row_without_calls_can_be_a_summary() -> None:
+    """The history rule `tool_exchange_summary` (docs/conventions.md "Validation rules")."""
+
+    def marked(message: h.ChatMessage) -> h.ChatMessage:
+        message.tool_exchange_summary = True
+        return message
+
+    history = chat(
+        system(),
+        marked(crumb()),
+        user("q"),
+        marked(assistant(summary_text(1))),
+        marked(assistant("", ("c1", "f", "{}"))),
+        tool("c1"),
+        marked(user("again")),
+    )
+    violations = history_rules.history_violations(history, "history", 100)
+    fields = [v.field for _, v in violations]
+    assert fields == [
+        "history.chat.messages[1].tool_exchange_summary",
+        "history.chat.messages[4].tool_exchange_summary",
+        "history.chat.messages[6].tool_exchange_summary",
+    ]
+    described = {v.description for _, v in violations}
+    assert described == {"Only an assistant row without tool calls can be a tool-exchange summary."}
+    structured = conversation(c_chat(user("q")), c_chat(marked(tool("c1"))))
+    assert [v.field for _, v in history_rules.history_violations(structured, "history", 100)] == [
+        "history.conversation.messages[1].chat.tool_exchange_summary"
+    ]
+    # What the projection writes passes the rules.
+    assert not history_rules.history_violations(project(example(), 0).history, "history", 100).total
 
 
 def test_view_project_returns_itself_when_nothing_collapses() -> None:
