@@ -77,9 +77,11 @@ class _Step(NamedTuple):
         return self.calls > 0 or self.results > 0
 
 
-def is_retention_boundary(message: history_pb2.ChatMessage) -> bool:
+def is_retention_boundary(message: Message) -> bool:
     """A §0 turn boundary (a real user row) that is not the loop's parse-error feedback (§13.1)."""
-    return _chat_step(message).boundary
+    if isinstance(message, history_pb2.ChatMessage):
+        return _chat_step(message).boundary
+    return _conversation_step(message).boundary
 
 
 def _chat_step(message: history_pb2.ChatMessage) -> _Step:
