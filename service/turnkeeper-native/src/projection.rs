@@ -39,14 +39,15 @@ struct Span {
 }
 
 impl Span {
-    /// The span `start..stop`, or None when the turn is copied unchanged (nothing drained, no
-    /// tool activity drained, or exactly one tool-exchange summary drained).
+    /// The span `start..stop`, or None when the turn is copied unchanged: nothing drained, or no
+    /// tool activity drained. A turn collapsed earlier and sent back drains to its one summary,
+    /// which has no tool activity (the history rule keeps calls off a summary): it is copied, as
+    /// §13.1 asks of exactly one summary.
     fn collapsing(rows: &[Row], start: usize, stop: usize) -> Option<Span> {
         let closing = (stop > start && is_closing_reply(&rows[stop - 1])).then_some(stop - 1);
         let drained_stop = closing.unwrap_or(stop);
         let mut drained = 0;
         let mut first: Option<&Row> = None;
-        let mut activity = false;
         let mut calls = 0;
         let mut results = 0;
         for row in &rows[start..drained_stop] {
@@ -61,13 +62,13 @@ impl Span {
                 RowKind::Carrier => results += 1,
                 _ => {}
             }
-            activity = activity || calls > 0 || results > 0;
         }
         let first = first?;
-        if !activity || (drained == 1 && first.marks.exchange_summary) {
+        if calls == 0 && results == 0 {
             return None;
         }
-        let n = if calls > 0 { calls } else { results.max(1) };
+        // N: the calls, or without any the results (at least one, as the activity is).
+        let n = if calls > 0 { calls } else { results };
         Some(Span {
             closing,
             drained,
@@ -170,10 +171,7 @@ impl Working {
             bytes: RowBytes::Owned(bytes.into()),
             calls: (end, end),
             results: (end, end),
-            marks: Marks {
-                exchange_summary: true,
-                ..Marks::default()
-            },
+            marks: Marks::default(),
         };
         (row, self.prices.price_text(&text))
     }
@@ -295,7 +293,10 @@ mod tests {
         let out = p.working.history_field(&buf);
         let again = working(&out);
         assert_eq!(again.tokens, p.working.tokens);
-        assert!(again.history.rows[2].marks.exchange_summary);
+        let RowBytes::Request(s, e) = again.history.rows[2].bytes else {
+            panic!("a scanned row is a range of the request")
+        };
+        assert_eq!(&out[s..e], &element[..]);
         assert!(again.project(2, &conventions()).is_none());
         assert!(w.project(4, &conventions()).is_none());
     }

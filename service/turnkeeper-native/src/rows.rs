@@ -51,8 +51,6 @@ pub struct Marks {
     /// A user row whose content begins with the parse-error prefix: a turn boundary of §9, no
     /// retention boundary of §13.1.
     pub parse_error: bool,
-    /// An assistant row marked `tool_exchange_summary` (§13.1).
-    pub exchange_summary: bool,
     /// An `AssistantToolCalls` row: never a closing reply, even without calls (§13.1).
     pub tool_step: bool,
 }
