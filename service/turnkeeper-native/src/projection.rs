@@ -339,6 +339,32 @@ mod tests {
     }
 
     #[test]
+    fn a_row_the_sweep_repaired_keeps_its_calls() {
+        let rows = [
+            chat(USER, b"one", b"", &[]),
+            chat(
+                ASSISTANT,
+                b"",
+                b"",
+                &[call(b"c1", b"f"), call(b"gone", b"f")],
+            ),
+            chat(TOOL, b"ok", b"c1", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c2", b"f")]),
+            chat(USER, b"two", b"", &[]),
+        ];
+        let buf = request(1, &rows, &[]);
+        let (swept, removals) = working(&buf).sweep(&buf).expect("re-reads");
+        // The unanswered calls go; the repaired row still makes its kept call, so it is drained
+        // and counted, not taken for a reply.
+        assert_eq!(removals.len(), 2);
+        assert_eq!(swept.history.rows[1].call_count(), 1);
+        let p = swept.project(0, &conventions()).expect("collapses");
+        assert_eq!(p.rows_left_out, 2);
+        let text = "[Tool exchange: 1 tool call(s) \u{2014} results collapsed]";
+        assert_eq!(p.working.tokens[1], conventions().prices.price_text(text));
+    }
+
+    #[test]
     fn a_structured_step_is_never_a_closing_reply() {
         let mut step = Vec::new();
         put_len(&mut step, 1, b"thinking aloud");
