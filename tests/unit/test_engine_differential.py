@@ -129,7 +129,10 @@ def conversation_rows(draw: st.DrawFn) -> h.ConversationMessage:
 
 @st.composite
 def histories(draw: st.DrawFn) -> h.History:
-    """Half valid tool-heavy histories (trims, breadcrumbs, events), half anything goes."""
+    """Half valid tool-heavy histories (trims, breadcrumbs, events; some built for §13's
+    projection and clearing), half anything goes."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(tool_histories())
     if draw(st.booleans()):
         valid = draw(valid_histories())
         rows = valid.chat.messages
@@ -162,6 +165,10 @@ def profiles(draw: st.DrawFn) -> profile_pb2.Profiles:
         runtime.max_history_messages = draw(st.integers(0, 4))
     if draw(st.booleans()):
         runtime.history_trim_low_water = draw(low_waters)
+    if draw(st.booleans()):  # §13.1 K
+        runtime.keep_tool_context_turns = draw(st.integers(0, 3))
+    if draw(st.booleans()):  # §13.4 R
+        runtime.keep_running_turn_tool_results = draw(st.integers(0, 3))
     provider = profile_pb2.ProviderProfile(
         alias=draw(st.sampled_from(["p", "p", "p", ""])), model="m"
     )
