@@ -269,6 +269,8 @@ class Fitted:
     trim: TrimStep
     clearing: Clearing | None
     recovery: Recovery | None
+    recovered_cut: bool = False
+    """Whether `trim` is the recovery's cut (a recovery that only cleared keeps the budget trim)."""
 
 
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
@@ -290,7 +292,9 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
     report = preflight(prepared, extras, resolution)
     caller = request.caller if request.HasField("caller") else None
-    trims = _visible_trims((turn_trim, fitted.trim), fitted.recovery, resolution, caller, collapse)
+    trims = _visible_trims(
+        (turn_trim, fitted.trim), fitted.recovered_cut, resolution, caller, collapse
+    )
     if fitted.clearing is not None:
         trims.append(_clearing_event(fitted.clearing, prepared, resolution, caller, collapse))
     response = svc.PrepareModelCallResponse()
@@ -425,7 +429,7 @@ def _fit(
         recovered, cleared = _clear(recovered, keep_newest, target, target, True)
         if cleared is not None:
             recovery = cleared_recovery(recovery, recovered.total_tokens)
-        return Fitted(recovered, step, cleared, recovery)
+        return Fitted(recovered, step, cleared, recovery, recovered_cut=True)
     if recovery.report.blocker != trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN:
         return Fitted(prepared, baseline, clearing, recovery)
     # One turn left: what recovery may still do is clear more of it, to its own target.
@@ -492,7 +496,7 @@ def _budget_trim(
 
 def _visible_trims(
     steps: tuple[TrimStep, ...],
-    recovery: Recovery | None,
+    recovered_cut: bool,
     resolution: resolution_pb2.Resolution,
     caller: trim_pb2.CallerContext | None,
     collapse: trim_pb2.ToolContextCollapse | None,
@@ -500,7 +504,6 @@ def _visible_trims(
     """§7: one event per trim that dropped history, logged and counted, with the collapse of the
     same preparation (§13.3). Published apart from the response: what the feed retains must not
     hold the response's other fields (its orphan removals may be many)."""
-    recovered = recovery is not None and recovery.report.trimmed
     trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, counts in steps:
         if not plan.drop:
@@ -512,7 +515,7 @@ def _visible_trims(
             plan,
             reason,
             counts,
-            overflow_recovery=recovered and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+            overflow_recovery=recovered_cut and reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET,
             budget_tokens=resolution.budget_tokens,
             turn_limit=resolution.max_history_turns,
             resolution=resolution,
