@@ -35,6 +35,9 @@ class Conventions:
         role_assistant: int,
         role_tool: int,
         tool_results_prefix: str,
+        parse_error_prefix: str,
+        tool_exchange_summary: tuple[str, str],
+        cleared_tool_result: tuple[str, str],
         max_named_violations: int,
         framing_tokens: int,
         tokens_per_image: int,
@@ -126,6 +129,24 @@ class NativeHistory:
         self, drop_start: int, drop_stop: int, breadcrumb: bool, breadcrumb_text: str
     ) -> NativeHistory: ...
     def sweep(self) -> tuple[NativeHistory, list[Removal]]: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def system_rows(self) -> int:
+        """The number of leading system rows."""
+    def tokens_through(self, index: int) -> int:
+        """The estimate of rows 0 through `index` (every row when it is past the end)."""
+    def project(
+        self, keep_turns: int
+    ) -> tuple[NativeHistory, list[tuple[int, int, int, int]], int] | None:
+        """The §13.1 projection with K = `keep_turns`: the projected history, each collapsed
+        turn as (input start, input stop, output start, output stop), the rows left out; None
+        when no turn collapses."""
+    def clear_tool_results(
+        self, keep_newest: int, stop_tokens: int
+    ) -> tuple[NativeHistory, int] | None:
+        """§13.4: the history with the running turn's oldest tool results cleared, and how many
+        were; None when none is."""
     def history_field(self, tail: bytes) -> bytes:
         """Field 1 (`history`) of a response followed by `tail`, in one bytes object."""
     def estimates_field(self) -> bytes: ...

@@ -99,6 +99,7 @@ def chat_rows(draw: st.DrawFn) -> h.ChatMessage:
     for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
         row.attachments.add(uri="/a.png")
     row.breadcrumb = draw(st.integers(0, 6)) == 0
+    row.tool_exchange_summary = draw(st.integers(0, 6)) == 0  # valid on plain assistant rows
     draw(passthrough(row))
     return row
 
@@ -453,3 +454,172 @@ def test_unknown_fields_of_the_history_and_its_list_survive_a_rewrite(
     assert list_unknown in python[1].body and history_unknown in python[1].body
     response = RESPONSES[request_type].FromString(python[1].body)
     assert response.history != history  # the rows were rewritten
+
+
+# §13: the projection and the clearing, on tool-heavy histories built for them.
+PARSE_ERROR = "[Tool call parse error] bad json"
+CLEARED = "[Tool result cleared to fit the context window: 7 characters]"
+contents = st.one_of(texts, st.sampled_from(["", "x" * 40, "é" * 9, CLEARED]))
+
+
+@st.composite
+def tool_exchange(draw: st.DrawFn, calls: int) -> list[h.ChatMessage]:
+    """An assistant row with `calls` calls (their text maybe empty), then a result for each:
+    tool rows or one `[Tool results]` carrier, sometimes with attachments."""
+    ids = [f"c{draw(st.integers(0, 99))}" for _ in range(calls)]
+    rows = [
+        h.ChatMessage(
+            role=h.ROLE_ASSISTANT,
+            content=draw(texts),
+            tool_calls=[h.ToolCall(id=i, name="f", arguments=draw(texts)) for i in ids],
+        )
+    ]
+    if draw(st.integers(0, 4)) == 0:
+        carrier = h.ChatMessage(role=h.ROLE_USER, content="[Tool results]" + draw(contents))
+        if draw(st.booleans()):
+            carrier.content = "[Tool results]\n" + CLEARED
+        carrier.attachments.add(uri="/a.png")
+        return [*rows, carrier]
+    for i in ids:
+        result = h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=i, content=draw(contents))
+        for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
+            result.attachments.add(uri="/a.png")
+        rows.append(result)
+    return rows
+
+
+@st.composite
+def retention_turn(draw: st.DrawFn) -> list[h.ChatMessage]:
+    """A prompt, then tool exchanges, parse-error feedback, system rows, an earlier
+    preparation's summary, maybe a closing reply; sometimes no tool activity at all."""
+    rows = [h.ChatMessage(role=h.ROLE_USER, content=draw(texts) or "u")]
+    for _ in range(draw(st.integers(0, 3))):
+        part = draw(st.sampled_from(["exchange", "exchange", "parse", "system", "summary", "say"]))
+        if part == "exchange":
+            rows += draw(tool_exchange(draw(st.integers(0, 3))))
+        elif part == "parse":
+            rows.append(h.ChatMessage(role=h.ROLE_USER, content=PARSE_ERROR))
+        elif part == "system":
+            rows.append(h.ChatMessage(role=h.ROLE_SYSTEM, content=draw(texts)))
+        elif part == "summary":
+            n = draw(st.integers(1, 3))
+            rows.append(
+                h.ChatMessage(
+                    role=h.ROLE_ASSISTANT,
+                    content=f"[Tool exchange: {n} tool call(s) \u2014 results collapsed]",
+                    tool_exchange_summary=True,
+                )
+            )
+        else:
+            rows.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content=draw(texts)))
+    if draw(st.booleans()):
+        rows.append(h.ChatMessage(role=h.ROLE_ASSISTANT, content=draw(texts)))
+    return rows
+
+
+def _structured(rows: list[h.ChatMessage], merge: bool) -> h.History:
+    """The rows in the ConversationMessage shape: calls become steps, tool rows results, a run of
+    tool rows one `ToolResults` row when `merge`."""
+    out: list[h.ConversationMessage] = []
+    for m in rows:
+        if m.role == h.ROLE_ASSISTANT and m.tool_calls:
+            step = h.AssistantToolCalls(text=m.content, tool_calls=m.tool_calls)
+            out.append(h.ConversationMessage(assistant_tool_calls=step))
+        elif m.role == h.ROLE_TOOL:
+            result = h.ToolResult(
+                tool_call_id=m.tool_call_id, content=m.content, attachments=m.attachments
+            )
+            if merge and out and out[-1].WhichOneof("message") == "tool_results":
+                out[-1].tool_results.results.append(result)
+            else:
+                results = h.ToolResults(results=[result])
+                out.append(h.ConversationMessage(tool_results=results))
+        else:
+            out.append(h.ConversationMessage(chat=m))
+    return h.History(conversation=h.ConversationHistory(messages=out))
+
+
+@st.composite
+def tool_histories(draw: st.DrawFn) -> h.History:
+    rows = [h.ChatMessage(role=h.ROLE_SYSTEM, content=draw(texts))] * draw(st.integers(0, 2))
+    if draw(st.integers(0, 3)) == 0:
+        rows.append(h.ChatMessage(role=h.ROLE_USER, content="[cut]", breadcrumb=True))
+    if draw(st.integers(0, 4)) == 0:  # rows before the first prompt
+        rows += draw(tool_exchange(1))
+    for _ in range(draw(st.integers(0, 6))):
+        rows += draw(retention_turn())
+    shape = draw(st.sampled_from(["chat", "conversation", "merged"]))
+    if shape == "chat":
+        return h.History(chat=h.ChatHistory(messages=rows))
+    return _structured(rows, shape == "merged")
+
+
+def _views(history: h.History) -> tuple[Any, Any]:
+    raw = svc.EstimateTokensRequest(history=history).SerializeToString()
+    python = PYTHON.read(raw, svc.EstimateTokensRequest, 10_000)[1]
+    native = NATIVE.read(raw, svc.EstimateTokensRequest, 10_000)[1]
+    assert hasattr(python, "project") and hasattr(native, "project"), (python, native)
+    return python, native
+
+
+def _same_view(python: Any, native: Any) -> None:
+    assert native.history_field(b"tail") == python.history_field(b"tail")
+    assert (native.rows, native.system_rows) == (python.rows, python.system_rows)
+    assert (native.total_tokens, native.image_tokens, native.turns) == (
+        python.total_tokens,
+        python.image_tokens,
+        python.turns,
+    )
+    assert native.estimates_field() == python.estimates_field()
+    for index in range(-1, python.rows + 1):
+        assert native.tokens_through(index) == python.tokens_through(index)
+
+
+@settings(
+    max_examples=int(os.environ.get("TURNKEEPER_DIFFERENTIAL_EXAMPLES", "600")) // 2,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    tool_histories(),
+    st.sampled_from([0, 1, 2, 3, 50, 2**64 - 1]),
+    st.sampled_from([0, 1, 2, 5, 2**64]),
+    st.one_of(st.integers(0, 400), st.just(2**64 - 1)),
+)
+def test_projection_and_clearing_are_identical(
+    history: h.History, keep_turns: int, keep_newest: int, stop: int
+) -> None:
+    """§13.1 and §13.4 in both engines: the same rows, bytes, prices and reports, then the same
+    clearing of what the projection sends (and of the history as given)."""
+    python, native = _views(history)
+    projected_python, projection_python = python.project(keep_turns)
+    projected_native, projection_native = native.project(keep_turns)
+    assert projection_native == projection_python
+    assert (projected_native is native) == (projected_python is python)
+    _same_view(projected_python, projected_native)
+    # Collapsing again changes nothing: a projection sent back is its own projection.
+    again_python, again = projected_python.project(keep_turns)
+    assert again == projected_native.project(keep_turns)[1]
+    assert again_python is projected_python
+    for p, n in ((python, native), (projected_python, projected_native)):
+        cleared_python, count_python = p.clear_tool_results(keep_newest, stop)
+        cleared_native, count_native = n.clear_tool_results(keep_newest, stop)
+        assert count_native == count_python
+        assert (cleared_native is n) == (cleared_python is p)
+        _same_view(cleared_python, cleared_native)
+
+
+def test_collapsing_and_clearing_happen_in_the_drawn_histories() -> None:
+    """The strategy above reaches the interesting cases (so the test can fail)."""
+    seen = {"collapsed": 0, "cleared": 0}
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(tool_histories())
+    def probe(history: h.History) -> None:
+        python, _ = _views(history)
+        projected, projection = python.project(0)
+        seen["collapsed"] += bool(projection.collapsed)
+        seen["cleared"] += projected.clear_tool_results(0, 0)[1] > 0
+
+    probe()
+    assert seen["collapsed"] > 0 and seen["cleared"] > 0

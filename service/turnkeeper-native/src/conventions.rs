@@ -42,6 +42,12 @@ pub struct Conventions {
     pub roles: Roles,
     /// A user row whose content starts with it carries tool results (a carrier row, §1).
     pub tool_results_prefix: String,
+    /// A real user row whose content starts with it is the loop's parse-error feedback (§13.1).
+    pub parse_error_prefix: String,
+    /// A tool-exchange summary's text: these two parts around the count (§13.1).
+    pub exchange_summary: (String, String),
+    /// A cleared tool result's text: these two parts around the original length (§13.4).
+    pub cleared_result: (String, String),
     /// The most violations named; the rest are only counted.
     pub max_named_violations: usize,
     pub prices: Prices,

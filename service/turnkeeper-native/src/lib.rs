@@ -5,11 +5,13 @@
 //! (feature `python`) also catches any panic and raises it as an exception.
 #![forbid(unsafe_code)]
 
+pub mod clearing;
 pub mod conventions;
 pub mod items;
 mod messages;
 pub mod plan;
 pub mod pricing;
+pub mod projection;
 pub mod rows;
 pub mod rules;
 pub mod scan;

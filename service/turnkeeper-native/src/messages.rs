@@ -5,7 +5,7 @@
 
 use crate::conventions::Conventions;
 use crate::pricing::{strip_sent_images, text_tokens};
-use crate::rows::{Row, RowBytes, RowKind};
+use crate::rows::{Marks, Row, RowBytes, RowKind};
 use crate::rules::{Rule, Violations};
 use crate::wire::{self, Field, Malformed, Reader, Result, LEN, VARINT};
 
@@ -122,6 +122,7 @@ pub(crate) struct ChatState {
     calls: CallTally,
     attachments: u32,
     breadcrumb: bool,
+    exchange_summary: bool,
 }
 
 impl ChatState {
@@ -134,6 +135,7 @@ impl ChatState {
             calls: CallTally::default(),
             attachments: 0,
             breadcrumb: false,
+            exchange_summary: false,
         }
     }
 
@@ -153,6 +155,7 @@ impl ChatState {
                 // An enum is an int32: its low 32 bits, sign included.
                 (1, VARINT) => self.role = f.value as u32 as i32,
                 (6, VARINT) => self.breadcrumb = f.value != 0,
+                (8, VARINT) => self.exchange_summary = f.value != 0,
                 (2, LEN) => self.content = Text::of(buf, &f)?,
                 (3, LEN) => self.tool_call_id = Text::of(buf, &f)?,
                 (4, LEN) => self.calls.read(buf, &f, depth + 1, ids, items)?,
@@ -229,6 +232,15 @@ impl ChatState {
             bytes: RowBytes::Request(occurrence.start, occurrence.end),
             calls,
             results,
+            marks: Marks {
+                parse_error: kind == RowKind::User
+                    && self
+                        .content
+                        .str(buf)
+                        .starts_with(conventions.parse_error_prefix.as_str()),
+                exchange_summary: self.exchange_summary,
+                tool_step: false,
+            },
         }
     }
 }
@@ -298,6 +310,10 @@ impl CallsState {
             bytes: RowBytes::Request(occurrence.start, occurrence.end),
             calls: (self.calls_from, end),
             results: (end, end),
+            marks: Marks {
+                tool_step: true,
+                ..Marks::default()
+            },
         }
     }
 }
@@ -409,6 +425,7 @@ impl ResultsState {
             bytes: RowBytes::Request(occurrence.start, occurrence.end),
             calls: (self.from, self.from),
             results: (self.from, end),
+            marks: Marks::default(),
         }
     }
 }
@@ -446,6 +463,12 @@ pub(crate) fn chat_violations(
         } else if !crumb_slot {
             out.add(Rule::BreadcrumbPlace, || format!("{}.breadcrumb", path()));
         }
+    }
+    let plain_assistant = chat.role == roles.assistant && chat.calls.count == 0;
+    if chat.exchange_summary && (!plain_assistant || chat.breadcrumb) {
+        out.add(Rule::ToolExchangeSummary, || {
+            format!("{}.tool_exchange_summary", path())
+        });
     }
 }
 

@@ -39,6 +39,9 @@ impl Conventions {
         role_assistant,
         role_tool,
         tool_results_prefix,
+        parse_error_prefix,
+        tool_exchange_summary,
+        cleared_tool_result,
         max_named_violations,
         framing_tokens,
         tokens_per_image,
@@ -50,6 +53,9 @@ impl Conventions {
         role_assistant: i32,
         role_tool: i32,
         tool_results_prefix: String,
+        parse_error_prefix: String,
+        tool_exchange_summary: (String, String),
+        cleared_tool_result: (String, String),
         max_named_violations: usize,
         framing_tokens: u64,
         tokens_per_image: u64,
@@ -62,6 +68,9 @@ impl Conventions {
                 tool: role_tool,
             },
             tool_results_prefix,
+            parse_error_prefix,
+            exchange_summary: tool_exchange_summary,
+            cleared_result: cleared_tool_result,
             max_named_violations,
             prices: Prices {
                 framing_tokens,
@@ -100,6 +109,7 @@ struct Scan {
     violations: Vec<rules::Violation>,
     /// Handed to the one view made of this scan (moved, not copied: it is the size of the rows).
     working: Mutex<Option<Working>>,
+    conventions: Py<Conventions>,
 }
 
 #[pymethods]
@@ -134,6 +144,7 @@ impl Scan {
         Ok(NativeHistory {
             raw: self.raw.clone_ref(py),
             working,
+            conventions: self.conventions.clone_ref(py),
         })
     }
 }
@@ -143,6 +154,7 @@ impl Scan {
 struct NativeHistory {
     raw: Py<PyBytes>,
     working: Working,
+    conventions: Py<Conventions>,
 }
 
 impl NativeHistory {
@@ -150,9 +162,14 @@ impl NativeHistory {
         NativeHistory {
             raw: self.raw.clone_ref(py),
             working,
+            conventions: self.conventions.clone_ref(py),
         }
     }
 }
+
+/// One collapsed turn as Python receives it: (input start, input stop, output start, output
+/// stop), `protocol.CollapsedTurn`'s fields in order.
+type CollapsedTuple = (usize, usize, usize, usize);
 
 #[pymethods]
 impl NativeHistory {
@@ -174,6 +191,56 @@ impl NativeHistory {
     #[getter]
     fn system_floor_tokens(&self) -> u64 {
         self.working.system_floor_tokens()
+    }
+
+    #[getter]
+    fn rows(&self) -> usize {
+        self.working.history.rows.len()
+    }
+
+    #[getter]
+    fn system_rows(&self) -> usize {
+        self.working.system_rows()
+    }
+
+    fn tokens_through(&self, index: usize) -> u64 {
+        self.working.tokens_through(index)
+    }
+
+    /// The §13.1 projection with K = `keep_turns`: the projected history, its collapsed turns
+    /// and the rows left out; None when no turn collapses.
+    fn project(
+        &self,
+        py: Python<'_>,
+        keep_turns: u64,
+    ) -> PyResult<Option<(NativeHistory, Vec<CollapsedTuple>, usize)>> {
+        let w = &self.working;
+        let conventions = &self.conventions.get().0;
+        let projected = py.detach(|| guarded(|| w.project(keep_turns, conventions)))?;
+        Ok(projected.map(|p| {
+            let turns = p.collapsed.iter();
+            let turns = turns.map(|c| (c.input_start, c.input_stop, c.output_start, c.output_stop));
+            (self.with(py, p.working), turns.collect(), p.rows_left_out)
+        }))
+    }
+
+    /// §13.4: the history with the running turn's oldest tool results cleared and how many
+    /// were; None when none is.
+    fn clear_tool_results(
+        &self,
+        py: Python<'_>,
+        keep_newest: u64,
+        stop_tokens: u64,
+    ) -> PyResult<Option<(NativeHistory, u64)>> {
+        let buf = self.raw.as_bytes(py);
+        let w = &self.working;
+        let conventions = &self.conventions.get().0;
+        let cleared = py.detach(|| {
+            guarded(|| w.clear_tool_results(buf, keep_newest, stop_tokens, conventions))
+        })?;
+        let cleared = cleared
+            .map_err(|_| PyRuntimeError::new_err("a scanned row no longer decodes (a bug)"))?;
+        Ok(cleared.map(|(working, n)| (self.with(py, working), n)))
     }
 
     #[pyo3(signature = (budget, breadcrumb_cost, low_water=1.0, step_budget=None, allow_growth=false))]
@@ -318,11 +385,12 @@ fn scan<'py>(
     py: Python<'py>,
     raw: &Bound<'py, PyBytes>,
     max_rows: u64,
-    conventions: &Conventions,
+    conventions: &Bound<'py, Conventions>,
     items: Option<ItemLimitTuple<'py>>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let buf = raw.as_bytes();
-    let conventions = &conventions.0;
+    let handed = conventions.clone().unbind();
+    let conventions = &conventions.get().0;
     let limit = items.as_ref().map(|(schema, root, allowed)| ItemLimit {
         schema: &schema.get().0,
         root: *root,
@@ -347,6 +415,7 @@ fn scan<'py>(
         violation_total: scanned.violations.total,
         violations: scanned.violations.named,
         working: Mutex::new(Some(Working::of(scanned.history, conventions.prices))),
+        conventions: handed,
     };
     Ok(Some(Bound::new(py, scan)?.into_any()))
 }

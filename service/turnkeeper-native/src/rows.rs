@@ -39,11 +39,34 @@ pub struct Row {
     /// Tool-call ids this row calls (assistant rows) and tool-result ids it carries.
     pub calls: (usize, usize),
     pub results: (usize, usize),
+    pub marks: Marks,
+}
+
+/// What §13 tells apart among rows of one kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// A user row whose content begins with the parse-error prefix: a turn boundary of §9, no
+    /// retention boundary of §13.1.
+    pub parse_error: bool,
+    /// An assistant row marked `tool_exchange_summary` (§13.1).
+    pub exchange_summary: bool,
+    /// An `AssistantToolCalls` row: never a closing reply, even without calls (§13.1).
+    pub tool_step: bool,
 }
 
 impl Row {
     pub fn is_turn_boundary(&self) -> bool {
         self.kind == RowKind::User
+    }
+
+    /// A turn boundary the §13.1 projection and §13.4 clearing start a turn at.
+    pub fn is_retention_boundary(&self) -> bool {
+        self.kind == RowKind::User && !self.marks.parse_error
+    }
+
+    /// The tool calls the row makes.
+    pub fn call_count(&self) -> usize {
+        self.calls.1 - self.calls.0
     }
 }
 

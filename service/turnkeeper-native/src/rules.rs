@@ -19,10 +19,11 @@ pub enum Rule {
     ResultsRequired,
     ResultId,
     MessageRequired,
+    ToolExchangeSummary,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 13] = [
+    pub const ALL: [Rule; 14] = [
         Rule::HistoryRequired,
         Rule::TooManyRows,
         Rule::Role,
@@ -36,6 +37,7 @@ impl Rule {
         Rule::ResultsRequired,
         Rule::ResultId,
         Rule::MessageRequired,
+        Rule::ToolExchangeSummary,
     ];
 
     pub fn name(self) -> &'static str {
@@ -53,6 +55,7 @@ impl Rule {
             Rule::ResultsRequired => "results_required",
             Rule::ResultId => "result_id",
             Rule::MessageRequired => "message_required",
+            Rule::ToolExchangeSummary => "tool_exchange_summary",
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::items::{self, ItemSchema};
 use crate::messages::{
     chat_violations, CallsState, ChatState, Halt, Member, ResultsState, Scanned, Tally,
 };
-use crate::rows::{History, Row, RowBytes, RowKind, Shape};
+use crate::rows::{History, Marks, Row, RowBytes, RowKind, Shape};
 use crate::rules::{Rule, Violations};
 use crate::wire::{Field, Malformed, Reader, Result, LEN};
 
@@ -298,6 +298,7 @@ impl<'a> Scanner<'a> {
                     bytes: RowBytes::Request(occurrence.start, occurrence.end),
                     calls: (mark, mark),
                     results: (mark, mark),
+                    marks: Marks::default(),
                 }
             }
         })

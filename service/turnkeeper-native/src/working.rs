@@ -5,7 +5,7 @@
 use crate::conventions::Prices;
 use crate::plan::Plan;
 use crate::pricing::text_tokens;
-use crate::rows::{History, Row, RowBytes, RowKind, Shape};
+use crate::rows::{History, Marks, Row, RowBytes, RowKind, Shape};
 use crate::sweep::{self, OrphanKind};
 use crate::wire::{self, put_len, put_len_header, put_uint, varint_len, Field, Reader, LEN};
 
@@ -68,12 +68,7 @@ impl Working {
 
     /// The estimate of the leading system rows, which no trim drops.
     pub fn system_floor_tokens(&self) -> u64 {
-        let rows = &self.history.rows;
-        let system = rows
-            .iter()
-            .take_while(|r| r.kind == RowKind::System)
-            .count();
-        self.tokens[..system].iter().sum()
+        self.tokens[..self.system_rows()].iter().sum()
     }
 
     pub fn turns(&self) -> u64 {
@@ -120,7 +115,29 @@ impl Working {
         }
     }
 
-    fn history_without_rows(&self) -> History {
+    /// The number of leading system rows (§9 layout).
+    pub fn system_rows(&self) -> usize {
+        let rows = &self.history.rows;
+        rows.iter()
+            .take_while(|r| r.kind == RowKind::System)
+            .count()
+    }
+
+    /// The estimate of rows 0 through `index` (all of them when it is past the end).
+    pub fn tokens_through(&self, index: usize) -> u64 {
+        let stop = index.saturating_add(1).min(self.tokens.len());
+        self.tokens[..stop].iter().sum()
+    }
+
+    /// The first row of the current user turn (§9: after the last real user row).
+    pub(crate) fn current_turn_from(&self) -> usize {
+        let rows = &self.history.rows;
+        rows.iter()
+            .rposition(Row::is_turn_boundary)
+            .map_or(0, |i| i + 1)
+    }
+
+    pub(crate) fn history_without_rows(&self) -> History {
         History {
             shape: self.history.shape,
             rows: Vec::new(),
@@ -155,6 +172,7 @@ impl Working {
             bytes: RowBytes::Owned(bytes),
             calls: (end, end),
             results: (end, end),
+            marks: Marks::default(),
         }
     }
 
@@ -384,7 +402,7 @@ fn spans_len(ranges: &[(usize, usize)]) -> usize {
 }
 
 /// The oneof member of a ConversationMessage that wins, with its occurrences in order.
-fn winning_member(buf: &[u8], occurrence: &Field) -> wire::Result<(u32, Vec<Field>)> {
+pub(crate) fn winning_member(buf: &[u8], occurrence: &Field) -> wire::Result<(u32, Vec<Field>)> {
     let mut member = 0;
     let mut payloads = Vec::new();
     let mut reader = Reader::new(buf, occurrence.payload_start, occurrence.end);

@@ -19,12 +19,23 @@ from google.protobuf.message import DecodeError, Message
 
 from turnkeeper import _native
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
-from turnkeeper.core.rows import TOOL_RESULTS_PREFIX
+from turnkeeper.core.rows import (
+    CLEARED_TOOL_RESULT,
+    PARSE_ERROR_PREFIX,
+    TOOL_EXCHANGE_SUMMARY,
+    TOOL_RESULTS_PREFIX,
+)
 from turnkeeper.core.trimming import TrimPlan, rows_to_keep
 from turnkeeper.server import allocator
 from turnkeeper.server.contract import history_rules, limits, wire
 from turnkeeper.server.contract.errors import MAX_FIELD_VIOLATIONS, Violations
-from turnkeeper.server.engine.protocol import NATIVE, HistorySource
+from turnkeeper.server.engine.protocol import (
+    NATIVE,
+    NO_PROJECTION,
+    CollapsedTurn,
+    HistorySource,
+    Projection,
+)
 from turnkeeper.v1 import history_pb2, trim_pb2
 
 M = TypeVar("M", bound=Message)
@@ -35,6 +46,9 @@ CONVENTIONS = _native.Conventions(
     role_assistant=history_pb2.ROLE_ASSISTANT,
     role_tool=history_pb2.ROLE_TOOL,
     tool_results_prefix=TOOL_RESULTS_PREFIX,
+    parse_error_prefix=PARSE_ERROR_PREFIX,
+    tool_exchange_summary=TOOL_EXCHANGE_SUMMARY,
+    cleared_tool_result=CLEARED_TOOL_RESULT,
     max_named_violations=MAX_FIELD_VIOLATIONS,
     framing_tokens=FRAMING_TOKENS,
     tokens_per_image=TOKENS_PER_IMAGE,
@@ -47,6 +61,12 @@ ORPHAN_KINDS = {
     _native.OrphanKind.TOOL_RESULT_WITHOUT_CALL: trim_pb2.ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL,
     _native.OrphanKind.TOOL_CALL_WITHOUT_RESULT: trim_pb2.ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT,
 }
+
+
+def _u64(value: int) -> int:
+    """A count for the engine, which takes u64: a negative one is 0, a larger one saturates (no
+    history holds that many turns, results or tokens)."""
+    return min(max(value, 0), 2**64 - 1)
 
 
 def _plan(plan: _native.Plan) -> TrimPlan:
@@ -129,6 +149,34 @@ class NativeHistoryView:
             for removal in found
         ]
         return NativeHistoryView(swept), removals
+
+    @property
+    def rows(self) -> int:
+        return self.native.rows
+
+    @property
+    def system_rows(self) -> int:
+        return self.native.system_rows
+
+    def tokens_through(self, index: int) -> int:
+        return self.native.tokens_through(index) if index >= 0 else 0
+
+    def project(self, keep_turns: int) -> tuple[NativeHistoryView, Projection]:
+        projected = self.native.project(_u64(keep_turns))
+        if projected is None:
+            return self, NO_PROJECTION
+        native, turns, rows_left_out = projected
+        collapsed = tuple(CollapsedTurn(*turn) for turn in turns)
+        return NativeHistoryView(native), Projection(collapsed, rows_left_out)
+
+    def clear_tool_results(
+        self, keep_newest: int, stop_tokens: int
+    ) -> tuple[NativeHistoryView, int]:
+        cleared = self.native.clear_tool_results(_u64(keep_newest), _u64(stop_tokens))
+        if cleared is None:
+            return self, 0
+        native, count = cleared
+        return NativeHistoryView(native), count
 
     def history_field(self, tail: bytes = b"") -> bytes:
         return self.native.history_field(tail)
