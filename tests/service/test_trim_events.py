@@ -477,8 +477,9 @@ async def test_section10_5_prepared_calls_publish_their_meter_to_opted_in_subscr
 
 
 @pytest.fixture
-async def python_stub(python_engine_server: Any) -> AsyncIterator[Stub]:
-    async with grpc.aio.insecure_channel(python_engine_server.address) as channel:
+async def engine_stub(engine_server: Any) -> AsyncIterator[Stub]:
+    """A stub on each engine's session server in turn."""
+    async with grpc.aio.insecure_channel(engine_server.address) as channel:
         yield history_service_pb2_grpc.HistoryServiceStub(channel)
 
 
@@ -506,11 +507,11 @@ def tool_history(turns: int, result_bytes: int = 400) -> history_pb2.History:
     return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
 
 
-async def test_section13_subscribers_see_the_collapse_and_the_clearing(python_stub: Stub) -> None:
+async def test_section13_subscribers_see_the_collapse_and_the_clearing(engine_stub: Stub) -> None:
     """spec §13.3: every HistoryTrimmed of a preparation and its meter update carry the collapse
     counts; §13.4: a clearing is published as its own event, reason tool results cleared."""
     s = session()
-    watch, _ = await Watch.open(python_stub, session_ids=[s], include_meter_updates=True)
+    watch, _ = await Watch.open(engine_stub, session_ids=[s], include_meter_updates=True)
     # Five turns, K = 0: the four completed turns collapse; the budget then keeps only the
     # running turn, whose three 400-byte results exceed it, so R = 1 clears the older two.
     profiles = profile_pb2.Profiles(
@@ -518,7 +519,7 @@ async def test_section13_subscribers_see_the_collapse_and_the_clearing(python_st
             max_context_tokens=250, keep_tool_context_turns=0, keep_running_turn_tool_results=1
         )
     )
-    prepared = await python_stub.PrepareModelCall(
+    prepared = await engine_stub.PrepareModelCall(
         svc.PrepareModelCallRequest(history=tool_history(5), profiles=profiles, caller=caller(s))
     )
     assert prepared.collapse.collapsed_turns == 4
@@ -538,11 +539,11 @@ async def test_section13_subscribers_see_the_collapse_and_the_clearing(python_st
     # The reason filter names the clearing like the other reasons (the turn limit only lets the
     # subscription's markers through: this preparation drops no turn by its turn limit).
     only, _ = await Watch.open(
-        python_stub,
+        engine_stub,
         session_ids=[s],
         reasons=[trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED, trim_pb2.TRIM_REASON_TURN_LIMIT],
     )
-    again = await python_stub.PrepareModelCall(
+    again = await engine_stub.PrepareModelCall(
         svc.PrepareModelCallRequest(history=tool_history(5), profiles=profiles, caller=caller(s))
     )
     (item,) = await only.take(1)
