@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from turnkeeper.core.pricing import text_tokens, utf8_len
-from turnkeeper.core.projection import is_retention_boundary
+from turnkeeper.core.projection import Message, is_retention_boundary
 from turnkeeper.core.rows import (
     CLEARED_TOOL_RESULT,
     TOOL_RESULTS_PREFIX,
@@ -60,26 +60,17 @@ def is_cleared(content: str, carrier: bool) -> bool:
     return _CLEARED.fullmatch(content) is not None
 
 
-def _chat_of(
-    message: history_pb2.ChatMessage | history_pb2.ConversationMessage,
-) -> history_pb2.ChatMessage | None:
-    if isinstance(message, history_pb2.ChatMessage):
-        return message
-    return message.chat if message.WhichOneof("message") == "chat" else None
-
-
 def running_turn_start(working: WorkingHistory) -> int:
     """The first row of the running turn (§13.4): the last retention boundary of §13.1; when none
     remains, the row after the breadcrumb, or with no breadcrumb either, the row after the leading
     system rows (the first row that could belong to a turn)."""
-    messages: Sequence[history_pb2.ChatMessage | history_pb2.ConversationMessage] = (
+    messages: Sequence[Message] = (
         working.history.conversation.messages
         if working.is_conversation
         else working.history.chat.messages
     )
     for i in range(len(messages) - 1, -1, -1):
-        chat = _chat_of(messages[i])
-        if chat is not None and is_retention_boundary(chat):
+        if is_retention_boundary(messages[i]):
             return i
     return layout(working.rows).prefix
 

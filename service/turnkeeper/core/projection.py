@@ -71,26 +71,27 @@ class _Step(NamedTuple):
     calls: int
     results: int
     """Tool results it holds: a tool row or a carrier holds one, a `ToolResults` row each of its."""
-    summary: bool
 
     @property
     def tool_activity(self) -> bool:
         return self.calls > 0 or self.results > 0
 
 
-def is_retention_boundary(message: history_pb2.ChatMessage) -> bool:
+def is_retention_boundary(message: Message) -> bool:
     """A §0 turn boundary (a real user row) that is not the loop's parse-error feedback (§13.1)."""
-    return _chat_step(message).boundary
+    if isinstance(message, history_pb2.ChatMessage):
+        return _chat_step(message).boundary
+    return _conversation_step(message).boundary
 
 
 def _chat_step(message: history_pb2.ChatMessage) -> _Step:
     kind = classify_chat(message)
     if kind is RowKind.ASSISTANT:
         calls = len(message.tool_calls)
-        return _Step(kind, False, calls == 0, True, calls, 0, message.tool_exchange_summary)
+        return _Step(kind, False, calls == 0, True, calls, 0)
     boundary = kind is RowKind.USER and not message.content.startswith(PARSE_ERROR_PREFIX)
     results = 1 if kind in (RowKind.TOOL, RowKind.CARRIER) else 0
-    return _Step(kind, boundary, False, False, 0, results, False)
+    return _Step(kind, boundary, False, False, 0, results)
 
 
 def _conversation_step(message: history_pb2.ConversationMessage) -> _Step:
@@ -98,10 +99,10 @@ def _conversation_step(message: history_pb2.ConversationMessage) -> _Step:
     if which == "assistant_tool_calls":
         calls = len(message.assistant_tool_calls.tool_calls)
         # Never a closing reply, even without calls: the reply of this shape is a chat row.
-        return _Step(RowKind.ASSISTANT, False, False, True, calls, 0, False)
+        return _Step(RowKind.ASSISTANT, False, False, True, calls, 0)
     if which == "tool_results":
         results = len(message.tool_results.results)
-        return _Step(RowKind.TOOL, False, False, False, 0, results, False)
+        return _Step(RowKind.TOOL, False, False, False, 0, results)
     return _chat_step(message.chat)
 
 
@@ -138,11 +139,9 @@ def project(history: history_pb2.History, keep_turns: int) -> Projected:
             for i in range(start + 1, stop)
             if i != closing and steps[i].kind is not RowKind.BREADCRUMB
         ]
-        if (
-            not drained
-            or not any(steps[i].tool_activity for i in drained)
-            or (len(drained) == 1 and steps[drained[0]].summary)
-        ):
+        # A turn collapsed earlier and sent back drains to its one summary, which has no tool
+        # activity (the history rule keeps calls off a summary): it is copied, as §13.1 asks.
+        if not drained or not any(steps[i].tool_activity for i in drained):
             sources.extend(range(start, stop))
             continue
         calls = sum(steps[i].calls for i in drained)
