@@ -105,7 +105,7 @@ impl Working {
             if texts.iter().all(Option::is_none) {
                 continue;
             }
-            repriced.bytes = RowBytes::Owned(read.write(&texts));
+            repriced.bytes = RowBytes::Owned(read.write(&texts).into());
             let images = u64::from(repriced.marker_images)
                 + if sent {
                     u64::from(repriced.attachments)

@@ -238,7 +238,6 @@ impl ChatState {
                         .content
                         .str(buf)
                         .starts_with(conventions.parse_error_prefix.as_str()),
-                exchange_summary: self.exchange_summary,
                 tool_step: false,
             },
         }

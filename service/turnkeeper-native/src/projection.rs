@@ -39,14 +39,15 @@ struct Span {
 }
 
 impl Span {
-    /// The span `start..stop`, or None when the turn is copied unchanged (nothing drained, no
-    /// tool activity drained, or exactly one tool-exchange summary drained).
+    /// The span `start..stop`, or None when the turn is copied unchanged: nothing drained, or no
+    /// tool activity drained. A turn collapsed earlier and sent back drains to its one summary,
+    /// which has no tool activity (the history rule keeps calls off a summary): it is copied, as
+    /// §13.1 asks of exactly one summary.
     fn collapsing(rows: &[Row], start: usize, stop: usize) -> Option<Span> {
         let closing = (stop > start && is_closing_reply(&rows[stop - 1])).then_some(stop - 1);
         let drained_stop = closing.unwrap_or(stop);
         let mut drained = 0;
         let mut first: Option<&Row> = None;
-        let mut activity = false;
         let mut calls = 0;
         let mut results = 0;
         for row in &rows[start..drained_stop] {
@@ -61,13 +62,13 @@ impl Span {
                 RowKind::Carrier => results += 1,
                 _ => {}
             }
-            activity = activity || calls > 0 || results > 0;
         }
         let first = first?;
-        if !activity || (drained == 1 && first.marks.exchange_summary) {
+        if calls == 0 && results == 0 {
             return None;
         }
-        let n = if calls > 0 { calls } else { results.max(1) };
+        // N: the calls, or without any the results (at least one, as the activity is).
+        let n = if calls > 0 { calls } else { results };
         Some(Span {
             closing,
             drained,
@@ -167,13 +168,10 @@ impl Working {
             text_tokens: text_tokens(nbytes),
             marker_images: 0,
             attachments: 0,
-            bytes: RowBytes::Owned(bytes),
+            bytes: RowBytes::Owned(bytes.into()),
             calls: (end, end),
             results: (end, end),
-            marks: Marks {
-                exchange_summary: true,
-                ..Marks::default()
-            },
+            marks: Marks::default(),
         };
         (row, self.prices.price_text(&text))
     }
@@ -184,6 +182,8 @@ struct Projected {
     rows: Vec<Row>,
     tokens: Vec<u64>,
     images: Vec<u64>,
+    /// The summaries written so far, by their count of calls, with their prices.
+    summaries: Vec<(usize, Row, u64)>,
 }
 
 impl Projected {
@@ -192,6 +192,7 @@ impl Projected {
             rows: Vec::with_capacity(n),
             tokens: Vec::with_capacity(n),
             images: Vec::with_capacity(n),
+            summaries: Vec::new(),
         }
     }
 
@@ -202,8 +203,18 @@ impl Projected {
         self.images.extend_from_slice(&from.images[start..stop]);
     }
 
+    /// A summary of `calls` calls; written once per count, its bytes shared by every turn with
+    /// that count.
     fn push_summary(&mut self, from: &Working, calls: usize, conventions: &Conventions) {
-        let (row, tokens) = from.exchange_summary_row(calls, conventions);
+        let known = self.summaries.iter().find(|(n, _, _)| *n == calls);
+        let (row, tokens) = match known {
+            Some((_, row, tokens)) => (row.clone(), *tokens),
+            None => {
+                let (row, tokens) = from.exchange_summary_row(calls, conventions);
+                self.summaries.push((calls, row.clone(), tokens));
+                (row, tokens)
+            }
+        };
         self.rows.push(row);
         self.tokens.push(tokens);
         self.images.push(0);
@@ -274,7 +285,7 @@ mod tests {
         let RowBytes::Owned(written) = &p.working.history.rows[2].bytes else {
             panic!("a summary is written, not copied")
         };
-        assert_eq!(written, &element);
+        assert_eq!(&written[..], &element[..]);
         assert_eq!(p.working.tokens[2], conventions().prices.price_text(text));
         // Kept rows keep their prices; the projection re-reads as it is priced, and projects to
         // itself.
@@ -282,7 +293,10 @@ mod tests {
         let out = p.working.history_field(&buf);
         let again = working(&out);
         assert_eq!(again.tokens, p.working.tokens);
-        assert!(again.history.rows[2].marks.exchange_summary);
+        let RowBytes::Request(s, e) = again.history.rows[2].bytes else {
+            panic!("a scanned row is a range of the request")
+        };
+        assert_eq!(&out[s..e], &element[..]);
         assert!(again.project(2, &conventions()).is_none());
         assert!(w.project(4, &conventions()).is_none());
     }
@@ -322,6 +336,32 @@ mod tests {
         ];
         let w = working(&request(1, &rows, &[]));
         assert!(w.project(0, &conventions()).is_none());
+    }
+
+    #[test]
+    fn a_row_the_sweep_repaired_keeps_its_calls() {
+        let rows = [
+            chat(USER, b"one", b"", &[]),
+            chat(
+                ASSISTANT,
+                b"",
+                b"",
+                &[call(b"c1", b"f"), call(b"gone", b"f")],
+            ),
+            chat(TOOL, b"ok", b"c1", &[]),
+            chat(ASSISTANT, b"", b"", &[call(b"c2", b"f")]),
+            chat(USER, b"two", b"", &[]),
+        ];
+        let buf = request(1, &rows, &[]);
+        let (swept, removals) = working(&buf).sweep(&buf).expect("re-reads");
+        // The unanswered calls go; the repaired row still makes its kept call, so it is drained
+        // and counted, not taken for a reply.
+        assert_eq!(removals.len(), 2);
+        assert_eq!(swept.history.rows[1].call_count(), 1);
+        let p = swept.project(0, &conventions()).expect("collapses");
+        assert_eq!(p.rows_left_out, 2);
+        let text = "[Tool exchange: 1 tool call(s) \u{2014} results collapsed]";
+        assert_eq!(p.working.tokens[1], conventions().prices.price_text(text));
     }
 
     #[test]

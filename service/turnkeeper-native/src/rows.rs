@@ -2,6 +2,8 @@
 //! reduces them, each row remembered as its byte range in the request, and the tool-call ids
 //! the rows refer to. Plans, the sweep and the writer (`working.rs`) work on this view only.
 
+use std::sync::Arc;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RowKind {
     System,
@@ -19,11 +21,12 @@ pub enum Shape {
 }
 
 /// Where a row's bytes are: a range of the request, or bytes the engine wrote (breadcrumb,
-/// repaired row). Either is the row's whole occurrence in the messages list, tag included.
+/// repaired row, summary, cleared row), shared by the histories made from it. Either is the
+/// row's whole occurrence in the messages list, tag included.
 #[derive(Debug, Clone)]
 pub enum RowBytes {
     Request(usize, usize),
-    Owned(Vec<u8>),
+    Owned(Arc<[u8]>),
 }
 
 /// One row of the view; `calls` and `results` index `History::ids`.
@@ -48,8 +51,6 @@ pub struct Marks {
     /// A user row whose content begins with the parse-error prefix: a turn boundary of §9, no
     /// retention boundary of §13.1.
     pub parse_error: bool,
-    /// An assistant row marked `tool_exchange_summary` (§13.1).
-    pub exchange_summary: bool,
     /// An `AssistantToolCalls` row: never a closing reply, even without calls (§13.1).
     pub tool_step: bool,
 }

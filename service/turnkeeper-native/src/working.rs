@@ -169,7 +169,7 @@ impl Working {
             text_tokens: text_tokens(nbytes),
             marker_images: 0,
             attachments: 0,
-            bytes: RowBytes::Owned(bytes),
+            bytes: RowBytes::Owned(bytes.into()),
             calls: (end, end),
             results: (end, end),
             marks: Marks::default(),
@@ -184,6 +184,8 @@ impl Working {
         }
         let none = Vec::new();
         let mut removals = Vec::new();
+        // A repaired row's kept calls and results are appended: its ranges stay contiguous.
+        let mut ids = self.history.ids.clone();
         let mut rows = Vec::with_capacity(self.history.rows.len());
         for (i, row) in self.history.rows.iter().enumerate() {
             let results = orphans.results.get(&i).unwrap_or(&none);
@@ -192,7 +194,7 @@ impl Working {
                 rows.push(row.clone());
                 continue;
             }
-            let repaired = self.without(buf, row, results, calls)?;
+            let repaired = self.without(buf, row, results, calls, &mut ids)?;
             let gone = repaired.is_none();
             let ids = &self.history.ids;
             for &j in results {
@@ -215,19 +217,22 @@ impl Working {
         }
         let history = History {
             rows,
+            ids,
             ..self.history_without_rows()
         };
         Ok((Working::of(history, self.prices), removals))
     }
 
     /// The row without the given results and calls (positions), or None when nothing worth
-    /// keeping is left (`sweep._without`). The row is re-read from the request: rare path.
+    /// keeping is left (`sweep._without`); the ids it keeps are appended to `ids`. The row is
+    /// re-read from the request: rare path.
     fn without(
         &self,
         buf: &[u8],
         row: &Row,
         results: &[usize],
         calls: &[usize],
+        ids: &mut Vec<(usize, usize)>,
     ) -> wire::Result<Option<Row>> {
         let RowBytes::Request(start, end) = row.bytes else {
             return Ok(Some(row.clone()));
@@ -252,6 +257,12 @@ impl Working {
         };
         // Ascending positions, walked in step with the entries: one pass, however many go.
         let mut removed = if entries == 1 { results } else { calls }.iter().peekable();
+        let first_id = if entries == 1 {
+            row.results.0
+        } else {
+            row.calls.0
+        };
+        let kept_from = ids.len();
         let mut payload = Vec::new();
         let mut index = 0usize;
         let mut kept_entries = 0u32;
@@ -267,6 +278,7 @@ impl Working {
                         continue;
                     }
                     kept_entries += 1;
+                    ids.push(self.history.ids[first_id + index - 1]);
                     stats.entry(buf, &f, entries == 1)?;
                 } else if f.wire_type == LEN {
                     stats.text_field(buf, &f, is_chat, member);
@@ -293,10 +305,14 @@ impl Working {
             put_len(&mut bytes, 1, &payload);
         }
         let mut repaired = row.clone();
-        repaired.bytes = RowBytes::Owned(bytes);
-        let end = self.history.ids.len();
-        repaired.calls = (end, end);
-        repaired.results = (end, end);
+        repaired.bytes = RowBytes::Owned(bytes.into());
+        let end = ids.len();
+        let kept = (kept_from, end);
+        (repaired.calls, repaired.results) = if entries == 1 {
+            ((end, end), kept)
+        } else {
+            (kept, (end, end))
+        };
         if entries == 1 {
             repaired.provider_rows = kept_entries;
             repaired.text_bytes = stats.result_bytes;
@@ -335,7 +351,7 @@ impl Working {
         for row in &self.history.rows {
             match &row.bytes {
                 RowBytes::Request(s, e) => put(&buf[*s..*e]),
-                RowBytes::Owned(v) => put(v),
+                RowBytes::Owned(v) => put(&v[..]),
             }
         }
         for r in self

@@ -159,7 +159,7 @@ class NativeHistoryView:
         return self.native.system_rows
 
     def tokens_through(self, index: int) -> int:
-        return self.native.tokens_through(index) if index >= 0 else 0
+        return self.native.tokens_through(min(index, self.native.rows)) if index >= 0 else 0
 
     def project(self, keep_turns: int) -> tuple[NativeHistoryView, Projection]:
         projected = self.native.project(_u64(keep_turns))
