@@ -16,14 +16,14 @@ from . import vectors_lib as vl
 from .vectors_lib import Vector
 
 MIN_VECTORS = 60
-SPEC_SECTIONS = frozenset(range(1, 10)) | {11, 12}
-"""§1-§9, and the third edition's §11 and §12."""
+SPEC_SECTIONS = frozenset(range(1, 10)) | {11, 12, 14}
+"""§1-§9, the third edition's §11 and §12, and the fourth edition's §14 cache breakpoints."""
 AMENDMENTS = frozenset(range(1, 8))
 """§10.1-§10.7, the second edition."""
 THIRD_EDITION = frozenset({(11, 1), (11, 2)})
 """§11.1-§11.2 cache-stable trimming, of the third edition."""
-FOURTH_EDITION = frozenset({(16, 1), (16, 2)})
-"""§16.1-§16.2, the fourth edition's amendments."""
+FOURTH_EDITION = frozenset({(13, 1), (13, 2), (13, 3), (13, 4), (16, 1), (16, 2)})
+"""§13.1-§13.4 tool context retention and §16.1-§16.2 the amendments, of the fourth edition."""
 VECTORS: list[Vector] = vl.load_vectors()
 
 
@@ -47,7 +47,7 @@ def server_address(request: pytest.FixtureRequest) -> str:
 
 def test_suite_shape() -> None:
     """At least 60 vectors, unique names and numbers, every vector names a rule, every spec section,
-    every §10 rule, every third-edition section and the §16 amendments covered."""
+    every §10 rule, every third-edition section and the fourth edition's §13, §14 and §16 covered."""
     assert len(VECTORS) >= MIN_VECTORS, f"only {len(VECTORS)} vectors"
     names = [v.name for v in VECTORS]
     assert len(set(names)) == len(names), sorted({n for n in names if names.count(n) > 1})
@@ -62,7 +62,7 @@ def test_suite_shape() -> None:
     third = THIRD_EDITION - frozenset(s for v in VECTORS for s in v.subsections)
     assert not third, f"third-edition rules no vector covers: {sorted(third)}"
     fourth = FOURTH_EDITION - frozenset(s for v in VECTORS for s in v.subsections)
-    assert not fourth, f"fourth-edition amendments no vector covers: {sorted(fourth)}"
+    assert not fourth, f"fourth-edition rules no vector covers: {sorted(fourth)}"
     assert {v.rpc for v in VECTORS} == set(vl.RPCS), "every unary RPC has at least one vector"
 
 

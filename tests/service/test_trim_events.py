@@ -474,3 +474,78 @@ async def test_section10_5_prepared_calls_publish_their_meter_to_opted_in_subscr
     assert not second.meter_update.meter.HasField("capacity_tokens")
     assert not second.meter_update.meter.HasField("capacity_fraction")
     await watch.close()
+
+
+@pytest.fixture
+async def engine_stub(engine_server: Any) -> AsyncIterator[Stub]:
+    """A stub on each engine's session server in turn."""
+    async with grpc.aio.insecure_channel(engine_server.address) as channel:
+        yield history_service_pb2_grpc.HistoryServiceStub(channel)
+
+
+def tool_history(turns: int, result_bytes: int = 400) -> history_pb2.History:
+    """A system row, then `turns` turns of a prompt, one tool call, its result and a reply; the
+    last turn is running (no reply)."""
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="system")]
+    for i in range(turns):
+        rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=f"q{i}"))
+        for j in range(3 if i == turns - 1 else 1):
+            call_id = f"c{i}-{j}"
+            rows.append(
+                history_pb2.ChatMessage(
+                    role=history_pb2.ROLE_ASSISTANT,
+                    tool_calls=[history_pb2.ToolCall(id=call_id, name="f", arguments="{}")],
+                )
+            )
+            rows.append(
+                history_pb2.ChatMessage(
+                    role=history_pb2.ROLE_TOOL, content="r" * result_bytes, tool_call_id=call_id
+                )
+            )
+        if i < turns - 1:
+            rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, content="done"))
+    return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+
+
+async def test_section13_subscribers_see_the_collapse_and_the_clearing(engine_stub: Stub) -> None:
+    """spec §13.3: every HistoryTrimmed of a preparation and its meter update carry the collapse
+    counts; §13.4: a clearing is published as its own event, reason tool results cleared."""
+    s = session()
+    watch, _ = await Watch.open(engine_stub, session_ids=[s], include_meter_updates=True)
+    # Five turns, K = 0: the four completed turns collapse; the budget then keeps only the
+    # running turn, whose three 400-byte results exceed it, so R = 1 clears the older two.
+    profiles = profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(
+            max_context_tokens=250, keep_tool_context_turns=0, keep_running_turn_tool_results=1
+        )
+    )
+    prepared = await engine_stub.PrepareModelCall(
+        svc.PrepareModelCallRequest(history=tool_history(5), profiles=profiles, caller=caller(s))
+    )
+    assert prepared.collapse.collapsed_turns == 4
+    assert prepared.clearing.results_cleared == 2
+    assert [t.reason for t in prepared.trims] == [
+        trim_pb2.TRIM_REASON_TOKEN_BUDGET,
+        trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED,
+    ]
+    items = await watch.take(3)
+    events = [i.event.trimmed for i in items if i.HasField("event")]
+    meters = [i.meter_update for i in items if i.HasField("meter_update")]
+    assert events == list(prepared.trims)
+    assert all(e.collapse == prepared.collapse for e in events)
+    assert events[1].clearing == prepared.clearing
+    assert [m.collapse for m in meters] == [prepared.collapse]
+    await watch.close()
+    # The reason filter names the clearing like the other reasons (the turn limit only lets the
+    # subscription's markers through: this preparation drops no turn by its turn limit).
+    only, _ = await Watch.open(
+        engine_stub,
+        session_ids=[s],
+        reasons=[trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED, trim_pb2.TRIM_REASON_TURN_LIMIT],
+    )
+    again = await engine_stub.PrepareModelCall(
+        svc.PrepareModelCallRequest(history=tool_history(5), profiles=profiles, caller=caller(s))
+    )
+    (item,) = await only.take(1)
+    assert item.event.trimmed == again.trims[-1]
+    await only.close()

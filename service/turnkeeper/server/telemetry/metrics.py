@@ -341,8 +341,9 @@ def observe_trim(
     tokens_before: int,
     tokens_after: int,
 ) -> None:
-    """One trim that dropped history. `reason`: token_budget, turn_limit or row_limit. Engine
-    workers call it as well as the event loop: each thread adds to its own cells."""
+    """One trim that dropped history, or a §13.4 clearing. `reason`: token_budget, turn_limit,
+    row_limit or tool_results_cleared. Engine workers call it as well as the event loop: each
+    thread adds to its own cells."""
     try:
         cells: _TrimCells = _trim_cells.by_series[reason, caller_path]
     except (AttributeError, KeyError):
