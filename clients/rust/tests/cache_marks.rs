@@ -1,0 +1,91 @@
+//! The edges of the Anthropic cache marks (spec §14) the shared vectors leave out; no server.
+
+use serde_json::{Value, json};
+use turnkeeper_client::convert::{self, AnthropicExportOptions, ConvertOptions};
+use turnkeeper_client::pb::{self, CacheLifetime, ChatMessage, History, Role};
+
+fn chat_history(messages: Vec<ChatMessage>) -> History {
+    History {
+        shape: Some(pb::history::Shape::Chat(pb::ChatHistory { messages })),
+    }
+}
+
+fn row(role: Role, content: &str) -> ChatMessage {
+    ChatMessage {
+        role: role as i32,
+        content: content.into(),
+        ..Default::default()
+    }
+}
+
+fn export(history: &History, options: &AnthropicExportOptions) -> Value {
+    convert::to_anthropic_with(history, options).expect("export")
+}
+
+#[test]
+fn a_breakpoint_past_the_history_is_a_conversion_error() {
+    let history = chat_history(vec![row(Role::User, "q")]);
+    let options = AnthropicExportOptions::new().cache_breakpoints([0, 1]);
+    let error = convert::to_anthropic_with(&history, &options).expect_err("index 1 is past");
+    assert_eq!(error.path, "cache_breakpoints[1]");
+}
+
+#[test]
+fn a_breakpoint_named_twice_is_marked_once() {
+    let history = chat_history(vec![row(Role::User, "q"), row(Role::Assistant, "a")]);
+    let options = AnthropicExportOptions::new()
+        .cache_breakpoints([1, 1])
+        .cache_lifetime(CacheLifetime::OneHour);
+    assert_eq!(
+        export(&history, &options),
+        json!({"messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "a", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+            ]}
+        ]})
+    );
+}
+
+#[test]
+fn breakpoints_without_room_are_left_out() {
+    // Four system blocks the caller marked leave no room for turnkeeper's marks.
+    let marked = |text: &str| {
+        let request = json!({
+            "system": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}],
+            "messages": []
+        });
+        let history =
+            convert::from_anthropic(&request, &ConvertOptions::default()).expect("import");
+        match history.shape {
+            Some(pb::history::Shape::Chat(chat)) => chat.messages[0].clone(),
+            _ => unreachable!("the chat shape"),
+        }
+    };
+    let history = chat_history(vec![
+        marked("a"),
+        marked("b"),
+        marked("c"),
+        marked("d"),
+        row(Role::User, "q"),
+        row(Role::Assistant, "a"),
+    ]);
+    let plain = export(&history, &AnthropicExportOptions::new());
+    let options = AnthropicExportOptions::new().cache_breakpoints([3, 5]);
+    assert_eq!(
+        export(&history, &options),
+        plain,
+        "a fifth mark was rendered"
+    );
+    assert_eq!(plain.to_string().matches("cache_control").count(), 4);
+}
+
+#[test]
+fn no_breakpoints_leave_the_export_as_it_was() {
+    let history = chat_history(vec![row(Role::System, "s"), row(Role::User, "q")]);
+    let options = AnthropicExportOptions::new().cache_lifetime(CacheLifetime::FiveMinutes);
+    assert_eq!(
+        export(&history, &options),
+        json!({"system": "s", "messages": [{"role": "user", "content": "q"}]})
+    );
+}
