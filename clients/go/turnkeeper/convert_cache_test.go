@@ -4,20 +4,14 @@ package turnkeeper_test
 
 import (
 	"errors"
+	"fmt"
+	"log"
 	"strings"
 	"testing"
 
 	turnkeeperv1 "github.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1"
 	"github.com/turnkeeper/turnkeeper/clients/go/turnkeeper"
 )
-
-func chatHistory(messages ...*turnkeeperv1.ChatMessage) *turnkeeperv1.History {
-	return &turnkeeperv1.History{Shape: &turnkeeperv1.History_Chat{Chat: &turnkeeperv1.ChatHistory{Messages: messages}}}
-}
-
-func row(role turnkeeperv1.Role, content string) *turnkeeperv1.ChatMessage {
-	return &turnkeeperv1.ChatMessage{Role: role, Content: content}
-}
 
 func exportAnthropic(t *testing.T, history *turnkeeperv1.History, options ...turnkeeper.AnthropicOption) string {
 	t.Helper()
@@ -29,7 +23,7 @@ func exportAnthropic(t *testing.T, history *turnkeeperv1.History, options ...tur
 }
 
 func TestCacheBreakpointPastTheHistoryIsAConversionError(t *testing.T) {
-	history := chatHistory(row(turnkeeperv1.Role_ROLE_USER, "q"))
+	history := turnkeeper.ChatHistory(turnkeeper.User("q"))
 	_, err := turnkeeper.ToAnthropic(history, turnkeeper.WithCacheBreakpoints([]uint32{0, 1}))
 	var conversion *turnkeeper.ConversionError
 	if !errors.As(err, &conversion) || conversion.Path != "cache_breakpoints[1]" {
@@ -38,7 +32,7 @@ func TestCacheBreakpointPastTheHistoryIsAConversionError(t *testing.T) {
 }
 
 func TestCacheBreakpointNamedTwiceIsMarkedOnce(t *testing.T) {
-	history := chatHistory(row(turnkeeperv1.Role_ROLE_USER, "q"), row(turnkeeperv1.Role_ROLE_ASSISTANT, "a"))
+	history := turnkeeper.ChatHistory(turnkeeper.User("q"), turnkeeper.Assistant("a"))
 	got := exportAnthropic(t, history, turnkeeper.WithCacheBreakpoints([]uint32{1, 1}),
 		turnkeeper.WithCacheLifetime(turnkeeperv1.CacheLifetime_CACHE_LIFETIME_ONE_HOUR))
 	want := `{"messages":[{"content":"q","role":"user"},` +
@@ -58,8 +52,8 @@ func TestCacheBreakpointsWithoutRoomAreLeftOut(t *testing.T) {
 		}
 		return history.GetChat().GetMessages()[0]
 	}
-	history := chatHistory(marked("a"), marked("b"), marked("c"), marked("d"),
-		row(turnkeeperv1.Role_ROLE_USER, "q"), row(turnkeeperv1.Role_ROLE_ASSISTANT, "a"))
+	history := turnkeeper.ChatHistory(marked("a"), marked("b"), marked("c"), marked("d"),
+		turnkeeper.User("q"), turnkeeper.Assistant("a"))
 	plain := exportAnthropic(t, history)
 	if got := exportAnthropic(t, history, turnkeeper.WithCacheBreakpoints([]uint32{3, 5})); got != plain {
 		t.Fatalf("a fifth mark was rendered:\n%s", got)
@@ -70,9 +64,26 @@ func TestCacheBreakpointsWithoutRoomAreLeftOut(t *testing.T) {
 }
 
 func TestNoCacheBreakpointsLeavesTheExportAsItWas(t *testing.T) {
-	history := chatHistory(row(turnkeeperv1.Role_ROLE_SYSTEM, "s"), row(turnkeeperv1.Role_ROLE_USER, "q"))
+	history := turnkeeper.ChatHistory(turnkeeper.System("s"), turnkeeper.User("q"))
 	if got, want := exportAnthropic(t, history, turnkeeper.WithCacheBreakpoints(nil)),
 		`{"messages":[{"content":"q","role":"user"}],"system":"s"}`; got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
+}
+
+func ExampleWithCacheBreakpoints() {
+	// As client.PrepareModelCall returns them: the system row and the last row.
+	prepared := &turnkeeperv1.PrepareModelCallResponse{
+		History:          turnkeeper.ChatHistory(turnkeeper.System("Be terse."), turnkeeper.User("hello")),
+		CacheBreakpoints: []uint32{0, 1},
+	}
+	body, err := turnkeeper.ToAnthropic(prepared.GetHistory(),
+		turnkeeper.WithCacheBreakpoints(prepared.GetCacheBreakpoints()),
+		turnkeeper.WithCacheLifetime(turnkeeperv1.CacheLifetime_CACHE_LIFETIME_FIVE_MINUTES))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(string(body))
+	// Output:
+	// {"messages":[{"content":[{"cache_control":{"ttl":"5m","type":"ephemeral"},"text":"hello","type":"text"}],"role":"user"}],"system":[{"cache_control":{"ttl":"5m","type":"ephemeral"},"text":"Be terse.","type":"text"}]}
 }

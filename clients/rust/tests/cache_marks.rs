@@ -2,21 +2,7 @@
 
 use serde_json::{Value, json};
 use turnkeeper_client::convert::{self, AnthropicExportOptions, ConvertOptions};
-use turnkeeper_client::pb::{self, CacheLifetime, ChatMessage, History, Role};
-
-fn chat_history(messages: Vec<ChatMessage>) -> History {
-    History {
-        shape: Some(pb::history::Shape::Chat(pb::ChatHistory { messages })),
-    }
-}
-
-fn row(role: Role, content: &str) -> ChatMessage {
-    ChatMessage {
-        role: role as i32,
-        content: content.into(),
-        ..Default::default()
-    }
-}
+use turnkeeper_client::pb::{CacheLifetime, ChatMessage, History};
 
 fn export(history: &History, options: &AnthropicExportOptions) -> Value {
     convert::to_anthropic_with(history, options).expect("export")
@@ -24,7 +10,7 @@ fn export(history: &History, options: &AnthropicExportOptions) -> Value {
 
 #[test]
 fn a_breakpoint_past_the_history_is_a_conversion_error() {
-    let history = chat_history(vec![row(Role::User, "q")]);
+    let history = History::chat([ChatMessage::user("q")]);
     let options = AnthropicExportOptions::new().cache_breakpoints([0, 1]);
     let error = convert::to_anthropic_with(&history, &options).expect_err("index 1 is past");
     assert_eq!(error.path, "cache_breakpoints[1]");
@@ -32,7 +18,7 @@ fn a_breakpoint_past_the_history_is_a_conversion_error() {
 
 #[test]
 fn a_breakpoint_named_twice_is_marked_once() {
-    let history = chat_history(vec![row(Role::User, "q"), row(Role::Assistant, "a")]);
+    let history = History::chat([ChatMessage::user("q"), ChatMessage::assistant("a")]);
     let options = AnthropicExportOptions::new()
         .cache_breakpoints([1, 1])
         .cache_lifetime(CacheLifetime::OneHour);
@@ -57,18 +43,15 @@ fn breakpoints_without_room_are_left_out() {
         });
         let history =
             convert::from_anthropic(&request, &ConvertOptions::default()).expect("import");
-        match history.shape {
-            Some(pb::history::Shape::Chat(chat)) => chat.messages[0].clone(),
-            _ => unreachable!("the chat shape"),
-        }
+        history.chat_messages().expect("the chat shape")[0].clone()
     };
-    let history = chat_history(vec![
+    let history = History::chat([
         marked("a"),
         marked("b"),
         marked("c"),
         marked("d"),
-        row(Role::User, "q"),
-        row(Role::Assistant, "a"),
+        ChatMessage::user("q"),
+        ChatMessage::assistant("a"),
     ]);
     let plain = export(&history, &AnthropicExportOptions::new());
     let options = AnthropicExportOptions::new().cache_breakpoints([3, 5]);
@@ -82,7 +65,7 @@ fn breakpoints_without_room_are_left_out() {
 
 #[test]
 fn no_breakpoints_leave_the_export_as_it_was() {
-    let history = chat_history(vec![row(Role::System, "s"), row(Role::User, "q")]);
+    let history = History::chat([ChatMessage::system("s"), ChatMessage::user("q")]);
     let options = AnthropicExportOptions::new().cache_lifetime(CacheLifetime::FiveMinutes);
     assert_eq!(
         export(&history, &options),
