@@ -87,3 +87,25 @@ func ExampleWithCacheBreakpoints() {
 	// Output:
 	// {"messages":[{"content":[{"cache_control":{"ttl":"5m","type":"ephemeral"},"text":"hello","type":"text"}],"role":"user"}],"system":[{"cache_control":{"ttl":"5m","type":"ephemeral"},"text":"Be terse.","type":"text"}]}
 }
+
+func TestToolExchangeSummaryComesBackAsAPlainAssistantRow(t *testing.T) {
+	// Spec §13.1: the mark has no provider form, so the summary imports back as a plain assistant row.
+	const text = "[Tool exchange: 2 tool call(s) — results collapsed]"
+	summary := turnkeeper.Assistant(text)
+	summary.ToolExchangeSummary = true
+	history := turnkeeper.ChatHistory(turnkeeper.User("q"), summary, turnkeeper.Assistant("a"))
+	for format, conv := range converters {
+		out, err := conv.to(history)
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		back, err := conv.from(out, turnkeeper.ConvertOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", format, err)
+		}
+		got := back.GetChat().GetMessages()[1]
+		if got.GetToolExchangeSummary() || got.GetContent() != text || got.GetPassthrough() != nil {
+			t.Errorf("%s: the summary came back as %v", format, got)
+		}
+	}
+}

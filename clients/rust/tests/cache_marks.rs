@@ -72,3 +72,35 @@ fn no_breakpoints_leave_the_export_as_it_was() {
         json!({"system": "s", "messages": [{"role": "user", "content": "q"}]})
     );
 }
+
+/// Spec §13.1: the mark has no provider form, so the summary imports back as a plain assistant row.
+#[test]
+fn a_tool_exchange_summary_comes_back_as_a_plain_assistant_row() {
+    let text = "[Tool exchange: 2 tool call(s) \u{2014} results collapsed]";
+    let summary = ChatMessage {
+        tool_exchange_summary: true,
+        ..ChatMessage::assistant(text)
+    };
+    let history = History::chat([ChatMessage::user("q"), summary, ChatMessage::assistant("a")]);
+    let options = ConvertOptions::default();
+    let back = [
+        convert::from_openai(
+            &convert::to_openai(&history).expect("export").into(),
+            &options,
+        ),
+        convert::from_openai_responses(
+            &convert::to_openai_responses(&history)
+                .expect("export")
+                .into(),
+            &options,
+        ),
+        convert::from_anthropic(&convert::to_anthropic(&history).expect("export"), &options),
+    ];
+    for imported in back {
+        let imported = imported.expect("import");
+        assert_eq!(
+            imported.chat_messages().expect("the chat shape")[1],
+            ChatMessage::assistant(text)
+        );
+    }
+}
