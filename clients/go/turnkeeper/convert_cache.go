@@ -133,26 +133,27 @@ func placedBlock(out object, place blockPlace, blocks bool) object {
 	return block
 }
 
-// countCacheMarks counts the cache_control marks the caller's skeletons already put on the
-// request's blocks: the system blocks, the messages' blocks and the blocks inside tool results.
+// countCacheMarks counts the cache_control marks (null is absent) the caller's skeletons already
+// put anywhere in the request's system and messages, nested blocks included, as every client does.
 func countCacheMarks(out object) int {
-	count := 0
-	var walk func(blocks any)
-	walk = func(blocks any) {
-		list, _ := blocks.([]any)
-		for _, raw := range list {
-			block, _ := raw.(map[string]any)
-			if block["cache_control"] != nil {
-				count++
+	var count func(value any) int
+	count = func(value any) int {
+		n := 0
+		switch v := value.(type) {
+		case map[string]any:
+			for key, inner := range v {
+				if key != "cache_control" {
+					n += count(inner)
+				} else if inner != nil {
+					n++
+				}
 			}
-			if block["type"] == "tool_result" {
-				walk(block["content"])
+		case []any:
+			for _, inner := range v {
+				n += count(inner)
 			}
 		}
+		return n
 	}
-	walk(out["system"])
-	for _, message := range out["messages"].([]any) {
-		walk(message.(map[string]any)["content"])
-	}
-	return count
+	return count(out["system"]) + count(out["messages"])
 }

@@ -187,32 +187,25 @@ fn placed_block(out: &mut Object, place: BlockPlace, blocks: bool) -> Option<&mu
     holder.get_mut(block)?.as_object_mut()
 }
 
-/// Counts the `cache_control` marks the caller's skeletons already put on the request's blocks:
-/// the system blocks, the messages' blocks and the blocks inside tool results.
+/// Counts the `cache_control` marks (null is absent) the caller's skeletons already put anywhere in
+/// the request's system and messages, nested blocks included, as every client does.
 fn count_cache_marks(out: &Object) -> usize {
-    fn walk(blocks: Option<&Value>) -> usize {
-        let Some(Value::Array(blocks)) = blocks else {
-            return 0;
-        };
-        blocks
-            .iter()
-            .filter_map(Value::as_object)
-            .map(|block| {
-                let own = usize::from(block.get("cache_control").is_some_and(|c| !c.is_null()));
-                let inner = if block.get("type").and_then(Value::as_str) == Some("tool_result") {
-                    walk(block.get("content"))
-                } else {
-                    0
-                };
-                own + inner
-            })
-            .sum()
+    fn count(value: &Value) -> usize {
+        match value {
+            Value::Object(object) => object
+                .iter()
+                .map(|(key, inner)| match key.as_str() {
+                    "cache_control" => usize::from(!inner.is_null()),
+                    _ => count(inner),
+                })
+                .sum(),
+            Value::Array(list) => list.iter().map(count).sum(),
+            _ => 0,
+        }
     }
-    let messages = out.get("messages").and_then(Value::as_array);
-    walk(out.get("system"))
-        + messages.map_or(0, |list| {
-            list.iter()
-                .map(|m| walk(m.as_object().and_then(|m| m.get("content"))))
-                .sum()
-        })
+    ["system", "messages"]
+        .iter()
+        .filter_map(|key| out.get(*key))
+        .map(count)
+        .sum()
 }
