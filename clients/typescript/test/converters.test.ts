@@ -20,6 +20,8 @@ import {
   toOpenAIResponses,
   TrimMode,
   CallerPath,
+  CacheLifetime,
+  type AnthropicExportOptions,
   type ConvertOptions,
   type History,
   type TurnkeeperClient,
@@ -27,7 +29,7 @@ import {
 import { conformanceDir, tcpClient } from "./support.js";
 
 type From = (provider: JsonValue, options?: ConvertOptions) => History;
-type To = (history: History) => JsonValue;
+type To = (history: History, options?: AnthropicExportOptions) => JsonValue;
 const FORMATS: Record<string, [From, To]> = {
   openai_chat: [fromOpenAI, toOpenAI],
   openai_responses: [fromOpenAIResponses, toOpenAIResponses],
@@ -44,6 +46,19 @@ interface Vector {
   provider: JsonValue;
   history?: JsonValue;
   estimate?: { totalTokens: number };
+  /** Anthropic only: the cache breakpoints and lifetime of spec §14, passed to every export. */
+  exportOptions?: { cacheBreakpoints?: number[]; cacheLifetime?: string };
+}
+
+/** The vector's `exportOptions` as the converters take them (the lifetime by its proto enum name). */
+function exportOptions(vector: Vector): AnthropicExportOptions {
+  const options = vector.exportOptions ?? {};
+  assert.ok(Object.keys(options).every((key) => key === "cacheBreakpoints" || key === "cacheLifetime"));
+  const lifetime = options.cacheLifetime?.replace(/^CACHE_LIFETIME_/, "") as keyof typeof CacheLifetime | undefined;
+  return {
+    ...(options.cacheBreakpoints === undefined ? {} : { cacheBreakpoints: options.cacheBreakpoints }),
+    ...(lifetime === undefined ? {} : { cacheLifetime: CacheLifetime[lifetime] }),
+  };
 }
 
 const dir = join(conformanceDir(), "..", "converters");
@@ -79,12 +94,13 @@ describe("converter vectors", () => {
       }
       const history = fromJson(HistorySchema, vector.history ?? null);
       if (vector.direction === "both") assert.deepStrictEqual(asJson(from(vector.provider, { shape: vector.shape })), asJson(history));
-      assert.deepStrictEqual(to(history), vector.provider);
+      const options = exportOptions(vector);
+      assert.deepStrictEqual(to(history, options), vector.provider);
       const estimate = await client.estimateTokens({ history });
       assert.equal(estimate.totalTokens, BigInt(vector.estimate?.totalTokens ?? -1));
       const kept = await trimWithoutPressure(client, history);
       assert.deepStrictEqual(asJson(kept), asJson(history));
-      assert.deepStrictEqual(to(kept), vector.provider);
+      assert.deepStrictEqual(to(kept, options), vector.provider);
     });
   }
 });
