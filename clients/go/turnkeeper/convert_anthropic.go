@@ -410,7 +410,12 @@ func anthropicDefault(row flatRow, previous *flatRow) (object, error) {
 }
 
 // ToAnthropic converts a History (either shape) to `{"system": ..., "messages": [...]}` JSON.
-func ToAnthropic(history *turnkeeperv1.History) ([]byte, error) {
+// WithCacheBreakpoints and WithCacheLifetime add spec §14's cache_control marks.
+func ToAnthropic(history *turnkeeperv1.History, options ...AnthropicOption) ([]byte, error) {
+	var export anthropicExport
+	for _, option := range options {
+		option(&export)
+	}
 	rows, err := flatRows(history, formatAnthropic)
 	if err != nil {
 		return nil, err
@@ -419,9 +424,12 @@ func ToAnthropic(history *turnkeeperv1.History) ([]byte, error) {
 	for lead < len(rows) && rows[lead].message.GetRole() == turnkeeperv1.Role_ROLE_SYSTEM {
 		lead++
 	}
+	// Where each history message's last block went, for the cache marks.
+	places := map[int]blockPlace{}
 	out := object{}
 	if lead == 1 && rows[0].skeleton == nil {
 		out["system"] = rows[0].message.GetContent()
+		places[rows[0].index] = blockPlace{system: true, block: -1}
 	} else if lead > 0 {
 		blocks := make([]any, lead)
 		for i := range lead {
@@ -442,6 +450,7 @@ func ToAnthropic(history *turnkeeperv1.History) ([]byte, error) {
 				return nil, err
 			}
 			blocks[i] = block
+			places[rows[i].index] = blockPlace{system: true, block: i}
 		}
 		out["system"] = blocks
 	}
@@ -478,9 +487,23 @@ func ToAnthropic(history *turnkeeperv1.History) ([]byte, error) {
 			message["role"] = "user"
 			messages = append(messages, message)
 		}
+		into := messages[len(messages)-1].(map[string]any)
+		switch content := into["content"].(type) {
+		case string:
+			places[row.index] = blockPlace{message: len(messages) - 1, block: -1}
+		case []any:
+			if rendered, _ := message["content"].([]any); len(rendered) > 0 {
+				places[row.index] = blockPlace{message: len(messages) - 1, block: len(content) - 1}
+			}
+		}
 		previous = &flatRow{message: row.message, reasoning: row.reasoning, skeleton: skeleton}
 	}
 	out["messages"] = messages
+	if len(export.breakpoints) > 0 {
+		if err := markCacheBreakpoints(out, places, export, lead, historyLength(history)); err != nil {
+			return nil, err
+		}
+	}
 	return marshalJSON(out)
 }
 

@@ -337,11 +337,13 @@ func (r *importRow) joined(stream string) string {
 }
 
 // flatRow is one provider row on its way out: the row, the reasoning of a conversation step (nil
-// where reasoning is in content) and this format's skeleton, if any.
+// where reasoning is in content), this format's skeleton, if any, and the index of the history
+// message it comes from (the rows of one ToolResults message share it).
 type flatRow struct {
 	message   *turnkeeperv1.ChatMessage
 	reasoning *string
 	skeleton  object
+	index     int
 }
 
 type defaultSkeletonFunc func(row flatRow, previous *flatRow) (object, error)
@@ -447,13 +449,15 @@ func skeletonOf(pt *structpb.Struct, format string) (object, error) {
 // flatRows lists the provider rows a history stands for, in order, with their format skeletons.
 func flatRows(history *turnkeeperv1.History, format string) ([]flatRow, error) {
 	var rows []flatRow
+	index := 0
 	add := func(m *turnkeeperv1.ChatMessage, reasoning *string, pt *structpb.Struct) error {
 		skeleton, err := skeletonOf(pt, format)
-		rows = append(rows, flatRow{message: m, reasoning: reasoning, skeleton: skeleton})
+		rows = append(rows, flatRow{message: m, reasoning: reasoning, skeleton: skeleton, index: index})
 		return err
 	}
 	if chat := history.GetChat(); chat != nil {
-		for _, m := range chat.GetMessages() {
+		for i, m := range chat.GetMessages() {
+			index = i
 			if err := add(m, nil, m.GetPassthrough()); err != nil {
 				return nil, err
 			}
@@ -465,6 +469,7 @@ func flatRows(history *turnkeeperv1.History, format string) ([]flatRow, error) {
 		return nil, convErr("history", "neither chat nor conversation is set")
 	}
 	for i, message := range conversation.GetMessages() {
+		index = i
 		var err error
 		switch kind := message.GetMessage().(type) {
 		case *turnkeeperv1.ConversationMessage_Chat:

@@ -24,13 +24,45 @@ import (
 
 type converter struct {
 	from func([]byte, turnkeeper.ConvertOptions) (*turnkeeperv1.History, error)
-	to   func(*turnkeeperv1.History) ([]byte, error)
+	to   func(*turnkeeperv1.History, ...turnkeeper.AnthropicOption) ([]byte, error)
+}
+
+// withoutOptions is an export that takes no options; a vector that passes some to it fails.
+func withoutOptions(to func(*turnkeeperv1.History) ([]byte, error)) func(*turnkeeperv1.History, ...turnkeeper.AnthropicOption) ([]byte, error) {
+	return func(history *turnkeeperv1.History, options ...turnkeeper.AnthropicOption) ([]byte, error) {
+		if len(options) > 0 {
+			return nil, errors.New("this format's export takes no options")
+		}
+		return to(history)
+	}
 }
 
 var converters = map[string]converter{
-	"openai_chat":      {turnkeeper.FromOpenAI, turnkeeper.ToOpenAI},
-	"openai_responses": {turnkeeper.FromOpenAIResponses, turnkeeper.ToOpenAIResponses},
+	"openai_chat":      {turnkeeper.FromOpenAI, withoutOptions(turnkeeper.ToOpenAI)},
+	"openai_responses": {turnkeeper.FromOpenAIResponses, withoutOptions(turnkeeper.ToOpenAIResponses)},
 	"anthropic":        {turnkeeper.FromAnthropic, turnkeeper.ToAnthropic},
+}
+
+// exportOptions is a vector's optional `exportOptions`: the Anthropic cache marks of spec §14.
+type exportOptions struct {
+	CacheBreakpoints []uint32 `json:"cacheBreakpoints"`
+	CacheLifetime    string   `json:"cacheLifetime"`
+}
+
+func (e *exportOptions) options(t *testing.T) []turnkeeper.AnthropicOption {
+	t.Helper()
+	if e == nil {
+		return nil
+	}
+	options := []turnkeeper.AnthropicOption{turnkeeper.WithCacheBreakpoints(e.CacheBreakpoints)}
+	if e.CacheLifetime != "" {
+		lifetime, ok := turnkeeperv1.CacheLifetime_value[e.CacheLifetime]
+		if !ok {
+			t.Fatalf("unknown cacheLifetime %q", e.CacheLifetime)
+		}
+		options = append(options, turnkeeper.WithCacheLifetime(turnkeeperv1.CacheLifetime(lifetime)))
+	}
+	return options
 }
 
 type converterVector struct {
@@ -38,6 +70,7 @@ type converterVector struct {
 	Format    string           `json:"format"`
 	Shape     turnkeeper.Shape `json:"shape"`
 	Direction string           `json:"direction"`
+	Export    *exportOptions   `json:"exportOptions"`
 	Provider  json.RawMessage  `json:"provider"`
 	History   json.RawMessage  `json:"history"`
 	Estimate  struct {
@@ -118,7 +151,7 @@ func TestConverterVectors(t *testing.T) {
 					t.Errorf("import (-want +got):\n%s", diff)
 				}
 			}
-			out, err := conv.to(history)
+			out, err := conv.to(history, v.Export.options(t)...)
 			if err != nil {
 				t.Fatalf("export: %v", err)
 			}
@@ -136,7 +169,7 @@ func TestConverterVectors(t *testing.T) {
 			if diff := cmp.Diff(history, kept, protocmp.Transform()); diff != "" {
 				t.Errorf("trim changed the history (-want +got):\n%s", diff)
 			}
-			if out, err = conv.to(kept); err != nil {
+			if out, err = conv.to(kept, v.Export.options(t)...); err != nil {
 				t.Fatal(err)
 			}
 			if diff := sameJSON(t, out, v.Provider); diff != "" {

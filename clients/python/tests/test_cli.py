@@ -631,3 +631,148 @@ def test_low_water_trims_on_the_grid_of_the_spec_example(
     assert (
         "low water  1 (minimal cut) (history_trim_low_water outside (0, 1] was ignored)" in ignored
     )
+
+
+def _tool_context_history(turns: int) -> history_pb2.History:
+    """Spec §13.3's example shape: a system row, `turns` completed turns of a call pair, two
+    results and a reply, then a running turn of one call and its result."""
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="sys")]
+    for t in range(1, turns + 1):
+        calls = [history_pb2.ToolCall(id=f"c{t}{x}", name="f", arguments="{}") for x in "ab"]
+        rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=f"q{t}"))
+        rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, tool_calls=calls))
+        rows.extend(
+            history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL, tool_call_id=c.id, content="r" * 40)
+            for c in calls
+        )
+        rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, content=f"a{t}"))
+    call = history_pb2.ToolCall(id="run", name="f", arguments="{}")
+    rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="now"))
+    rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, tool_calls=[call]))
+    rows.append(
+        history_pb2.ChatMessage(role=history_pb2.ROLE_TOOL, tool_call_id="run", content="r" * 40)
+    )
+    return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+
+
+def test_tool_context_flags_join_explicit_limits_else_the_runtime_profile(
+    files: dict[str, Path],
+) -> None:
+    history = str(files["proto"])
+    flags = ("--keep-tool-context-turns", "3", "--keep-running-turn-tool-results", "0")
+    explicit = _low_water_request(history, "--budget", "100", *flags)
+    assert explicit.explicit_limits == svc.ExplicitLimits(
+        budget_tokens=100, keep_tool_context_turns=3, keep_running_turn_tool_results=0
+    )
+    profiled = _low_water_request(history, "--profiles", str(files["profiles"]), *flags)
+    assert profiled.profiles.runtime.context_compact_ratio == 0.5  # the file's, kept
+    assert profiled.profiles.runtime.keep_tool_context_turns == 3
+    assert profiled.profiles.runtime.HasField("keep_running_turn_tool_results")
+    for command in ("resolve", "prepare"):
+        args = cli._parser().parse_args([command, *([history] if command == "prepare" else [])])
+        args.keep_tool_context_turns, args.keep_running_turn_tool_results = 0, None
+        request = svc.PrepareModelCallRequest()
+        cli._set_runtime_flags(args, request)
+        assert request.profiles.runtime.HasField("keep_tool_context_turns")
+        assert not request.profiles.runtime.HasField("keep_running_turn_tool_results")
+    unset = _low_water_request(history, "--profiles", str(files["profiles"]))
+    assert not unset.profiles.runtime.HasField("keep_tool_context_turns")
+
+
+@pytest.mark.parametrize("value", ["-1", "4294967296", "two"])
+def test_tool_context_flags_refuse_what_is_no_count(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli._parser().parse_args(["resolve", "--keep-tool-context-turns", value])
+    assert exit_info.value.code == 2
+    assert "--keep-tool-context-turns" in capsys.readouterr().err
+
+
+def test_tool_context_collapse_clearing_and_breakpoints_are_rendered() -> None:
+    resolution = resolution_pb2.Resolution(
+        keep_tool_context_turns=2, keep_running_turn_tool_results=3, min_cacheable_tokens=1024
+    )
+    text = _render.resolution(resolution)
+    assert (
+        "tool ctx   K 2: tool rows of the running turn and 2 completed turns before it; "
+        "R 3: an oversized running turn keeps its newest 3 tool results\n" in text
+    )
+    assert "min cache  1024 tokens (cache breakpoints)" in text
+    assert "R unset: the running turn is kept whole" in _render.resolution(
+        resolution_pb2.Resolution()
+    )
+    assert "min cache" not in _render.resolution(resolution_pb2.Resolution())
+    collapse = trim_pb2.ToolContextCollapse(collapsed_turns=2, rows_left_out=6, saved_tokens=38)
+    clearing = trim_pb2.ToolResultClearing(results_cleared=1, saved_tokens=9)
+    summary = history_pb2.ChatMessage(
+        role=history_pb2.ROLE_ASSISTANT, content="s", tool_exchange_summary=True
+    )
+    response = svc.PrepareModelCallResponse(
+        resolution=resolution,
+        history=history_pb2.History(
+            chat=history_pb2.ChatHistory(
+                messages=[history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="q"), summary]
+            )
+        ),
+        collapse=collapse,
+        clearing=clearing,
+        cache_breakpoints=[1],
+        dropped_input_rows=[0, 1, 2],
+        trims=[
+            trim_pb2.HistoryTrimmed(
+                reason=trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED,
+                collapse=collapse,
+                clearing=clearing,
+            )
+        ],
+    )
+    text = _render.prepare(response)
+    assert "\ntool context: collapsed 2 turns: 6 rows left out, 38 tokens saved\n" in text
+    assert "\nrunning turn: cleared 1 tool result, 9 tokens saved\n" in text
+    assert (
+        "trim: tool results cleared: dropped 0 rows (0 turns), kept 0 turns, tokens 0 -> 0 "
+        "(collapsed 2 turns: 6 rows left out, 38 tokens saved) "
+        "(cleared 1 tool result, 9 tokens saved)\n" in text
+    )
+    assert "\ndropped input rows: 0, 1, 2\n" in text
+    assert "\ncache breakpoints: after rows 1 (starred)\n" in text
+    assert '\n   0  user      "q"\n   1* assistant [tool-exchange summary] "s"' in text
+    assert "tool context K 2, R 3" in text
+    bare = _render.prepare(svc.PrepareModelCallResponse())
+    assert "cache breakpoints: none" in bare
+    assert "tool context:" not in bare and "running turn:" not in bare
+
+
+def test_prepare_collapses_old_tool_context_and_says_where_the_marks_go(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """Spec §13.3's example through `turnkeeper prepare`: K = 2 collapses turns 1 and 2 (6 rows
+    left out, 2 summaries); `--keep-tool-context-turns 0` collapses all four."""
+    path = tmp_path / "history.json"
+    path.write_text(json_format.MessageToJson(_tool_context_history(4)))
+    result = run(endpoints, "prepare", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    response = json_format.Parse(result.stdout, svc.PrepareModelCallResponse())
+    assert (response.collapse.collapsed_turns, response.collapse.rows_left_out) == (2, 6)
+    assert len(response.history.chat.messages) == 20
+    assert response.resolution.keep_tool_context_turns == 2
+    text = run(endpoints, "prepare", str(path)).stdout
+    assert "\ntool context: collapsed 2 turns: 6 rows left out, " in text
+    marks = ", ".join(map(str, response.cache_breakpoints))
+    assert f"\ncache breakpoints: after rows {marks} (starred)\n" in text
+    assert "   0* system    " in text
+    assert "tool context K 2, R unset" in text
+    none_kept = run(endpoints, "prepare", str(path), "--keep-tool-context-turns", "0").stdout
+    assert "\ntool context: collapsed 4 turns: 12 rows left out, " in none_kept
+    resolved = run(
+        endpoints,
+        "resolve",
+        "--keep-tool-context-turns",
+        "1",
+        "--keep-running-turn-tool-results",
+        "2",
+    ).stdout
+    assert "tool ctx   K 1: tool rows of the running turn and 1 completed turn before it; R 2" in (
+        resolved
+    )

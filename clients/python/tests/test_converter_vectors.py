@@ -5,7 +5,8 @@ Each `both` vector: provider JSON -> the vector's history exactly; the history -
 JSON exactly; the server's estimate of the history is the vector's; and the round trip: convert,
 trim with no budget pressure, convert back, get the input exactly. `export` vectors check the
 history -> provider direction (and the estimate, and the trim round trip); `import-error`
-vectors must be refused with ConversionError.
+vectors must be refused with ConversionError. A vector's `exportOptions` (Anthropic only: the
+cache breakpoints and lifetime of spec §14) are passed to every export.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
-from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
+from turnkeeper.v1 import history_pb2, history_service_pb2, profile_pb2, trim_pb2
 
 from turnkeeper_client import ConversionError, TurnkeeperClient
 from turnkeeper_client.convert import (
@@ -50,6 +51,18 @@ def expected_history(vector: dict[str, Any]) -> history_pb2.History:
     history = history_pb2.History()
     json_format.ParseDict(vector["history"], history)  # unknown fields are an error
     return history
+
+
+def export_options(vector: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of the vector's `exportOptions`."""
+    options = vector.get("exportOptions", {})
+    assert set(options) <= {"cacheBreakpoints", "cacheLifetime"}, options
+    kwargs: dict[str, Any] = {}
+    if "cacheBreakpoints" in options:
+        kwargs["cache_breakpoints"] = options["cacheBreakpoints"]
+    if "cacheLifetime" in options:
+        kwargs["cache_lifetime"] = profile_pb2.CacheLifetime.Value(options["cacheLifetime"])
+    return kwargs
 
 
 def trim_without_pressure(client: TurnkeeperClient, history: history_pb2.History) -> Any:
@@ -88,9 +101,10 @@ def test_converter_vector(path: Path, client: TurnkeeperClient) -> None:
     if vector["direction"] == "both":
         got = from_format(provider, shape=vector["shape"])
         assert json_format.MessageToDict(got) == json_format.MessageToDict(history)
-    assert to_format(history) == provider
+    options = export_options(vector)
+    assert to_format(history, **options) == provider
     estimate = client.estimate_tokens(history_service_pb2.EstimateTokensRequest(history=history))
     assert estimate.total_tokens == vector["estimate"]["totalTokens"]
     kept = trim_without_pressure(client, history)
     assert kept == history
-    assert to_format(kept) == provider
+    assert to_format(kept, **options) == provider

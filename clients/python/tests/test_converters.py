@@ -388,3 +388,81 @@ def test_the_former_module_name_still_imports() -> None:
 
     assert openai.from_openai is openai_chat.from_openai is from_openai
     assert openai.to_openai is openai_chat.to_openai is to_openai
+
+
+SUMMARY = "[Tool exchange: 2 tool call(s) \u2014 results collapsed]"
+
+
+@pytest.mark.parametrize(
+    ("to_format", "from_format", "shape"),
+    [
+        (to_openai, from_openai, "chat"),
+        (to_openai_responses, from_openai_responses, "chat"),
+        (to_openai_responses, from_openai_responses, "conversation"),
+        (to_anthropic, from_anthropic, "chat"),
+    ],
+)
+def test_a_tool_exchange_summary_comes_back_as_a_plain_assistant_row(
+    to_format: Callable[..., Any], from_format: Callable[..., history_pb2.History], shape: str
+) -> None:
+    """Spec §13.1: the mark has no provider form (the vectors pin the export); imported back, the
+    summary is an assistant row like any other, which the projection copies unchanged."""
+    history = chat(
+        row(ROLE.ROLE_USER, "q"),
+        row(ROLE.ROLE_ASSISTANT, SUMMARY, tool_exchange_summary=True),
+        row(ROLE.ROLE_ASSISTANT, "a"),
+    )
+    back = from_format(to_format(history), shape=shape)
+    rows = [m.chat for m in back.conversation.messages] if shape == "conversation" else None
+    summary = rows[1] if rows is not None else back.chat.messages[1]
+    assert summary == row(ROLE.ROLE_ASSISTANT, SUMMARY)
+
+
+MARK = {"type": "ephemeral"}
+
+
+def marked_blocks(request: Any) -> list[str]:
+    """The text of every block carrying cache_control, system first."""
+    blocks = list(request["system"]) if isinstance(request.get("system"), list) else []
+    for message in request["messages"]:
+        if isinstance(message["content"], list):
+            blocks.extend(message["content"])
+    return [b.get("text", b.get("content")) for b in blocks if "cache_control" in b]
+
+
+def test_cache_breakpoints_leave_room_for_four_marks_of_the_callers() -> None:
+    """Spec §14: with four marks of the caller's in the rows' passthrough, none is added."""
+    own = {
+        "anthropic": {
+            "role": "user",
+            "content": [{"type": "text", "text": 1, "cache_control": MARK}],
+        }
+    }
+    history = chat(
+        row(ROLE.ROLE_SYSTEM, "s"),
+        *(row(ROLE.ROLE_USER, str(k), passthrough=own) for k in range(4)),
+        row(ROLE.ROLE_ASSISTANT, "a"),
+    )
+    request = to_anthropic(history, cache_breakpoints=[0, 5])
+    assert marked_blocks(request) == ["0", "1", "2", "3"]
+    assert request["system"] == "s"  # a left-out mark leaves its row as it was
+    assert request["messages"][-1] == {"role": "assistant", "content": "a"}
+
+
+def test_cache_breakpoints_without_the_caller_marks_put_every_candidate() -> None:
+    history = chat(
+        row(ROLE.ROLE_SYSTEM, "s"),
+        row(ROLE.ROLE_USER, "q1"),
+        row(ROLE.ROLE_ASSISTANT, "a1"),
+        row(ROLE.ROLE_USER, "q2"),
+    )
+    request = to_anthropic(history, cache_breakpoints=[0, 2, 3])
+    assert marked_blocks(request) == ["s", "a1", "q2"]
+    assert to_anthropic(history) == to_anthropic(history, cache_breakpoints=[])
+
+
+@pytest.mark.parametrize("index", [-1, 2])
+def test_a_cache_breakpoint_outside_the_history_is_refused(index: int) -> None:
+    history = chat(row(ROLE.ROLE_USER, "q"), row(ROLE.ROLE_ASSISTANT, "a"))
+    with pytest.raises(ConversionError, match=re.escape("cache_breakpoints[1]")):
+        to_anthropic(history, cache_breakpoints=[1, index])

@@ -352,3 +352,24 @@ def test_round_trip_property(
     client: TurnkeeperClient, original: list[BaseMessage], shape: Any
 ) -> None:
     assert to_langchain(no_pressure(client, from_langchain(original, shape=shape))) == original
+
+
+def test_a_tool_exchange_summary_is_a_plain_ai_message_and_comes_back_unmarked() -> None:
+    """Spec §13.1: the summary row's mark has no LangChain form; importing the message back gives
+    a plain assistant row, which the projection leaves as it is."""
+    summary = "[Tool exchange: 1 tool call(s) \u2014 results collapsed]"
+    history = history_pb2.History(
+        chat=history_pb2.ChatHistory(
+            messages=[
+                history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="q"),
+                history_pb2.ChatMessage(
+                    role=history_pb2.ROLE_ASSISTANT, content=summary, tool_exchange_summary=True
+                ),
+            ]
+        )
+    )
+    assert to_langchain(history) == [HumanMessage("q"), AIMessage(summary)]
+    back = from_langchain(to_langchain(history))
+    assert back.chat.messages[1] == history_pb2.ChatMessage(
+        role=history_pb2.ROLE_ASSISTANT, content=summary
+    )

@@ -7,23 +7,33 @@ use std::path::PathBuf;
 
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage};
 use serde_json::{Value, json};
-use turnkeeper_client::convert::{self, ConvertOptions, Shape};
-use turnkeeper_client::pb::{self, History};
+use turnkeeper_client::convert::{self, AnthropicExportOptions, ConvertOptions, Shape};
+use turnkeeper_client::pb::{self, CacheLifetime, History};
 use turnkeeper_client::{Client, ConversionError, FILE_DESCRIPTOR_SET};
 
 type From = fn(&Value, &ConvertOptions) -> Result<History, ConversionError>;
-type To = fn(&History) -> Result<Value, ConversionError>;
+type To = fn(&History, &AnthropicExportOptions) -> Result<Value, ConversionError>;
 type Generator = fn(&mut Gen) -> Value;
 
 fn converter(format: &str) -> (From, To) {
     match format {
-        "openai_chat" => (convert::from_openai, |h| {
+        "openai_chat" => (convert::from_openai, |h, o| {
+            assert_eq!(
+                o,
+                &AnthropicExportOptions::new(),
+                "this export takes no options"
+            );
             convert::to_openai(h).map(Value::Array)
         }),
-        "openai_responses" => (convert::from_openai_responses, |h| {
+        "openai_responses" => (convert::from_openai_responses, |h, o| {
+            assert_eq!(
+                o,
+                &AnthropicExportOptions::new(),
+                "this export takes no options"
+            );
             convert::to_openai_responses(h).map(Value::Array)
         }),
-        "anthropic" => (convert::from_anthropic, convert::to_anthropic),
+        "anthropic" => (convert::from_anthropic, convert::to_anthropic_with),
         other => panic!("unknown format {other}"),
     }
 }
@@ -63,6 +73,26 @@ async fn trim_without_pressure(client: &Client, history: &History) -> History {
     response.history.expect("history")
 }
 
+/// A vector's optional `exportOptions`: the Anthropic cache marks of spec §14.
+fn export_options(vector: &Value) -> AnthropicExportOptions {
+    let Some(options) = vector.get("exportOptions") else {
+        return AnthropicExportOptions::new();
+    };
+    let breakpoints = options["cacheBreakpoints"]
+        .as_array()
+        .expect("cacheBreakpoints")
+        .iter()
+        .map(|b| u32::try_from(b.as_u64().expect("an index")).expect("a u32"));
+    let lifetime = options
+        .get("cacheLifetime")
+        .map_or(CacheLifetime::Unspecified, |l| {
+            CacheLifetime::from_str_name(l.as_str().expect("a lifetime name")).expect("a lifetime")
+        });
+    AnthropicExportOptions::new()
+        .cache_breakpoints(breakpoints)
+        .cache_lifetime(lifetime)
+}
+
 fn options(shape: &str) -> ConvertOptions {
     ConvertOptions {
         shape: if shape == "conversation" {
@@ -93,6 +123,7 @@ async fn converter_vectors() {
         let opts = options(vector["shape"].as_str().expect("shape"));
         let provider = &vector["provider"];
         let direction = vector["direction"].as_str().expect("direction");
+        let export = export_options(&vector);
         if direction == "import-error" {
             assert!(from(provider, &opts).is_err(), "{name}: import must fail");
             continue;
@@ -102,7 +133,7 @@ async fn converter_vectors() {
             let got = from(provider, &opts).unwrap_or_else(|e| panic!("{name}: import: {e}"));
             assert_eq!(got, history, "{name}: import");
         }
-        let out = to(&history).unwrap_or_else(|e| panic!("{name}: export: {e}"));
+        let out = to(&history, &export).unwrap_or_else(|e| panic!("{name}: export: {e}"));
         assert_eq!(&out, provider, "{name}: export");
         let estimate = client
             .estimate_tokens(pb::EstimateTokensRequest {
@@ -117,7 +148,11 @@ async fn converter_vectors() {
         );
         let kept = trim_without_pressure(&client, &history).await;
         assert_eq!(kept, history, "{name}: the trim changed the history");
-        assert_eq!(&to(&kept).expect("export"), provider, "{name}: round trip");
+        assert_eq!(
+            &to(&kept, &export).expect("export"),
+            provider,
+            "{name}: round trip"
+        );
     }
 }
 
@@ -432,7 +467,8 @@ async fn round_trip_properties() {
             let history = from(&provider, &options(shape))
                 .unwrap_or_else(|e| panic!("{format} seed {seed}: import: {e}\n{provider}"));
             let kept = trim_without_pressure(&client, &history).await;
-            let out = to(&kept).unwrap_or_else(|e| panic!("{format} seed {seed}: export: {e}"));
+            let out = to(&kept, &AnthropicExportOptions::new())
+                .unwrap_or_else(|e| panic!("{format} seed {seed}: export: {e}"));
             assert_eq!(out, provider, "{format} seed {seed} ({shape}): round trip");
         }
     }

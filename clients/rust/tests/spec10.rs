@@ -39,7 +39,9 @@ fn priced_profiles(max_context_tokens: Option<u64>) -> Profiles {
                 input_per_million_tokens: 2.5,
                 cached_input_per_million_tokens: Some(0.25),
                 currency: "USD".into(),
+                ..Default::default()
             }),
+            ..Default::default()
         }],
         ..Default::default()
     }

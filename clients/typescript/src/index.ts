@@ -25,8 +25,9 @@ export {
   toOpenAI,
   toOpenAIAgents,
   toOpenAIResponses,
+  MAX_CACHE_MARKS,
 } from "./convert/index.js";
-export type { ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
+export type { AnthropicExportOptions, ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 export type { CallOptions } from "@connectrpc/connect";
 

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, describe, test } from "node:test";
-import { fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
+import { create, fromJson, toJson, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import {
   ConversionError,
   fromAISDK,
@@ -13,6 +13,8 @@ import {
   fromOpenAIAgents,
   fromOpenAIResponses,
   HistorySchema,
+  ChatMessageSchema,
+  Role,
   toAISDK,
   toAnthropic,
   toOpenAI,
@@ -20,6 +22,8 @@ import {
   toOpenAIResponses,
   TrimMode,
   CallerPath,
+  CacheLifetime,
+  type AnthropicExportOptions,
   type ConvertOptions,
   type History,
   type TurnkeeperClient,
@@ -27,7 +31,7 @@ import {
 import { conformanceDir, tcpClient } from "./support.js";
 
 type From = (provider: JsonValue, options?: ConvertOptions) => History;
-type To = (history: History) => JsonValue;
+type To = (history: History, options?: AnthropicExportOptions) => JsonValue;
 const FORMATS: Record<string, [From, To]> = {
   openai_chat: [fromOpenAI, toOpenAI],
   openai_responses: [fromOpenAIResponses, toOpenAIResponses],
@@ -44,6 +48,19 @@ interface Vector {
   provider: JsonValue;
   history?: JsonValue;
   estimate?: { totalTokens: number };
+  /** Anthropic only: the cache breakpoints and lifetime of spec §14, passed to every export. */
+  exportOptions?: { cacheBreakpoints?: number[]; cacheLifetime?: string };
+}
+
+/** The vector's `exportOptions` as the converters take them (the lifetime by its proto enum name). */
+function exportOptions(vector: Vector): AnthropicExportOptions {
+  const options = vector.exportOptions ?? {};
+  assert.ok(Object.keys(options).every((key) => key === "cacheBreakpoints" || key === "cacheLifetime"));
+  const lifetime = options.cacheLifetime?.replace(/^CACHE_LIFETIME_/, "") as keyof typeof CacheLifetime | undefined;
+  return {
+    ...(options.cacheBreakpoints === undefined ? {} : { cacheBreakpoints: options.cacheBreakpoints }),
+    ...(lifetime === undefined ? {} : { cacheLifetime: CacheLifetime[lifetime] }),
+  };
 }
 
 const dir = join(conformanceDir(), "..", "converters");
@@ -79,12 +96,13 @@ describe("converter vectors", () => {
       }
       const history = fromJson(HistorySchema, vector.history ?? null);
       if (vector.direction === "both") assert.deepStrictEqual(asJson(from(vector.provider, { shape: vector.shape })), asJson(history));
-      assert.deepStrictEqual(to(history), vector.provider);
+      const options = exportOptions(vector);
+      assert.deepStrictEqual(to(history, options), vector.provider);
       const estimate = await client.estimateTokens({ history });
       assert.equal(estimate.totalTokens, BigInt(vector.estimate?.totalTokens ?? -1));
       const kept = await trimWithoutPressure(client, history);
       assert.deepStrictEqual(asJson(kept), asJson(history));
-      assert.deepStrictEqual(to(kept), vector.provider);
+      assert.deepStrictEqual(to(kept, options), vector.provider);
     });
   }
 });
@@ -234,6 +252,73 @@ describe("round-trip properties", () => {
         const kept = await trimWithoutPressure(client, history);
         assert.deepStrictEqual(to(kept), provider, `seed ${seed} (${shape})`);
       }
+    });
+  }
+});
+
+// --- Spec §13.1 summaries and §14 cache breakpoints, without a server -----------------------------
+
+const SUMMARY = "[Tool exchange: 2 tool call(s) \u2014 results collapsed]";
+
+function chatHistory(...rows: Parameters<typeof create<typeof ChatMessageSchema>>[1][]): History {
+  return create(HistorySchema, { shape: { case: "chat", value: { messages: rows.map((r) => create(ChatMessageSchema, r)) } } });
+}
+
+/** The text of every block carrying cache_control, system first. */
+function markedBlocks(request: JsonObject): JsonValue[] {
+  const blocks: JsonObject[] = Array.isArray(request.system) ? (request.system as JsonObject[]) : [];
+  for (const message of request.messages as JsonObject[]) if (Array.isArray(message.content)) blocks.push(...(message.content as JsonObject[]));
+  return blocks.filter((b) => "cache_control" in b).map((b) => b.text ?? b.content ?? null);
+}
+
+describe("summaries and cache breakpoints", () => {
+  const pairs: [string, From, To, "chat" | "conversation"][] = [
+    ["openai_chat", fromOpenAI, toOpenAI, "chat"],
+    ["openai_responses", fromOpenAIResponses, toOpenAIResponses, "chat"],
+    ["openai_responses", fromOpenAIResponses, toOpenAIResponses, "conversation"],
+    ["anthropic", fromAnthropic, toAnthropic, "chat"],
+  ];
+  for (const [name, from, to, shape] of pairs) {
+    test(`${name} (${shape}): a tool-exchange summary comes back as a plain assistant row`, () => {
+      const history = chatHistory(
+        { role: Role.USER, content: "q" },
+        { role: Role.ASSISTANT, content: SUMMARY, toolExchangeSummary: true },
+        { role: Role.ASSISTANT, content: "a" },
+      );
+      const back = asJson(from(to(history), { shape })) as JsonObject;
+      const rows = shape === "chat" ? (back.chat as JsonObject).messages : ((back.conversation as JsonObject).messages as JsonObject[]).map((m) => m.chat ?? null);
+      assert.deepStrictEqual((rows as JsonValue[])[1], { role: "ROLE_ASSISTANT", content: SUMMARY });
+    });
+  }
+
+  test("four marks of the caller's leave no room for turnkeeper's", () => {
+    const own = { anthropic: { role: "user", content: [{ type: "text", text: 1, cache_control: { type: "ephemeral" } }] } };
+    const history = chatHistory(
+      { role: Role.SYSTEM, content: "s" },
+      ...[0, 1, 2, 3].map((k) => ({ role: Role.USER, content: String(k), passthrough: own })),
+      { role: Role.ASSISTANT, content: "a" },
+    );
+    const request = toAnthropic(history, { cacheBreakpoints: [0, 5] });
+    assert.deepStrictEqual(markedBlocks(request), ["0", "1", "2", "3"]);
+    assert.equal(request.system, "s"); // a left-out mark leaves its row as it was
+    assert.deepStrictEqual((request.messages as JsonValue[])[4], { role: "assistant", content: "a" });
+  });
+
+  test("without the caller's marks every candidate is marked", () => {
+    const history = chatHistory(
+      { role: Role.SYSTEM, content: "s" },
+      { role: Role.USER, content: "q1" },
+      { role: Role.ASSISTANT, content: "a1" },
+      { role: Role.USER, content: "q2" },
+    );
+    assert.deepStrictEqual(markedBlocks(toAnthropic(history, { cacheBreakpoints: [0, 2, 3] })), ["s", "a1", "q2"]);
+    assert.deepStrictEqual(toAnthropic(history, { cacheBreakpoints: [] }), toAnthropic(history));
+  });
+
+  for (const index of [-1, 2, 0.5]) {
+    test(`a cache breakpoint ${index} outside the history is refused`, () => {
+      const history = chatHistory({ role: Role.USER, content: "q" }, { role: Role.ASSISTANT, content: "a" });
+      assert.throws(() => toAnthropic(history, { cacheBreakpoints: [1, index] }), (e) => e instanceof ConversionError && e.message.includes("cacheBreakpoints[1]"));
     });
   }
 });

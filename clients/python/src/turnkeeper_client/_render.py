@@ -54,6 +54,8 @@ def _chat_row(row: history_pb2.ChatMessage) -> str:
     flags = []
     if row.breadcrumb:
         flags.append("breadcrumb")
+    if row.tool_exchange_summary:
+        flags.append("tool-exchange summary")
     if row.tool_call_id:
         flags.append(f"answers {row.tool_call_id}")
     if row.attachments:
@@ -140,7 +142,10 @@ def resolution(res: resolution_pb2.Resolution) -> str:
         f"steps      {steps or '(none)'}",
         f"max turns  {res.max_history_turns}",
         f"low water  {_low_water(res)}",
+        f"tool ctx   {_tool_context(res)}",
     ]
+    if res.HasField("min_cacheable_tokens"):
+        lines.append(f"min cache  {_plural(res.min_cacheable_tokens, 'token')} (cache breakpoints)")
     if res.ratio_ignored:
         lines.append("note       context_compact_ratio outside (0, 1] was ignored")
     return "\n".join(lines)
@@ -158,11 +163,44 @@ def _low_water(res: resolution_pb2.Resolution) -> str:
     )
 
 
+def _tool_context(res: resolution_pb2.Resolution) -> str:
+    """K and R in effect (spec §13.1, §13.4)."""
+    k = res.keep_tool_context_turns
+    kept = f"K {k}: tool rows of the running turn and {_plural(k, 'completed turn')} before it"
+    if not res.HasField("keep_running_turn_tool_results"):
+        return kept + "; R unset: the running turn is kept whole"
+    r = res.keep_running_turn_tool_results
+    return kept + f"; R {r}: an oversized running turn keeps its newest {_plural(r, 'tool result')}"
+
+
 def _limits(res: resolution_pb2.Resolution) -> str:
+    r = (
+        str(res.keep_running_turn_tool_results)
+        if res.HasField("keep_running_turn_tool_results")
+        else "unset"
+    )
     return (
         f"limits: budget {res.budget_tokens} "
         f"({_enum('BudgetRule', 'BUDGET_RULE_', res.budget_rule)}), "
         f"max turns {res.max_history_turns}, low water {_low_water(res)}, route {_route(res.route)}"
+        f", tool context K {res.keep_tool_context_turns}, R {r}"
+    )
+
+
+def _collapse(collapse: trim_pb2.ToolContextCollapse) -> str:
+    """What the projection of spec §13.1 left out."""
+    return (
+        f"collapsed {_plural(collapse.collapsed_turns, 'turn')}: "
+        f"{_plural(collapse.rows_left_out, 'row')} left out, "
+        f"{_plural(collapse.saved_tokens, 'token')} saved"
+    )
+
+
+def _clearing(clearing: trim_pb2.ToolResultClearing) -> str:
+    """What clearing the running turn's oldest tool results did (spec §13.4)."""
+    return (
+        f"cleared {_plural(clearing.results_cleared, 'tool result')}, "
+        f"{_plural(clearing.saved_tokens, 'token')} saved"
     )
 
 
@@ -187,6 +225,10 @@ def history_trimmed(event: trim_pb2.HistoryTrimmed) -> str:
     if event.cut_step:
         unit = "turn" if event.reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token"
         text += f" ({_grid_cut(event.cut_step, event.cut_drop_target, unit)})"
+    if event.HasField("collapse"):
+        text += f" ({_collapse(event.collapse)})"
+    if event.HasField("clearing"):
+        text += f" ({_clearing(event.clearing)})"
     if event.HasField("route"):
         text += f", route {_route(event.route)}"
     caller = event.caller
@@ -234,13 +276,18 @@ def trim(response: svc.TrimHistoryResponse) -> str:
     return "\n".join(lines)
 
 
-def _history_lines(history: history_pb2.History) -> list[str]:
+def _history_lines(history: history_pb2.History, breakpoints: Sequence[int] = ()) -> list[str]:
+    """The rows, numbered; a row after which a cache breakpoint belongs (spec §14) is starred."""
     lines = ["history:"]
     for i, label in enumerate(row_labels(history)):
         first, *rest = label.split("\n")
-        lines.append(f"{i:>4}  {first}")
+        lines.append(f"{i:>4}{'*' if i in breakpoints else ' '} {first}")
         lines.extend(f"      {more}" for more in rest)
     return lines
+
+
+def _indices(indices: Sequence[int]) -> str:
+    return ", ".join(str(i) for i in indices)
 
 
 def _breakdown(report: trim_pb2.CapacityReport) -> str:
@@ -276,8 +323,20 @@ def prepare(response: svc.PrepareModelCallResponse) -> str:
         "capacity: " + capacity_report(response.capacity_report),
     ]
     lines.extend("orphan: " + orphan(removal) for removal in response.orphans_removed)
+    if response.HasField("collapse"):
+        lines.append("tool context: " + _collapse(response.collapse))
     lines.extend("trim: " + history_trimmed(trimmed) for trimmed in response.trims)
-    lines.extend(_history_lines(response.history))
+    if response.dropped_input_rows:
+        lines.append(f"dropped input rows: {_indices(response.dropped_input_rows)}")
+    if response.HasField("clearing"):
+        lines.append("running turn: " + _clearing(response.clearing))
+    breakpoints = list(response.cache_breakpoints)
+    lines.append(
+        f"cache breakpoints: after rows {_indices(breakpoints)} (starred)"
+        if breakpoints
+        else "cache breakpoints: none"
+    )
+    lines.extend(_history_lines(response.history, breakpoints))
     return "\n".join(lines)
 
 

@@ -259,7 +259,7 @@ def _add_history_commands(commands: _Commands, options: _Options) -> None:
         description="Resolve profiles; FILE (or --profiles) is turnkeeper.v1.Profiles JSON.",
     )
     resolve.add_argument("file", metavar="FILE", nargs="?", help="profiles JSON (default: none)")
-    _low_water_flag(resolve)
+    _runtime_flags(resolve)
 
     trim = commands.add_parser(
         "trim",
@@ -273,7 +273,7 @@ def _add_history_commands(commands: _Commands, options: _Options) -> None:
     trim.add_argument("--budget", type=int, metavar="TOKENS", help="explicit token budget")
     trim.add_argument("--max-turns", type=int, metavar="N", help="explicit turn limit (turn-count)")
     trim.add_argument("--max-rows", type=int, metavar="N", help="explicit row limit (row-count)")
-    _low_water_flag(trim)
+    _runtime_flags(trim)
 
     prepare = commands.add_parser(
         "prepare",
@@ -288,7 +288,7 @@ def _add_history_commands(commands: _Commands, options: _Options) -> None:
         action="store_true",
         help="the provider rejected the last call as too long: recover instead of trimming",
     )
-    _low_water_flag(prepare)
+    _runtime_flags(prepare)
 
     commands.add_parser(
         "check",
@@ -365,7 +365,9 @@ def _add_watch_command(commands: _Commands, options: _Options) -> None:
     watch.add_argument("--limit", type=int, metavar="N", help="exit after N events")
 
 
-def _low_water_flag(command: argparse.ArgumentParser) -> None:
+def _runtime_flags(command: argparse.ArgumentParser) -> None:
+    """The runtime-profile knobs resolve, trim and prepare take (each sets the explicit limits
+    when they are given, else the runtime profile)."""
     command.add_argument(
         "--low-water",
         type=float,
@@ -374,6 +376,33 @@ def _low_water_flag(command: argparse.ArgumentParser) -> None:
         "tokens so the prompt-cache prefix holds; in (0, 1], 1 is the minimal cut. Sets the "
         "explicit limits when they are given, else the runtime profile",
     )
+    command.add_argument(
+        "--keep-tool-context-turns",
+        type=_uint32,
+        metavar="K",
+        help="keep_tool_context_turns (spec §13.1): the completed turns before the running one "
+        "whose tool calls and results prepare still sends; older turns are collapsed to their "
+        "prompt, a tool-exchange summary and their reply. Server default 2; trim never collapses",
+    )
+    command.add_argument(
+        "--keep-running-turn-tool-results",
+        type=_uint32,
+        metavar="R",
+        help="keep_running_turn_tool_results (spec §13.4): when the running turn alone exceeds "
+        "the budget, prepare clears its oldest tool results, never the newest R. Unset keeps "
+        "the running turn whole; trim never clears",
+    )
+
+
+def _uint32(text: str) -> int:
+    """A count for a uint32 field: a clear usage error rather than a failed proto assignment."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be in [0, {2**32 - 1}]: {value}")
+    return value
 
 
 def _read_text(path: str) -> str:
@@ -457,18 +486,29 @@ def _load_profiles(args: argparse.Namespace, path: str | None) -> profile_pb2.Pr
     return profiles
 
 
-def _set_low_water(
+_RUNTIME_FLAGS = (
+    ("low_water", "history_trim_low_water"),
+    ("keep_tool_context_turns", "keep_tool_context_turns"),
+    ("keep_running_turn_tool_results", "keep_running_turn_tool_results"),
+)
+"""Each flag of `_runtime_flags` and the RuntimeProfile / ExplicitLimits field it sets."""
+
+
+def _set_runtime_flags(
     args: argparse.Namespace,
     request: svc.ResolveBudgetRequest | svc.TrimHistoryRequest | svc.PrepareModelCallRequest,
 ) -> None:
-    """--low-water into the explicit limits when the request has them, else into the runtime
-    profile (the defaults when no profiles were given: unset profiles resolve to the same)."""
-    if args.low_water is None:
-        return
-    if isinstance(request, svc.TrimHistoryRequest) and request.HasField("explicit_limits"):
-        request.explicit_limits.history_trim_low_water = args.low_water
-    else:
-        request.profiles.runtime.history_trim_low_water = args.low_water
+    """--low-water, --keep-tool-context-turns and --keep-running-turn-tool-results into the
+    explicit limits when the request has them, else into the runtime profile (the defaults when
+    no profiles were given: unset profiles resolve to the same)."""
+    for flag, field in _RUNTIME_FLAGS:
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if isinstance(request, svc.TrimHistoryRequest) and request.HasField("explicit_limits"):
+            setattr(request.explicit_limits, field, value)
+        else:
+            setattr(request.profiles.runtime, field, value)
 
 
 def _set_caller(args: argparse.Namespace, caller: trim_pb2.CallerContext) -> None:
@@ -567,7 +607,7 @@ def _cmd_resolve(args: argparse.Namespace) -> int:
         raise UsageError("give profiles either as FILE or with --profiles")
     profiles = _load_profiles(args, args.file or args.profiles)
     request = svc.ResolveBudgetRequest(profiles=profiles)
-    _set_low_water(args, request)
+    _set_runtime_flags(args, request)
     with _connect(args) as client:
         response = client.resolve_budget(request)
     _print_message(args, response, _render.resolution(response.resolution))
@@ -601,7 +641,7 @@ def _trim_request(args: argparse.Namespace, loaded: Loaded) -> svc.TrimHistoryRe
         limits.breadcrumb_text = args.breadcrumb_text
     elif profiles is not None:
         request.profiles.CopyFrom(profiles)
-    _set_low_water(args, request)
+    _set_runtime_flags(args, request)
     _set_caller(args, request.caller)
     return request
 
@@ -635,7 +675,7 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     loaded = _load_input(args)
     request = svc.PrepareModelCallRequest()
     _preflight_request(args, loaded, request)
-    _set_low_water(args, request)
+    _set_runtime_flags(args, request)
     _set_caller(args, request.caller)
     if args.overflow_recovery:
         request.overflow_recovery = True

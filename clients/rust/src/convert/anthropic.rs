@@ -1,8 +1,11 @@
 //! Anthropic Messages (`system` + `messages`) <-> turnkeeper.v1 History (passthrough key
 //! `anthropic`). docs/converters.md is the mapping; the converter vectors pin it.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
+use super::cache::{AnthropicExportOptions, BlockPlace, history_length, mark_cache_breakpoints};
 use super::common::{
     ConvertOptions, Field, FlatRow, Object, Res, Row, Stream, Streams, canonical_json, code_points,
     err, expect_array, expect_object, expect_str, finish, flat_rows, is_carrier, length,
@@ -380,14 +383,23 @@ fn default_skeleton(row: &FlatRow, previous: Option<&FlatRow>) -> Res<Object> {
 
 /// Converts a History (either shape) to `{"system": ..., "messages": [...]}`.
 pub fn to_anthropic(history: &History) -> Res<Value> {
+    to_anthropic_with(history, &AnthropicExportOptions::default())
+}
+
+/// Converts a History (either shape) to `{"system": ..., "messages": [...]}`, with the
+/// `cache_control` marks of spec §14 the options ask for.
+pub fn to_anthropic_with(history: &History, options: &AnthropicExportOptions) -> Res<Value> {
     let rows = flat_rows(history, FORMAT)?;
     let lead = rows
         .iter()
         .take_while(|r| role(&r.message) == Role::System)
         .count();
+    // Where each history message's last block went, for the cache marks.
+    let mut places: HashMap<usize, BlockPlace> = HashMap::new();
     let mut out = Object::new();
     if lead == 1 && rows[0].skeleton.is_none() {
         out.insert("system".into(), rows[0].message.content.clone().into());
+        places.insert(rows[0].index, BlockPlace::System(None));
     } else if lead > 0 {
         let mut blocks = Vec::new();
         for (i, row) in rows[..lead].iter().enumerate() {
@@ -406,6 +418,7 @@ pub fn to_anthropic(history: &History) -> Res<Value> {
             );
             s.done()?;
             blocks.push(Value::Object(block));
+            places.insert(row.index, BlockPlace::System(Some(i)));
         }
         out.insert("system".into(), Value::Array(blocks));
     }
@@ -424,6 +437,11 @@ pub fn to_anthropic(history: &History) -> Res<Value> {
             None => default_skeleton(row, previous.as_ref())?,
         };
         let mut message = export_message(row, &skeleton, &path)?;
+        let rendered = match message.get("content") {
+            Some(Value::Array(blocks)) => !blocks.is_empty(),
+            Some(content) => content.is_string(),
+            None => false,
+        };
         let last = messages.last_mut().and_then(Value::as_object_mut);
         let joinable = last.as_ref().is_some_and(|l| {
             l.get("role").and_then(Value::as_str) == Some("user")
@@ -441,13 +459,25 @@ pub fn to_anthropic(history: &History) -> Res<Value> {
             message.insert("role".into(), "user".into());
             messages.push(Value::Object(message));
         }
+        if rendered {
+            let at = messages.len() - 1;
+            let block = match messages[at].get("content") {
+                Some(Value::Array(blocks)) => Some(blocks.len() - 1),
+                _ => None,
+            };
+            places.insert(row.index, BlockPlace::Message(at, block));
+        }
         previous = Some(FlatRow {
             message: row.message.clone(),
             reasoning: row.reasoning.clone(),
             skeleton: Some(skeleton),
+            index: row.index,
         });
     }
     out.insert("messages".into(), Value::Array(messages));
+    if !options.breakpoints().is_empty() {
+        mark_cache_breakpoints(&mut out, &places, options, lead, history_length(history))?;
+    }
     Ok(Value::Object(out))
 }
 

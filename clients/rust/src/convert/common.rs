@@ -312,12 +312,14 @@ impl Row {
 }
 
 /// One provider row on its way out: the row, the reasoning of a conversation step (`None` where
-/// reasoning is in `content`) and this format's skeleton, if any.
+/// reasoning is in `content`), this format's skeleton, if any, and the index of the history
+/// message it comes from (the rows of one ToolResults message share it).
 #[derive(Clone)]
 pub(crate) struct FlatRow {
     pub(crate) message: ChatMessage,
     pub(crate) reasoning: Option<String>,
     pub(crate) skeleton: Option<Object>,
+    pub(crate) index: usize,
 }
 
 pub(crate) type DefaultSkeleton = fn(&FlatRow, Option<&FlatRow>) -> Res<Object>;
@@ -356,6 +358,7 @@ pub(crate) fn finish(
             message: row.message.clone(),
             reasoning: None,
             skeleton: None,
+            index: 0,
         };
         if row.skeleton != default_skeleton(&plain, previous.as_ref())? {
             let mut envelope = Object::new();
@@ -366,6 +369,7 @@ pub(crate) fn finish(
             message: row.message.clone(),
             reasoning: None,
             skeleton: Some(row.skeleton.clone()),
+            index: 0,
         });
     }
     Ok(build_history(rows, options.shape))
@@ -492,11 +496,12 @@ pub(crate) fn flat_rows(history: &History, format: &str) -> Res<Vec<FlatRow>> {
     let mut rows = Vec::new();
     match &history.shape {
         Some(history::Shape::Chat(chat)) => {
-            for m in &chat.messages {
+            for (index, m) in chat.messages.iter().enumerate() {
                 rows.push(FlatRow {
                     message: m.clone(),
                     reasoning: None,
                     skeleton: skeleton_of(m.passthrough.as_ref(), format)?,
+                    index,
                 });
             }
         }
@@ -508,6 +513,7 @@ pub(crate) fn flat_rows(history: &History, format: &str) -> Res<Vec<FlatRow>> {
                             message: m.clone(),
                             reasoning: None,
                             skeleton: skeleton_of(m.passthrough.as_ref(), format)?,
+                            index: i,
                         });
                     }
                     Some(conversation_message::Message::AssistantToolCalls(step)) => {
@@ -521,6 +527,7 @@ pub(crate) fn flat_rows(history: &History, format: &str) -> Res<Vec<FlatRow>> {
                             message: m,
                             reasoning: Some(step.reasoning.clone()),
                             skeleton: skeleton_of(step.passthrough.as_ref(), format)?,
+                            index: i,
                         });
                     }
                     Some(conversation_message::Message::ToolResults(results)) => {
@@ -536,6 +543,7 @@ pub(crate) fn flat_rows(history: &History, format: &str) -> Res<Vec<FlatRow>> {
                                 message: m,
                                 reasoning: None,
                                 skeleton: skeleton_of(result.passthrough.as_ref(), format)?,
+                                index: i,
                             });
                         }
                     }

@@ -202,6 +202,15 @@ pub struct Resolution {
     /// and was therefore treated as unset (spec §11.1).
     #[prost(bool, tag = "9")]
     pub low_water_ignored: bool,
+    /// The K in effect for this route's prepared requests (spec §13.1): `keep_tool_context_turns`, 2 when unset.
+    #[prost(uint32, tag = "10")]
+    pub keep_tool_context_turns: u32,
+    /// The R in effect (spec §13.4); absent when the running turn is kept whole.
+    #[prost(uint32, optional, tag = "11")]
+    pub keep_running_turn_tool_results: ::core::option::Option<u32>,
+    /// The route model's minimum cacheable prefix in tokens (spec §14); absent when its provider profile declares none.
+    #[prost(uint64, optional, tag = "12")]
+    pub min_cacheable_tokens: ::core::option::Option<u64>,
 }
 impl ::prost::Name for Resolution {
     const NAME: &'static str = "Resolution";
@@ -463,6 +472,13 @@ pub struct HistoryTrimmed {
     /// The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut.
     #[prost(uint64, tag = "18")]
     pub cut_drop_target: u64,
+    /// The tool context the same preparation collapsed before this trim (spec §13.3); absent for TrimHistory and when
+    /// nothing was collapsed. The trim's counts are of the history it was given: the projection.
+    #[prost(message, optional, tag = "19")]
+    pub collapse: ::core::option::Option<ToolContextCollapse>,
+    /// The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise.
+    #[prost(message, optional, tag = "20")]
+    pub clearing: ::core::option::Option<ToolResultClearing>,
 }
 impl ::prost::Name for HistoryTrimmed {
     const NAME: &'static str = "HistoryTrimmed";
@@ -472,6 +488,51 @@ impl ::prost::Name for HistoryTrimmed {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.HistoryTrimmed".into()
+    }
+}
+/// ToolContextCollapse is what the projection of a prepared request left out (spec §13.1, §13.3).
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ToolContextCollapse {
+    /// The turns sent as their prompt, one tool-exchange summary and their closing reply.
+    #[prost(uint32, tag = "1")]
+    pub collapsed_turns: u32,
+    /// The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
+    #[prost(uint32, tag = "2")]
+    pub rows_left_out: u32,
+    /// The estimate of the turn-limited history minus that of its projection, in tokens.
+    #[prost(uint64, tag = "3")]
+    pub saved_tokens: u64,
+}
+impl ::prost::Name for ToolContextCollapse {
+    const NAME: &'static str = "ToolContextCollapse";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ToolContextCollapse".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ToolContextCollapse".into()
+    }
+}
+/// ToolResultClearing is what clearing the running turn's oldest tool results did (spec §13.4).
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ToolResultClearing {
+    /// The tool results cleared (each result of a ToolResults row counts alone).
+    #[prost(uint32, tag = "1")]
+    pub results_cleared: u32,
+    /// The estimate before the clearing minus the estimate after it, in tokens.
+    #[prost(uint64, tag = "2")]
+    pub saved_tokens: u64,
+}
+impl ::prost::Name for ToolResultClearing {
+    const NAME: &'static str = "ToolResultClearing";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.ToolResultClearing".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.ToolResultClearing".into()
     }
 }
 /// RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
@@ -557,7 +618,8 @@ impl ::prost::Name for ContextMeter {
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct InputCostEstimate {
-    /// (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+    /// ((uncached_input_tokens - cache_write_tokens) x input price + cached_input_tokens x cached price
+    /// + cache_write_tokens x write price) / 1,000,000, in IEEE-754 doubles (spec §10.5, §14).
     #[prost(double, tag = "1")]
     pub cost: f64,
     /// The currency of the route's prices, as the provider profile declares it.
@@ -569,6 +631,10 @@ pub struct InputCostEstimate {
     /// The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`.
     #[prost(uint64, tag = "4")]
     pub cached_input_tokens: u64,
+    /// The input tokens priced at the cache-write price (spec §14): the request's `cache_write_tokens`, at most the
+    /// uncached input tokens; included in `uncached_input_tokens`.
+    #[prost(uint64, tag = "5")]
+    pub cache_write_tokens: u64,
 }
 impl ::prost::Name for InputCostEstimate {
     const NAME: &'static str = "InputCostEstimate";
@@ -717,6 +783,9 @@ pub enum TrimReason {
     TokenBudget = 1,
     /// The history held more complete user turns than the turn limit.
     TurnLimit = 2,
+    /// The running turn alone exceeded the target, and its oldest tool results were cleared (spec §13.4). No turn was
+    /// dropped; `clearing` says how many results and tokens.
+    ToolResultsCleared = 3,
 }
 impl TrimReason {
     /// String value of the enum field names used in the ProtoBuf definition.
@@ -728,6 +797,7 @@ impl TrimReason {
             Self::Unspecified => "TRIM_REASON_UNSPECIFIED",
             Self::TokenBudget => "TRIM_REASON_TOKEN_BUDGET",
             Self::TurnLimit => "TRIM_REASON_TURN_LIMIT",
+            Self::ToolResultsCleared => "TRIM_REASON_TOOL_RESULTS_CLEARED",
         }
     }
     /// Creates an enum from field names used in the ProtoBuf definition.
@@ -736,6 +806,7 @@ impl TrimReason {
             "TRIM_REASON_UNSPECIFIED" => Some(Self::Unspecified),
             "TRIM_REASON_TOKEN_BUDGET" => Some(Self::TokenBudget),
             "TRIM_REASON_TURN_LIMIT" => Some(Self::TurnLimit),
+            "TRIM_REASON_TOOL_RESULTS_CLEARED" => Some(Self::ToolResultsCleared),
             _ => None,
         }
     }
@@ -978,6 +1049,9 @@ pub struct MeterUpdate {
     /// The meter of the prepared request.
     #[prost(message, optional, tag = "5")]
     pub meter: ::core::option::Option<ContextMeter>,
+    /// What the call's projection collapsed (spec §13.3); absent when nothing was collapsed.
+    #[prost(message, optional, tag = "6")]
+    pub collapse: ::core::option::Option<ToolContextCollapse>,
 }
 impl ::prost::Name for MeterUpdate {
     const NAME: &'static str = "MeterUpdate";
@@ -1176,6 +1250,11 @@ pub struct ChatMessage {
     /// a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
     #[prost(message, optional, tag = "7")]
     pub passthrough: ::core::option::Option<::prost_types::Struct>,
+    /// True on a tool-exchange summary row turnkeeper wrote in place of a collapsed turn's tool calls and results
+    /// (spec §13.1). Only allowed on assistant rows without tool calls. A summary row a runtime sends back is an
+    /// assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
+    #[prost(bool, tag = "8")]
+    pub tool_exchange_summary: bool,
 }
 impl ::prost::Name for ChatMessage {
     const NAME: &'static str = "ChatMessage";
@@ -1501,6 +1580,17 @@ pub struct RuntimeProfile {
     /// treated as unset and reported as `Resolution.low_water_ignored`.
     #[prost(double, optional, tag = "10")]
     pub history_trim_low_water: ::core::option::Option<f64>,
+    /// K, the number of completed turns before the running one whose tool rows a prepared request still sends
+    /// (spec §13.1): the tool calls and results of every older turn are collapsed into one tool-exchange summary row,
+    /// keeping the turn's prompt and closing reply. Unset means 2; 0 keeps tool context for the running turn only; a
+    /// value larger than the number of turns collapses nothing. PrepareModelCall only: TrimHistory never collapses.
+    #[prost(uint32, optional, tag = "11")]
+    pub keep_tool_context_turns: ::core::option::Option<u32>,
+    /// R, when the running turn alone exceeds the budget: the oldest tool results of the running turn are cleared, one
+    /// at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
+    /// PrepareModelCall only: TrimHistory never clears.
+    #[prost(uint32, optional, tag = "12")]
+    pub keep_running_turn_tool_results: ::core::option::Option<u32>,
 }
 impl ::prost::Name for RuntimeProfile {
     const NAME: &'static str = "RuntimeProfile";
@@ -1529,6 +1619,14 @@ pub struct ProviderProfile {
     /// Like the context window, the prices apply only when `model` is empty or is the route's model.
     #[prost(message, optional, tag = "4")]
     pub prices: ::core::option::Option<ModelPrices>,
+    /// The shortest prefix the provider caches for `model`, in tokens: a cache breakpoint whose prefix estimates
+    /// below it is left out (spec §14). Unset means no minimum. Applies under the rule of the context window.
+    #[prost(uint64, optional, tag = "5")]
+    pub min_cacheable_tokens: ::core::option::Option<u64>,
+    /// How long the provider keeps a prefix written to its cache, which client converters render on the breakpoint
+    /// rows they mark (spec §14). Unspecified means the provider's default and renders no lifetime.
+    #[prost(enumeration = "CacheLifetime", tag = "6")]
+    pub cache_lifetime: i32,
 }
 impl ::prost::Name for ProviderProfile {
     const NAME: &'static str = "ProviderProfile";
@@ -1554,6 +1652,11 @@ pub struct ModelPrices {
     /// The currency of the prices, such as `USD`; copied into the cost estimate. May be empty.
     #[prost(string, tag = "3")]
     pub currency: ::prost::alloc::string::String,
+    /// The price of one million input tokens written to the provider's prompt cache, in `currency` (spec §14;
+    /// Anthropic bills 1.25x the input price for five minutes, 2x for an hour). Unset means writes cost the input
+    /// price. When set it must be finite and not negative.
+    #[prost(double, optional, tag = "4")]
+    pub cache_write_per_million_tokens: ::core::option::Option<f64>,
 }
 impl ::prost::Name for ModelPrices {
     const NAME: &'static str = "ModelPrices";
@@ -1630,6 +1733,40 @@ impl ::prost::Name for Profiles {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.Profiles".into()
+    }
+}
+/// CacheLifetime is how long a provider keeps a prompt-cache write (Anthropic's `ttl`).
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CacheLifetime {
+    /// Not declared: the provider's default lifetime.
+    Unspecified = 0,
+    /// Five minutes (`5m`).
+    FiveMinutes = 1,
+    /// One hour (`1h`).
+    OneHour = 2,
+}
+impl CacheLifetime {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "CACHE_LIFETIME_UNSPECIFIED",
+            Self::FiveMinutes => "CACHE_LIFETIME_FIVE_MINUTES",
+            Self::OneHour => "CACHE_LIFETIME_ONE_HOUR",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "CACHE_LIFETIME_UNSPECIFIED" => Some(Self::Unspecified),
+            "CACHE_LIFETIME_FIVE_MINUTES" => Some(Self::FiveMinutes),
+            "CACHE_LIFETIME_ONE_HOUR" => Some(Self::OneHour),
+            _ => None,
+        }
     }
 }
 /// EstimateTokensRequest asks for the token estimate of a history.
@@ -1731,6 +1868,13 @@ pub struct ExplicitLimits {
     /// Unset, or outside (0.0, 1.0], means the minimal cut.
     #[prost(double, optional, tag = "4")]
     pub history_trim_low_water: ::core::option::Option<f64>,
+    /// K, as `RuntimeProfile.keep_tool_context_turns` (spec §13.1). TrimHistory never collapses: only the resolution
+    /// reports it.
+    #[prost(uint32, optional, tag = "5")]
+    pub keep_tool_context_turns: ::core::option::Option<u32>,
+    /// R, as `RuntimeProfile.keep_running_turn_tool_results` (spec §13.4); TrimHistory never clears.
+    #[prost(uint32, optional, tag = "6")]
+    pub keep_running_turn_tool_results: ::core::option::Option<u32>,
 }
 impl ::prost::Name for ExplicitLimits {
     const NAME: &'static str = "ExplicitLimits";
@@ -1913,6 +2057,10 @@ pub struct PrepareModelCallRequest {
     /// of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
     #[prost(uint64, optional, tag = "9")]
     pub cached_input_tokens: ::core::option::Option<u64>,
+    /// The input tokens the runtime's last request wrote to the provider's prompt cache (spec §14); priced at the
+    /// cache-write price, at most the request's uncached input tokens. Unset means 0.
+    #[prost(uint64, optional, tag = "10")]
+    pub cache_write_tokens: ::core::option::Option<u64>,
 }
 impl ::prost::Name for PrepareModelCallRequest {
     const NAME: &'static str = "PrepareModelCallRequest";
@@ -1958,6 +2106,22 @@ pub struct PrepareModelCallResponse {
     /// The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model.
     #[prost(message, optional, tag = "9")]
     pub input_cost: ::core::option::Option<InputCostEstimate>,
+    /// What the projection collapsed (spec §13.1, §13.3); absent when nothing was collapsed.
+    #[prost(message, optional, tag = "10")]
+    pub collapse: ::core::option::Option<ToolContextCollapse>,
+    /// Where the runtime should put cache breakpoints (spec §14): at most three increasing indices into `history`,
+    /// each the row after which a breakpoint belongs: the last leading system row, the last row of the newest
+    /// collapsed turn, the last row. A candidate not after the previous one, or whose prefix is below the route's
+    /// `min_cacheable_tokens`, is left out.
+    #[prost(uint32, repeated, tag = "11")]
+    pub cache_breakpoints: ::prost::alloc::vec::Vec<u32>,
+    /// The sorted indices, in the request's own history, of every row of every turn this preparation's trims dropped
+    /// (spec §13.2), so that a runtime that keeps its trimmed history applies the cut, never the projection.
+    #[prost(uint32, repeated, tag = "12")]
+    pub dropped_input_rows: ::prost::alloc::vec::Vec<u32>,
+    /// What clearing the running turn's oldest tool results did (spec §13.4); absent when nothing was cleared.
+    #[prost(message, optional, tag = "13")]
+    pub clearing: ::core::option::Option<ToolResultClearing>,
 }
 impl ::prost::Name for PrepareModelCallResponse {
     const NAME: &'static str = "PrepareModelCallResponse";

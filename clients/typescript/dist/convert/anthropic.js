@@ -3,8 +3,21 @@
 import { create } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { AttachmentSchema, Role, ToolCallSchema } from "../gen/turnkeeper/v1/history_pb.js";
+import { CacheLifetime } from "../gen/turnkeeper/v1/profile_pb.js";
 import { attachmentUrl, canonicalJson, codePoints, copy, decodeBase64, expectArray, expectObject, expectString, finish, flatRows, imagesAreAttachments, isCarrier, isObject, marker, markerTextRow, markerUrl, newRow, parseDataUrl, partTexts, shown, splitMarkers, Streams, plainJson, } from "./common.js";
 const FORMAT = "anthropic";
+/** The `cache_control` breakpoints a Messages request may carry (spec §14). */
+export const MAX_CACHE_MARKS = 4;
+/**
+ * Past four marks, turnkeeper's breakpoint candidates are left out in this order (spec §14): the
+ * newest collapsed turn's, the system row's, then the rolling last row's.
+ */
+const LEAVE_OUT_ORDER = [2, 1, 3];
+const TTL = new Map([
+    [CacheLifetime.FIVE_MINUTES, "5m"],
+    [CacheLifetime.ONE_HOUR, "1h"],
+]);
+const MARK = "cache_control";
 /**
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
  * are not read), or a bare `messages` array, to a History.
@@ -241,8 +254,9 @@ function defaultSkeleton(row, previous) {
 function joinable(message) {
     return message?.role === "user" && Array.isArray(message.content);
 }
-export function toAnthropic(history) {
+export function toAnthropic(history, options) {
     const rows = flatRows(history, FORMAT);
+    const places = [];
     let lead = 0;
     while (lead < rows.length && rows[lead]?.message.role === Role.SYSTEM)
         lead++;
@@ -250,6 +264,7 @@ export function toAnthropic(history) {
     const first = rows[0];
     if (lead === 1 && first !== undefined && first.skeleton === undefined) {
         out.system = first.message.content;
+        places.push({ system: true, block: undefined });
     }
     else if (lead > 0) {
         out.system = rows.slice(0, lead).map((row, i) => {
@@ -258,6 +273,7 @@ export function toAnthropic(history) {
             const block = copy(skeleton);
             block.text = streams.text.take(skeleton.text, `rows[${i}].text`);
             streams.done();
+            places.push({ system: true, block: i });
             return block;
         });
     }
@@ -277,10 +293,108 @@ export function toAnthropic(history) {
             last.content.push(...message.content);
         else
             messages.push({ role: "user", ...message });
+        places.push(lastBlock(messages, message));
         previous = { message: row.message, reasoning: row.reasoning, skeleton };
     }
     out.messages = messages;
+    const breakpoints = options?.cacheBreakpoints ?? [];
+    if (breakpoints.length > 0) {
+        markBreakpoints(out, historyRowPlaces(history, places), breakpoints, lead, options?.cacheLifetime ?? CacheLifetime.UNSPECIFIED);
+    }
     return out; // plain JSON; `Conversation` is the caller's name for it
+}
+/** Where the row just rendered as `rendered` (now the last message) has its last block; none when it rendered no block. */
+function lastBlock(messages, rendered) {
+    const message = messages.length - 1;
+    if (typeof rendered.content === "string")
+        return { system: false, message, block: undefined };
+    if (!Array.isArray(rendered.content) || rendered.content.length === 0)
+        return undefined;
+    return { system: false, message, block: (messages[message]?.content).length - 1 };
+}
+/**
+ * The last block of each history row, from that of each provider row (a ToolResults row of the
+ * conversation shape is one provider row per result).
+ */
+function historyRowPlaces(history, places) {
+    if (history.shape.case !== "conversation")
+        return places;
+    let end = 0;
+    return history.shape.value.messages.map((message) => {
+        const count = message.message.case === "toolResults" ? message.message.value.results.length : 1;
+        end += count;
+        return count > 0 ? places[end - 1] : undefined;
+    });
+}
+/**
+ * Which candidate of spec §14 a returned breakpoint is: 1 the last leading system row, 3 the last
+ * row, 2 one in between (the newest collapsed turn's last row).
+ */
+function candidate(index, lead, rows) {
+    if (index === lead - 1)
+        return 1;
+    if (index === rows - 1)
+        return 3;
+    return 2;
+}
+/** The blocks array a place is in, and the index of its block (undefined: a string not yet a block). */
+function holderOf(out, place) {
+    if (place.system)
+        return [out, "system"];
+    return [out.messages[place.message], "content"];
+}
+/** Whether the block at `place` already carries a mark (a string content carries none). */
+function marked(out, place) {
+    if (place.block === undefined)
+        return false;
+    const [holder, key] = holderOf(out, place);
+    const block = holder[key][place.block];
+    return block?.[MARK] !== undefined && block[MARK] !== null;
+}
+/** The block at `place`, turning a string content (or the `system` string) into one text block. */
+function blockAt(out, place) {
+    const [holder, key] = holderOf(out, place);
+    const value = holder[key];
+    if (typeof value === "string")
+        holder[key] = [{ type: "text", text: value }];
+    return holder[key][place.block ?? 0];
+}
+/** The `cache_control` marks in rendered blocks, nested blocks included (null is absent). */
+function countMarks(value) {
+    if (Array.isArray(value))
+        return value.reduce((n, item) => n + countMarks(item), 0);
+    if (!isObject(value))
+        return 0;
+    let n = value[MARK] === undefined || value[MARK] === null ? 0 : 1;
+    for (const [key, inner] of Object.entries(value))
+        if (key !== MARK)
+            n += countMarks(inner);
+    return n;
+}
+/**
+ * Puts `cache_control` on the last block of each breakpoint row, leaving out candidates in the order
+ * 2, 1, 3 while the request would hold more than four marks (spec §14). A block that already carries
+ * the caller's mark keeps it, and it serves that breakpoint.
+ */
+function markBreakpoints(out, places, breakpoints, lead, lifetime) {
+    const wanted = [];
+    breakpoints.forEach((index, k) => {
+        const place = Number.isInteger(index) && index >= 0 && index < places.length ? places[index] : null;
+        if (place === null)
+            throw new ConversionError(`cacheBreakpoints[${k}]: ${index} is not a row of the history`);
+        if (place !== undefined && !wanted.some(([p]) => p === place))
+            wanted.push([place, candidate(index, lead, places.length)]);
+    });
+    const room = Math.max(MAX_CACHE_MARKS - countMarks(out.system) - countMarks(out.messages), 0);
+    const marks = wanted.filter(([place]) => !marked(out, place));
+    for (const leftOut of LEAVE_OUT_ORDER) {
+        for (let k = marks.findIndex(([, c]) => c === leftOut); marks.length > room && k >= 0; k = marks.findIndex(([, c]) => c === leftOut)) {
+            marks.splice(k, 1);
+        }
+    }
+    const ttl = TTL.get(lifetime);
+    for (const [place] of marks)
+        blockAt(out, place)[MARK] = ttl === undefined ? { type: "ephemeral" } : { type: "ephemeral", ttl };
 }
 function exportMessage(row, skeleton, where) {
     const message = row.message;

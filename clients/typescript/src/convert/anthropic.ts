@@ -3,6 +3,7 @@
 import { create, type JsonObject, type JsonValue } from "@bufbuild/protobuf";
 import { ConversionError } from "../errors.js";
 import { AttachmentSchema, Role, ToolCallSchema, type Attachment, type ChatMessage, type History } from "../gen/turnkeeper/v1/history_pb.js";
+import { CacheLifetime } from "../gen/turnkeeper/v1/profile_pb.js";
 import {
   attachmentUrl,
   canonicalJson,
@@ -34,6 +35,39 @@ import {
 } from "./common.js";
 
 const FORMAT = "anthropic";
+
+/** The `cache_control` breakpoints a Messages request may carry (spec §14). */
+export const MAX_CACHE_MARKS = 4;
+
+/**
+ * Past four marks, turnkeeper's breakpoint candidates are left out in this order (spec §14): the
+ * newest collapsed turn's, the system row's, then the rolling last row's.
+ */
+const LEAVE_OUT_ORDER = [2, 1, 3] as const;
+
+const TTL: ReadonlyMap<CacheLifetime, string> = new Map([
+  [CacheLifetime.FIVE_MINUTES, "5m"],
+  [CacheLifetime.ONE_HOUR, "1h"],
+]);
+
+const MARK = "cache_control";
+
+/** What {@link toAnthropic} takes besides the history. */
+export interface AnthropicExportOptions {
+  /**
+   * A PrepareModelCallResponse's `cacheBreakpoints` (indices into the prepared history, which is the
+   * history exported): each row's last block gets `cache_control` (spec §14).
+   */
+  cacheBreakpoints?: readonly number[];
+  /** The route's `ProviderProfile.cacheLifetime`: the marks' `ttl` when declared. */
+  cacheLifetime?: CacheLifetime;
+}
+
+/**
+ * Where a row's last rendered block is: the system block `k`, or block `block` of message `message`;
+ * a block of `undefined` is a string `content` (or the `system` string), one text block once marked.
+ */
+type BlockPlace = { system: true; block: number | undefined } | { system: false; message: number; block: number | undefined };
 
 /**
  * Converts an Anthropic Messages request (`system` and `messages`; other keys are the caller's and
@@ -262,17 +296,24 @@ function joinable(message: JsonObject | undefined): boolean {
  * Converts a History (either shape) to `{system?, messages}`: plain JSON, typed as `Conversation`
  * when asked (`toAnthropic<Pick<MessageCreateParams, "system" | "messages">>(history)` with the
  * Anthropic SDK).
+ *
+ * `options.cacheBreakpoints` puts `cache_control` (`{type: "ephemeral"}`, with the `ttl` of
+ * `options.cacheLifetime` when declared) on the last block of each breakpoint row; never more than
+ * four marks counting those the rows already carry: past four, the candidates of spec §14 are left
+ * out in the order 2, 1, 3 (docs/converters.md).
  */
-export function toAnthropic(history: History): JsonObject;
-export function toAnthropic<Conversation extends object>(history: History): Conversation;
-export function toAnthropic<Conversation extends object>(history: History): Conversation {
+export function toAnthropic(history: History, options?: AnthropicExportOptions): JsonObject;
+export function toAnthropic<Conversation extends object>(history: History, options?: AnthropicExportOptions): Conversation;
+export function toAnthropic<Conversation extends object>(history: History, options?: AnthropicExportOptions): Conversation {
   const rows = flatRows(history, FORMAT);
+  const places: (BlockPlace | undefined)[] = [];
   let lead = 0;
   while (lead < rows.length && rows[lead]?.message.role === Role.SYSTEM) lead++;
   const out: JsonObject = {};
   const first = rows[0];
   if (lead === 1 && first !== undefined && first.skeleton === undefined) {
     out.system = first.message.content;
+    places.push({ system: true, block: undefined });
   } else if (lead > 0) {
     out.system = rows.slice(0, lead).map((row, i) => {
       const skeleton = row.skeleton ?? { type: "text", text: codePoints(row.message.content) };
@@ -280,6 +321,7 @@ export function toAnthropic<Conversation extends object>(history: History): Conv
       const block = copy(skeleton);
       block.text = streams.text.take(skeleton.text, `rows[${i}].text`);
       streams.done();
+      places.push({ system: true, block: i });
       return block;
     });
   }
@@ -295,10 +337,107 @@ export function toAnthropic<Conversation extends object>(history: History): Conv
     if ("role" in skeleton) messages.push(message);
     else if (last !== undefined && joinable(last)) (last.content as JsonValue[]).push(...(message.content as JsonValue[]));
     else messages.push({ role: "user", ...message });
+    places.push(lastBlock(messages, message));
     previous = { message: row.message, reasoning: row.reasoning, skeleton };
   }
   out.messages = messages;
+  const breakpoints = options?.cacheBreakpoints ?? [];
+  if (breakpoints.length > 0) {
+    markBreakpoints(out, historyRowPlaces(history, places), breakpoints, lead, options?.cacheLifetime ?? CacheLifetime.UNSPECIFIED);
+  }
   return out as Conversation; // plain JSON; `Conversation` is the caller's name for it
+}
+
+/** Where the row just rendered as `rendered` (now the last message) has its last block; none when it rendered no block. */
+function lastBlock(messages: JsonObject[], rendered: JsonObject): BlockPlace | undefined {
+  const message = messages.length - 1;
+  if (typeof rendered.content === "string") return { system: false, message, block: undefined };
+  if (!Array.isArray(rendered.content) || rendered.content.length === 0) return undefined;
+  return { system: false, message, block: (messages[message]?.content as JsonValue[]).length - 1 };
+}
+
+/**
+ * The last block of each history row, from that of each provider row (a ToolResults row of the
+ * conversation shape is one provider row per result).
+ */
+function historyRowPlaces(history: History, places: (BlockPlace | undefined)[]): (BlockPlace | undefined)[] {
+  if (history.shape.case !== "conversation") return places;
+  let end = 0;
+  return history.shape.value.messages.map((message) => {
+    const count = message.message.case === "toolResults" ? message.message.value.results.length : 1;
+    end += count;
+    return count > 0 ? places[end - 1] : undefined;
+  });
+}
+
+/**
+ * Which candidate of spec §14 a returned breakpoint is: 1 the last leading system row, 3 the last
+ * row, 2 one in between (the newest collapsed turn's last row).
+ */
+function candidate(index: number, lead: number, rows: number): number {
+  if (index === lead - 1) return 1;
+  if (index === rows - 1) return 3;
+  return 2;
+}
+
+/** The blocks array a place is in, and the index of its block (undefined: a string not yet a block). */
+function holderOf(out: JsonObject, place: BlockPlace): [JsonObject, string] {
+  if (place.system) return [out, "system"];
+  return [(out.messages as JsonObject[])[place.message] as JsonObject, "content"];
+}
+
+/** Whether the block at `place` already carries a mark (a string content carries none). */
+function marked(out: JsonObject, place: BlockPlace): boolean {
+  if (place.block === undefined) return false;
+  const [holder, key] = holderOf(out, place);
+  const block = (holder[key] as JsonObject[])[place.block];
+  return block?.[MARK] !== undefined && block[MARK] !== null;
+}
+
+/** The block at `place`, turning a string content (or the `system` string) into one text block. */
+function blockAt(out: JsonObject, place: BlockPlace): JsonObject {
+  const [holder, key] = holderOf(out, place);
+  const value = holder[key];
+  if (typeof value === "string") holder[key] = [{ type: "text", text: value }];
+  return (holder[key] as JsonObject[])[place.block ?? 0] as JsonObject;
+}
+
+/** The `cache_control` marks in rendered blocks, nested blocks included (null is absent). */
+function countMarks(value: JsonValue | undefined): number {
+  if (Array.isArray(value)) return value.reduce<number>((n, item) => n + countMarks(item), 0);
+  if (!isObject(value)) return 0;
+  let n = value[MARK] === undefined || value[MARK] === null ? 0 : 1;
+  for (const [key, inner] of Object.entries(value)) if (key !== MARK) n += countMarks(inner);
+  return n;
+}
+
+/**
+ * Puts `cache_control` on the last block of each breakpoint row, leaving out candidates in the order
+ * 2, 1, 3 while the request would hold more than four marks (spec §14). A block that already carries
+ * the caller's mark keeps it, and it serves that breakpoint.
+ */
+function markBreakpoints(
+  out: JsonObject,
+  places: (BlockPlace | undefined)[],
+  breakpoints: readonly number[],
+  lead: number,
+  lifetime: CacheLifetime,
+): void {
+  const wanted: [BlockPlace, number][] = [];
+  breakpoints.forEach((index, k) => {
+    const place = Number.isInteger(index) && index >= 0 && index < places.length ? places[index] : null;
+    if (place === null) throw new ConversionError(`cacheBreakpoints[${k}]: ${index} is not a row of the history`);
+    if (place !== undefined && !wanted.some(([p]) => p === place)) wanted.push([place, candidate(index, lead, places.length)]);
+  });
+  const room = Math.max(MAX_CACHE_MARKS - countMarks(out.system) - countMarks(out.messages), 0);
+  const marks = wanted.filter(([place]) => !marked(out, place));
+  for (const leftOut of LEAVE_OUT_ORDER) {
+    for (let k = marks.findIndex(([, c]) => c === leftOut); marks.length > room && k >= 0; k = marks.findIndex(([, c]) => c === leftOut)) {
+      marks.splice(k, 1);
+    }
+  }
+  const ttl = TTL.get(lifetime);
+  for (const [place] of marks) blockAt(out, place)[MARK] = ttl === undefined ? { type: "ephemeral" } : { type: "ephemeral", ttl };
 }
 
 function exportMessage(row: FlatRow, skeleton: JsonObject, where: string): JsonObject {

@@ -160,7 +160,9 @@ type MeterUpdate struct {
 	// The resolved route of the call.
 	Route *Route `protobuf:"bytes,4,opt,name=route,proto3" json:"route,omitempty"`
 	// The meter of the prepared request.
-	Meter         *ContextMeter `protobuf:"bytes,5,opt,name=meter,proto3" json:"meter,omitempty"`
+	Meter *ContextMeter `protobuf:"bytes,5,opt,name=meter,proto3" json:"meter,omitempty"`
+	// What the call's projection collapsed (spec §13.3); absent when nothing was collapsed.
+	Collapse      *ToolContextCollapse `protobuf:"bytes,6,opt,name=collapse,proto3" json:"collapse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +228,13 @@ func (x *MeterUpdate) GetRoute() *Route {
 func (x *MeterUpdate) GetMeter() *ContextMeter {
 	if x != nil {
 		return x.Meter
+	}
+	return nil
+}
+
+func (x *MeterUpdate) GetCollapse() *ToolContextCollapse {
+	if x != nil {
+		return x.Collapse
 	}
 	return nil
 }
@@ -378,13 +387,14 @@ const file_turnkeeper_v1_events_proto_rawDesc = "" +
 	"\tTrimEvent\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x127\n" +
-	"\atrimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\atrimmed\"\xea\x01\n" +
+	"\atrimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\atrimmed\"\xaa\x02\n" +
 	"\vMeterUpdate\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x124\n" +
 	"\x06caller\x18\x03 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12*\n" +
 	"\x05route\x18\x04 \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x121\n" +
-	"\x05meter\x18\x05 \x01(\v2\x1b.turnkeeper.v1.ContextMeterR\x05meter\"z\n" +
+	"\x05meter\x18\x05 \x01(\v2\x1b.turnkeeper.v1.ContextMeterR\x05meter\x12>\n" +
+	"\bcollapse\x18\x06 \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\"z\n" +
 	"\tHeartbeat\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12%\n" +
@@ -427,21 +437,23 @@ var file_turnkeeper_v1_events_proto_goTypes = []any{
 	(*CallerContext)(nil),         // 7: turnkeeper.v1.CallerContext
 	(*Route)(nil),                 // 8: turnkeeper.v1.Route
 	(*ContextMeter)(nil),          // 9: turnkeeper.v1.ContextMeter
+	(*ToolContextCollapse)(nil),   // 10: turnkeeper.v1.ToolContextCollapse
 }
 var file_turnkeeper_v1_events_proto_depIdxs = []int32{
-	5, // 0: turnkeeper.v1.TrimEvent.time:type_name -> google.protobuf.Timestamp
-	6, // 1: turnkeeper.v1.TrimEvent.trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
-	5, // 2: turnkeeper.v1.MeterUpdate.time:type_name -> google.protobuf.Timestamp
-	7, // 3: turnkeeper.v1.MeterUpdate.caller:type_name -> turnkeeper.v1.CallerContext
-	8, // 4: turnkeeper.v1.MeterUpdate.route:type_name -> turnkeeper.v1.Route
-	9, // 5: turnkeeper.v1.MeterUpdate.meter:type_name -> turnkeeper.v1.ContextMeter
-	5, // 6: turnkeeper.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	0, // 7: turnkeeper.v1.Gap.cause:type_name -> turnkeeper.v1.GapCause
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	5,  // 0: turnkeeper.v1.TrimEvent.time:type_name -> google.protobuf.Timestamp
+	6,  // 1: turnkeeper.v1.TrimEvent.trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
+	5,  // 2: turnkeeper.v1.MeterUpdate.time:type_name -> google.protobuf.Timestamp
+	7,  // 3: turnkeeper.v1.MeterUpdate.caller:type_name -> turnkeeper.v1.CallerContext
+	8,  // 4: turnkeeper.v1.MeterUpdate.route:type_name -> turnkeeper.v1.Route
+	9,  // 5: turnkeeper.v1.MeterUpdate.meter:type_name -> turnkeeper.v1.ContextMeter
+	10, // 6: turnkeeper.v1.MeterUpdate.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
+	5,  // 7: turnkeeper.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	0,  // 8: turnkeeper.v1.Gap.cause:type_name -> turnkeeper.v1.GapCause
+	9,  // [9:9] is the sub-list for method output_type
+	9,  // [9:9] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_events_proto_init() }

@@ -266,9 +266,13 @@ type ChatMessage struct {
 	// from, under one key naming the format (`openai_chat`, `openai_responses`, `anthropic`, `langchain`).
 	// docs/converters.md defines the skeletons. The service never prices, validates or changes it:
 	// a kept row comes back with its passthrough untouched. Empty when the row has nothing to carry.
-	Passthrough   *structpb.Struct `protobuf:"bytes,7,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Passthrough *structpb.Struct `protobuf:"bytes,7,opt,name=passthrough,proto3" json:"passthrough,omitempty"`
+	// True on a tool-exchange summary row turnkeeper wrote in place of a collapsed turn's tool calls and results
+	// (spec §13.1). Only allowed on assistant rows without tool calls. A summary row a runtime sends back is an
+	// assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
+	ToolExchangeSummary bool `protobuf:"varint,8,opt,name=tool_exchange_summary,json=toolExchangeSummary,proto3" json:"tool_exchange_summary,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *ChatMessage) Reset() {
@@ -348,6 +352,13 @@ func (x *ChatMessage) GetPassthrough() *structpb.Struct {
 		return x.Passthrough
 	}
 	return nil
+}
+
+func (x *ChatMessage) GetToolExchangeSummary() bool {
+	if x != nil {
+		return x.ToolExchangeSummary
+	}
+	return false
 }
 
 // AssistantToolCalls is a structured assistant step that requested tools.
@@ -857,7 +868,7 @@ const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x12\n" +
 	"\x03uri\x18\x03 \x01(\tH\x00R\x03uriB\b\n" +
-	"\x06source\"\xc2\x02\n" +
+	"\x06source\"\xf6\x02\n" +
 	"\vChatMessage\x12'\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x13.turnkeeper.v1.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12 \n" +
@@ -869,7 +880,8 @@ const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"\n" +
 	"breadcrumb\x18\x06 \x01(\bR\n" +
 	"breadcrumb\x129\n" +
-	"\vpassthrough\x18\a \x01(\v2\x17.google.protobuf.StructR\vpassthrough\"\xb9\x01\n" +
+	"\vpassthrough\x18\a \x01(\v2\x17.google.protobuf.StructR\vpassthrough\x122\n" +
+	"\x15tool_exchange_summary\x18\b \x01(\bR\x13toolExchangeSummary\"\xb9\x01\n" +
 	"\x12AssistantToolCalls\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x126\n" +
 	"\n" +

@@ -299,8 +299,13 @@ type ExplicitLimits struct {
 	// The low-water fraction of the cache-stable cut, as `RuntimeProfile.history_trim_low_water` (spec §11).
 	// Unset, or outside (0.0, 1.0], means the minimal cut.
 	HistoryTrimLowWater *float64 `protobuf:"fixed64,4,opt,name=history_trim_low_water,json=historyTrimLowWater,proto3,oneof" json:"history_trim_low_water,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// K, as `RuntimeProfile.keep_tool_context_turns` (spec §13.1). TrimHistory never collapses: only the resolution
+	// reports it.
+	KeepToolContextTurns *uint32 `protobuf:"varint,5,opt,name=keep_tool_context_turns,json=keepToolContextTurns,proto3,oneof" json:"keep_tool_context_turns,omitempty"`
+	// R, as `RuntimeProfile.keep_running_turn_tool_results` (spec §13.4); TrimHistory never clears.
+	KeepRunningTurnToolResults *uint32 `protobuf:"varint,6,opt,name=keep_running_turn_tool_results,json=keepRunningTurnToolResults,proto3,oneof" json:"keep_running_turn_tool_results,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *ExplicitLimits) Reset() {
@@ -357,6 +362,20 @@ func (x *ExplicitLimits) GetBreadcrumbText() string {
 func (x *ExplicitLimits) GetHistoryTrimLowWater() float64 {
 	if x != nil && x.HistoryTrimLowWater != nil {
 		return *x.HistoryTrimLowWater
+	}
+	return 0
+}
+
+func (x *ExplicitLimits) GetKeepToolContextTurns() uint32 {
+	if x != nil && x.KeepToolContextTurns != nil {
+		return *x.KeepToolContextTurns
+	}
+	return 0
+}
+
+func (x *ExplicitLimits) GetKeepRunningTurnToolResults() uint32 {
+	if x != nil && x.KeepRunningTurnToolResults != nil {
+		return *x.KeepRunningTurnToolResults
 	}
 	return 0
 }
@@ -759,8 +778,11 @@ type PrepareModelCallRequest struct {
 	// The input tokens the runtime expects the provider to serve from its prompt cache (for example the cached count
 	// of the previous response); priced at the cached price, at most the request's input tokens. Unset means 0.
 	CachedInputTokens *uint64 `protobuf:"varint,9,opt,name=cached_input_tokens,json=cachedInputTokens,proto3,oneof" json:"cached_input_tokens,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The input tokens the runtime's last request wrote to the provider's prompt cache (spec §14); priced at the
+	// cache-write price, at most the request's uncached input tokens. Unset means 0.
+	CacheWriteTokens *uint64 `protobuf:"varint,10,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3,oneof" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PrepareModelCallRequest) Reset() {
@@ -856,6 +878,13 @@ func (x *PrepareModelCallRequest) GetCachedInputTokens() uint64 {
 	return 0
 }
 
+func (x *PrepareModelCallRequest) GetCacheWriteTokens() uint64 {
+	if x != nil && x.CacheWriteTokens != nil {
+		return *x.CacheWriteTokens
+	}
+	return 0
+}
+
 // PrepareModelCallResponse is the history to send and everything done to it.
 type PrepareModelCallResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -879,7 +908,19 @@ type PrepareModelCallResponse struct {
 	// The context meter of the prepared request on the resolved route.
 	ContextMeter *ContextMeter `protobuf:"bytes,8,opt,name=context_meter,json=contextMeter,proto3" json:"context_meter,omitempty"`
 	// The estimated input cost on the resolved route; absent when its provider profile declares no prices for the model.
-	InputCost     *InputCostEstimate `protobuf:"bytes,9,opt,name=input_cost,json=inputCost,proto3" json:"input_cost,omitempty"`
+	InputCost *InputCostEstimate `protobuf:"bytes,9,opt,name=input_cost,json=inputCost,proto3" json:"input_cost,omitempty"`
+	// What the projection collapsed (spec §13.1, §13.3); absent when nothing was collapsed.
+	Collapse *ToolContextCollapse `protobuf:"bytes,10,opt,name=collapse,proto3" json:"collapse,omitempty"`
+	// Where the runtime should put cache breakpoints (spec §14): at most three increasing indices into `history`,
+	// each the row after which a breakpoint belongs: the last leading system row, the last row of the newest
+	// collapsed turn, the last row. A candidate not after the previous one, or whose prefix is below the route's
+	// `min_cacheable_tokens`, is left out.
+	CacheBreakpoints []uint32 `protobuf:"varint,11,rep,packed,name=cache_breakpoints,json=cacheBreakpoints,proto3" json:"cache_breakpoints,omitempty"`
+	// The sorted indices, in the request's own history, of every row of every turn this preparation's trims dropped
+	// (spec §13.2), so that a runtime that keeps its trimmed history applies the cut, never the projection.
+	DroppedInputRows []uint32 `protobuf:"varint,12,rep,packed,name=dropped_input_rows,json=droppedInputRows,proto3" json:"dropped_input_rows,omitempty"`
+	// What clearing the running turn's oldest tool results did (spec §13.4); absent when nothing was cleared.
+	Clearing      *ToolResultClearing `protobuf:"bytes,13,opt,name=clearing,proto3" json:"clearing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -973,6 +1014,34 @@ func (x *PrepareModelCallResponse) GetContextMeter() *ContextMeter {
 func (x *PrepareModelCallResponse) GetInputCost() *InputCostEstimate {
 	if x != nil {
 		return x.InputCost
+	}
+	return nil
+}
+
+func (x *PrepareModelCallResponse) GetCollapse() *ToolContextCollapse {
+	if x != nil {
+		return x.Collapse
+	}
+	return nil
+}
+
+func (x *PrepareModelCallResponse) GetCacheBreakpoints() []uint32 {
+	if x != nil {
+		return x.CacheBreakpoints
+	}
+	return nil
+}
+
+func (x *PrepareModelCallResponse) GetDroppedInputRows() []uint32 {
+	if x != nil {
+		return x.DroppedInputRows
+	}
+	return nil
+}
+
+func (x *PrepareModelCallResponse) GetClearing() *ToolResultClearing {
+	if x != nil {
+		return x.Clearing
 	}
 	return nil
 }
@@ -1775,15 +1844,19 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x15ResolveBudgetResponse\x129\n" +
 	"\n" +
 	"resolution\x18\x01 \x01(\v2\x19.turnkeeper.v1.ResolutionR\n" +
-	"resolution\"\x9a\x02\n" +
+	"resolution\"\xde\x03\n" +
 	"\x0eExplicitLimits\x12(\n" +
 	"\rbudget_tokens\x18\x01 \x01(\x04H\x00R\fbudgetTokens\x88\x01\x01\x125\n" +
 	"\x14max_history_messages\x18\x02 \x01(\rH\x01R\x12maxHistoryMessages\x88\x01\x01\x12'\n" +
 	"\x0fbreadcrumb_text\x18\x03 \x01(\tR\x0ebreadcrumbText\x128\n" +
-	"\x16history_trim_low_water\x18\x04 \x01(\x01H\x02R\x13historyTrimLowWater\x88\x01\x01B\x10\n" +
+	"\x16history_trim_low_water\x18\x04 \x01(\x01H\x02R\x13historyTrimLowWater\x88\x01\x01\x12:\n" +
+	"\x17keep_tool_context_turns\x18\x05 \x01(\rH\x03R\x14keepToolContextTurns\x88\x01\x01\x12G\n" +
+	"\x1ekeep_running_turn_tool_results\x18\x06 \x01(\rH\x04R\x1akeepRunningTurnToolResults\x88\x01\x01B\x10\n" +
 	"\x0e_budget_tokensB\x17\n" +
 	"\x15_max_history_messagesB\x19\n" +
-	"\x17_history_trim_low_water\"\xb5\x03\n" +
+	"\x17_history_trim_low_waterB\x1a\n" +
+	"\x18_keep_tool_context_turnsB!\n" +
+	"\x1f_keep_running_turn_tool_results\"\xb5\x03\n" +
 	"\x12TrimHistoryRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x12+\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x17.turnkeeper.v1.TrimModeR\x04mode\x12:\n" +
@@ -1818,7 +1891,7 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\n" +
 	"resolution\x18\x04 \x01(\v2\x19.turnkeeper.v1.ResolutionR\n" +
 	"resolution\x129\n" +
-	"\brecovery\x18\x05 \x01(\v2\x1d.turnkeeper.v1.RecoveryReportR\brecovery\"\xed\x03\n" +
+	"\brecovery\x18\x05 \x01(\v2\x1d.turnkeeper.v1.RecoveryReportR\brecovery\"\xb7\x04\n" +
 	"\x17PrepareModelCallRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x123\n" +
 	"\bprofiles\x18\x02 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\x124\n" +
@@ -1829,8 +1902,11 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\ftool_schemas\x18\x06 \x03(\tR\vtoolSchemas\x124\n" +
 	"\x16reserved_output_tokens\x18\a \x01(\x04R\x14reservedOutputTokens\x12C\n" +
 	"\x0ereported_usage\x18\b \x01(\v2\x1c.turnkeeper.v1.ReportedUsageR\rreportedUsage\x123\n" +
-	"\x13cached_input_tokens\x18\t \x01(\x04H\x00R\x11cachedInputTokens\x88\x01\x01B\x16\n" +
-	"\x14_cached_input_tokens\"\xae\x04\n" +
+	"\x13cached_input_tokens\x18\t \x01(\x04H\x00R\x11cachedInputTokens\x88\x01\x01\x121\n" +
+	"\x12cache_write_tokens\x18\n" +
+	" \x01(\x04H\x01R\x10cacheWriteTokens\x88\x01\x01B\x16\n" +
+	"\x14_cached_input_tokensB\x15\n" +
+	"\x13_cache_write_tokens\"\x88\x06\n" +
 	"\x18PrepareModelCallResponse\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x129\n" +
 	"\n" +
@@ -1843,7 +1919,12 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\brecovery\x18\a \x01(\v2\x1d.turnkeeper.v1.RecoveryReportR\brecovery\x12@\n" +
 	"\rcontext_meter\x18\b \x01(\v2\x1b.turnkeeper.v1.ContextMeterR\fcontextMeter\x12?\n" +
 	"\n" +
-	"input_cost\x18\t \x01(\v2 .turnkeeper.v1.InputCostEstimateR\tinputCost\"\xf5\x01\n" +
+	"input_cost\x18\t \x01(\v2 .turnkeeper.v1.InputCostEstimateR\tinputCost\x12>\n" +
+	"\bcollapse\x18\n" +
+	" \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\x12+\n" +
+	"\x11cache_breakpoints\x18\v \x03(\rR\x10cacheBreakpoints\x12,\n" +
+	"\x12dropped_input_rows\x18\f \x03(\rR\x10droppedInputRows\x12=\n" +
+	"\bclearing\x18\r \x01(\v2!.turnkeeper.v1.ToolResultClearingR\bclearing\"\xf5\x01\n" +
 	"\x14CheckCapacityRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x123\n" +
 	"\bprofiles\x18\x02 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\x12\x1d\n" +
@@ -1968,13 +2049,15 @@ var file_turnkeeper_v1_history_service_proto_goTypes = []any{
 	(*CapacityReport)(nil),                // 36: turnkeeper.v1.CapacityReport
 	(*ContextMeter)(nil),                  // 37: turnkeeper.v1.ContextMeter
 	(*InputCostEstimate)(nil),             // 38: turnkeeper.v1.InputCostEstimate
-	(*CappedToolResult)(nil),              // 39: turnkeeper.v1.CappedToolResult
-	(TrimReason)(0),                       // 40: turnkeeper.v1.TrimReason
-	(*durationpb.Duration)(nil),           // 41: google.protobuf.Duration
-	(*TrimEvent)(nil),                     // 42: turnkeeper.v1.TrimEvent
-	(*Heartbeat)(nil),                     // 43: turnkeeper.v1.Heartbeat
-	(*Gap)(nil),                           // 44: turnkeeper.v1.Gap
-	(*MeterUpdate)(nil),                   // 45: turnkeeper.v1.MeterUpdate
+	(*ToolContextCollapse)(nil),           // 39: turnkeeper.v1.ToolContextCollapse
+	(*ToolResultClearing)(nil),            // 40: turnkeeper.v1.ToolResultClearing
+	(*CappedToolResult)(nil),              // 41: turnkeeper.v1.CappedToolResult
+	(TrimReason)(0),                       // 42: turnkeeper.v1.TrimReason
+	(*durationpb.Duration)(nil),           // 43: google.protobuf.Duration
+	(*TrimEvent)(nil),                     // 44: turnkeeper.v1.TrimEvent
+	(*Heartbeat)(nil),                     // 45: turnkeeper.v1.Heartbeat
+	(*Gap)(nil),                           // 46: turnkeeper.v1.Gap
+	(*MeterUpdate)(nil),                   // 47: turnkeeper.v1.MeterUpdate
 }
 var file_turnkeeper_v1_history_service_proto_depIdxs = []int32{
 	22, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
@@ -2008,47 +2091,49 @@ var file_turnkeeper_v1_history_service_proto_depIdxs = []int32{
 	34, // 28: turnkeeper.v1.PrepareModelCallResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
 	37, // 29: turnkeeper.v1.PrepareModelCallResponse.context_meter:type_name -> turnkeeper.v1.ContextMeter
 	38, // 30: turnkeeper.v1.PrepareModelCallResponse.input_cost:type_name -> turnkeeper.v1.InputCostEstimate
-	22, // 31: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
-	24, // 32: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	36, // 33: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
-	25, // 34: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	22, // 35: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
-	22, // 36: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
-	35, // 37: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
-	24, // 38: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	39, // 39: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
-	0,  // 40: turnkeeper.v1.ClassifyProviderErrorResponse.phrase_source:type_name -> turnkeeper.v1.PhraseSource
-	40, // 41: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
-	41, // 42: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 43: turnkeeper.v1.TrimEventsBatch.items:type_name -> turnkeeper.v1.TrimEventsResponse
-	42, // 44: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
-	43, // 45: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
-	44, // 46: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
-	45, // 47: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
-	20, // 48: turnkeeper.v1.TrimEventsResponse.batch:type_name -> turnkeeper.v1.TrimEventsBatch
-	1,  // 49: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
-	3,  // 50: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
-	6,  // 51: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
-	9,  // 52: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
-	11, // 53: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
-	13, // 54: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
-	15, // 55: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
-	17, // 56: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
-	19, // 57: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
-	2,  // 58: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
-	4,  // 59: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
-	8,  // 60: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
-	10, // 61: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
-	12, // 62: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
-	14, // 63: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
-	16, // 64: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
-	18, // 65: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
-	21, // 66: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
-	58, // [58:67] is the sub-list for method output_type
-	49, // [49:58] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	39, // 31: turnkeeper.v1.PrepareModelCallResponse.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
+	40, // 32: turnkeeper.v1.PrepareModelCallResponse.clearing:type_name -> turnkeeper.v1.ToolResultClearing
+	22, // 33: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
+	24, // 34: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	36, // 35: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
+	25, // 36: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	22, // 37: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
+	22, // 38: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
+	35, // 39: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
+	24, // 40: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	41, // 41: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
+	0,  // 42: turnkeeper.v1.ClassifyProviderErrorResponse.phrase_source:type_name -> turnkeeper.v1.PhraseSource
+	42, // 43: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
+	43, // 44: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	21, // 45: turnkeeper.v1.TrimEventsBatch.items:type_name -> turnkeeper.v1.TrimEventsResponse
+	44, // 46: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
+	45, // 47: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
+	46, // 48: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
+	47, // 49: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
+	20, // 50: turnkeeper.v1.TrimEventsResponse.batch:type_name -> turnkeeper.v1.TrimEventsBatch
+	1,  // 51: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
+	3,  // 52: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
+	6,  // 53: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
+	9,  // 54: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
+	11, // 55: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
+	13, // 56: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
+	15, // 57: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
+	17, // 58: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
+	19, // 59: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
+	2,  // 60: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
+	4,  // 61: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
+	8,  // 62: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
+	10, // 63: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
+	12, // 64: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
+	14, // 65: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
+	16, // 66: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
+	18, // 67: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
+	21, // 68: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
+	60, // [60:69] is the sub-list for method output_type
+	51, // [51:60] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_history_service_proto_init() }

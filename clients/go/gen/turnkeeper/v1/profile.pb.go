@@ -21,6 +21,59 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CacheLifetime is how long a provider keeps a prompt-cache write (Anthropic's `ttl`).
+type CacheLifetime int32
+
+const (
+	// Not declared: the provider's default lifetime.
+	CacheLifetime_CACHE_LIFETIME_UNSPECIFIED CacheLifetime = 0
+	// Five minutes (`5m`).
+	CacheLifetime_CACHE_LIFETIME_FIVE_MINUTES CacheLifetime = 1
+	// One hour (`1h`).
+	CacheLifetime_CACHE_LIFETIME_ONE_HOUR CacheLifetime = 2
+)
+
+// Enum value maps for CacheLifetime.
+var (
+	CacheLifetime_name = map[int32]string{
+		0: "CACHE_LIFETIME_UNSPECIFIED",
+		1: "CACHE_LIFETIME_FIVE_MINUTES",
+		2: "CACHE_LIFETIME_ONE_HOUR",
+	}
+	CacheLifetime_value = map[string]int32{
+		"CACHE_LIFETIME_UNSPECIFIED":  0,
+		"CACHE_LIFETIME_FIVE_MINUTES": 1,
+		"CACHE_LIFETIME_ONE_HOUR":     2,
+	}
+)
+
+func (x CacheLifetime) Enum() *CacheLifetime {
+	p := new(CacheLifetime)
+	*p = x
+	return p
+}
+
+func (x CacheLifetime) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CacheLifetime) Descriptor() protoreflect.EnumDescriptor {
+	return file_turnkeeper_v1_profile_proto_enumTypes[0].Descriptor()
+}
+
+func (CacheLifetime) Type() protoreflect.EnumType {
+	return &file_turnkeeper_v1_profile_proto_enumTypes[0]
+}
+
+func (x CacheLifetime) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CacheLifetime.Descriptor instead.
+func (CacheLifetime) EnumDescriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_profile_proto_rawDescGZIP(), []int{0}
+}
+
 // HistoryPruning lets an operator trim earlier than the context budget alone would.
 type HistoryPruning struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -170,8 +223,17 @@ type RuntimeProfile struct {
 	// Unset means 1.0, the minimal cut of spec §9; any value outside (0.0, 1.0], NaN and infinities included, is
 	// treated as unset and reported as `Resolution.low_water_ignored`.
 	HistoryTrimLowWater *float64 `protobuf:"fixed64,10,opt,name=history_trim_low_water,json=historyTrimLowWater,proto3,oneof" json:"history_trim_low_water,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// K, the number of completed turns before the running one whose tool rows a prepared request still sends
+	// (spec §13.1): the tool calls and results of every older turn are collapsed into one tool-exchange summary row,
+	// keeping the turn's prompt and closing reply. Unset means 2; 0 keeps tool context for the running turn only; a
+	// value larger than the number of turns collapses nothing. PrepareModelCall only: TrimHistory never collapses.
+	KeepToolContextTurns *uint32 `protobuf:"varint,11,opt,name=keep_tool_context_turns,json=keepToolContextTurns,proto3,oneof" json:"keep_tool_context_turns,omitempty"`
+	// R, when the running turn alone exceeds the budget: the oldest tool results of the running turn are cleared, one
+	// at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
+	// PrepareModelCall only: TrimHistory never clears.
+	KeepRunningTurnToolResults *uint32 `protobuf:"varint,12,opt,name=keep_running_turn_tool_results,json=keepRunningTurnToolResults,proto3,oneof" json:"keep_running_turn_tool_results,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *RuntimeProfile) Reset() {
@@ -274,6 +336,20 @@ func (x *RuntimeProfile) GetHistoryTrimLowWater() float64 {
 	return 0
 }
 
+func (x *RuntimeProfile) GetKeepToolContextTurns() uint32 {
+	if x != nil && x.KeepToolContextTurns != nil {
+		return *x.KeepToolContextTurns
+	}
+	return 0
+}
+
+func (x *RuntimeProfile) GetKeepRunningTurnToolResults() uint32 {
+	if x != nil && x.KeepRunningTurnToolResults != nil {
+		return *x.KeepRunningTurnToolResults
+	}
+	return 0
+}
+
 // ProviderProfile describes one configured provider alias and the model it is configured for.
 type ProviderProfile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -285,7 +361,13 @@ type ProviderProfile struct {
 	ContextWindow *uint64 `protobuf:"varint,3,opt,name=context_window,json=contextWindow,proto3,oneof" json:"context_window,omitempty"`
 	// What `model` costs per input token. Unset means no prices are declared and no cost is estimated (spec §10.5).
 	// Like the context window, the prices apply only when `model` is empty or is the route's model.
-	Prices        *ModelPrices `protobuf:"bytes,4,opt,name=prices,proto3" json:"prices,omitempty"`
+	Prices *ModelPrices `protobuf:"bytes,4,opt,name=prices,proto3" json:"prices,omitempty"`
+	// The shortest prefix the provider caches for `model`, in tokens: a cache breakpoint whose prefix estimates
+	// below it is left out (spec §14). Unset means no minimum. Applies under the rule of the context window.
+	MinCacheableTokens *uint64 `protobuf:"varint,5,opt,name=min_cacheable_tokens,json=minCacheableTokens,proto3,oneof" json:"min_cacheable_tokens,omitempty"`
+	// How long the provider keeps a prefix written to its cache, which client converters render on the breakpoint
+	// rows they mark (spec §14). Unspecified means the provider's default and renders no lifetime.
+	CacheLifetime CacheLifetime `protobuf:"varint,6,opt,name=cache_lifetime,json=cacheLifetime,proto3,enum=turnkeeper.v1.CacheLifetime" json:"cache_lifetime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +430,20 @@ func (x *ProviderProfile) GetPrices() *ModelPrices {
 	return nil
 }
 
+func (x *ProviderProfile) GetMinCacheableTokens() uint64 {
+	if x != nil && x.MinCacheableTokens != nil {
+		return *x.MinCacheableTokens
+	}
+	return 0
+}
+
+func (x *ProviderProfile) GetCacheLifetime() CacheLifetime {
+	if x != nil {
+		return x.CacheLifetime
+	}
+	return CacheLifetime_CACHE_LIFETIME_UNSPECIFIED
+}
+
 // ModelPrices is what a provider charges for the input of one model.
 type ModelPrices struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -357,9 +453,13 @@ type ModelPrices struct {
 	// Unset means cached input costs the same as other input. When set it must be finite and not negative.
 	CachedInputPerMillionTokens *float64 `protobuf:"fixed64,2,opt,name=cached_input_per_million_tokens,json=cachedInputPerMillionTokens,proto3,oneof" json:"cached_input_per_million_tokens,omitempty"`
 	// The currency of the prices, such as `USD`; copied into the cost estimate. May be empty.
-	Currency      string `protobuf:"bytes,3,opt,name=currency,proto3" json:"currency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Currency string `protobuf:"bytes,3,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The price of one million input tokens written to the provider's prompt cache, in `currency` (spec §14;
+	// Anthropic bills 1.25x the input price for five minutes, 2x for an hour). Unset means writes cost the input
+	// price. When set it must be finite and not negative.
+	CacheWritePerMillionTokens *float64 `protobuf:"fixed64,4,opt,name=cache_write_per_million_tokens,json=cacheWritePerMillionTokens,proto3,oneof" json:"cache_write_per_million_tokens,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *ModelPrices) Reset() {
@@ -411,6 +511,13 @@ func (x *ModelPrices) GetCurrency() string {
 		return x.Currency
 	}
 	return ""
+}
+
+func (x *ModelPrices) GetCacheWritePerMillionTokens() float64 {
+	if x != nil && x.CacheWritePerMillionTokens != nil {
+		return *x.CacheWritePerMillionTokens
+	}
+	return 0
 }
 
 // SessionSwitch is an explicit provider/model choice made for a session.
@@ -600,7 +707,7 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x0fClassifierRoute\x12\x12\n" +
 	"\x04hint\x18\x01 \x01(\tR\x04hint\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"\xb2\x05\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"\xf6\x06\n" +
 	"\x0eRuntimeProfile\x121\n" +
 	"\x12max_context_tokens\x18\x01 \x01(\x04H\x00R\x10maxContextTokens\x88\x01\x01\x127\n" +
 	"\x15context_compact_ratio\x18\x02 \x01(\x01H\x01R\x13contextCompactRatio\x88\x01\x01\x12F\n" +
@@ -612,23 +719,32 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x11classifier_routes\x18\b \x03(\v2\x1e.turnkeeper.v1.ClassifierRouteR\x10classifierRoutes\x12'\n" +
 	"\x0fbreadcrumb_text\x18\t \x01(\tR\x0ebreadcrumbText\x128\n" +
 	"\x16history_trim_low_water\x18\n" +
-	" \x01(\x01H\x04R\x13historyTrimLowWater\x88\x01\x01B\x15\n" +
+	" \x01(\x01H\x04R\x13historyTrimLowWater\x88\x01\x01\x12:\n" +
+	"\x17keep_tool_context_turns\x18\v \x01(\rH\x05R\x14keepToolContextTurns\x88\x01\x01\x12G\n" +
+	"\x1ekeep_running_turn_tool_results\x18\f \x01(\rH\x06R\x1akeepRunningTurnToolResults\x88\x01\x01B\x15\n" +
 	"\x13_max_context_tokensB\x18\n" +
 	"\x16_context_compact_ratioB\x17\n" +
 	"\x15_max_history_messagesB\x18\n" +
 	"\x16_max_tool_result_charsB\x19\n" +
-	"\x17_history_trim_low_water\"\xb0\x01\n" +
+	"\x17_history_trim_low_waterB\x1a\n" +
+	"\x18_keep_tool_context_turnsB!\n" +
+	"\x1f_keep_running_turn_tool_results\"\xc5\x02\n" +
 	"\x0fProviderProfile\x12\x14\n" +
 	"\x05alias\x18\x01 \x01(\tR\x05alias\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
 	"\x0econtext_window\x18\x03 \x01(\x04H\x00R\rcontextWindow\x88\x01\x01\x122\n" +
-	"\x06prices\x18\x04 \x01(\v2\x1a.turnkeeper.v1.ModelPricesR\x06pricesB\x11\n" +
-	"\x0f_context_window\"\xd1\x01\n" +
+	"\x06prices\x18\x04 \x01(\v2\x1a.turnkeeper.v1.ModelPricesR\x06prices\x125\n" +
+	"\x14min_cacheable_tokens\x18\x05 \x01(\x04H\x01R\x12minCacheableTokens\x88\x01\x01\x12C\n" +
+	"\x0ecache_lifetime\x18\x06 \x01(\x0e2\x1c.turnkeeper.v1.CacheLifetimeR\rcacheLifetimeB\x11\n" +
+	"\x0f_context_windowB\x17\n" +
+	"\x15_min_cacheable_tokens\"\xbd\x02\n" +
 	"\vModelPrices\x127\n" +
 	"\x18input_per_million_tokens\x18\x01 \x01(\x01R\x15inputPerMillionTokens\x12I\n" +
 	"\x1fcached_input_per_million_tokens\x18\x02 \x01(\x01H\x00R\x1bcachedInputPerMillionTokens\x88\x01\x01\x12\x1a\n" +
-	"\bcurrency\x18\x03 \x01(\tR\bcurrencyB\"\n" +
-	" _cached_input_per_million_tokens\"A\n" +
+	"\bcurrency\x18\x03 \x01(\tR\bcurrency\x12G\n" +
+	"\x1ecache_write_per_million_tokens\x18\x04 \x01(\x01H\x01R\x1acacheWritePerMillionTokens\x88\x01\x01B\"\n" +
+	" _cached_input_per_million_tokensB!\n" +
+	"\x1f_cache_write_per_million_tokens\"A\n" +
 	"\rSessionSwitch\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\"~\n" +
@@ -638,7 +754,11 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\bProfiles\x127\n" +
 	"\aruntime\x18\x01 \x01(\v2\x1d.turnkeeper.v1.RuntimeProfileR\aruntime\x12<\n" +
 	"\tproviders\x18\x02 \x03(\v2\x1e.turnkeeper.v1.ProviderProfileR\tproviders\x12;\n" +
-	"\tselection\x18\x03 \x01(\v2\x1d.turnkeeper.v1.RouteSelectionR\tselectionB\xc2\x01\n" +
+	"\tselection\x18\x03 \x01(\v2\x1d.turnkeeper.v1.RouteSelectionR\tselection*m\n" +
+	"\rCacheLifetime\x12\x1e\n" +
+	"\x1aCACHE_LIFETIME_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bCACHE_LIFETIME_FIVE_MINUTES\x10\x01\x12\x1b\n" +
+	"\x17CACHE_LIFETIME_ONE_HOUR\x10\x02B\xc2\x01\n" +
 	"\x11com.turnkeeper.v1B\fProfileProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
 
 var (
@@ -653,30 +773,33 @@ func file_turnkeeper_v1_profile_proto_rawDescGZIP() []byte {
 	return file_turnkeeper_v1_profile_proto_rawDescData
 }
 
+var file_turnkeeper_v1_profile_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_turnkeeper_v1_profile_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_turnkeeper_v1_profile_proto_goTypes = []any{
-	(*HistoryPruning)(nil),  // 0: turnkeeper.v1.HistoryPruning
-	(*ClassifierRoute)(nil), // 1: turnkeeper.v1.ClassifierRoute
-	(*RuntimeProfile)(nil),  // 2: turnkeeper.v1.RuntimeProfile
-	(*ProviderProfile)(nil), // 3: turnkeeper.v1.ProviderProfile
-	(*ModelPrices)(nil),     // 4: turnkeeper.v1.ModelPrices
-	(*SessionSwitch)(nil),   // 5: turnkeeper.v1.SessionSwitch
-	(*RouteSelection)(nil),  // 6: turnkeeper.v1.RouteSelection
-	(*Profiles)(nil),        // 7: turnkeeper.v1.Profiles
+	(CacheLifetime)(0),      // 0: turnkeeper.v1.CacheLifetime
+	(*HistoryPruning)(nil),  // 1: turnkeeper.v1.HistoryPruning
+	(*ClassifierRoute)(nil), // 2: turnkeeper.v1.ClassifierRoute
+	(*RuntimeProfile)(nil),  // 3: turnkeeper.v1.RuntimeProfile
+	(*ProviderProfile)(nil), // 4: turnkeeper.v1.ProviderProfile
+	(*ModelPrices)(nil),     // 5: turnkeeper.v1.ModelPrices
+	(*SessionSwitch)(nil),   // 6: turnkeeper.v1.SessionSwitch
+	(*RouteSelection)(nil),  // 7: turnkeeper.v1.RouteSelection
+	(*Profiles)(nil),        // 8: turnkeeper.v1.Profiles
 }
 var file_turnkeeper_v1_profile_proto_depIdxs = []int32{
-	0, // 0: turnkeeper.v1.RuntimeProfile.history_pruning:type_name -> turnkeeper.v1.HistoryPruning
-	1, // 1: turnkeeper.v1.RuntimeProfile.classifier_routes:type_name -> turnkeeper.v1.ClassifierRoute
-	4, // 2: turnkeeper.v1.ProviderProfile.prices:type_name -> turnkeeper.v1.ModelPrices
-	5, // 3: turnkeeper.v1.RouteSelection.session_switch:type_name -> turnkeeper.v1.SessionSwitch
-	2, // 4: turnkeeper.v1.Profiles.runtime:type_name -> turnkeeper.v1.RuntimeProfile
-	3, // 5: turnkeeper.v1.Profiles.providers:type_name -> turnkeeper.v1.ProviderProfile
-	6, // 6: turnkeeper.v1.Profiles.selection:type_name -> turnkeeper.v1.RouteSelection
-	7, // [7:7] is the sub-list for method output_type
-	7, // [7:7] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	1, // 0: turnkeeper.v1.RuntimeProfile.history_pruning:type_name -> turnkeeper.v1.HistoryPruning
+	2, // 1: turnkeeper.v1.RuntimeProfile.classifier_routes:type_name -> turnkeeper.v1.ClassifierRoute
+	5, // 2: turnkeeper.v1.ProviderProfile.prices:type_name -> turnkeeper.v1.ModelPrices
+	0, // 3: turnkeeper.v1.ProviderProfile.cache_lifetime:type_name -> turnkeeper.v1.CacheLifetime
+	6, // 4: turnkeeper.v1.RouteSelection.session_switch:type_name -> turnkeeper.v1.SessionSwitch
+	3, // 5: turnkeeper.v1.Profiles.runtime:type_name -> turnkeeper.v1.RuntimeProfile
+	4, // 6: turnkeeper.v1.Profiles.providers:type_name -> turnkeeper.v1.ProviderProfile
+	7, // 7: turnkeeper.v1.Profiles.selection:type_name -> turnkeeper.v1.RouteSelection
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_profile_proto_init() }
@@ -692,13 +815,14 @@ func file_turnkeeper_v1_profile_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_profile_proto_rawDesc), len(file_turnkeeper_v1_profile_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_turnkeeper_v1_profile_proto_goTypes,
 		DependencyIndexes: file_turnkeeper_v1_profile_proto_depIdxs,
+		EnumInfos:         file_turnkeeper_v1_profile_proto_enumTypes,
 		MessageInfos:      file_turnkeeper_v1_profile_proto_msgTypes,
 	}.Build()
 	File_turnkeeper_v1_profile_proto = out.File

@@ -355,8 +355,14 @@ type Resolution struct {
 	// True when `history_trim_low_water` was set to a value outside (0.0, 1.0], NaN and infinities included,
 	// and was therefore treated as unset (spec §11.1).
 	LowWaterIgnored bool `protobuf:"varint,9,opt,name=low_water_ignored,json=lowWaterIgnored,proto3" json:"low_water_ignored,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The K in effect for this route's prepared requests (spec §13.1): `keep_tool_context_turns`, 2 when unset.
+	KeepToolContextTurns uint32 `protobuf:"varint,10,opt,name=keep_tool_context_turns,json=keepToolContextTurns,proto3" json:"keep_tool_context_turns,omitempty"`
+	// The R in effect (spec §13.4); absent when the running turn is kept whole.
+	KeepRunningTurnToolResults *uint32 `protobuf:"varint,11,opt,name=keep_running_turn_tool_results,json=keepRunningTurnToolResults,proto3,oneof" json:"keep_running_turn_tool_results,omitempty"`
+	// The route model's minimum cacheable prefix in tokens (spec §14); absent when its provider profile declares none.
+	MinCacheableTokens *uint64 `protobuf:"varint,12,opt,name=min_cacheable_tokens,json=minCacheableTokens,proto3,oneof" json:"min_cacheable_tokens,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Resolution) Reset() {
@@ -452,6 +458,27 @@ func (x *Resolution) GetLowWaterIgnored() bool {
 	return false
 }
 
+func (x *Resolution) GetKeepToolContextTurns() uint32 {
+	if x != nil {
+		return x.KeepToolContextTurns
+	}
+	return 0
+}
+
+func (x *Resolution) GetKeepRunningTurnToolResults() uint32 {
+	if x != nil && x.KeepRunningTurnToolResults != nil {
+		return *x.KeepRunningTurnToolResults
+	}
+	return 0
+}
+
+func (x *Resolution) GetMinCacheableTokens() uint64 {
+	if x != nil && x.MinCacheableTokens != nil {
+		return *x.MinCacheableTokens
+	}
+	return 0
+}
+
 var File_turnkeeper_v1_resolution_proto protoreflect.FileDescriptor
 
 const file_turnkeeper_v1_resolution_proto_rawDesc = "" +
@@ -469,7 +496,7 @@ const file_turnkeeper_v1_resolution_proto_rawDesc = "" +
 	"\x05known\x18\x01 \x01(\bR\x05known\x12#\n" +
 	"\rsafety_tokens\x18\x02 \x01(\x04R\fsafetyTokens\x125\n" +
 	"\x14model_context_window\x18\x03 \x01(\x04H\x00R\x12modelContextWindow\x88\x01\x01B\x17\n" +
-	"\x15_model_context_window\"\xbe\x03\n" +
+	"\x15_model_context_window\"\xb1\x05\n" +
 	"\n" +
 	"Resolution\x12*\n" +
 	"\x05route\x18\x01 \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x123\n" +
@@ -481,7 +508,13 @@ const file_turnkeeper_v1_resolution_proto_rawDesc = "" +
 	"\x11max_history_turns\x18\x06 \x01(\rR\x0fmaxHistoryTurns\x12#\n" +
 	"\rratio_ignored\x18\a \x01(\bR\fratioIgnored\x123\n" +
 	"\x16history_trim_low_water\x18\b \x01(\x01R\x13historyTrimLowWater\x12*\n" +
-	"\x11low_water_ignored\x18\t \x01(\bR\x0flowWaterIgnored*\x88\x01\n" +
+	"\x11low_water_ignored\x18\t \x01(\bR\x0flowWaterIgnored\x125\n" +
+	"\x17keep_tool_context_turns\x18\n" +
+	" \x01(\rR\x14keepToolContextTurns\x12G\n" +
+	"\x1ekeep_running_turn_tool_results\x18\v \x01(\rH\x00R\x1akeepRunningTurnToolResults\x88\x01\x01\x125\n" +
+	"\x14min_cacheable_tokens\x18\f \x01(\x04H\x01R\x12minCacheableTokens\x88\x01\x01B!\n" +
+	"\x1f_keep_running_turn_tool_resultsB\x17\n" +
+	"\x15_min_cacheable_tokens*\x88\x01\n" +
 	"\vRouteSource\x12\x1c\n" +
 	"\x18ROUTE_SOURCE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROUTE_SOURCE_DEFAULT\x10\x01\x12 \n" +
@@ -540,6 +573,7 @@ func file_turnkeeper_v1_resolution_proto_init() {
 		return
 	}
 	file_turnkeeper_v1_resolution_proto_msgTypes[2].OneofWrappers = []any{}
+	file_turnkeeper_v1_resolution_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -31,6 +31,9 @@ const (
 	TrimReason_TRIM_REASON_TOKEN_BUDGET TrimReason = 1
 	// The history held more complete user turns than the turn limit.
 	TrimReason_TRIM_REASON_TURN_LIMIT TrimReason = 2
+	// The running turn alone exceeded the target, and its oldest tool results were cleared (spec §13.4). No turn was
+	// dropped; `clearing` says how many results and tokens.
+	TrimReason_TRIM_REASON_TOOL_RESULTS_CLEARED TrimReason = 3
 )
 
 // Enum value maps for TrimReason.
@@ -39,11 +42,13 @@ var (
 		0: "TRIM_REASON_UNSPECIFIED",
 		1: "TRIM_REASON_TOKEN_BUDGET",
 		2: "TRIM_REASON_TURN_LIMIT",
+		3: "TRIM_REASON_TOOL_RESULTS_CLEARED",
 	}
 	TrimReason_value = map[string]int32{
-		"TRIM_REASON_UNSPECIFIED":  0,
-		"TRIM_REASON_TOKEN_BUDGET": 1,
-		"TRIM_REASON_TURN_LIMIT":   2,
+		"TRIM_REASON_UNSPECIFIED":          0,
+		"TRIM_REASON_TOKEN_BUDGET":         1,
+		"TRIM_REASON_TURN_LIMIT":           2,
+		"TRIM_REASON_TOOL_RESULTS_CLEARED": 3,
 	}
 )
 
@@ -666,6 +671,11 @@ type HistoryTrimmed struct {
 	CutStep uint64 `protobuf:"varint,17,opt,name=cut_step,json=cutStep,proto3" json:"cut_step,omitempty"`
 	// The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut.
 	CutDropTarget uint64 `protobuf:"varint,18,opt,name=cut_drop_target,json=cutDropTarget,proto3" json:"cut_drop_target,omitempty"`
+	// The tool context the same preparation collapsed before this trim (spec §13.3); absent for TrimHistory and when
+	// nothing was collapsed. The trim's counts are of the history it was given: the projection.
+	Collapse *ToolContextCollapse `protobuf:"bytes,19,opt,name=collapse,proto3" json:"collapse,omitempty"`
+	// The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise.
+	Clearing      *ToolResultClearing `protobuf:"bytes,20,opt,name=clearing,proto3" json:"clearing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,6 +836,139 @@ func (x *HistoryTrimmed) GetCutDropTarget() uint64 {
 	return 0
 }
 
+func (x *HistoryTrimmed) GetCollapse() *ToolContextCollapse {
+	if x != nil {
+		return x.Collapse
+	}
+	return nil
+}
+
+func (x *HistoryTrimmed) GetClearing() *ToolResultClearing {
+	if x != nil {
+		return x.Clearing
+	}
+	return nil
+}
+
+// ToolContextCollapse is what the projection of a prepared request left out (spec §13.1, §13.3).
+type ToolContextCollapse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The turns sent as their prompt, one tool-exchange summary and their closing reply.
+	CollapsedTurns uint32 `protobuf:"varint,1,opt,name=collapsed_turns,json=collapsedTurns,proto3" json:"collapsed_turns,omitempty"`
+	// The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
+	RowsLeftOut uint32 `protobuf:"varint,2,opt,name=rows_left_out,json=rowsLeftOut,proto3" json:"rows_left_out,omitempty"`
+	// The estimate of the turn-limited history minus that of its projection, in tokens.
+	SavedTokens   uint64 `protobuf:"varint,3,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolContextCollapse) Reset() {
+	*x = ToolContextCollapse{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolContextCollapse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolContextCollapse) ProtoMessage() {}
+
+func (x *ToolContextCollapse) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolContextCollapse.ProtoReflect.Descriptor instead.
+func (*ToolContextCollapse) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ToolContextCollapse) GetCollapsedTurns() uint32 {
+	if x != nil {
+		return x.CollapsedTurns
+	}
+	return 0
+}
+
+func (x *ToolContextCollapse) GetRowsLeftOut() uint32 {
+	if x != nil {
+		return x.RowsLeftOut
+	}
+	return 0
+}
+
+func (x *ToolContextCollapse) GetSavedTokens() uint64 {
+	if x != nil {
+		return x.SavedTokens
+	}
+	return 0
+}
+
+// ToolResultClearing is what clearing the running turn's oldest tool results did (spec §13.4).
+type ToolResultClearing struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool results cleared (each result of a ToolResults row counts alone).
+	ResultsCleared uint32 `protobuf:"varint,1,opt,name=results_cleared,json=resultsCleared,proto3" json:"results_cleared,omitempty"`
+	// The estimate before the clearing minus the estimate after it, in tokens.
+	SavedTokens   uint64 `protobuf:"varint,2,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolResultClearing) Reset() {
+	*x = ToolResultClearing{}
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolResultClearing) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolResultClearing) ProtoMessage() {}
+
+func (x *ToolResultClearing) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolResultClearing.ProtoReflect.Descriptor instead.
+func (*ToolResultClearing) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ToolResultClearing) GetResultsCleared() uint32 {
+	if x != nil {
+		return x.ResultsCleared
+	}
+	return 0
+}
+
+func (x *ToolResultClearing) GetSavedTokens() uint64 {
+	if x != nil {
+		return x.SavedTokens
+	}
+	return 0
+}
+
 // RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
 // It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
 type RecoveryReport struct {
@@ -860,7 +1003,7 @@ type RecoveryReport struct {
 
 func (x *RecoveryReport) Reset() {
 	*x = RecoveryReport{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1015,7 @@ func (x *RecoveryReport) String() string {
 func (*RecoveryReport) ProtoMessage() {}
 
 func (x *RecoveryReport) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[5]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1028,7 @@ func (x *RecoveryReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryReport.ProtoReflect.Descriptor instead.
 func (*RecoveryReport) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{5}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RecoveryReport) GetTrimmed() bool {
@@ -983,7 +1126,7 @@ type ContextMeter struct {
 
 func (x *ContextMeter) Reset() {
 	*x = ContextMeter{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1138,7 @@ func (x *ContextMeter) String() string {
 func (*ContextMeter) ProtoMessage() {}
 
 func (x *ContextMeter) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[6]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1151,7 @@ func (x *ContextMeter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextMeter.ProtoReflect.Descriptor instead.
 func (*ContextMeter) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{6}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContextMeter) GetUsedTokens() uint64 {
@@ -1042,7 +1185,8 @@ func (x *ContextMeter) GetCapacityFraction() float64 {
 // InputCostEstimate is the estimated price of the prepared request's input on the resolved route (spec §10.5).
 type InputCostEstimate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+	// ((uncached_input_tokens - cache_write_tokens) x input price + cached_input_tokens x cached price
+	// + cache_write_tokens x write price) / 1,000,000, in IEEE-754 doubles (spec §10.5, §14).
 	Cost float64 `protobuf:"fixed64,1,opt,name=cost,proto3" json:"cost,omitempty"`
 	// The currency of the route's prices, as the provider profile declares it.
 	Currency string `protobuf:"bytes,2,opt,name=currency,proto3" json:"currency,omitempty"`
@@ -1050,13 +1194,16 @@ type InputCostEstimate struct {
 	UncachedInputTokens uint64 `protobuf:"varint,3,opt,name=uncached_input_tokens,json=uncachedInputTokens,proto3" json:"uncached_input_tokens,omitempty"`
 	// The input tokens priced at the cached price: the request's `cached_input_tokens`, at most `used_tokens`.
 	CachedInputTokens uint64 `protobuf:"varint,4,opt,name=cached_input_tokens,json=cachedInputTokens,proto3" json:"cached_input_tokens,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The input tokens priced at the cache-write price (spec §14): the request's `cache_write_tokens`, at most the
+	// uncached input tokens; included in `uncached_input_tokens`.
+	CacheWriteTokens uint64 `protobuf:"varint,5,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InputCostEstimate) Reset() {
 	*x = InputCostEstimate{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[7]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1215,7 @@ func (x *InputCostEstimate) String() string {
 func (*InputCostEstimate) ProtoMessage() {}
 
 func (x *InputCostEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[7]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1228,7 @@ func (x *InputCostEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InputCostEstimate.ProtoReflect.Descriptor instead.
 func (*InputCostEstimate) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{7}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InputCostEstimate) GetCost() float64 {
@@ -1112,6 +1259,13 @@ func (x *InputCostEstimate) GetCachedInputTokens() uint64 {
 	return 0
 }
 
+func (x *InputCostEstimate) GetCacheWriteTokens() uint64 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
+}
+
 // MessageEstimate is the token estimate of one input row, with its parts visible.
 type MessageEstimate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1137,7 +1291,7 @@ type MessageEstimate struct {
 
 func (x *MessageEstimate) Reset() {
 	*x = MessageEstimate{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[8]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1303,7 @@ func (x *MessageEstimate) String() string {
 func (*MessageEstimate) ProtoMessage() {}
 
 func (x *MessageEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[8]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1316,7 @@ func (x *MessageEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MessageEstimate.ProtoReflect.Descriptor instead.
 func (*MessageEstimate) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{8}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *MessageEstimate) GetProviderRows() uint32 {
@@ -1238,7 +1392,7 @@ type OrphanRemoval struct {
 
 func (x *OrphanRemoval) Reset() {
 	*x = OrphanRemoval{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[9]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1404,7 @@ func (x *OrphanRemoval) String() string {
 func (*OrphanRemoval) ProtoMessage() {}
 
 func (x *OrphanRemoval) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[9]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1417,7 @@ func (x *OrphanRemoval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrphanRemoval.ProtoReflect.Descriptor instead.
 func (*OrphanRemoval) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{9}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OrphanRemoval) GetKind() OrphanKind {
@@ -1319,7 +1473,7 @@ type CapacityReport struct {
 
 func (x *CapacityReport) Reset() {
 	*x = CapacityReport{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[10]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1485,7 @@ func (x *CapacityReport) String() string {
 func (*CapacityReport) ProtoMessage() {}
 
 func (x *CapacityReport) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[10]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1498,7 @@ func (x *CapacityReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapacityReport.ProtoReflect.Descriptor instead.
 func (*CapacityReport) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{10}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CapacityReport) GetMessageTokens() uint64 {
@@ -1416,7 +1570,7 @@ type CappedToolResult struct {
 
 func (x *CappedToolResult) Reset() {
 	*x = CappedToolResult{}
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[11]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1582,7 @@ func (x *CappedToolResult) String() string {
 func (*CappedToolResult) ProtoMessage() {}
 
 func (x *CappedToolResult) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_trim_proto_msgTypes[11]
+	mi := &file_turnkeeper_v1_trim_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1595,7 @@ func (x *CappedToolResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CappedToolResult.ProtoReflect.Descriptor instead.
 func (*CappedToolResult) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{11}
+	return file_turnkeeper_v1_trim_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CappedToolResult) GetContent() string {
@@ -1481,7 +1635,7 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\n" +
 	"IndexRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end\"\x9d\x06\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end\"\x9c\a\n" +
 	"\x0eHistoryTrimmed\x121\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x19.turnkeeper.v1.TrimReasonR\x06reason\x12+\n" +
 	"\x11overflow_recovery\x18\x02 \x01(\bR\x10overflowRecovery\x12)\n" +
@@ -1503,7 +1657,16 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\fcount_source\x18\x0f \x01(\x0e2\x1a.turnkeeper.v1.CountSourceR\vcountSource\x12A\n" +
 	"\vcalibration\x18\x10 \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibration\x12\x19\n" +
 	"\bcut_step\x18\x11 \x01(\x04R\acutStep\x12&\n" +
-	"\x0fcut_drop_target\x18\x12 \x01(\x04R\rcutDropTarget\"\xdb\x03\n" +
+	"\x0fcut_drop_target\x18\x12 \x01(\x04R\rcutDropTarget\x12>\n" +
+	"\bcollapse\x18\x13 \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\x12=\n" +
+	"\bclearing\x18\x14 \x01(\v2!.turnkeeper.v1.ToolResultClearingR\bclearing\"\x85\x01\n" +
+	"\x13ToolContextCollapse\x12'\n" +
+	"\x0fcollapsed_turns\x18\x01 \x01(\rR\x0ecollapsedTurns\x12\"\n" +
+	"\rrows_left_out\x18\x02 \x01(\rR\vrowsLeftOut\x12!\n" +
+	"\fsaved_tokens\x18\x03 \x01(\x04R\vsavedTokens\"`\n" +
+	"\x12ToolResultClearing\x12'\n" +
+	"\x0fresults_cleared\x18\x01 \x01(\rR\x0eresultsCleared\x12!\n" +
+	"\fsaved_tokens\x18\x02 \x01(\x04R\vsavedTokens\"\xdb\x03\n" +
 	"\x0eRecoveryReport\x12\x18\n" +
 	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x128\n" +
 	"\ablocker\x18\x02 \x01(\x0e2\x1e.turnkeeper.v1.RecoveryBlockerR\ablocker\x12'\n" +
@@ -1525,12 +1688,13 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\x0fcapacity_tokens\x18\x03 \x01(\x04H\x00R\x0ecapacityTokens\x88\x01\x01\x120\n" +
 	"\x11capacity_fraction\x18\x04 \x01(\x01H\x01R\x10capacityFraction\x88\x01\x01B\x12\n" +
 	"\x10_capacity_tokensB\x14\n" +
-	"\x12_capacity_fraction\"\xa7\x01\n" +
+	"\x12_capacity_fraction\"\xd5\x01\n" +
 	"\x11InputCostEstimate\x12\x12\n" +
 	"\x04cost\x18\x01 \x01(\x01R\x04cost\x12\x1a\n" +
 	"\bcurrency\x18\x02 \x01(\tR\bcurrency\x122\n" +
 	"\x15uncached_input_tokens\x18\x03 \x01(\x04R\x13uncachedInputTokens\x12.\n" +
-	"\x13cached_input_tokens\x18\x04 \x01(\x04R\x11cachedInputTokens\"\xa0\x02\n" +
+	"\x13cached_input_tokens\x18\x04 \x01(\x04R\x11cachedInputTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\x05 \x01(\x04R\x10cacheWriteTokens\"\xa0\x02\n" +
 	"\x0fMessageEstimate\x12#\n" +
 	"\rprovider_rows\x18\x01 \x01(\rR\fproviderRows\x12\x1d\n" +
 	"\n" +
@@ -1561,12 +1725,13 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\x04fits\x18\b \x01(\bR\x04fits\"U\n" +
 	"\x10CappedToolResult\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12'\n" +
-	"\x0ftruncated_chars\x18\x02 \x01(\x04R\x0etruncatedChars*c\n" +
+	"\x0ftruncated_chars\x18\x02 \x01(\x04R\x0etruncatedChars*\x89\x01\n" +
 	"\n" +
 	"TrimReason\x12\x1b\n" +
 	"\x17TRIM_REASON_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18TRIM_REASON_TOKEN_BUDGET\x10\x01\x12\x1a\n" +
-	"\x16TRIM_REASON_TURN_LIMIT\x10\x02*\xb3\x01\n" +
+	"\x16TRIM_REASON_TURN_LIMIT\x10\x02\x12$\n" +
+	" TRIM_REASON_TOOL_RESULTS_CLEARED\x10\x03*\xb3\x01\n" +
 	"\bTrimMode\x12\x19\n" +
 	"\x15TRIM_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16TRIM_MODE_TOKEN_BUDGET\x10\x01\x12\x18\n" +
@@ -1608,45 +1773,49 @@ func file_turnkeeper_v1_trim_proto_rawDescGZIP() []byte {
 }
 
 var file_turnkeeper_v1_trim_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_turnkeeper_v1_trim_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_turnkeeper_v1_trim_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_turnkeeper_v1_trim_proto_goTypes = []any{
-	(TrimReason)(0),           // 0: turnkeeper.v1.TrimReason
-	(TrimMode)(0),             // 1: turnkeeper.v1.TrimMode
-	(CountSource)(0),          // 2: turnkeeper.v1.CountSource
-	(CallerPath)(0),           // 3: turnkeeper.v1.CallerPath
-	(RecoveryBlocker)(0),      // 4: turnkeeper.v1.RecoveryBlocker
-	(OrphanKind)(0),           // 5: turnkeeper.v1.OrphanKind
-	(*ReportedUsage)(nil),     // 6: turnkeeper.v1.ReportedUsage
-	(*UsageCalibration)(nil),  // 7: turnkeeper.v1.UsageCalibration
-	(*CallerContext)(nil),     // 8: turnkeeper.v1.CallerContext
-	(*IndexRange)(nil),        // 9: turnkeeper.v1.IndexRange
-	(*HistoryTrimmed)(nil),    // 10: turnkeeper.v1.HistoryTrimmed
-	(*RecoveryReport)(nil),    // 11: turnkeeper.v1.RecoveryReport
-	(*ContextMeter)(nil),      // 12: turnkeeper.v1.ContextMeter
-	(*InputCostEstimate)(nil), // 13: turnkeeper.v1.InputCostEstimate
-	(*MessageEstimate)(nil),   // 14: turnkeeper.v1.MessageEstimate
-	(*OrphanRemoval)(nil),     // 15: turnkeeper.v1.OrphanRemoval
-	(*CapacityReport)(nil),    // 16: turnkeeper.v1.CapacityReport
-	(*CappedToolResult)(nil),  // 17: turnkeeper.v1.CappedToolResult
-	(*Capacity)(nil),          // 18: turnkeeper.v1.Capacity
-	(*Route)(nil),             // 19: turnkeeper.v1.Route
+	(TrimReason)(0),             // 0: turnkeeper.v1.TrimReason
+	(TrimMode)(0),               // 1: turnkeeper.v1.TrimMode
+	(CountSource)(0),            // 2: turnkeeper.v1.CountSource
+	(CallerPath)(0),             // 3: turnkeeper.v1.CallerPath
+	(RecoveryBlocker)(0),        // 4: turnkeeper.v1.RecoveryBlocker
+	(OrphanKind)(0),             // 5: turnkeeper.v1.OrphanKind
+	(*ReportedUsage)(nil),       // 6: turnkeeper.v1.ReportedUsage
+	(*UsageCalibration)(nil),    // 7: turnkeeper.v1.UsageCalibration
+	(*CallerContext)(nil),       // 8: turnkeeper.v1.CallerContext
+	(*IndexRange)(nil),          // 9: turnkeeper.v1.IndexRange
+	(*HistoryTrimmed)(nil),      // 10: turnkeeper.v1.HistoryTrimmed
+	(*ToolContextCollapse)(nil), // 11: turnkeeper.v1.ToolContextCollapse
+	(*ToolResultClearing)(nil),  // 12: turnkeeper.v1.ToolResultClearing
+	(*RecoveryReport)(nil),      // 13: turnkeeper.v1.RecoveryReport
+	(*ContextMeter)(nil),        // 14: turnkeeper.v1.ContextMeter
+	(*InputCostEstimate)(nil),   // 15: turnkeeper.v1.InputCostEstimate
+	(*MessageEstimate)(nil),     // 16: turnkeeper.v1.MessageEstimate
+	(*OrphanRemoval)(nil),       // 17: turnkeeper.v1.OrphanRemoval
+	(*CapacityReport)(nil),      // 18: turnkeeper.v1.CapacityReport
+	(*CappedToolResult)(nil),    // 19: turnkeeper.v1.CappedToolResult
+	(*Capacity)(nil),            // 20: turnkeeper.v1.Capacity
+	(*Route)(nil),               // 21: turnkeeper.v1.Route
 }
 var file_turnkeeper_v1_trim_proto_depIdxs = []int32{
 	0,  // 0: turnkeeper.v1.HistoryTrimmed.reason:type_name -> turnkeeper.v1.TrimReason
-	18, // 1: turnkeeper.v1.HistoryTrimmed.capacity:type_name -> turnkeeper.v1.Capacity
-	19, // 2: turnkeeper.v1.HistoryTrimmed.route:type_name -> turnkeeper.v1.Route
+	20, // 1: turnkeeper.v1.HistoryTrimmed.capacity:type_name -> turnkeeper.v1.Capacity
+	21, // 2: turnkeeper.v1.HistoryTrimmed.route:type_name -> turnkeeper.v1.Route
 	8,  // 3: turnkeeper.v1.HistoryTrimmed.caller:type_name -> turnkeeper.v1.CallerContext
 	2,  // 4: turnkeeper.v1.HistoryTrimmed.count_source:type_name -> turnkeeper.v1.CountSource
 	7,  // 5: turnkeeper.v1.HistoryTrimmed.calibration:type_name -> turnkeeper.v1.UsageCalibration
-	4,  // 6: turnkeeper.v1.RecoveryReport.blocker:type_name -> turnkeeper.v1.RecoveryBlocker
-	19, // 7: turnkeeper.v1.RecoveryReport.route:type_name -> turnkeeper.v1.Route
-	5,  // 8: turnkeeper.v1.OrphanRemoval.kind:type_name -> turnkeeper.v1.OrphanKind
-	18, // 9: turnkeeper.v1.CapacityReport.capacity:type_name -> turnkeeper.v1.Capacity
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 6: turnkeeper.v1.HistoryTrimmed.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
+	12, // 7: turnkeeper.v1.HistoryTrimmed.clearing:type_name -> turnkeeper.v1.ToolResultClearing
+	4,  // 8: turnkeeper.v1.RecoveryReport.blocker:type_name -> turnkeeper.v1.RecoveryBlocker
+	21, // 9: turnkeeper.v1.RecoveryReport.route:type_name -> turnkeeper.v1.Route
+	5,  // 10: turnkeeper.v1.OrphanRemoval.kind:type_name -> turnkeeper.v1.OrphanKind
+	20, // 11: turnkeeper.v1.CapacityReport.capacity:type_name -> turnkeeper.v1.Capacity
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_trim_proto_init() }
@@ -1655,14 +1824,14 @@ func file_turnkeeper_v1_trim_proto_init() {
 		return
 	}
 	file_turnkeeper_v1_resolution_proto_init()
-	file_turnkeeper_v1_trim_proto_msgTypes[6].OneofWrappers = []any{}
+	file_turnkeeper_v1_trim_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_trim_proto_rawDesc), len(file_turnkeeper_v1_trim_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

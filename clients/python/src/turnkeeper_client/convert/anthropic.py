@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Required, TypedDict, cast
 
-from turnkeeper.v1 import history_pb2
+from turnkeeper.v1 import history_pb2, profile_pb2
 
 from ._common import (
     DEFAULT_BREADCRUMB,
@@ -47,6 +47,23 @@ if TYPE_CHECKING:
     from anthropic.types import MessageParam, TextBlockParam
 
 FORMAT = "anthropic"
+
+MAX_CACHE_MARKS = 4
+"""The `cache_control` breakpoints a Messages request may carry (spec §14)."""
+
+_LEAVE_OUT_ORDER = (2, 1, 3)
+"""Past four marks, turnkeeper's breakpoint candidates are left out in this order (spec §14):
+the newest collapsed turn's, the system row's, then the rolling last row's."""
+
+_TTL = {
+    profile_pb2.CACHE_LIFETIME_FIVE_MINUTES: "5m",
+    profile_pb2.CACHE_LIFETIME_ONE_HOUR: "1h",
+}
+
+BlockPlace = tuple[str | int, int | None]
+"""Where a row's last rendered block is: `("system", k)` or `(message index, block index)`;
+a block index of None is a string `content` (or the `system` string), one text block once
+marked."""
 
 
 class AnthropicConversation(TypedDict, total=False):
@@ -331,20 +348,34 @@ def default_skeleton(row: FlatRow, previous: FlatRow | None) -> JSONObject:
     raise ConversionError(f"role {message.role} has no Anthropic role")
 
 
-def to_anthropic(history: history_pb2.History) -> AnthropicConversation:
+def to_anthropic(
+    history: history_pb2.History,
+    *,
+    cache_breakpoints: Iterable[int] = (),
+    cache_lifetime: profile_pb2.CacheLifetime.ValueType = profile_pb2.CACHE_LIFETIME_UNSPECIFIED,
+) -> AnthropicConversation:
     """Converts a History (either shape) to `{"system": ..., "messages": [...]}`, typed with the
     Anthropic SDK's `MessageParam` and `TextBlockParam` where the SDK is installed.
 
     Leading system rows become `system` (a string for one row without passthrough, else text
     blocks); tool rows join into user messages of `tool_result` blocks.
+
+    `cache_breakpoints`: a PrepareModelCallResponse's `cache_breakpoints` (indices into the
+    prepared history, which is `history`): each row's last block gets `cache_control`
+    (`{"type": "ephemeral"}`, with the `ttl` of `cache_lifetime`, the route's
+    `ProviderProfile.cache_lifetime`, when declared). Never more than four marks counting those
+    the rows already carry: past four, the candidates of spec §14 are left out in the order 2, 1,
+    3 (docs/converters.md).
     """
     rows = flat_rows(history, FORMAT)
     lead = 0
     while lead < len(rows) and rows[lead].message.role == history_pb2.ROLE_SYSTEM:
         lead += 1
     out: JSONObject = {}
+    places: list[BlockPlace | None] = []
     if lead == 1 and rows[0].skeleton is None:
         out["system"] = rows[0].message.content
+        places.append(("system", None))
     elif lead:
         blocks = []
         for i in range(lead):
@@ -354,6 +385,7 @@ def to_anthropic(history: history_pb2.History) -> AnthropicConversation:
             block["text"] = streams.text.take(skeleton.get("text"), f"rows[{i}].text")
             streams.done()
             blocks.append(block)
+            places.append(("system", i))
         out["system"] = blocks
     messages: list[JSONObject] = []
     previous: FlatRow | None = None
@@ -370,10 +402,118 @@ def to_anthropic(history: history_pb2.History) -> AnthropicConversation:
             messages[-1]["content"].extend(message["content"])
         else:
             messages.append({"role": "user", **message})
+        places.append(_last_block(messages, message))
         previous = FlatRow(row.message, row.reasoning, skeleton)
     out["messages"] = messages
+    breakpoints = list(cache_breakpoints)
+    if breakpoints:
+        by_row = _history_row_places(history, places)
+        _mark_breakpoints(out, by_row, breakpoints, lead, cache_lifetime)
     # The dicts are the wire format the SDK's TypedDicts describe (the converter vectors pin it).
     return cast("AnthropicConversation", out)
+
+
+def _last_block(messages: list[JSONObject], rendered: JSONObject) -> BlockPlace | None:
+    """Where the row just rendered as `rendered` (now in `messages[-1]`) has its last block;
+    None when it rendered no block."""
+    content = rendered.get("content")
+    if isinstance(content, str):
+        return (len(messages) - 1, None)
+    if not content:
+        return None
+    return (len(messages) - 1, len(messages[-1]["content"]) - 1)
+
+
+def _history_row_places(
+    history: history_pb2.History, places: list[BlockPlace | None]
+) -> list[BlockPlace | None]:
+    """The last block of each history row, from that of each provider row (a ToolResults row of
+    the conversation shape is one provider row per result)."""
+    if history.WhichOneof("shape") != "conversation":
+        return places
+    by_row: list[BlockPlace | None] = []
+    end = 0
+    for message in history.conversation.messages:
+        count = 1
+        if message.WhichOneof("message") == "tool_results":
+            count = len(message.tool_results.results)
+        end += count
+        by_row.append(places[end - 1] if count else None)
+    return by_row
+
+
+def _candidate(index: int, lead: int, rows: int) -> int:
+    """Which candidate of spec §14 a returned breakpoint is: 1 the last leading system row, 3 the
+    last row, 2 one in between (the newest collapsed turn's last row)."""
+    if index == lead - 1:
+        return 1
+    if index == rows - 1:
+        return 3
+    return 2
+
+
+_MARK = "cache_control"
+
+
+def _block_at(out: JSONObject, place: BlockPlace) -> JSONObject:
+    """The block at `place`, turning a string content (or `system` string) into one text block."""
+    where, index = place
+    holder: JSONObject = out if where == "system" else out["messages"][where]
+    key = "system" if where == "system" else "content"
+    if index is None:
+        if isinstance(holder[key], str):
+            holder[key] = [{"type": "text", "text": holder[key]}]
+        index = 0
+    block: JSONObject = holder[key][index]
+    return block
+
+
+def _marked(out: JSONObject, place: BlockPlace) -> bool:
+    """Whether the block at `place` already carries a mark (a string content carries none)."""
+    where, index = place
+    if index is None:
+        return False
+    holder: JSONObject = out if where == "system" else out["messages"][where]
+    return holder["system" if where == "system" else "content"][index].get(_MARK) is not None
+
+
+def _marks(value: object) -> int:
+    """The `cache_control` marks in rendered blocks, nested blocks included (null is absent)."""
+    if isinstance(value, list):
+        return sum(_marks(item) for item in value)
+    if not isinstance(value, dict):
+        return 0
+    own = 0 if value.get(_MARK) is None else 1
+    return own + sum(_marks(v) for k, v in value.items() if k != _MARK)
+
+
+def _mark_breakpoints(
+    out: JSONObject,
+    places: list[BlockPlace | None],
+    breakpoints: list[int],
+    lead: int,
+    lifetime: profile_pb2.CacheLifetime.ValueType,
+) -> None:
+    """Puts `cache_control` on the last block of each breakpoint row, leaving out candidates in
+    the order 2, 1, 3 while the request would hold more than four marks (spec §14). A block
+    that already carries the caller's mark keeps it, and it serves that breakpoint."""
+    wanted: dict[BlockPlace, int] = {}
+    for k, index in enumerate(breakpoints):
+        if not 0 <= index < len(places):
+            raise ConversionError(f"cache_breakpoints[{k}]: {index} is not a row of the history")
+        place = places[index]
+        if place is not None and place not in wanted:
+            wanted[place] = _candidate(index, lead, len(places))
+    room = MAX_CACHE_MARKS - _marks(out.get("system")) - _marks(out["messages"])
+    marks = [place for place in wanted if not _marked(out, place)]
+    for candidate in _LEAVE_OUT_ORDER:
+        while len(marks) > max(room, 0) and any(wanted[p] == candidate for p in marks):
+            marks.remove(next(p for p in marks if wanted[p] == candidate))
+    for place in marks:
+        mark: JSONObject = {"type": "ephemeral"}
+        if lifetime in _TTL:
+            mark["ttl"] = _TTL[lifetime]
+        _block_at(out, place)[_MARK] = mark
 
 
 def _export(row: FlatRow, skeleton: JSONObject, where: str) -> JSONObject:

@@ -1,7 +1,7 @@
 import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Route } from "./resolution_pb.js";
-import type { CallerContext, ContextMeter, HistoryTrimmed } from "./trim_pb.js";
+import type { CallerContext, ContextMeter, HistoryTrimmed, ToolContextCollapse } from "./trim_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 /**
  * Describes the file turnkeeper/v1/events.proto.
@@ -74,6 +74,12 @@ export type MeterUpdate = Message<"turnkeeper.v1.MeterUpdate"> & {
      * @generated from field: turnkeeper.v1.ContextMeter meter = 5;
      */
     meter?: ContextMeter | undefined;
+    /**
+     * What the call's projection collapsed (spec §13.3); absent when nothing was collapsed.
+     *
+     * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 6;
+     */
+    collapse?: ToolContextCollapse | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.MeterUpdate.

@@ -132,6 +132,14 @@ export type ChatMessage = Message<"turnkeeper.v1.ChatMessage"> & {
      * @generated from field: google.protobuf.Struct passthrough = 7;
      */
     passthrough?: JsonObject | undefined;
+    /**
+     * True on a tool-exchange summary row turnkeeper wrote in place of a collapsed turn's tool calls and results
+     * (spec §13.1). Only allowed on assistant rows without tool calls. A summary row a runtime sends back is an
+     * assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
+     *
+     * @generated from field: bool tool_exchange_summary = 8;
+     */
+    toolExchangeSummary: boolean;
 };
 /**
  * Describes the message turnkeeper.v1.ChatMessage.

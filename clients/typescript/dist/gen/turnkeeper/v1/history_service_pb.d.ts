@@ -4,7 +4,7 @@ import type { Gap, Heartbeat, MeterUpdate, TrimEvent } from "./events_pb.js";
 import type { History } from "./history_pb.js";
 import type { Profiles } from "./profile_pb.js";
 import type { Resolution } from "./resolution_pb.js";
-import type { CallerContext, CallerPath, CapacityReport, CappedToolResult, ContextMeter, CountSource, HistoryTrimmed, IndexRange, InputCostEstimate, MessageEstimate, OrphanRemoval, RecoveryReport, ReportedUsage, TrimMode, TrimReason, UsageCalibration } from "./trim_pb.js";
+import type { CallerContext, CallerPath, CapacityReport, CappedToolResult, ContextMeter, CountSource, HistoryTrimmed, IndexRange, InputCostEstimate, MessageEstimate, OrphanRemoval, RecoveryReport, ReportedUsage, ToolContextCollapse, ToolResultClearing, TrimMode, TrimReason, UsageCalibration } from "./trim_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 /**
  * Describes the file turnkeeper/v1/history_service.proto.
@@ -132,6 +132,19 @@ export type ExplicitLimits = Message<"turnkeeper.v1.ExplicitLimits"> & {
      * @generated from field: optional double history_trim_low_water = 4;
      */
     historyTrimLowWater?: number | undefined;
+    /**
+     * K, as `RuntimeProfile.keep_tool_context_turns` (spec §13.1). TrimHistory never collapses: only the resolution
+     * reports it.
+     *
+     * @generated from field: optional uint32 keep_tool_context_turns = 5;
+     */
+    keepToolContextTurns?: number | undefined;
+    /**
+     * R, as `RuntimeProfile.keep_running_turn_tool_results` (spec §13.4); TrimHistory never clears.
+     *
+     * @generated from field: optional uint32 keep_running_turn_tool_results = 6;
+     */
+    keepRunningTurnToolResults?: number | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.ExplicitLimits.
@@ -406,6 +419,13 @@ export type PrepareModelCallRequest = Message<"turnkeeper.v1.PrepareModelCallReq
      * @generated from field: optional uint64 cached_input_tokens = 9;
      */
     cachedInputTokens?: bigint | undefined;
+    /**
+     * The input tokens the runtime's last request wrote to the provider's prompt cache (spec §14); priced at the
+     * cache-write price, at most the request's uncached input tokens. Unset means 0.
+     *
+     * @generated from field: optional uint64 cache_write_tokens = 10;
+     */
+    cacheWriteTokens?: bigint | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.PrepareModelCallRequest.
@@ -475,6 +495,34 @@ export type PrepareModelCallResponse = Message<"turnkeeper.v1.PrepareModelCallRe
      * @generated from field: turnkeeper.v1.InputCostEstimate input_cost = 9;
      */
     inputCost?: InputCostEstimate | undefined;
+    /**
+     * What the projection collapsed (spec §13.1, §13.3); absent when nothing was collapsed.
+     *
+     * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 10;
+     */
+    collapse?: ToolContextCollapse | undefined;
+    /**
+     * Where the runtime should put cache breakpoints (spec §14): at most three increasing indices into `history`,
+     * each the row after which a breakpoint belongs: the last leading system row, the last row of the newest
+     * collapsed turn, the last row. A candidate not after the previous one, or whose prefix is below the route's
+     * `min_cacheable_tokens`, is left out.
+     *
+     * @generated from field: repeated uint32 cache_breakpoints = 11;
+     */
+    cacheBreakpoints: number[];
+    /**
+     * The sorted indices, in the request's own history, of every row of every turn this preparation's trims dropped
+     * (spec §13.2), so that a runtime that keeps its trimmed history applies the cut, never the projection.
+     *
+     * @generated from field: repeated uint32 dropped_input_rows = 12;
+     */
+    droppedInputRows: number[];
+    /**
+     * What clearing the running turn's oldest tool results did (spec §13.4); absent when nothing was cleared.
+     *
+     * @generated from field: turnkeeper.v1.ToolResultClearing clearing = 13;
+     */
+    clearing?: ToolResultClearing | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.PrepareModelCallResponse.

@@ -1,4 +1,4 @@
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 /**
  * Describes the file turnkeeper/v1/profile.proto.
@@ -131,6 +131,23 @@ export type RuntimeProfile = Message<"turnkeeper.v1.RuntimeProfile"> & {
      * @generated from field: optional double history_trim_low_water = 10;
      */
     historyTrimLowWater?: number | undefined;
+    /**
+     * K, the number of completed turns before the running one whose tool rows a prepared request still sends
+     * (spec §13.1): the tool calls and results of every older turn are collapsed into one tool-exchange summary row,
+     * keeping the turn's prompt and closing reply. Unset means 2; 0 keeps tool context for the running turn only; a
+     * value larger than the number of turns collapses nothing. PrepareModelCall only: TrimHistory never collapses.
+     *
+     * @generated from field: optional uint32 keep_tool_context_turns = 11;
+     */
+    keepToolContextTurns?: number | undefined;
+    /**
+     * R, when the running turn alone exceeds the budget: the oldest tool results of the running turn are cleared, one
+     * at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
+     * PrepareModelCall only: TrimHistory never clears.
+     *
+     * @generated from field: optional uint32 keep_running_turn_tool_results = 12;
+     */
+    keepRunningTurnToolResults?: number | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.RuntimeProfile.
@@ -168,6 +185,20 @@ export type ProviderProfile = Message<"turnkeeper.v1.ProviderProfile"> & {
      * @generated from field: turnkeeper.v1.ModelPrices prices = 4;
      */
     prices?: ModelPrices | undefined;
+    /**
+     * The shortest prefix the provider caches for `model`, in tokens: a cache breakpoint whose prefix estimates
+     * below it is left out (spec §14). Unset means no minimum. Applies under the rule of the context window.
+     *
+     * @generated from field: optional uint64 min_cacheable_tokens = 5;
+     */
+    minCacheableTokens?: bigint | undefined;
+    /**
+     * How long the provider keeps a prefix written to its cache, which client converters render on the breakpoint
+     * rows they mark (spec §14). Unspecified means the provider's default and renders no lifetime.
+     *
+     * @generated from field: turnkeeper.v1.CacheLifetime cache_lifetime = 6;
+     */
+    cacheLifetime: CacheLifetime;
 };
 /**
  * Describes the message turnkeeper.v1.ProviderProfile.
@@ -199,6 +230,14 @@ export type ModelPrices = Message<"turnkeeper.v1.ModelPrices"> & {
      * @generated from field: string currency = 3;
      */
     currency: string;
+    /**
+     * The price of one million input tokens written to the provider's prompt cache, in `currency` (spec §14;
+     * Anthropic bills 1.25x the input price for five minutes, 2x for an hour). Unset means writes cost the input
+     * price. When set it must be finite and not negative.
+     *
+     * @generated from field: optional double cache_write_per_million_tokens = 4;
+     */
+    cacheWritePerMillionTokens?: number | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.ModelPrices.
@@ -284,3 +323,32 @@ export type Profiles = Message<"turnkeeper.v1.Profiles"> & {
  * Use `create(ProfilesSchema)` to create a new message.
  */
 export declare const ProfilesSchema: GenMessage<Profiles>;
+/**
+ * CacheLifetime is how long a provider keeps a prompt-cache write (Anthropic's `ttl`).
+ *
+ * @generated from enum turnkeeper.v1.CacheLifetime
+ */
+export declare enum CacheLifetime {
+    /**
+     * Not declared: the provider's default lifetime.
+     *
+     * @generated from enum value: CACHE_LIFETIME_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * Five minutes (`5m`).
+     *
+     * @generated from enum value: CACHE_LIFETIME_FIVE_MINUTES = 1;
+     */
+    FIVE_MINUTES = 1,
+    /**
+     * One hour (`1h`).
+     *
+     * @generated from enum value: CACHE_LIFETIME_ONE_HOUR = 2;
+     */
+    ONE_HOUR = 2
+}
+/**
+ * Describes the enum turnkeeper.v1.CacheLifetime.
+ */
+export declare const CacheLifetimeSchema: GenEnum<CacheLifetime>;

@@ -152,6 +152,24 @@ export type Resolution = Message<"turnkeeper.v1.Resolution"> & {
      * @generated from field: bool low_water_ignored = 9;
      */
     lowWaterIgnored: boolean;
+    /**
+     * The K in effect for this route's prepared requests (spec §13.1): `keep_tool_context_turns`, 2 when unset.
+     *
+     * @generated from field: uint32 keep_tool_context_turns = 10;
+     */
+    keepToolContextTurns: number;
+    /**
+     * The R in effect (spec §13.4); absent when the running turn is kept whole.
+     *
+     * @generated from field: optional uint32 keep_running_turn_tool_results = 11;
+     */
+    keepRunningTurnToolResults?: number | undefined;
+    /**
+     * The route model's minimum cacheable prefix in tokens (spec §14); absent when its provider profile declares none.
+     *
+     * @generated from field: optional uint64 min_cacheable_tokens = 12;
+     */
+    minCacheableTokens?: bigint | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.Resolution.

@@ -247,12 +247,79 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
      * @generated from field: uint64 cut_drop_target = 18;
      */
     cutDropTarget: bigint;
+    /**
+     * The tool context the same preparation collapsed before this trim (spec §13.3); absent for TrimHistory and when
+     * nothing was collapsed. The trim's counts are of the history it was given: the projection.
+     *
+     * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 19;
+     */
+    collapse?: ToolContextCollapse | undefined;
+    /**
+     * The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise.
+     *
+     * @generated from field: turnkeeper.v1.ToolResultClearing clearing = 20;
+     */
+    clearing?: ToolResultClearing | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.HistoryTrimmed.
  * Use `create(HistoryTrimmedSchema)` to create a new message.
  */
 export declare const HistoryTrimmedSchema: GenMessage<HistoryTrimmed>;
+/**
+ * ToolContextCollapse is what the projection of a prepared request left out (spec §13.1, §13.3).
+ *
+ * @generated from message turnkeeper.v1.ToolContextCollapse
+ */
+export type ToolContextCollapse = Message<"turnkeeper.v1.ToolContextCollapse"> & {
+    /**
+     * The turns sent as their prompt, one tool-exchange summary and their closing reply.
+     *
+     * @generated from field: uint32 collapsed_turns = 1;
+     */
+    collapsedTurns: number;
+    /**
+     * The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
+     *
+     * @generated from field: uint32 rows_left_out = 2;
+     */
+    rowsLeftOut: number;
+    /**
+     * The estimate of the turn-limited history minus that of its projection, in tokens.
+     *
+     * @generated from field: uint64 saved_tokens = 3;
+     */
+    savedTokens: bigint;
+};
+/**
+ * Describes the message turnkeeper.v1.ToolContextCollapse.
+ * Use `create(ToolContextCollapseSchema)` to create a new message.
+ */
+export declare const ToolContextCollapseSchema: GenMessage<ToolContextCollapse>;
+/**
+ * ToolResultClearing is what clearing the running turn's oldest tool results did (spec §13.4).
+ *
+ * @generated from message turnkeeper.v1.ToolResultClearing
+ */
+export type ToolResultClearing = Message<"turnkeeper.v1.ToolResultClearing"> & {
+    /**
+     * The tool results cleared (each result of a ToolResults row counts alone).
+     *
+     * @generated from field: uint32 results_cleared = 1;
+     */
+    resultsCleared: number;
+    /**
+     * The estimate before the clearing minus the estimate after it, in tokens.
+     *
+     * @generated from field: uint64 saved_tokens = 2;
+     */
+    savedTokens: bigint;
+};
+/**
+ * Describes the message turnkeeper.v1.ToolResultClearing.
+ * Use `create(ToolResultClearingSchema)` to create a new message.
+ */
+export declare const ToolResultClearingSchema: GenMessage<ToolResultClearing>;
 /**
  * RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
  * It is returned whenever recovery was asked for, so a failed recovery is never a silent `trimmed = false`.
@@ -378,7 +445,8 @@ export declare const ContextMeterSchema: GenMessage<ContextMeter>;
  */
 export type InputCostEstimate = Message<"turnkeeper.v1.InputCostEstimate"> & {
     /**
-     * (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+     * ((uncached_input_tokens - cache_write_tokens) x input price + cached_input_tokens x cached price
+     * + cache_write_tokens x write price) / 1,000,000, in IEEE-754 doubles (spec §10.5, §14).
      *
      * @generated from field: double cost = 1;
      */
@@ -401,6 +469,13 @@ export type InputCostEstimate = Message<"turnkeeper.v1.InputCostEstimate"> & {
      * @generated from field: uint64 cached_input_tokens = 4;
      */
     cachedInputTokens: bigint;
+    /**
+     * The input tokens priced at the cache-write price (spec §14): the request's `cache_write_tokens`, at most the
+     * uncached input tokens; included in `uncached_input_tokens`.
+     *
+     * @generated from field: uint64 cache_write_tokens = 5;
+     */
+    cacheWriteTokens: bigint;
 };
 /**
  * Describes the message turnkeeper.v1.InputCostEstimate.
@@ -610,7 +685,14 @@ export declare enum TrimReason {
      *
      * @generated from enum value: TRIM_REASON_TURN_LIMIT = 2;
      */
-    TURN_LIMIT = 2
+    TURN_LIMIT = 2,
+    /**
+     * The running turn alone exceeded the target, and its oldest tool results were cleared (spec §13.4). No turn was
+     * dropped; `clearing` says how many results and tokens.
+     *
+     * @generated from enum value: TRIM_REASON_TOOL_RESULTS_CLEARED = 3;
+     */
+    TOOL_RESULTS_CLEARED = 3
 }
 /**
  * Describes the enum turnkeeper.v1.TrimReason.

@@ -8,7 +8,7 @@ import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Route } from "./resolution_pb.js";
 import { file_turnkeeper_v1_resolution } from "./resolution_pb.js";
-import type { CallerContext, ContextMeter, HistoryTrimmed } from "./trim_pb.js";
+import type { CallerContext, ContextMeter, HistoryTrimmed, ToolContextCollapse } from "./trim_pb.js";
 import { file_turnkeeper_v1_trim } from "./trim_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/events.proto.
  */
 export const file_turnkeeper_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIsYBCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
+  fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIvwBCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyEjQKCGNvbGxhcHNlGAYgASgLMiIudHVybmtlZXBlci52MS5Ub29sQ29udGV4dENvbGxhcHNlIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
 
 /**
  * TrimEvent is one published HistoryTrimmed with its position in the feed.
@@ -94,6 +94,13 @@ export type MeterUpdate = Message<"turnkeeper.v1.MeterUpdate"> & {
    * @generated from field: turnkeeper.v1.ContextMeter meter = 5;
    */
   meter?: ContextMeter | undefined;
+
+  /**
+   * What the call's projection collapsed (spec §13.3); absent when nothing was collapsed.
+   *
+   * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 6;
+   */
+  collapse?: ToolContextCollapse | undefined;
 };
 
 /**

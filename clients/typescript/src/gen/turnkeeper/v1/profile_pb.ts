@@ -2,15 +2,15 @@
 // @generated from file turnkeeper/v1/profile.proto (package turnkeeper.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file turnkeeper/v1/profile.proto.
  */
 export const file_turnkeeper_v1_profile: GenFile = /*@__PURE__*/
-  fileDesc("Cht0dXJua2VlcGVyL3YxL3Byb2ZpbGUucHJvdG8SDXR1cm5rZWVwZXIudjEiNQoOSGlzdG9yeVBydW5pbmcSDwoHZW5hYmxlZBgBIAEoCBISCgptYXhfdG9rZW5zGAIgASgEIkAKD0NsYXNzaWZpZXJSb3V0ZRIMCgRoaW50GAEgASgJEhAKCHByb3ZpZGVyGAIgASgJEg0KBW1vZGVsGAMgASgJIv0DCg5SdW50aW1lUHJvZmlsZRIfChJtYXhfY29udGV4dF90b2tlbnMYASABKARIAIgBARIiChVjb250ZXh0X2NvbXBhY3RfcmF0aW8YAiABKAFIAYgBARI2Cg9oaXN0b3J5X3BydW5pbmcYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlQcnVuaW5nEiEKFG1heF9oaXN0b3J5X21lc3NhZ2VzGAQgASgNSAKIAQESIgoVbWF4X3Rvb2xfcmVzdWx0X2NoYXJzGAUgASgESAOIAQESGAoQZGVmYXVsdF9wcm92aWRlchgGIAEoCRIVCg1kZWZhdWx0X21vZGVsGAcgASgJEjkKEWNsYXNzaWZpZXJfcm91dGVzGAggAygLMh4udHVybmtlZXBlci52MS5DbGFzc2lmaWVyUm91dGUSFwoPYnJlYWRjcnVtYl90ZXh0GAkgASgJEiMKFmhpc3RvcnlfdHJpbV9sb3dfd2F0ZXIYCiABKAFIBIgBAUIVChNfbWF4X2NvbnRleHRfdG9rZW5zQhgKFl9jb250ZXh0X2NvbXBhY3RfcmF0aW9CFwoVX21heF9oaXN0b3J5X21lc3NhZ2VzQhgKFl9tYXhfdG9vbF9yZXN1bHRfY2hhcnNCGQoXX2hpc3RvcnlfdHJpbV9sb3dfd2F0ZXIiiwEKD1Byb3ZpZGVyUHJvZmlsZRINCgVhbGlhcxgBIAEoCRINCgVtb2RlbBgCIAEoCRIbCg5jb250ZXh0X3dpbmRvdxgDIAEoBEgAiAEBEioKBnByaWNlcxgEIAEoCzIaLnR1cm5rZWVwZXIudjEuTW9kZWxQcmljZXNCEQoPX2NvbnRleHRfd2luZG93IpMBCgtNb2RlbFByaWNlcxIgChhpbnB1dF9wZXJfbWlsbGlvbl90b2tlbnMYASABKAESLAofY2FjaGVkX2lucHV0X3Blcl9taWxsaW9uX3Rva2VucxgCIAEoAUgAiAEBEhAKCGN1cnJlbmN5GAMgASgJQiIKIF9jYWNoZWRfaW5wdXRfcGVyX21pbGxpb25fdG9rZW5zIjAKDVNlc3Npb25Td2l0Y2gSEAoIcHJvdmlkZXIYASABKAkSDQoFbW9kZWwYAiABKAkiXwoOUm91dGVTZWxlY3Rpb24SFwoPY2xhc3NpZmllcl9oaW50GAEgASgJEjQKDnNlc3Npb25fc3dpdGNoGAIgASgLMhwudHVybmtlZXBlci52MS5TZXNzaW9uU3dpdGNoIp8BCghQcm9maWxlcxIuCgdydW50aW1lGAEgASgLMh0udHVybmtlZXBlci52MS5SdW50aW1lUHJvZmlsZRIxCglwcm92aWRlcnMYAiADKAsyHi50dXJua2VlcGVyLnYxLlByb3ZpZGVyUHJvZmlsZRIwCglzZWxlY3Rpb24YAyABKAsyHS50dXJua2VlcGVyLnYxLlJvdXRlU2VsZWN0aW9uYgZwcm90bzM");
+  fileDesc("Cht0dXJua2VlcGVyL3YxL3Byb2ZpbGUucHJvdG8SDXR1cm5rZWVwZXIudjEiNQoOSGlzdG9yeVBydW5pbmcSDwoHZW5hYmxlZBgBIAEoCBISCgptYXhfdG9rZW5zGAIgASgEIkAKD0NsYXNzaWZpZXJSb3V0ZRIMCgRoaW50GAEgASgJEhAKCHByb3ZpZGVyGAIgASgJEg0KBW1vZGVsGAMgASgJIo8FCg5SdW50aW1lUHJvZmlsZRIfChJtYXhfY29udGV4dF90b2tlbnMYASABKARIAIgBARIiChVjb250ZXh0X2NvbXBhY3RfcmF0aW8YAiABKAFIAYgBARI2Cg9oaXN0b3J5X3BydW5pbmcYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlQcnVuaW5nEiEKFG1heF9oaXN0b3J5X21lc3NhZ2VzGAQgASgNSAKIAQESIgoVbWF4X3Rvb2xfcmVzdWx0X2NoYXJzGAUgASgESAOIAQESGAoQZGVmYXVsdF9wcm92aWRlchgGIAEoCRIVCg1kZWZhdWx0X21vZGVsGAcgASgJEjkKEWNsYXNzaWZpZXJfcm91dGVzGAggAygLMh4udHVybmtlZXBlci52MS5DbGFzc2lmaWVyUm91dGUSFwoPYnJlYWRjcnVtYl90ZXh0GAkgASgJEiMKFmhpc3RvcnlfdHJpbV9sb3dfd2F0ZXIYCiABKAFIBIgBARIkChdrZWVwX3Rvb2xfY29udGV4dF90dXJucxgLIAEoDUgFiAEBEisKHmtlZXBfcnVubmluZ190dXJuX3Rvb2xfcmVzdWx0cxgMIAEoDUgGiAEBQhUKE19tYXhfY29udGV4dF90b2tlbnNCGAoWX2NvbnRleHRfY29tcGFjdF9yYXRpb0IXChVfbWF4X2hpc3RvcnlfbWVzc2FnZXNCGAoWX21heF90b29sX3Jlc3VsdF9jaGFyc0IZChdfaGlzdG9yeV90cmltX2xvd193YXRlckIaChhfa2VlcF90b29sX2NvbnRleHRfdHVybnNCIQofX2tlZXBfcnVubmluZ190dXJuX3Rvb2xfcmVzdWx0cyL9AQoPUHJvdmlkZXJQcm9maWxlEg0KBWFsaWFzGAEgASgJEg0KBW1vZGVsGAIgASgJEhsKDmNvbnRleHRfd2luZG93GAMgASgESACIAQESKgoGcHJpY2VzGAQgASgLMhoudHVybmtlZXBlci52MS5Nb2RlbFByaWNlcxIhChRtaW5fY2FjaGVhYmxlX3Rva2VucxgFIAEoBEgBiAEBEjQKDmNhY2hlX2xpZmV0aW1lGAYgASgOMhwudHVybmtlZXBlci52MS5DYWNoZUxpZmV0aW1lQhEKD19jb250ZXh0X3dpbmRvd0IXChVfbWluX2NhY2hlYWJsZV90b2tlbnMi4wEKC01vZGVsUHJpY2VzEiAKGGlucHV0X3Blcl9taWxsaW9uX3Rva2VucxgBIAEoARIsCh9jYWNoZWRfaW5wdXRfcGVyX21pbGxpb25fdG9rZW5zGAIgASgBSACIAQESEAoIY3VycmVuY3kYAyABKAkSKwoeY2FjaGVfd3JpdGVfcGVyX21pbGxpb25fdG9rZW5zGAQgASgBSAGIAQFCIgogX2NhY2hlZF9pbnB1dF9wZXJfbWlsbGlvbl90b2tlbnNCIQofX2NhY2hlX3dyaXRlX3Blcl9taWxsaW9uX3Rva2VucyIwCg1TZXNzaW9uU3dpdGNoEhAKCHByb3ZpZGVyGAEgASgJEg0KBW1vZGVsGAIgASgJIl8KDlJvdXRlU2VsZWN0aW9uEhcKD2NsYXNzaWZpZXJfaGludBgBIAEoCRI0Cg5zZXNzaW9uX3N3aXRjaBgCIAEoCzIcLnR1cm5rZWVwZXIudjEuU2Vzc2lvblN3aXRjaCKfAQoIUHJvZmlsZXMSLgoHcnVudGltZRgBIAEoCzIdLnR1cm5rZWVwZXIudjEuUnVudGltZVByb2ZpbGUSMQoJcHJvdmlkZXJzGAIgAygLMh4udHVybmtlZXBlci52MS5Qcm92aWRlclByb2ZpbGUSMAoJc2VsZWN0aW9uGAMgASgLMh0udHVybmtlZXBlci52MS5Sb3V0ZVNlbGVjdGlvbiptCg1DYWNoZUxpZmV0aW1lEh4KGkNBQ0hFX0xJRkVUSU1FX1VOU1BFQ0lGSUVEEAASHwobQ0FDSEVfTElGRVRJTUVfRklWRV9NSU5VVEVTEAESGwoXQ0FDSEVfTElGRVRJTUVfT05FX0hPVVIQAmIGcHJvdG8z");
 
 /**
  * HistoryPruning lets an operator trim earlier than the context budget alone would.
@@ -157,6 +157,25 @@ export type RuntimeProfile = Message<"turnkeeper.v1.RuntimeProfile"> & {
    * @generated from field: optional double history_trim_low_water = 10;
    */
   historyTrimLowWater?: number | undefined;
+
+  /**
+   * K, the number of completed turns before the running one whose tool rows a prepared request still sends
+   * (spec §13.1): the tool calls and results of every older turn are collapsed into one tool-exchange summary row,
+   * keeping the turn's prompt and closing reply. Unset means 2; 0 keeps tool context for the running turn only; a
+   * value larger than the number of turns collapses nothing. PrepareModelCall only: TrimHistory never collapses.
+   *
+   * @generated from field: optional uint32 keep_tool_context_turns = 11;
+   */
+  keepToolContextTurns?: number | undefined;
+
+  /**
+   * R, when the running turn alone exceeds the budget: the oldest tool results of the running turn are cleared, one
+   * at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
+   * PrepareModelCall only: TrimHistory never clears.
+   *
+   * @generated from field: optional uint32 keep_running_turn_tool_results = 12;
+   */
+  keepRunningTurnToolResults?: number | undefined;
 };
 
 /**
@@ -200,6 +219,22 @@ export type ProviderProfile = Message<"turnkeeper.v1.ProviderProfile"> & {
    * @generated from field: turnkeeper.v1.ModelPrices prices = 4;
    */
   prices?: ModelPrices | undefined;
+
+  /**
+   * The shortest prefix the provider caches for `model`, in tokens: a cache breakpoint whose prefix estimates
+   * below it is left out (spec §14). Unset means no minimum. Applies under the rule of the context window.
+   *
+   * @generated from field: optional uint64 min_cacheable_tokens = 5;
+   */
+  minCacheableTokens?: bigint | undefined;
+
+  /**
+   * How long the provider keeps a prefix written to its cache, which client converters render on the breakpoint
+   * rows they mark (spec §14). Unspecified means the provider's default and renders no lifetime.
+   *
+   * @generated from field: turnkeeper.v1.CacheLifetime cache_lifetime = 6;
+   */
+  cacheLifetime: CacheLifetime;
 };
 
 /**
@@ -236,6 +271,15 @@ export type ModelPrices = Message<"turnkeeper.v1.ModelPrices"> & {
    * @generated from field: string currency = 3;
    */
   currency: string;
+
+  /**
+   * The price of one million input tokens written to the provider's prompt cache, in `currency` (spec §14;
+   * Anthropic bills 1.25x the input price for five minutes, 2x for an hour). Unset means writes cost the input
+   * price. When set it must be finite and not negative.
+   *
+   * @generated from field: optional double cache_write_per_million_tokens = 4;
+   */
+  cacheWritePerMillionTokens?: number | undefined;
 };
 
 /**
@@ -336,4 +380,38 @@ export type Profiles = Message<"turnkeeper.v1.Profiles"> & {
  */
 export const ProfilesSchema: GenMessage<Profiles> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_profile, 7);
+
+/**
+ * CacheLifetime is how long a provider keeps a prompt-cache write (Anthropic's `ttl`).
+ *
+ * @generated from enum turnkeeper.v1.CacheLifetime
+ */
+export enum CacheLifetime {
+  /**
+   * Not declared: the provider's default lifetime.
+   *
+   * @generated from enum value: CACHE_LIFETIME_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Five minutes (`5m`).
+   *
+   * @generated from enum value: CACHE_LIFETIME_FIVE_MINUTES = 1;
+   */
+  FIVE_MINUTES = 1,
+
+  /**
+   * One hour (`1h`).
+   *
+   * @generated from enum value: CACHE_LIFETIME_ONE_HOUR = 2;
+   */
+  ONE_HOUR = 2,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.CacheLifetime.
+ */
+export const CacheLifetimeSchema: GenEnum<CacheLifetime> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_profile, 0);
 

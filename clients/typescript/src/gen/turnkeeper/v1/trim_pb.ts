@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/trim.proto.
  */
 export const file_turnkeeper_v1_trim: GenFile = /*@__PURE__*/
-  fileDesc("Chh0dXJua2VlcGVyL3YxL3RyaW0ucHJvdG8SDXR1cm5rZWVwZXIudjEiagoNUmVwb3J0ZWRVc2FnZRIdChVyZXBvcnRlZF9pbnB1dF90b2tlbnMYASABKAQSHgoWZXN0aW1hdGVkX2lucHV0X3Rva2VucxgCIAEoBBIaChJ0b29sX3NjaGVtYV90b2tlbnMYAyABKAQicQoQVXNhZ2VDYWxpYnJhdGlvbhIgChhjYWxpYnJhdGVkX3RhcmdldF90b2tlbnMYASABKAQSHQoVaGlzdG9yeV90YXJnZXRfdG9rZW5zGAIgASgEEhwKFGtlcHRfZXN0aW1hdGVfdG9rZW5zGAMgASgEIloKDUNhbGxlckNvbnRleHQSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpydW50aW1lX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEg8KB3R1cm5faWQYBCABKAkiKAoKSW5kZXhSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iuAQKDkhpc3RvcnlUcmltbWVkEikKBnJlYXNvbhgBIAEoDjIZLnR1cm5rZWVwZXIudjEuVHJpbVJlYXNvbhIZChFvdmVyZmxvd19yZWNvdmVyeRgCIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAMgASgNEhUKDWRyb3BwZWRfdHVybnMYBCABKA0SEgoKa2VwdF90dXJucxgFIAEoDRIVCg10b2tlbnNfYmVmb3JlGAYgASgEEhQKDHRva2Vuc19hZnRlchgHIAEoBBIVCg10YXJnZXRfdG9rZW5zGAggASgEEhUKDWJ1ZGdldF90b2tlbnMYCSABKAQSEgoKdHVybl9saW1pdBgKIAEoDRIpCghjYXBhY2l0eRgLIAEoCzIXLnR1cm5rZWVwZXIudjEuQ2FwYWNpdHkSIwoFcm91dGUYDCABKAsyFC50dXJua2VlcGVyLnYxLlJvdXRlEiwKBmNhbGxlchgNIAEoCzIcLnR1cm5rZWVwZXIudjEuQ2FsbGVyQ29udGV4dBIbChNicmVhZGNydW1iX2luc2VydGVkGA4gASgIEjAKDGNvdW50X3NvdXJjZRgPIAEoDjIaLnR1cm5rZWVwZXIudjEuQ291bnRTb3VyY2USNAoLY2FsaWJyYXRpb24YECABKAsyHy50dXJua2VlcGVyLnYxLlVzYWdlQ2FsaWJyYXRpb24SEAoIY3V0X3N0ZXAYESABKAQSFwoPY3V0X2Ryb3BfdGFyZ2V0GBIgASgEIsICCg5SZWNvdmVyeVJlcG9ydBIPCgd0cmltbWVkGAEgASgIEi8KB2Jsb2NrZXIYAiABKA4yHi50dXJua2VlcGVyLnYxLlJlY292ZXJ5QmxvY2tlchIXCg9iYXNlbGluZV90b2tlbnMYAyABKAQSFQoNdGFyZ2V0X3Rva2VucxgEIAEoBBIUCgx0b2tlbnNfYWZ0ZXIYBSABKAQSFgoOdGFyZ2V0X3JlYWNoZWQYBiABKAgSEgoKa2VwdF90dXJucxgHIAEoDRIbChNzeXN0ZW1fZmxvb3JfdG9rZW5zGAggASgEEhUKDWJ1ZGdldF90b2tlbnMYCSABKAQSIwobc3lzdGVtX2Zsb29yX3JlYWNoZXNfYnVkZ2V0GAogASgIEiMKBXJvdXRlGAsgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZSKiAQoMQ29udGV4dE1ldGVyEhMKC3VzZWRfdG9rZW5zGAEgASgEEhUKDWJ1ZGdldF90b2tlbnMYAiABKAQSHAoPY2FwYWNpdHlfdG9rZW5zGAMgASgESACIAQESHgoRY2FwYWNpdHlfZnJhY3Rpb24YBCABKAFIAYgBAUISChBfY2FwYWNpdHlfdG9rZW5zQhQKEl9jYXBhY2l0eV9mcmFjdGlvbiJvChFJbnB1dENvc3RFc3RpbWF0ZRIMCgRjb3N0GAEgASgBEhAKCGN1cnJlbmN5GAIgASgJEh0KFXVuY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoBBIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAQgASgEIrwBCg9NZXNzYWdlRXN0aW1hdGUSFQoNcHJvdmlkZXJfcm93cxgBIAEoDRISCgp0ZXh0X2J5dGVzGAIgASgEEhMKC3RleHRfdG9rZW5zGAMgASgEEhYKDmZyYW1pbmdfdG9rZW5zGAQgASgEEg4KBmltYWdlcxgFIAEoDRIUCgxpbWFnZV90b2tlbnMYBiABKAQSFAoMdG90YWxfdG9rZW5zGAcgASgEEhUKDXR1cm5fYm91bmRhcnkYCCABKAgiegoNT3JwaGFuUmVtb3ZhbBInCgRraW5kGAEgASgOMhkudHVybmtlZXBlci52MS5PcnBoYW5LaW5kEhUKDW1lc3NhZ2VfaW5kZXgYAiABKA0SFAoMdG9vbF9jYWxsX2lkGAMgASgJEhMKC3Jvd19yZW1vdmVkGAQgASgIIt4BCg5DYXBhY2l0eVJlcG9ydBIWCg5tZXNzYWdlX3Rva2VucxgBIAEoBBIUCgxpbWFnZV90b2tlbnMYAiABKAQSEwoLaG9va190b2tlbnMYAyABKAQSGgoSdG9vbF9zY2hlbWFfdG9rZW5zGAQgASgEEh4KFnJlc2VydmVkX291dHB1dF90b2tlbnMYBSABKAQSFAoMdG90YWxfdG9rZW5zGAYgASgEEikKCGNhcGFjaXR5GAcgASgLMhcudHVybmtlZXBlci52MS5DYXBhY2l0eRIMCgRmaXRzGAggASgIIjwKEENhcHBlZFRvb2xSZXN1bHQSDwoHY29udGVudBgBIAEoCRIXCg90cnVuY2F0ZWRfY2hhcnMYAiABKAQqYwoKVHJpbVJlYXNvbhIbChdUUklNX1JFQVNPTl9VTlNQRUNJRklFRBAAEhwKGFRSSU1fUkVBU09OX1RPS0VOX0JVREdFVBABEhoKFlRSSU1fUkVBU09OX1RVUk5fTElNSVQQAiqzAQoIVHJpbU1vZGUSGQoVVFJJTV9NT0RFX1VOU1BFQ0lGSUVEEAASGgoWVFJJTV9NT0RFX1RPS0VOX0JVREdFVBABEhgKFFRSSU1fTU9ERV9UVVJOX0NPVU5UEAISHwobVFJJTV9NT0RFX09WRVJGTE9XX1JFQ09WRVJZEAMSFwoTVFJJTV9NT0RFX1JPV19DT1VOVBAEEhwKGFRSSU1fTU9ERV9SRVBPUlRFRF9VU0FHRRAFKmoKC0NvdW50U291cmNlEhwKGENPVU5UX1NPVVJDRV9VTlNQRUNJRklFRBAAEhkKFUNPVU5UX1NPVVJDRV9FU1RJTUFURRABEiIKHkNPVU5UX1NPVVJDRV9QUk9WSURFUl9SRVBPUlRFRBACKoMBCgpDYWxsZXJQYXRoEhsKF0NBTExFUl9QQVRIX1VOU1BFQ0lGSUVEEAASFQoRQ0FMTEVSX1BBVEhfQUdFTlQQARIbChdDQUxMRVJfUEFUSF9MRUdBQ1lfTE9PUBACEiQKIENBTExFUl9QQVRIX0NIQU5ORUxfU0VOREVSX0NBQ0hFEAMqdQoPUmVjb3ZlcnlCbG9ja2VyEiAKHFJFQ09WRVJZX0JMT0NLRVJfVU5TUEVDSUZJRUQQABIgChxSRUNPVkVSWV9CTE9DS0VSX1NJTkdMRV9UVVJOEAESHgoaUkVDT1ZFUllfQkxPQ0tFUl9OT19TQVZJTkcQAip9CgpPcnBoYW5LaW5kEhsKF09SUEhBTl9LSU5EX1VOU1BFQ0lGSUVEEAASKAokT1JQSEFOX0tJTkRfVE9PTF9SRVNVTFRfV0lUSE9VVF9DQUxMEAESKAokT1JQSEFOX0tJTkRfVE9PTF9DQUxMX1dJVEhPVVRfUkVTVUxUEAJiBnByb3RvMw", [file_turnkeeper_v1_resolution]);
+  fileDesc("Chh0dXJua2VlcGVyL3YxL3RyaW0ucHJvdG8SDXR1cm5rZWVwZXIudjEiagoNUmVwb3J0ZWRVc2FnZRIdChVyZXBvcnRlZF9pbnB1dF90b2tlbnMYASABKAQSHgoWZXN0aW1hdGVkX2lucHV0X3Rva2VucxgCIAEoBBIaChJ0b29sX3NjaGVtYV90b2tlbnMYAyABKAQicQoQVXNhZ2VDYWxpYnJhdGlvbhIgChhjYWxpYnJhdGVkX3RhcmdldF90b2tlbnMYASABKAQSHQoVaGlzdG9yeV90YXJnZXRfdG9rZW5zGAIgASgEEhwKFGtlcHRfZXN0aW1hdGVfdG9rZW5zGAMgASgEIloKDUNhbGxlckNvbnRleHQSEgoKc2Vzc2lvbl9pZBgBIAEoCRISCgpydW50aW1lX2lkGAIgASgJEhAKCGFnZW50X2lkGAMgASgJEg8KB3R1cm5faWQYBCABKAkiKAoKSW5kZXhSYW5nZRINCgVzdGFydBgBIAEoDRILCgNlbmQYAiABKA0iowUKDkhpc3RvcnlUcmltbWVkEikKBnJlYXNvbhgBIAEoDjIZLnR1cm5rZWVwZXIudjEuVHJpbVJlYXNvbhIZChFvdmVyZmxvd19yZWNvdmVyeRgCIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAMgASgNEhUKDWRyb3BwZWRfdHVybnMYBCABKA0SEgoKa2VwdF90dXJucxgFIAEoDRIVCg10b2tlbnNfYmVmb3JlGAYgASgEEhQKDHRva2Vuc19hZnRlchgHIAEoBBIVCg10YXJnZXRfdG9rZW5zGAggASgEEhUKDWJ1ZGdldF90b2tlbnMYCSABKAQSEgoKdHVybl9saW1pdBgKIAEoDRIpCghjYXBhY2l0eRgLIAEoCzIXLnR1cm5rZWVwZXIudjEuQ2FwYWNpdHkSIwoFcm91dGUYDCABKAsyFC50dXJua2VlcGVyLnYxLlJvdXRlEiwKBmNhbGxlchgNIAEoCzIcLnR1cm5rZWVwZXIudjEuQ2FsbGVyQ29udGV4dBIbChNicmVhZGNydW1iX2luc2VydGVkGA4gASgIEjAKDGNvdW50X3NvdXJjZRgPIAEoDjIaLnR1cm5rZWVwZXIudjEuQ291bnRTb3VyY2USNAoLY2FsaWJyYXRpb24YECABKAsyHy50dXJua2VlcGVyLnYxLlVzYWdlQ2FsaWJyYXRpb24SEAoIY3V0X3N0ZXAYESABKAQSFwoPY3V0X2Ryb3BfdGFyZ2V0GBIgASgEEjQKCGNvbGxhcHNlGBMgASgLMiIudHVybmtlZXBlci52MS5Ub29sQ29udGV4dENvbGxhcHNlEjMKCGNsZWFyaW5nGBQgASgLMiEudHVybmtlZXBlci52MS5Ub29sUmVzdWx0Q2xlYXJpbmciWwoTVG9vbENvbnRleHRDb2xsYXBzZRIXCg9jb2xsYXBzZWRfdHVybnMYASABKA0SFQoNcm93c19sZWZ0X291dBgCIAEoDRIUCgxzYXZlZF90b2tlbnMYAyABKAQiQwoSVG9vbFJlc3VsdENsZWFyaW5nEhcKD3Jlc3VsdHNfY2xlYXJlZBgBIAEoDRIUCgxzYXZlZF90b2tlbnMYAiABKAQiwgIKDlJlY292ZXJ5UmVwb3J0Eg8KB3RyaW1tZWQYASABKAgSLwoHYmxvY2tlchgCIAEoDjIeLnR1cm5rZWVwZXIudjEuUmVjb3ZlcnlCbG9ja2VyEhcKD2Jhc2VsaW5lX3Rva2VucxgDIAEoBBIVCg10YXJnZXRfdG9rZW5zGAQgASgEEhQKDHRva2Vuc19hZnRlchgFIAEoBBIWCg50YXJnZXRfcmVhY2hlZBgGIAEoCBISCgprZXB0X3R1cm5zGAcgASgNEhsKE3N5c3RlbV9mbG9vcl90b2tlbnMYCCABKAQSFQoNYnVkZ2V0X3Rva2VucxgJIAEoBBIjChtzeXN0ZW1fZmxvb3JfcmVhY2hlc19idWRnZXQYCiABKAgSIwoFcm91dGUYCyABKAsyFC50dXJua2VlcGVyLnYxLlJvdXRlIqIBCgxDb250ZXh0TWV0ZXISEwoLdXNlZF90b2tlbnMYASABKAQSFQoNYnVkZ2V0X3Rva2VucxgCIAEoBBIcCg9jYXBhY2l0eV90b2tlbnMYAyABKARIAIgBARIeChFjYXBhY2l0eV9mcmFjdGlvbhgEIAEoAUgBiAEBQhIKEF9jYXBhY2l0eV90b2tlbnNCFAoSX2NhcGFjaXR5X2ZyYWN0aW9uIosBChFJbnB1dENvc3RFc3RpbWF0ZRIMCgRjb3N0GAEgASgBEhAKCGN1cnJlbmN5GAIgASgJEh0KFXVuY2FjaGVkX2lucHV0X3Rva2VucxgDIAEoBBIbChNjYWNoZWRfaW5wdXRfdG9rZW5zGAQgASgEEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgFIAEoBCK8AQoPTWVzc2FnZUVzdGltYXRlEhUKDXByb3ZpZGVyX3Jvd3MYASABKA0SEgoKdGV4dF9ieXRlcxgCIAEoBBITCgt0ZXh0X3Rva2VucxgDIAEoBBIWCg5mcmFtaW5nX3Rva2VucxgEIAEoBBIOCgZpbWFnZXMYBSABKA0SFAoMaW1hZ2VfdG9rZW5zGAYgASgEEhQKDHRvdGFsX3Rva2VucxgHIAEoBBIVCg10dXJuX2JvdW5kYXJ5GAggASgIInoKDU9ycGhhblJlbW92YWwSJwoEa2luZBgBIAEoDjIZLnR1cm5rZWVwZXIudjEuT3JwaGFuS2luZBIVCg1tZXNzYWdlX2luZGV4GAIgASgNEhQKDHRvb2xfY2FsbF9pZBgDIAEoCRITCgtyb3dfcmVtb3ZlZBgEIAEoCCLeAQoOQ2FwYWNpdHlSZXBvcnQSFgoObWVzc2FnZV90b2tlbnMYASABKAQSFAoMaW1hZ2VfdG9rZW5zGAIgASgEEhMKC2hvb2tfdG9rZW5zGAMgASgEEhoKEnRvb2xfc2NoZW1hX3Rva2VucxgEIAEoBBIeChZyZXNlcnZlZF9vdXRwdXRfdG9rZW5zGAUgASgEEhQKDHRvdGFsX3Rva2VucxgGIAEoBBIpCghjYXBhY2l0eRgHIAEoCzIXLnR1cm5rZWVwZXIudjEuQ2FwYWNpdHkSDAoEZml0cxgIIAEoCCI8ChBDYXBwZWRUb29sUmVzdWx0Eg8KB2NvbnRlbnQYASABKAkSFwoPdHJ1bmNhdGVkX2NoYXJzGAIgASgEKokBCgpUcmltUmVhc29uEhsKF1RSSU1fUkVBU09OX1VOU1BFQ0lGSUVEEAASHAoYVFJJTV9SRUFTT05fVE9LRU5fQlVER0VUEAESGgoWVFJJTV9SRUFTT05fVFVSTl9MSU1JVBACEiQKIFRSSU1fUkVBU09OX1RPT0xfUkVTVUxUU19DTEVBUkVEEAMqswEKCFRyaW1Nb2RlEhkKFVRSSU1fTU9ERV9VTlNQRUNJRklFRBAAEhoKFlRSSU1fTU9ERV9UT0tFTl9CVURHRVQQARIYChRUUklNX01PREVfVFVSTl9DT1VOVBACEh8KG1RSSU1fTU9ERV9PVkVSRkxPV19SRUNPVkVSWRADEhcKE1RSSU1fTU9ERV9ST1dfQ09VTlQQBBIcChhUUklNX01PREVfUkVQT1JURURfVVNBR0UQBSpqCgtDb3VudFNvdXJjZRIcChhDT1VOVF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIZChVDT1VOVF9TT1VSQ0VfRVNUSU1BVEUQARIiCh5DT1VOVF9TT1VSQ0VfUFJPVklERVJfUkVQT1JURUQQAiqDAQoKQ2FsbGVyUGF0aBIbChdDQUxMRVJfUEFUSF9VTlNQRUNJRklFRBAAEhUKEUNBTExFUl9QQVRIX0FHRU5UEAESGwoXQ0FMTEVSX1BBVEhfTEVHQUNZX0xPT1AQAhIkCiBDQUxMRVJfUEFUSF9DSEFOTkVMX1NFTkRFUl9DQUNIRRADKnUKD1JlY292ZXJ5QmxvY2tlchIgChxSRUNPVkVSWV9CTE9DS0VSX1VOU1BFQ0lGSUVEEAASIAocUkVDT1ZFUllfQkxPQ0tFUl9TSU5HTEVfVFVSThABEh4KGlJFQ09WRVJZX0JMT0NLRVJfTk9fU0FWSU5HEAIqfQoKT3JwaGFuS2luZBIbChdPUlBIQU5fS0lORF9VTlNQRUNJRklFRBAAEigKJE9SUEhBTl9LSU5EX1RPT0xfUkVTVUxUX1dJVEhPVVRfQ0FMTBABEigKJE9SUEhBTl9LSU5EX1RPT0xfQ0FMTF9XSVRIT1VUX1JFU1VMVBACYgZwcm90bzM", [file_turnkeeper_v1_resolution]);
 
 /**
  * ReportedUsage is what the provider reported for the previous request, next to what turnkeeper estimated for it.
@@ -293,6 +293,21 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
    * @generated from field: uint64 cut_drop_target = 18;
    */
   cutDropTarget: bigint;
+
+  /**
+   * The tool context the same preparation collapsed before this trim (spec §13.3); absent for TrimHistory and when
+   * nothing was collapsed. The trim's counts are of the history it was given: the projection.
+   *
+   * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 19;
+   */
+  collapse?: ToolContextCollapse | undefined;
+
+  /**
+   * The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise.
+   *
+   * @generated from field: turnkeeper.v1.ToolResultClearing clearing = 20;
+   */
+  clearing?: ToolResultClearing | undefined;
 };
 
 /**
@@ -301,6 +316,69 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
  */
 export const HistoryTrimmedSchema: GenMessage<HistoryTrimmed> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_trim, 4);
+
+/**
+ * ToolContextCollapse is what the projection of a prepared request left out (spec §13.1, §13.3).
+ *
+ * @generated from message turnkeeper.v1.ToolContextCollapse
+ */
+export type ToolContextCollapse = Message<"turnkeeper.v1.ToolContextCollapse"> & {
+  /**
+   * The turns sent as their prompt, one tool-exchange summary and their closing reply.
+   *
+   * @generated from field: uint32 collapsed_turns = 1;
+   */
+  collapsedTurns: number;
+
+  /**
+   * The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
+   *
+   * @generated from field: uint32 rows_left_out = 2;
+   */
+  rowsLeftOut: number;
+
+  /**
+   * The estimate of the turn-limited history minus that of its projection, in tokens.
+   *
+   * @generated from field: uint64 saved_tokens = 3;
+   */
+  savedTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ToolContextCollapse.
+ * Use `create(ToolContextCollapseSchema)` to create a new message.
+ */
+export const ToolContextCollapseSchema: GenMessage<ToolContextCollapse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 5);
+
+/**
+ * ToolResultClearing is what clearing the running turn's oldest tool results did (spec §13.4).
+ *
+ * @generated from message turnkeeper.v1.ToolResultClearing
+ */
+export type ToolResultClearing = Message<"turnkeeper.v1.ToolResultClearing"> & {
+  /**
+   * The tool results cleared (each result of a ToolResults row counts alone).
+   *
+   * @generated from field: uint32 results_cleared = 1;
+   */
+  resultsCleared: number;
+
+  /**
+   * The estimate before the clearing minus the estimate after it, in tokens.
+   *
+   * @generated from field: uint64 saved_tokens = 2;
+   */
+  savedTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ToolResultClearing.
+ * Use `create(ToolResultClearingSchema)` to create a new message.
+ */
+export const ToolResultClearingSchema: GenMessage<ToolResultClearing> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_trim, 6);
 
 /**
  * RecoveryReport says what an overflow recovery did, and when it could not trim, why (spec §10.1).
@@ -394,7 +472,7 @@ export type RecoveryReport = Message<"turnkeeper.v1.RecoveryReport"> & {
  * Use `create(RecoveryReportSchema)` to create a new message.
  */
 export const RecoveryReportSchema: GenMessage<RecoveryReport> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 5);
+  messageDesc(file_turnkeeper_v1_trim, 7);
 
 /**
  * ContextMeter is how full the prepared request makes the resolved route's context (spec §10.5).
@@ -437,7 +515,7 @@ export type ContextMeter = Message<"turnkeeper.v1.ContextMeter"> & {
  * Use `create(ContextMeterSchema)` to create a new message.
  */
 export const ContextMeterSchema: GenMessage<ContextMeter> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 6);
+  messageDesc(file_turnkeeper_v1_trim, 8);
 
 /**
  * InputCostEstimate is the estimated price of the prepared request's input on the resolved route (spec §10.5).
@@ -446,7 +524,8 @@ export const ContextMeterSchema: GenMessage<ContextMeter> = /*@__PURE__*/
  */
 export type InputCostEstimate = Message<"turnkeeper.v1.InputCostEstimate"> & {
   /**
-   * (uncached_input_tokens x input price + cached_input_tokens x cached price) / 1,000,000, in IEEE-754 doubles.
+   * ((uncached_input_tokens - cache_write_tokens) x input price + cached_input_tokens x cached price
+   * + cache_write_tokens x write price) / 1,000,000, in IEEE-754 doubles (spec §10.5, §14).
    *
    * @generated from field: double cost = 1;
    */
@@ -472,6 +551,14 @@ export type InputCostEstimate = Message<"turnkeeper.v1.InputCostEstimate"> & {
    * @generated from field: uint64 cached_input_tokens = 4;
    */
   cachedInputTokens: bigint;
+
+  /**
+   * The input tokens priced at the cache-write price (spec §14): the request's `cache_write_tokens`, at most the
+   * uncached input tokens; included in `uncached_input_tokens`.
+   *
+   * @generated from field: uint64 cache_write_tokens = 5;
+   */
+  cacheWriteTokens: bigint;
 };
 
 /**
@@ -479,7 +566,7 @@ export type InputCostEstimate = Message<"turnkeeper.v1.InputCostEstimate"> & {
  * Use `create(InputCostEstimateSchema)` to create a new message.
  */
 export const InputCostEstimateSchema: GenMessage<InputCostEstimate> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 7);
+  messageDesc(file_turnkeeper_v1_trim, 9);
 
 /**
  * MessageEstimate is the token estimate of one input row, with its parts visible.
@@ -549,7 +636,7 @@ export type MessageEstimate = Message<"turnkeeper.v1.MessageEstimate"> & {
  * Use `create(MessageEstimateSchema)` to create a new message.
  */
 export const MessageEstimateSchema: GenMessage<MessageEstimate> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 8);
+  messageDesc(file_turnkeeper_v1_trim, 10);
 
 /**
  * OrphanRemoval is one thing the orphan sweep removed.
@@ -591,7 +678,7 @@ export type OrphanRemoval = Message<"turnkeeper.v1.OrphanRemoval"> & {
  * Use `create(OrphanRemovalSchema)` to create a new message.
  */
 export const OrphanRemovalSchema: GenMessage<OrphanRemoval> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 9);
+  messageDesc(file_turnkeeper_v1_trim, 11);
 
 /**
  * CapacityReport is the pre-flight breakdown of a prepared request against the model's capacity.
@@ -661,7 +748,7 @@ export type CapacityReport = Message<"turnkeeper.v1.CapacityReport"> & {
  * Use `create(CapacityReportSchema)` to create a new message.
  */
 export const CapacityReportSchema: GenMessage<CapacityReport> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 10);
+  messageDesc(file_turnkeeper_v1_trim, 12);
 
 /**
  * CappedToolResult is one tool result after the `max_tool_result_chars` cap.
@@ -689,7 +776,7 @@ export type CappedToolResult = Message<"turnkeeper.v1.CappedToolResult"> & {
  * Use `create(CappedToolResultSchema)` to create a new message.
  */
 export const CappedToolResultSchema: GenMessage<CappedToolResult> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_trim, 11);
+  messageDesc(file_turnkeeper_v1_trim, 13);
 
 /**
  * TrimReason says which limit caused older turns to be dropped.
@@ -717,6 +804,14 @@ export enum TrimReason {
    * @generated from enum value: TRIM_REASON_TURN_LIMIT = 2;
    */
   TURN_LIMIT = 2,
+
+  /**
+   * The running turn alone exceeded the target, and its oldest tool results were cleared (spec §13.4). No turn was
+   * dropped; `clearing` says how many results and tokens.
+   *
+   * @generated from enum value: TRIM_REASON_TOOL_RESULTS_CLEARED = 3;
+   */
+  TOOL_RESULTS_CLEARED = 3,
 }
 
 /**
