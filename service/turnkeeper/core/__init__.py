@@ -11,6 +11,8 @@ Modules follow the spec:
 - `sweep`: the orphan sweep (§8, §10.2);
 - `toolcap`: the tool-result cap (§8, §10.6);
 - `working`: a history kept in step with its pricing, the breadcrumb's cost (§7, §9);
+- `projection`: tool context retention, the request-time projection of old turns (§13.1);
+- `clearing`: clearing the running turn's oldest tool results (§13.4);
 - `calibration`: the trim by provider-reported usage (§10.3, §16.2);
 - `meter`: the context meter and the input cost (§10.5);
 - `overflow`: recognising a provider's context-window overflow (§10.4);

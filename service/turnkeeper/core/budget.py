@@ -7,6 +7,9 @@ import math
 from turnkeeper.core.trimming import DEFAULT_TURN_LIMIT
 from turnkeeper.v1 import profile_pb2, resolution_pb2
 
+DEFAULT_KEEP_TOOL_CONTEXT_TURNS = 2
+"""The K of a profile (or explicit limits) that leaves `keep_tool_context_turns` unset (§13.1)."""
+
 LEGACY_BUDGET = 32_000
 """The historical budget of a profile that sets neither max_context_tokens nor a ratio (§3.1)."""
 
@@ -79,6 +82,19 @@ def known_window(profiles: profile_pb2.Profiles, route: resolution_pb2.Route) ->
     return profile.context_window
 
 
+def min_cacheable_tokens(profiles: profile_pb2.Profiles, route: resolution_pb2.Route) -> int | None:
+    """The selected model's shortest cacheable prefix (§14), under the window's rule (§3 Route)."""
+    profile = route_profile(profiles, route)
+    if profile is None or not profile.HasField("min_cacheable_tokens"):
+        return None
+    return profile.min_cacheable_tokens
+
+
+def keep_tool_context_turns(value: int | None) -> int:
+    """The K in effect (§13.1): the value set, else 2."""
+    return DEFAULT_KEEP_TOOL_CONTEXT_TURNS if value is None else value
+
+
 def valid_ratio(runtime: profile_pb2.RuntimeProfile) -> float | None:
     """The ratio when it takes effect: in (0.0, 1.0]; anything else (NaN too) counts as unset."""
     if not runtime.HasField("context_compact_ratio"):
@@ -147,7 +163,7 @@ def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
     fraction, fraction_ignored = low_water(
         runtime.history_trim_low_water if runtime.HasField("history_trim_low_water") else None
     )
-    return resolution_pb2.Resolution(
+    resolution = resolution_pb2.Resolution(
         route=route,
         capacity=capacity,
         budget_tokens=budget,
@@ -162,4 +178,14 @@ def resolve(profiles: profile_pb2.Profiles) -> resolution_pb2.Resolution:
         ratio_ignored=ratio_set and ratio is None,
         history_trim_low_water=fraction,
         low_water_ignored=fraction_ignored,
+        keep_tool_context_turns=keep_tool_context_turns(
+            runtime.keep_tool_context_turns if runtime.HasField("keep_tool_context_turns") else None
+        ),
     )
+    # §13.4: R is reported only when set (unset keeps the running turn whole).
+    if runtime.HasField("keep_running_turn_tool_results"):
+        resolution.keep_running_turn_tool_results = runtime.keep_running_turn_tool_results
+    minimum = min_cacheable_tokens(profiles, route)
+    if minimum is not None:
+        resolution.min_cacheable_tokens = minimum
+    return resolution

@@ -42,20 +42,37 @@ def route_prices(
 
 
 def input_cost(
-    used_tokens: int, cached_tokens: int, prices: profile_pb2.ModelPrices
+    used_tokens: int,
+    cached_tokens: int,
+    prices: profile_pb2.ModelPrices,
+    cache_write_tokens: int = 0,
 ) -> trim_pb2.InputCostEstimate:
-    """(uncached x input price + cached x cached price) / 1,000,000, at most the largest double."""
+    """((uncached - W') x input price + cached x cached price + W' x write price) / 1,000,000,
+    at most the largest double, with W' = min(W, uncached) (§10.5, §14); the cached and write
+    prices default to the input price."""
+    input_price = prices.input_per_million_tokens
     cached = min(cached_tokens, used_tokens)
     uncached = used_tokens - cached
+    written = min(cache_write_tokens, uncached)
     cached_price = (
         prices.cached_input_per_million_tokens
         if prices.HasField("cached_input_per_million_tokens")
-        else prices.input_per_million_tokens
+        else input_price
     )
-    cost = (uncached * prices.input_per_million_tokens + cached * cached_price) / PER_MILLION
-    return trim_pb2.InputCostEstimate(
+    write_price = (
+        prices.cache_write_per_million_tokens
+        if prices.HasField("cache_write_per_million_tokens")
+        else input_price
+    )
+    cost = (
+        (uncached - written) * input_price + cached * cached_price + written * write_price
+    ) / PER_MILLION
+    estimate = trim_pb2.InputCostEstimate(
         cost=min(cost, sys.float_info.max),
         currency=prices.currency,
         uncached_input_tokens=saturate(uncached),
         cached_input_tokens=saturate(cached),
     )
+    if written:
+        estimate.cache_write_tokens = saturate(written)
+    return estimate

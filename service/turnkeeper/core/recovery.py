@@ -71,3 +71,15 @@ def plan_recovery(
     if route is not None:
         report.route.CopyFrom(route)
     return Recovery(plan, report)
+
+
+def cleared_recovery(recovery: Recovery, tokens_after: int) -> Recovery:
+    """The recovery once the running turn's oldest tool results were cleared to its target
+    (§13.4): it trimmed, whatever its cut could not do, and reports the cleared estimate."""
+    report = trim_pb2.RecoveryReport()
+    report.CopyFrom(recovery.report)
+    report.trimmed = True
+    report.blocker = trim_pb2.RECOVERY_BLOCKER_UNSPECIFIED
+    report.tokens_after = tokens_after
+    report.target_reached = tokens_after <= report.target_tokens
+    return Recovery(recovery.plan, report)

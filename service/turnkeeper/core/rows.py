@@ -157,16 +157,21 @@ def last_boundary(rows: Sequence[Row]) -> int:
     return -1
 
 
+def row_estimate(row: Row, in_current_turn: bool) -> tuple[int, int]:
+    """A row's estimate and the images it sends (§9 Estimate of a row): declared attachments are
+    sent only when the row is in the current user turn."""
+    sent = row.marker_images + (row.attachments if in_current_turn else 0)
+    return row.text_tokens + FRAMING_TOKENS * row.provider_rows + TOKENS_PER_IMAGE * sent, sent
+
+
 def price(rows: Sequence[Row]) -> Pricing:
     current_from = last_boundary(rows) + 1
     tokens: list[int] = []
     images: list[int] = []
     for i, row in enumerate(rows):
-        sent = row.marker_images + (row.attachments if i >= current_from else 0)
+        estimate, sent = row_estimate(row, i >= current_from)
+        tokens.append(estimate)
         images.append(sent)
-        tokens.append(
-            row.text_tokens + FRAMING_TOKENS * row.provider_rows + TOKENS_PER_IMAGE * sent
-        )
     return Pricing(tokens, images)
 
 

@@ -10,17 +10,24 @@ then the rest of the response serialized) is byte-identical to serializing the w
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TypeAlias
 
 from turnkeeper.core.budget import tool_result_cap
 from turnkeeper.core.calibration import plan_reported_usage
 from turnkeeper.core.overflow import OverflowClassifier, PhraseOrigin
 from turnkeeper.core.preflight import Extras, room
-from turnkeeper.core.recovery import Recovery, plan_recovery
+from turnkeeper.core.recovery import Recovery, cleared_recovery, plan_recovery
 from turnkeeper.core.toolcap import cap_tool_result
-from turnkeeper.core.trimming import TrimPlan
+from turnkeeper.core.trimming import TrimPlan, minimal_cut
 from turnkeeper.server.api.capacity_gate import preflight, request_extras
+from turnkeeper.server.api.prepared_rows import (
+    cache_breakpoints,
+    dropped_input_rows,
+    prepared_index,
+)
 from turnkeeper.server.api.responses import (
     Counts,
     Reply,
@@ -36,10 +43,15 @@ from turnkeeper.server.api.trim_limits import (
     explicit_trim_limits,
     valid_resolution,
 )
-from turnkeeper.server.api.trim_telemetry import MODE_NAMES, MODE_REASONS, record_trim
+from turnkeeper.server.api.trim_telemetry import (
+    MODE_NAMES,
+    MODE_REASONS,
+    record_clearing,
+    record_trim,
+)
 from turnkeeper.server.contract import validation
 from turnkeeper.server.contract.errors import Violations, raise_if_any
-from turnkeeper.server.engine.protocol import HistorySource, HistoryView
+from turnkeeper.server.engine.protocol import HistorySource, HistoryView, Projection
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import resolution_pb2, trim_pb2
 
@@ -231,31 +243,126 @@ TrimStep: TypeAlias = tuple[TrimPlan, trim_pb2.TrimReason.ValueType, Counts]
 """One trim of a preparation: what it drops, why, and the counts it reports."""
 
 
+@dataclass(slots=True)  # not frozen, like responses.Reply
+class Clearing:
+    """What a §13.4 clearing did to the history it was given."""
+
+    tokens_before: int
+    tokens_after: int
+    target_tokens: int
+    results_cleared: int
+    overflow_recovery: bool
+
+    def report(self) -> trim_pb2.ToolResultClearing:
+        return trim_pb2.ToolResultClearing(
+            results_cleared=self.results_cleared,
+            saved_tokens=self.tokens_before - self.tokens_after,
+        )
+
+
+@dataclass(slots=True)  # not frozen, like responses.Reply
+class Fitted:
+    """The prepared history and how it was fitted: the budget trim (or the recovery that took its
+    place), the clearing, and the recovery report when recovery was asked."""
+
+    prepared: HistoryView
+    trim: TrimStep
+    clearing: Clearing | None
+    recovery: Recovery | None
+
+
 def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySource) -> Reply:
     """The preparation of one provider request, in the spec's order (§13.2): resolve, sweep,
-    turn limit, projection, budget trim (or overflow recovery), breadcrumb, pre-flight, meter."""
+    turn limit, projection, budget trim (or overflow recovery), breadcrumb, clearing (§13.4),
+    pre-flight, meter."""
     view, resolved = _resolve_preparation(request, source)
     resolution, limits = resolved.resolution, resolved.limits
     tokens_before = view.total_tokens
     swept, removals = view.sweep()  # §10.2
     turn_trim, limited = _apply_turn_limit(swept, resolution, limits)
-    # Spec §13's projection of old tool output goes here, on the turn-limited history: everything
-    # after it (the budget trim, calibration, recovery, the pre-flight, the meter) then measures
-    # the request as it will be sent.
+    # §13.1 on the turn-limited history: everything after it (the budget trim, calibration,
+    # recovery, the clearing, the pre-flight, the meter) measures the request as it is sent.
+    projected, projection = limited.project(resolution.keep_tool_context_turns)
+    collapse = _collapse(limited, projected, projection)
     extras = request_extras(request)
-    budget_trim, recovery = _trim_to_budget_or_recover(request, limited, resolution, limits, extras)
-    prepared = _place_breadcrumb(limited, budget_trim, limits)
+    fitted = _fit(request, projected, resolution, limits, extras)
+    prepared = fitted.prepared
     # Nothing is sent when it does not fit, so nothing is published: the runtime must change it.
     report = preflight(prepared, extras, resolution)
     caller = request.caller if request.HasField("caller") else None
-    trims = _visible_trims((turn_trim, budget_trim), recovery, resolution, caller)
+    trims = _visible_trims((turn_trim, fitted.trim), fitted.recovery, resolution, caller, collapse)
+    if fitted.clearing is not None:
+        trims.append(_clearing_event(fitted.clearing, prepared, resolution, caller, collapse))
     response = svc.PrepareModelCallResponse()
-    fill_preparation(response, resolution, trims, removals, report, tokens_before, recovery)
+    fill_preparation(response, resolution, trims, removals, report, tokens_before, fitted.recovery)
+    if collapse is not None:
+        response.collapse.CopyFrom(collapse)
+    if fitted.clearing is not None:
+        response.clearing.CopyFrom(fitted.clearing.report())
+    budget_plan = fitted.trim[0]
+    response.cache_breakpoints.extend(
+        _breakpoints(prepared, projection, budget_plan, extras, resolution)
+    )
+    if turn_trim[0].drop or budget_plan.drop:
+        response.dropped_input_rows.extend(
+            dropped_input_rows(
+                _removed_rows(removals),
+                turn_trim[0].drop,
+                turn_trim[0].breadcrumb_at is not None,
+                projection.collapsed,
+                budget_plan.drop,
+            )
+        )
     meter = fill_meter(response, report, request, resolved)
     return Reply(
         prepared.history_field(response.SerializeToString()),
         tuple(trims),
-        (caller, resolution.route, meter),
+        (caller, resolution.route, meter, collapse),
+    )
+
+
+def _collapse(
+    limited: HistoryView, projected: HistoryView, projection: Projection
+) -> trim_pb2.ToolContextCollapse | None:
+    """§13.3: what the projection left out; None when it collapsed nothing."""
+    if not projection.collapsed:
+        return None
+    return trim_pb2.ToolContextCollapse(
+        collapsed_turns=len(projection.collapsed),
+        rows_left_out=projection.rows_left_out,
+        saved_tokens=limited.total_tokens - projected.total_tokens,
+    )
+
+
+def _removed_rows(removals: list[trim_pb2.OrphanRemoval]) -> list[int]:
+    """The request indices of the rows the sweep removed, ascending."""
+    return sorted({removal.message_index for removal in removals if removal.row_removed})
+
+
+def _breakpoints(
+    prepared: HistoryView,
+    projection: Projection,
+    budget_plan: TrimPlan,
+    extras: Extras,
+    resolution: resolution_pb2.Resolution,
+) -> list[int]:
+    """§14: the last leading system row, the last row of the newest collapsed turn still sent,
+    the last row; priced with the tool schemas as the pre-flight prices them."""
+    newest_collapsed = None
+    if projection.collapsed:
+        newest_collapsed = prepared_index(
+            projection.collapsed[-1].output_stop - 1,
+            budget_plan.drop,
+            budget_plan.breadcrumb_at is not None,
+        )
+    minimum = (
+        resolution.min_cacheable_tokens if resolution.HasField("min_cacheable_tokens") else None
+    )
+    return cache_breakpoints(
+        (prepared.system_rows - 1, newest_collapsed, prepared.rows - 1),
+        prepared.tokens_through,
+        extras.schema_tokens,
+        minimum,
     )
 
 
@@ -280,31 +387,82 @@ def _apply_turn_limit(
     return step, swept.apply(limited, limits.breadcrumb_text)
 
 
-def _trim_to_budget_or_recover(
+def _fit(
     request: svc.PrepareModelCallRequest,
-    limited: HistoryView,
+    projected: HistoryView,
     resolution: resolution_pb2.Resolution,
     limits: TrimLimits,
     extras: Extras,
-) -> tuple[TrimStep, Recovery | None]:
-    """The budget trim of the turn-limited history, or, when recovery is asked and can trim, the
-    §10.1 recovery in its place; also returns the recovery, asked or not."""
-    baseline = _budget_trim(request, limited, resolution, limits, extras)
+) -> Fitted:
+    """The budget trim of the projection and its §13.4 clearing, or, when recovery is asked and
+    can trim or clear, the §10.1 recovery in their place."""
+    baseline = _budget_trim(request, projected, resolution, limits, extras)
+    plan = baseline[0]
+    prepared = projected.apply(plan, limits.breadcrumb_text)
+    keep_newest = _keep_newest_results(resolution)
+    clearing: Clearing | None = None
+    if resolution.budget_tokens:
+        target, fraction = plan.target_tokens, resolution.history_trim_low_water
+        # floor(target x L) in doubles, as the §11.1 step; the target itself for the minimal cut.
+        stop = target if minimal_cut(fraction) else math.floor(target * fraction)
+        prepared, clearing = _clear(prepared, keep_newest, target, stop, False)
     if not request.overflow_recovery:
-        return baseline, None
-    # 2/3 of what this call would have sent without recovery (§10.1), as one trim of the
-    # turn-limited history (core.recovery shows it drops what the two trims would).
+        return Fitted(prepared, baseline, clearing, None)
+    # 2/3 of what this call would have sent without recovery (§10.1), its own clearing included,
+    # as one trim of the projection (core.recovery shows it drops what the two trims would).
     recovery = plan_recovery(
-        limited,
+        projected,
         limits.breadcrumb_cost,
-        baseline=baseline[0],
+        baseline=replace(plan, tokens_after=prepared.total_tokens),
         budget_tokens=resolution.budget_tokens,
         route=resolution.route,
     )
-    if not recovery.report.trimmed:
-        return baseline, recovery  # none possible: the baseline is what is sent
-    plan = recovery.plan
-    return (plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(plan)), recovery
+    target = recovery.report.target_tokens
+    if recovery.report.trimmed:
+        plan = recovery.plan
+        step = (plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(plan))
+        recovered = projected.apply(plan, limits.breadcrumb_text)
+        recovered, cleared = _clear(recovered, keep_newest, target, target, True)
+        if cleared is not None:
+            recovery = cleared_recovery(recovery, recovered.total_tokens)
+        return Fitted(recovered, step, cleared, recovery)
+    if recovery.report.blocker != trim_pb2.RECOVERY_BLOCKER_SINGLE_TURN:
+        return Fitted(prepared, baseline, clearing, recovery)
+    # One turn left: what recovery may still do is clear more of it, to its own target.
+    recovered, cleared = _clear(prepared, keep_newest, target, target, True)
+    if cleared is None:
+        return Fitted(prepared, baseline, clearing, recovery)
+    if clearing is not None:  # one clearing reported, from the trimmed history on
+        cleared.tokens_before = clearing.tokens_before
+        cleared.results_cleared += clearing.results_cleared
+    return Fitted(recovered, baseline, cleared, cleared_recovery(recovery, recovered.total_tokens))
+
+
+def _keep_newest_results(resolution: resolution_pb2.Resolution) -> int | None:
+    """R (§13.4) when set, else None: the running turn is kept whole."""
+    if resolution.HasField("keep_running_turn_tool_results"):
+        return resolution.keep_running_turn_tool_results
+    return None
+
+
+def _clear(
+    prepared: HistoryView,
+    keep_newest: int | None,
+    target: int,
+    stop: int,
+    overflow_recovery: bool,
+) -> tuple[HistoryView, Clearing | None]:
+    """§13.4 on a history with only its newest turn left: when R is set and the estimate exceeds
+    `target`, the running turn's oldest results cleared down to `stop`; None when none was."""
+    if keep_newest is None:
+        return prepared, None
+    before = prepared.total_tokens
+    if before <= target or prepared.turns > 1:
+        return prepared, None
+    cleared, count = prepared.clear_tool_results(keep_newest, stop)
+    if not count:
+        return prepared, None
+    return cleared, Clearing(before, cleared.total_tokens, target, count, overflow_recovery)
 
 
 def _budget_trim(
@@ -332,22 +490,16 @@ def _budget_trim(
     return plan, trim_pb2.TRIM_REASON_TOKEN_BUDGET, Counts.estimated(plan)
 
 
-def _place_breadcrumb(
-    limited: HistoryView, budget_trim: TrimStep, limits: TrimLimits
-) -> HistoryView:
-    """The prepared history: the budget trim applied, its breadcrumb after the system rows."""
-    return limited.apply(budget_trim[0], limits.breadcrumb_text)
-
-
 def _visible_trims(
     steps: tuple[TrimStep, ...],
     recovery: Recovery | None,
     resolution: resolution_pb2.Resolution,
     caller: trim_pb2.CallerContext | None,
+    collapse: trim_pb2.ToolContextCollapse | None,
 ) -> list[trim_pb2.HistoryTrimmed]:
-    """§7: one event per trim that dropped history, logged and counted. Published apart from the
-    response: what the feed retains must not hold the response's other fields (its orphan
-    removals may be many)."""
+    """§7: one event per trim that dropped history, logged and counted, with the collapse of the
+    same preparation (§13.3). Published apart from the response: what the feed retains must not
+    hold the response's other fields (its orphan removals may be many)."""
     recovered = recovery is not None and recovery.report.trimmed
     trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, counts in steps:
@@ -366,9 +518,42 @@ def _visible_trims(
             resolution=resolution,
             caller=caller,
         )
+        if collapse is not None:
+            trimmed.collapse.CopyFrom(collapse)
         label = "turn_limit" if reason == trim_pb2.TRIM_REASON_TURN_LIMIT else "token_budget"
         record_trim(trim_pb2.CALLER_PATH_AGENT, "PREPARE_MODEL_CALL", label, plan)
     return trims
+
+
+def _clearing_event(
+    clearing: Clearing,
+    prepared: HistoryView,
+    resolution: resolution_pb2.Resolution,
+    caller: trim_pb2.CallerContext | None,
+    collapse: trim_pb2.ToolContextCollapse | None,
+) -> trim_pb2.HistoryTrimmed:
+    """§13.4: the clearing's own event, reason tool results cleared; no row is dropped."""
+    trimmed = trim_pb2.HistoryTrimmed(
+        reason=trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED,
+        overflow_recovery=clearing.overflow_recovery,
+        kept_turns=prepared.turns,
+        tokens_before=clearing.tokens_before,
+        tokens_after=clearing.tokens_after,
+        target_tokens=clearing.target_tokens,
+        budget_tokens=resolution.budget_tokens,
+        count_source=trim_pb2.COUNT_SOURCE_ESTIMATE,
+    )
+    trimmed.clearing.CopyFrom(clearing.report())
+    trimmed.capacity.CopyFrom(resolution.capacity)
+    trimmed.route.CopyFrom(resolution.route)
+    if caller is not None:
+        trimmed.caller.CopyFrom(caller)
+    if collapse is not None:
+        trimmed.collapse.CopyFrom(collapse)
+    record_clearing(
+        clearing.results_cleared, clearing.tokens_before, clearing.tokens_after, prepared.turns
+    )
+    return trimmed
 
 
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from turnkeeper.core.budget import low_water, resolve
+from turnkeeper.core.budget import keep_tool_context_turns, low_water, resolve
 from turnkeeper.core.meter import route_prices
 from turnkeeper.core.trimming import DEFAULT_BREADCRUMB_TEXT, DEFAULT_ROW_LIMIT, DEFAULT_TURN_LIMIT
 from turnkeeper.core.working import breadcrumb_cost
@@ -31,6 +31,10 @@ class TrimLimits:
     """The price of `breadcrumb_text` as a row (on paths that insert one)."""
     low_water: float
     """The §11 fraction in effect (1.0: the minimal cut)."""
+    keep_tool_context_turns: int
+    """The §13.1 K in effect; only a preparation projects, so TrimHistory just carries it."""
+    keep_running_turn_tool_results: int | None
+    """The §13.4 R when set; only a preparation clears, so TrimHistory just carries it."""
     resolution: resolution_pb2.Resolution | None
 
 
@@ -46,6 +50,16 @@ def _explicit_limits(explicit: svc.ExplicitLimits) -> TrimLimits:
         low_water=low_water(
             explicit.history_trim_low_water if explicit.HasField("history_trim_low_water") else None
         )[0],
+        keep_tool_context_turns=keep_tool_context_turns(
+            explicit.keep_tool_context_turns
+            if explicit.HasField("keep_tool_context_turns")
+            else None
+        ),
+        keep_running_turn_tool_results=(
+            explicit.keep_running_turn_tool_results
+            if explicit.HasField("keep_running_turn_tool_results")
+            else None
+        ),
         resolution=None,
     )
 
@@ -62,6 +76,12 @@ def _profile_limits(
         breadcrumb_text=text,
         breadcrumb_cost=breadcrumb_cost(text),
         low_water=resolution.history_trim_low_water,
+        keep_tool_context_turns=resolution.keep_tool_context_turns,
+        keep_running_turn_tool_results=(
+            resolution.keep_running_turn_tool_results
+            if resolution.HasField("keep_running_turn_tool_results")
+            else None
+        ),
         resolution=resolution,
     )
 

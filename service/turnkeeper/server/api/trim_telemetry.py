@@ -62,3 +62,39 @@ def record_trim(
             plan.tokens_before,
             plan.tokens_after,
         )
+
+
+def record_clearing(
+    results_cleared: int, tokens_before: int, tokens_after: int, turns: int
+) -> None:
+    """Logs and counts a §13.4 clearing, reason `tool_results_cleared` (counts only)."""
+    reason = "tool_results_cleared"
+    metrics.observe_trim(
+        trim_pb2.CALLER_PATH_AGENT,
+        reason,
+        dropped_turns=0,
+        dropped_messages=0,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+    )
+    if tracing.recording():
+        tracing.annotate(
+            {
+                f"turnkeeper.trim.{reason}.results_cleared": results_cleared,
+                f"turnkeeper.trim.{reason}.tokens_before": tokens_before,
+                f"turnkeeper.trim.{reason}.tokens_after": tokens_after,
+            }
+        )
+    log_line(
+        log,
+        logging.INFO,
+        "trimmed path=%s mode=%s reason=%s results_cleared=%d kept_turns=%d tokens_before=%d "
+        "tokens_after=%d",
+        _PATH_NAMES[trim_pb2.CALLER_PATH_AGENT],
+        "PREPARE_MODEL_CALL",
+        reason,
+        results_cleared,
+        turns,
+        tokens_before,
+        tokens_after,
+    )

@@ -40,6 +40,7 @@ class HistoryRule(enum.StrEnum):
     RESULTS_REQUIRED = "results_required"
     RESULT_ID = "result_id"
     MESSAGE_REQUIRED = "message_required"
+    TOOL_EXCHANGE_SUMMARY = "tool_exchange_summary"
 
 
 # Every rule but TOO_MANY_ROWS, whose description names the row counts (`_too_many_rows`).
@@ -80,6 +81,10 @@ HISTORY_RULES: dict[HistoryRule, tuple[Reason, str]] = {
     HistoryRule.MESSAGE_REQUIRED: (
         INVALID_HISTORY,
         "A conversation row needs one of chat, assistant_tool_calls or tool_results.",
+    ),
+    HistoryRule.TOOL_EXCHANGE_SUMMARY: (
+        INVALID_HISTORY,
+        "Only an assistant row without tool calls can be a tool-exchange summary.",
     ),
 }
 
@@ -138,6 +143,11 @@ def _chat_row_violations(
             out.append(_rule(HistoryRule.BREADCRUMB_ROLE, f"{path}.breadcrumb"))
         elif not crumb_slot:
             out.append(_rule(HistoryRule.BREADCRUMB_PLACE, f"{path}.breadcrumb"))
+    # The mark is the projection's own (§13.1): a summary stands for calls, so it carries none.
+    if row.tool_exchange_summary and (
+        role != history_pb2.ROLE_ASSISTANT or row.tool_calls or row.breadcrumb
+    ):
+        out.append(_rule(HistoryRule.TOOL_EXCHANGE_SUMMARY, f"{path}.tool_exchange_summary"))
 
 
 def _conversation_row_violations(

@@ -35,6 +35,8 @@ _AGENT_MODES = frozenset(
     }
 )
 _NO_MODES: frozenset[int] = frozenset()
+# An open enum on the wire: a number no CacheLifetime defines is rejected (§14 names two).
+_CACHE_LIFETIMES = frozenset(profile_pb2.CacheLifetime.values())
 # docs/conventions.md: the modes each caller path serves.
 _MODES_BY_PATH: dict[int, frozenset[int]] = {
     trim_pb2.CALLER_PATH_UNSPECIFIED: _AGENT_MODES,
@@ -106,6 +108,15 @@ def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations
             )
         if provider.HasField("prices"):
             _price_violations(provider.prices, f"{provider_path}.prices", out)
+        if provider.cache_lifetime not in _CACHE_LIFETIMES:
+            out.append(
+                violation(
+                    INVALID_PROFILE,
+                    f"{provider_path}.cache_lifetime",
+                    "A cache lifetime must be CACHE_LIFETIME_FIVE_MINUTES, "
+                    "CACHE_LIFETIME_ONE_HOUR or unspecified.",
+                )
+            )
     selection = profiles.selection
     if selection.HasField("session_switch") and not selection.session_switch.provider:
         out.append(
@@ -122,6 +133,8 @@ def _price_violations(prices: profile_pb2.ModelPrices, path: str, out: Violation
     checked = [("input_per_million_tokens", prices.input_per_million_tokens)]
     if prices.HasField("cached_input_per_million_tokens"):
         checked.append(("cached_input_per_million_tokens", prices.cached_input_per_million_tokens))
+    if prices.HasField("cache_write_per_million_tokens"):
+        checked.append(("cache_write_per_million_tokens", prices.cache_write_per_million_tokens))
     for name, value in checked:
         if not (math.isfinite(value) and value >= 0):
             out.append(
@@ -338,7 +351,8 @@ def check_trim_events(request: history_service_pb2.TrimEventsRequest) -> None:
                 violation(
                     INVALID_SUBSCRIPTION,
                     f"reasons[{i}]",
-                    "A reason filter must be TRIM_REASON_TOKEN_BUDGET or TRIM_REASON_TURN_LIMIT.",
+                    "A reason filter must be TRIM_REASON_TOKEN_BUDGET, TRIM_REASON_TURN_LIMIT or "
+                    "TRIM_REASON_TOOL_RESULTS_CLEARED.",
                 )
             )
     raise_if_any(out)

@@ -13,6 +13,8 @@ from typing import Protocol, TypeAlias, TypeVar
 
 from google.protobuf.message import Message
 
+# The core defines a collapsed turn; both engines name it from here.
+from turnkeeper.core.projection import CollapsedTurn as CollapsedTurn
 from turnkeeper.core.trimming import TrimPlan
 from turnkeeper.server.contract import limits
 from turnkeeper.server.contract.errors import Violations
@@ -22,17 +24,6 @@ M = TypeVar("M", bound=Message)
 
 PYTHON = "python"
 NATIVE = "native"
-
-
-@dataclass(frozen=True, slots=True)
-class CollapsedTurn:
-    """One turn the §13.1 projection collapsed, in the history it was given and in the projection:
-    its prompt row starts both ranges, which run to one past the turn's last row."""
-
-    input_start: int
-    input_stop: int
-    output_start: int
-    output_stop: int
 
 
 @dataclass(frozen=True, slots=True)

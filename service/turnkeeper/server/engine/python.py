@@ -8,7 +8,9 @@ from typing import TypeVar
 
 from google.protobuf.message import Message
 
+from turnkeeper.core.clearing import clear_tool_results
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
+from turnkeeper.core.projection import project_working
 from turnkeeper.core.sweep import sweep
 from turnkeeper.core.trimming import (
     TrimPlan,
@@ -20,7 +22,7 @@ from turnkeeper.core.trimming import (
 from turnkeeper.core.working import WorkingHistory
 from turnkeeper.server import allocator
 from turnkeeper.server.contract import history_rules, limits, wire
-from turnkeeper.server.engine.protocol import PYTHON, HistorySource
+from turnkeeper.server.engine.protocol import NO_PROJECTION, PYTHON, HistorySource, Projection
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -79,6 +81,31 @@ class PythonHistoryView:
         if not swept.removals:
             return self, []
         return PythonHistoryView(WorkingHistory.of(swept.history)), swept.removals
+
+    @property
+    def rows(self) -> int:
+        return len(self.working.rows)
+
+    @property
+    def system_rows(self) -> int:
+        return layout(self.working.rows).system_rows
+
+    def tokens_through(self, index: int) -> int:
+        return sum(self.working.pricing.tokens[: index + 1]) if index >= 0 else 0
+
+    def project(self, keep_turns: int) -> tuple[PythonHistoryView, Projection]:
+        working, projected = project_working(self.working, keep_turns)
+        if not projected.collapsed:
+            return self, NO_PROJECTION
+        return PythonHistoryView(working), Projection(projected.collapsed, projected.rows_left_out)
+
+    def clear_tool_results(
+        self, keep_newest: int, stop_tokens: int
+    ) -> tuple[PythonHistoryView, int]:
+        clearing = clear_tool_results(self.working, keep_newest, stop_tokens)
+        if not clearing.cleared:
+            return self, 0
+        return PythonHistoryView(clearing.working), clearing.cleared
 
     def history_field(self, tail: bytes = b"") -> bytes:
         return wire.length_delimited(1, self.working.history.SerializeToString(), tail)
