@@ -39,7 +39,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 import grpc
-from harness import PREPARE, turnkeeper_server
+from harness import PREPARE, SERVICE_DIR, turnkeeper_server
 from harness.cache import (
     ANTHROPIC,
     BUDGET,
@@ -171,22 +171,24 @@ def single_turn_table(runs: ToolRuns) -> Iterator[str]:
         f"{SINGLE_TURN_BUDGET:,}, window {SINGLE_TURN_WINDOW:,}; cost in input-token units per call"
     )
     yield (
-        f"{'R':>5} {'low water':>9} {'over budget':>11} {'refused':>8} {'clearings':>10} "
-        f"{'cleared':>10} {'tokens sent':>11} {'prefix cache':>12} {'marks: system+last':>18} "
-        f"{'returned':>9}"
+        f"{'style':<7} {'R':>5} {'low water':>9} {'over budget':>11} {'refused':>10} {'clearing':>10} "
+        f"{'rewrites':>10} {'cleared':>11} {'tokens sent':>11} {'prefix cache':>12} "
+        f"{'marks: system+last':>18} {'returned':>9}"
     )
     yield (
-        f"{'':>5} {'':>9} {'prepared':>11} {'pre-flight':>8} {'/100 calls':>10} {'/100 calls':>10}"
+        f"{'':<7} {'':>5} {'':>9} {'prepared':>11} {'pre-flight':>10} {'/100 calls':>10} "
+        f"{'/100 calls':>10} {'per request':>11}"
     )
     for setting, f in runs.items():
         per = 100 / max(1, f.calls)
         prepared = max(1, f.calls - f.refused)
         keep = "unset" if setting.keep_running_results is None else setting.keep_running_results
         yield (
-            f"{keep:>5} {setting.low_water:>9.1f} {f.over_budget:>11} {f.refused:>8} "
-            f"{f.clearing_calls * per:>10.1f} {f.results_cleared * per:>10.1f} "
-            f"{f.tokens_sent:>11,.0f} {f.prefix_cost / prepared:>12,.0f} "
-            f"{f.last_marks_cost / prepared:>18,.0f} {f.returned_marks_cost / prepared:>9,.0f}"
+            f"{setting.style:<7} {keep:>5} {setting.low_water:>9.1f} {f.over_budget:>11} {f.refused:>10} "
+            f"{f.clearing_calls * per:>10.1f} {f.rewrites * per:>10.1f} "
+            f"{f.results_cleared:>11.1f} {f.tokens_sent:>11,.0f} "
+            f"{f.prefix_cost / prepared:>12,.0f} {f.last_marks_cost / prepared:>18,.0f} "
+            f"{f.returned_marks_cost / prepared:>9,.0f}"
         )
 
 
@@ -216,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--engine", choices=("native", "python"), help="the sidecar's engine")
     args = parser.parse_args(argv)
     flags = ("--engine", args.engine) if args.engine else ()
-    server = turnkeeper_server("turnkeeper", *flags)
+    # The sidecar imports this checkout's service first, then whatever this shell's path adds
+    # (a checkout's regenerated turnkeeper.v1 before the installed one).
+    path = os.pathsep.join(p for p in (str(SERVICE_DIR), os.environ.get("PYTHONPATH", "")) if p)
+    server = turnkeeper_server("turnkeeper", *flags, env={"PYTHONPATH": path})
     try:
         prepare: Prepare = server.channel.unary_unary(
             PREPARE,
@@ -323,7 +328,8 @@ def single(prepare: Prepare, args: argparse.Namespace) -> None:
     """Spec §13.4: a running turn that alone exceeds the budget."""
     sessions = [generate_single_turn(args.seed + k) for k in range(args.sessions or 1)]
     settings = [
-        ToolSetting(SINGLE_TURN_BUDGET, 2, low_water, keep, SINGLE_TURN_WINDOW)
+        ToolSetting(SINGLE_TURN_BUDGET, 2, low_water, keep, SINGLE_TURN_WINDOW, style)
+        for style in STYLES
         for keep in (None, SINGLE_TURN_KEEP)
         for low_water in TOOL_LOW_WATERS
     ]
@@ -334,8 +340,10 @@ def single(prepare: Prepare, args: argparse.Namespace) -> None:
     print(
         f"== a running turn alone over the budget (spec §13.4): {len(sessions)} session(s), "
         f"{len(settings)} settings, in {elapsed:.0f} s; over budget: prepared requests above "
-        "the budget; refused: calls the pre-flight refused; clearings: calls that cleared tool "
-        "results; cleared: results cleared"
+        "the budget; refused: calls the pre-flight refused; clearing: calls whose "
+        "preparation cleared tool results; rewrites: requests that do not extend the one before "
+        "(a prefix cache serves only the rows before the change); cleared: results cleared in a "
+        "request (a resending runtime's are cleared again on every call)"
     )
     for line in single_turn_table(runs):
         print(line)

@@ -399,6 +399,10 @@ class ToolSetting:
     keep_running_results: int | None = None
     """R of spec §13.4; None keeps the running turn whole."""
     window: int = WINDOW
+    style: str = "resend"
+    """`resend` sends the whole history on every call; `keep` keeps the prepared history and
+    appends to it (only for one running turn, where the preparation collapses nothing, so the
+    prepared history is the runtime's own with its cleared results)."""
 
     def profiles(self) -> profile_pb2.Profiles:
         return profile_pb2.Profiles(
@@ -483,9 +487,11 @@ def simulate_tools(
     session_id: str,
     is_refusal: Callable[[Exception], bool],
 ) -> ToolRun:
-    """Plays `session` through `prepare` as a runtime that resends its whole history. A call the
-    pre-flight refuses (`is_refusal`) is recorded without rows, and the session goes on as if the
-    model had answered, so the refusals of a growing turn are all counted."""
+    """Plays `session` through `prepare` as a runtime of `setting.style`. A call the pre-flight
+    refuses (`is_refusal`) is recorded without rows, and the session goes on as if the model had
+    answered, so the refusals of a growing turn are all counted."""
+    if setting.style not in STYLES:
+        raise ValueError(f"unknown runtime style {setting.style!r}")
     run = ToolRun(setting)
     history: list[h.ChatMessage] = [session.system]
     chosen = setting.profiles()
@@ -514,6 +520,8 @@ def simulate_tools(
                     response.clearing.results_cleared,
                 )
             )
+            if setting.style == "keep":
+                history = prepared
         history.append(call.answer)
     return run
 
@@ -539,13 +547,17 @@ class ToolFigures:
     """Calls the pre-flight refused."""
     clearing_calls: int
     """Prepared calls that cleared tool results."""
-    results_cleared: int
+    rewrites: int
+    """Prepared requests that do not extend the one before (a cut moved, a turn collapsed, a
+    result was cleared): a prefix cache serves only the rows before the change."""
+    results_cleared: float
+    """Mean results cleared per prepared request."""
 
 
 def tool_figures(runs: Sequence[ToolRun]) -> ToolFigures:
     prefix = last = returned = 0.0
     turns = tokens = collapsed = 0
-    calls = prepared = over = refused = clearing = cleared = 0
+    calls = prepared = over = refused = clearing = rewrites = cleared = 0
     for run in runs:
         previous: list[RequestRow] = []
         last_cache = BreakpointCache(ANTHROPIC)
@@ -564,6 +576,7 @@ def tool_figures(runs: Sequence[ToolRun]) -> ToolFigures:
             collapsed += record.collapsed_turns
             over += record.tokens > run.setting.budget
             clearing += record.results_cleared > 0
+            rewrites += shared_prefix(previous, record.rows) < len(previous)
             cleared += record.results_cleared
             previous = record.rows
     n = max(1, prepared)
@@ -578,5 +591,6 @@ def tool_figures(runs: Sequence[ToolRun]) -> ToolFigures:
         over,
         refused,
         clearing,
-        cleared,
+        rewrites,
+        cleared / n,
     )
