@@ -24,6 +24,8 @@ STYLES = ("resend", "keep")
 SHAPES = {"short": (0, 0, 1, 1, 1, 2, 2, 3), "long": (0, 1, 2, 3, 3, 4, 4, 5, 6, 8)}
 BUDGET = 60_000
 WINDOW = 200_000
+KEEP_ALL = 1_000_000
+"""K larger than any session's turns: the projection collapses nothing (spec §13.1)."""
 # The targets the cache simulation is read against: printed beside the figures, never a failure.
 TARGET_LOW_WATER = 0.7
 TARGET_COST = 0.40
@@ -244,10 +246,13 @@ def request_rows(messages: Sequence[h.ChatMessage]) -> list[RequestRow]:
 
 
 def profiles(low_water: float) -> profile_pb2.Profiles:
+    """The grid runs' profiles: the cut alone, so tool context is never collapsed (spec §13.1's
+    default would collapse it)."""
     return profile_pb2.Profiles(
         runtime=profile_pb2.RuntimeProfile(
             max_context_tokens=BUDGET,
             history_trim_low_water=low_water,
+            keep_tool_context_turns=KEEP_ALL,
             default_provider="provider",
         ),
         providers=[profile_pb2.ProviderProfile(alias="provider", context_window=WINDOW)],
@@ -366,8 +371,6 @@ def parse_pricing(spec: str) -> Pricing:
 
 # ---- tool context and cache breakpoints (spec §13, §14) ------------------------------------------
 
-KEEP_ALL = 1_000_000
-"""K larger than any session's turns: the projection collapses nothing (spec §13.1)."""
 TOOL_BUDGETS = (100_000, 30_000)
 TOOL_KEEPS = (KEEP_ALL, 0, 2, 4)
 TOOL_LOW_WATERS = (1.0, 0.7)
