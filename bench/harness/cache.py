@@ -1,16 +1,17 @@
-"""The prompt-cache model of bench/bench_cache.py (issue 16): the billing model, the seeded session
-generator and the session simulator, apart from any server (tests/unit/test_bench_cache.py tests
-them)."""
+"""The prompt-cache model of bench/bench_cache.py (issue 16): the billing models (a prefix cache, and
+explicit cache breakpoints as spec §14 describes them), the seeded session generators and the
+session simulators, apart from any server (tests/unit/test_bench_cache.py tests them)."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from turnkeeper.core.rows import price, rows_of
+from turnkeeper.core.rows import RowKind, classify_chat, price, rows_of
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import profile_pb2, trim_pb2
@@ -23,6 +24,8 @@ STYLES = ("resend", "keep")
 SHAPES = {"short": (0, 0, 1, 1, 1, 2, 2, 3), "long": (0, 1, 2, 3, 3, 4, 4, 5, 6, 8)}
 BUDGET = 60_000
 WINDOW = 200_000
+KEEP_ALL = 1_000_000
+"""K larger than any session's turns: the projection collapses nothing (spec §13.1)."""
 # The targets the cache simulation is read against: printed beside the figures, never a failure.
 TARGET_LOW_WATER = 0.7
 TARGET_COST = 0.40
@@ -50,7 +53,8 @@ PRICINGS = {p.name: p for p in (ANTHROPIC, OPENAI)}
 
 @dataclass(frozen=True)
 class RequestRow:
-    """One row as the provider sees it: its exact bytes (what the cache matches) and its tokens."""
+    """One row as the provider sees it: a digest of its exact bytes (what the cache matches) and
+    its tokens."""
 
     key: bytes
     tokens: int
@@ -61,11 +65,13 @@ class Bill:
     cached_tokens: int
     written_tokens: int
     cost: float
-    """In plain-input-token units: cached x read + written x write."""
+    """In plain-input-token units: cached x read + written x write (+ plain x 1)."""
+    plain_tokens: int = 0
+    """Tokens after the last cache breakpoint: neither read nor written, billed at the input price."""
 
     @property
     def input_tokens(self) -> int:
-        return self.cached_tokens + self.written_tokens
+        return self.cached_tokens + self.written_tokens + self.plain_tokens
 
 
 def shared_prefix(previous: Sequence[RequestRow], current: Sequence[RequestRow]) -> int:
@@ -85,6 +91,62 @@ def bill(previous: Sequence[RequestRow], current: Sequence[RequestRow], pricing:
     cached = sum(row.tokens for row in current[:shared])
     written = sum(row.tokens for row in current[shared:])
     return Bill(cached, written, cached * pricing.read + written * pricing.write)
+
+
+# ---- explicit cache breakpoints (spec §14) -------------------------------------------------------
+
+LOOKBACK = 20
+"""How many rows before a breakpoint the provider looks back for a prefix it cached."""
+MARKINGS = ("system+last", "returned")
+"""Where the runtime puts its breakpoints: on the last system row and the last row (a runtime that
+knows nothing of the cut), or at the `cache_breakpoints` the preparation returned."""
+
+
+def prefix_keys(rows: Sequence[RequestRow]) -> list[bytes]:
+    """The identity of each prefix: entry i stands for rows 0..i, byte for byte."""
+    keys: list[bytes] = []
+    chained = b""
+    for row in rows:
+        chained = hashlib.blake2b(chained + row.key, digest_size=16).digest()
+        keys.append(chained)
+    return keys
+
+
+def system_and_last(messages: Sequence[h.ChatMessage]) -> list[int]:
+    """The marks of a runtime that knows nothing of the cut: its last leading system row, and its
+    last row."""
+    system = 0
+    while system < len(messages) and messages[system].role == h.ROLE_SYSTEM:
+        system += 1
+    return sorted({system - 1, len(messages) - 1} - {-1})
+
+
+@dataclass
+class BreakpointCache:
+    """One session's explicitly marked cache (Anthropic's `cache_control`): each request writes
+    the prefix through each of its marks; a mark reads the longest prefix cached at it or at most
+    `LOOKBACK` rows before it. The rows from the read prefix to the last mark are written, the rows
+    after the last mark are billed plainly. Entries never expire within a session."""
+
+    pricing: Pricing = ANTHROPIC
+    written: set[bytes] = field(default_factory=set)
+
+    def bill(self, rows: Sequence[RequestRow], marks: Sequence[int]) -> Bill:
+        keys = prefix_keys(rows)
+        kept = sorted({m for m in marks if 0 <= m < len(rows)})
+        read_through = -1
+        for mark in kept:
+            for j in range(mark, max(-1, mark - LOOKBACK - 1), -1):
+                if keys[j] in self.written:
+                    read_through = max(read_through, j)
+                    break
+        last = kept[-1] if kept else -1
+        cached = sum(row.tokens for row in rows[: read_through + 1])
+        written = sum(row.tokens for row in rows[read_through + 1 : last + 1])
+        plain = sum(row.tokens for row in rows[last + 1 :])
+        self.written.update(keys[m] for m in kept)
+        cost = cached * self.pricing.read + written * self.pricing.write + plain
+        return Bill(cached, written, cost, plain)
 
 
 # ---- the session generator -----------------------------------------------------------------------
@@ -121,10 +183,27 @@ class Session:
     calls: tuple[Call, ...]
 
 
-def generate_session(seed: int, calls: int, shape: str = "long") -> Session:
+def tool_context_result_size(rng: random.Random) -> int:
+    """The tool-context sessions' results: a few hundred to several thousand tokens (four
+    characters a token)."""
+    return 4 * rng.randint(300, 5_000)
+
+
+def single_turn_result_size(rng: random.Random) -> int:
+    """The single-turn case's results: 500-3,000 tokens."""
+    return 4 * rng.randint(500, 3_000)
+
+
+def generate_session(
+    seed: int,
+    calls: int,
+    shape: str = "long",
+    sizes: Callable[[random.Random], int] = result_size,
+) -> Session:
     """A seeded tool-heavy session of exactly `calls` model calls (the last turn may be cut short):
     each turn is a user row, a number of tool rounds drawn from `SHAPES[shape]` (an assistant row
-    with 1-3 tool calls, answered by their results in order), and a closing assistant reply."""
+    with 1-3 tool calls, answered by their results in order, each of `sizes` characters), and a
+    closing assistant reply."""
     rounds = SHAPES[shape]
     rng = random.Random(seed)
     system = h.ChatMessage(role=h.ROLE_SYSTEM, content=text(rng, 6_000))
@@ -145,9 +224,7 @@ def generate_session(seed: int, calls: int, shape: str = "long") -> Session:
             )
             out.append(Call(before, answer))
             before = tuple(
-                h.ChatMessage(
-                    role=h.ROLE_TOOL, tool_call_id=c.id, content=text(rng, result_size(rng))
-                )
+                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=c.id, content=text(rng, sizes(rng)))
                 for c in tool_calls
             )
         reply = h.ChatMessage(role=h.ROLE_ASSISTANT, content=text(rng, rng.randint(200, 1_500)))
@@ -163,16 +240,19 @@ def request_rows(messages: Sequence[h.ChatMessage]) -> list[RequestRow]:
     history = h.History(chat=h.ChatHistory(messages=messages))
     tokens = price(rows_of(history)).tokens
     return [
-        RequestRow(m.SerializeToString(deterministic=True), t)
+        RequestRow(hashlib.blake2b(m.SerializeToString(deterministic=True)).digest(), t)
         for m, t in zip(messages, tokens, strict=True)
     ]
 
 
 def profiles(low_water: float) -> profile_pb2.Profiles:
+    """The grid runs' profiles: the cut alone, so tool context is never collapsed (spec §13.1's
+    default would collapse it)."""
     return profile_pb2.Profiles(
         runtime=profile_pb2.RuntimeProfile(
             max_context_tokens=BUDGET,
             history_trim_low_water=low_water,
+            keep_tool_context_turns=KEEP_ALL,
             default_provider="provider",
         ),
         providers=[profile_pb2.ProviderProfile(alias="provider", context_window=WINDOW)],
@@ -287,3 +367,233 @@ def parse_pricing(spec: str) -> Pricing:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected name=read,write, got {spec!r}") from None
     return Pricing(name, read, write)
+
+
+# ---- tool context and cache breakpoints (spec §13, §14) ------------------------------------------
+
+TOOL_BUDGETS = (100_000, 30_000)
+TOOL_KEEPS = (KEEP_ALL, 0, 2, 4)
+TOOL_LOW_WATERS = (1.0, 0.7)
+MIN_CACHEABLE = 1_024
+"""The provider's shortest cacheable prefix (Anthropic's, for most models)."""
+SINGLE_TURN_CALLS = 100
+SINGLE_TURN_BUDGET = 30_000
+SINGLE_TURN_WINDOW = 32_000
+SINGLE_TURN_KEEP = 3
+# The targets the tool-context figures are read against: printed, never a failure.
+TARGET_TOOL_BUDGET = 100_000
+TARGET_TOOL_KEEP = 2
+TARGET_TOOL_COST = 0.45
+TARGET_USER_TURNS = 3.5
+TARGET_RETURNED_VS_LAST = 0.65
+
+
+def keep_label(keep: int) -> str:
+    return "off" if keep >= KEEP_ALL else str(keep)
+
+
+@dataclass(frozen=True)
+class ToolSetting:
+    """One configuration of the sidecar for the tool-context runs."""
+
+    budget: int
+    keep_tool_context: int
+    low_water: float
+    keep_running_results: int | None = None
+    """R of spec §13.4; None keeps the running turn whole."""
+    window: int = WINDOW
+    style: str = "resend"
+    """`resend` sends the whole history on every call; `keep` keeps the prepared history and
+    appends to it (only for one running turn, where the preparation collapses nothing, so the
+    prepared history is the runtime's own with its cleared results)."""
+
+    def profiles(self) -> profile_pb2.Profiles:
+        return profile_pb2.Profiles(
+            runtime=profile_pb2.RuntimeProfile(
+                max_context_tokens=self.budget,
+                history_trim_low_water=self.low_water,
+                keep_tool_context_turns=self.keep_tool_context,
+                keep_running_turn_tool_results=self.keep_running_results,
+                default_provider="provider",
+            ),
+            providers=[
+                profile_pb2.ProviderProfile(
+                    alias="provider", context_window=self.window, min_cacheable_tokens=MIN_CACHEABLE
+                )
+            ],
+        )
+
+
+def generate_single_turn(seed: int, tool_calls: int = SINGLE_TURN_CALLS) -> Session:
+    """One user turn of `tool_calls` model calls, each asking for one tool whose result (500-3,000
+    tokens) the next call sends, and a closing reply after the last result."""
+    rng = random.Random(seed)
+    system = h.ChatMessage(role=h.ROLE_SYSTEM, content=text(rng, 6_000))
+    before: tuple[h.ChatMessage, ...] = (
+        h.ChatMessage(role=h.ROLE_USER, content=text(rng, rng.randint(200, 1_600))),
+    )
+    out: list[Call] = []
+    for n in range(tool_calls):
+        arguments = json.dumps({"query": text(rng, rng.randint(40, 240)), "n": n})
+        call = h.ToolCall(id=f"call_{n}", name="search", arguments=arguments)
+        answer = h.ChatMessage(
+            role=h.ROLE_ASSISTANT, content=text(rng, rng.randint(0, 200)), tool_calls=[call]
+        )
+        out.append(Call(before, answer))
+        before = (
+            h.ChatMessage(
+                role=h.ROLE_TOOL,
+                tool_call_id=call.id,
+                content=text(rng, single_turn_result_size(rng)),
+            ),
+        )
+    reply = h.ChatMessage(role=h.ROLE_ASSISTANT, content=text(rng, rng.randint(200, 1_500)))
+    out.append(Call(before, reply))
+    return Session(system, tuple(out))
+
+
+@dataclass
+class ToolCallRecord:
+    """One prepared call of a tool-context run; `rows` is empty when the pre-flight refused it."""
+
+    rows: list[RequestRow]
+    returned_marks: list[int]
+    last_marks: list[int]
+    user_turns: int
+    collapsed_turns: int = 0
+    results_cleared: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return not self.rows
+
+    @property
+    def tokens(self) -> int:
+        return sum(row.tokens for row in self.rows)
+
+
+@dataclass
+class ToolRun:
+    setting: ToolSetting
+    records: list[ToolCallRecord] = field(default_factory=list)
+
+
+def user_turns(messages: Sequence[h.ChatMessage]) -> int:
+    """The real user rows of a request: the user turns it holds (spec §0)."""
+    return sum(classify_chat(m) is RowKind.USER for m in messages)
+
+
+def simulate_tools(
+    prepare: Prepare,
+    session: Session,
+    setting: ToolSetting,
+    session_id: str,
+    is_refusal: Callable[[Exception], bool],
+) -> ToolRun:
+    """Plays `session` through `prepare` as a runtime of `setting.style`. A call the pre-flight
+    refuses (`is_refusal`) is recorded without rows, and the session goes on as if the model had
+    answered, so the refusals of a growing turn are all counted."""
+    if setting.style not in STYLES:
+        raise ValueError(f"unknown runtime style {setting.style!r}")
+    run = ToolRun(setting)
+    history: list[h.ChatMessage] = [session.system]
+    chosen = setting.profiles()
+    for i, call in enumerate(session.calls):
+        history.extend(call.before)
+        request = svc.PrepareModelCallRequest(
+            history=h.History(chat=h.ChatHistory(messages=history)),
+            profiles=chosen,
+            caller=trim_pb2.CallerContext(session_id=session_id, turn_id=str(i)),
+        )
+        try:
+            response = prepare(request)
+        except Exception as error:
+            if not is_refusal(error):
+                raise
+            run.records.append(ToolCallRecord([], [], [], 0))
+        else:
+            prepared = list(response.history.chat.messages)
+            run.records.append(
+                ToolCallRecord(
+                    request_rows(prepared),
+                    list(response.cache_breakpoints),
+                    system_and_last(prepared),
+                    user_turns(prepared),
+                    response.collapse.collapsed_turns,
+                    response.clearing.results_cleared,
+                )
+            )
+            if setting.style == "keep":
+                history = prepared
+        history.append(call.answer)
+    return run
+
+
+@dataclass(frozen=True)
+class ToolFigures:
+    prefix_cost: float
+    """The prefix-cache bill (Anthropic's ratios) of the prepared requests."""
+    last_marks_cost: float
+    """The explicit-breakpoint bill with marks on the system row and the last row."""
+    returned_marks_cost: float
+    """The explicit-breakpoint bill with marks at the returned `cache_breakpoints`."""
+    user_turns: float
+    """Mean user turns per prepared request."""
+    tokens_sent: float
+    """Mean estimated tokens per prepared request."""
+    collapsed_turns: float
+    """Mean turns collapsed per prepared request, as the sidecar reported."""
+    calls: int
+    over_budget: int
+    """Prepared requests above the budget."""
+    refused: int
+    """Calls the pre-flight refused."""
+    clearing_calls: int
+    """Prepared calls that cleared tool results."""
+    rewrites: int
+    """Prepared requests that do not extend the one before (a cut moved, a turn collapsed, a
+    result was cleared): a prefix cache serves only the rows before the change."""
+    results_cleared: float
+    """Mean results cleared per prepared request."""
+
+
+def tool_figures(runs: Sequence[ToolRun]) -> ToolFigures:
+    prefix = last = returned = 0.0
+    turns = tokens = collapsed = 0
+    calls = prepared = over = refused = clearing = rewrites = cleared = 0
+    for run in runs:
+        previous: list[RequestRow] = []
+        last_cache = BreakpointCache(ANTHROPIC)
+        returned_cache = BreakpointCache(ANTHROPIC)
+        for record in run.records:
+            calls += 1
+            if record.failed:
+                refused += 1
+                continue
+            prepared += 1
+            prefix += bill(previous, record.rows, ANTHROPIC).cost
+            last += last_cache.bill(record.rows, record.last_marks).cost
+            returned += returned_cache.bill(record.rows, record.returned_marks).cost
+            turns += record.user_turns
+            tokens += record.tokens
+            collapsed += record.collapsed_turns
+            over += record.tokens > run.setting.budget
+            clearing += record.results_cleared > 0
+            rewrites += shared_prefix(previous, record.rows) < len(previous)
+            cleared += record.results_cleared
+            previous = record.rows
+    n = max(1, prepared)
+    return ToolFigures(
+        prefix,
+        last,
+        returned,
+        turns / n,
+        tokens / n,
+        collapsed / n,
+        calls,
+        over,
+        refused,
+        clearing,
+        rewrites,
+        cleared / n,
+    )

@@ -400,3 +400,65 @@ def test_off_loopback_with_token_auth_the_page_asks_for_a_token_that_may_subscri
     cookies = browser.cookies()
     assert [c["name"] for c in cookies] == ["turnkeeper_dashboard"]
     assert cookies[0]["httpOnly"] and watcher not in cookies[0]["value"]
+
+
+def tool_history(turns: int) -> history_pb2.History:
+    """`turns` user turns, each a prompt, a call with its result and a reply; the last one
+    running (its reply not yet given)."""
+    rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="system")]
+    for i in range(turns):
+        call = history_pb2.ToolCall(id=f"c{i}", name="search", arguments='{"q": 1}')
+        rows += [
+            history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=f"task {i}"),
+            history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, tool_calls=[call]),
+            history_pb2.ChatMessage(
+                role=history_pb2.ROLE_TOOL, tool_call_id=call.id, content="result " * 200
+            ),
+        ]
+        if i < turns - 1:
+            rows.append(history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, content="done"))
+    return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+
+
+def prepare_tools(address: str, session: str, turns: int) -> svc.PrepareModelCallResponse:
+    """A prepared call that collapses the tool context of all but the newest three turns (K
+    unset: 2) and trims nothing."""
+    request = svc.PrepareModelCallRequest(
+        history=tool_history(turns),
+        profiles=profile_pb2.Profiles(
+            runtime=profile_pb2.RuntimeProfile(max_context_tokens=100_000, default_provider="m"),
+            providers=[profile_pb2.ProviderProfile(alias="m", context_window=200_000)],
+        ),
+        caller=caller(session, "rt-1"),
+    )
+    with grpc.insecure_channel(address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        response: svc.PrepareModelCallResponse = stub.PrepareModelCall(request, timeout=5)
+    assert response.collapse.collapsed_turns == turns - 3 and not response.trims
+    return response
+
+
+def test_each_session_shows_its_latest_collapse_and_the_totals_count_a_resent_history_once(
+    browser: BrowserContext, server_factory: Callable[..., Any], http: str
+) -> None:
+    """Spec §13.3: the meter update of a prepared call carries what its projection collapsed;
+    the page shows each session's latest collapse beside its cut moves and sums the sessions'
+    latest ones, so a history resent and collapsed again is counted once."""
+    # The reference engine: the projection is the same in both (the differential test).
+    server = server_factory("--http", http, "--engine", "python", unix=False)
+    page, errors = open_dashboard(browser, http)
+    resent = [prepare_tools(server.address, "s-tools", 8) for _ in range(3)]
+    other = prepare_tools(server.address, "s-other", 5)
+    cell = session_row(page, "s-tools").locator("td[data-collapsed-turns]")
+    expect(cell).to_have_attribute("data-collapsed-turns", "5", timeout=APPEAR_MS)
+    saved = resent[-1].collapse.saved_tokens
+    expect(cell).to_have_attribute("data-collapse-saved", str(saved))
+    expect(cell).to_contain_text(f"latest call collapsed 5 turns · saved {saved:,} tokens")
+    expect(page.locator("#total-collapsed")).to_have_text("7", timeout=APPEAR_MS)
+    both = saved + other.collapse.saved_tokens
+    expect(page.locator("#total-collapse-saved")).to_have_text(f"{both:,}")
+    # A new, shorter history for the same session: its latest call collapsed less.
+    prepare_tools(server.address, "s-tools", 4)
+    expect(cell).to_have_attribute("data-collapsed-turns", "1", timeout=APPEAR_MS)
+    expect(page.locator("#total-collapsed")).to_have_text("3", timeout=APPEAR_MS)
+    assert not errors, errors

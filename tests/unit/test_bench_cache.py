@@ -185,3 +185,104 @@ def test_a_resent_history_cut_at_the_same_row_is_a_cache_hit_not_a_moved_cut() -
     assert [r.moved for r in trimmed] == [True] + [False] * (len(trimmed) - 1)
     f = bc.figures([run], bc.ANTHROPIC)
     assert f.moves_per_100 == pytest.approx(100 / 40)
+
+
+# ---- explicit cache breakpoints (spec §14) --------------------------------------------------------
+
+
+def keyed(n: int, tokens: int = 10, prefix: str = "r") -> list[object]:
+    return rows(*((f"{prefix}{i}", tokens) for i in range(n)))
+
+
+def test_a_first_marked_request_writes_through_its_last_mark_and_bills_the_tail_plainly() -> None:
+    cache = bc.BreakpointCache()
+    b = cache.bill(keyed(10), [0, 7])
+    assert (b.cached_tokens, b.written_tokens, b.plain_tokens) == (0, 80, 20)
+    assert b.cost == pytest.approx(80 * 1.25 + 20 * 1.0)
+    unmarked = bc.BreakpointCache().bill(keyed(10), [])
+    assert (unmarked.cached_tokens, unmarked.written_tokens, unmarked.plain_tokens) == (0, 0, 100)
+
+
+def test_a_mark_reads_a_prefix_cached_at_most_twenty_rows_before_it() -> None:
+    cache = bc.BreakpointCache()
+    cache.bill(keyed(10), [0, 9])
+    near = cache.bill(keyed(30), [0, 29])  # the previous last mark is 20 rows back: found
+    assert (near.cached_tokens, near.written_tokens) == (100, 200)
+    cache = bc.BreakpointCache()
+    cache.bill(keyed(10), [0, 9])
+    far = cache.bill(keyed(31), [0, 30])  # 21 rows back: only the system mark is read
+    assert (far.cached_tokens, far.written_tokens) == (10, 300)
+
+
+def test_a_changed_row_before_a_cached_mark_breaks_that_prefix_but_not_an_earlier_one() -> None:
+    cache = bc.BreakpointCache()
+    cache.bill(keyed(12), [0, 5, 11])
+    changed = keyed(12)
+    changed[8] = bc.RequestRow(b"other", 10)
+    b = cache.bill(changed + keyed(2, prefix="n"), [0, 5, 13])
+    # The prefix changed at row 8: every mark reads no further than the middle one, row 5.
+    assert (b.cached_tokens, b.written_tokens, b.plain_tokens) == (60, 80, 0)
+
+
+def test_the_runtime_marks_its_last_system_row_and_its_last_row() -> None:
+    system = h.ChatMessage(role=h.ROLE_SYSTEM, content="s")
+    user = h.ChatMessage(role=h.ROLE_USER, content="u")
+    assert bc.system_and_last([system, system, user, user]) == [1, 3]
+    assert bc.system_and_last([user, user]) == [1]
+    assert bc.system_and_last([system]) == [0]
+
+
+# ---- tool context sessions and the single-turn case ----------------------------------------------
+
+
+def test_tool_context_sessions_have_results_of_a_few_hundred_to_several_thousand_tokens() -> None:
+    session = bc.generate_session(16, 300, "long", bc.tool_context_result_size)
+    sizes = [len(m.content) for c in session.calls for m in c.before if m.role == h.ROLE_TOOL]
+    assert 300 * 4 <= min(sizes) < 600 * 4 and 4_000 * 4 < max(sizes) <= 5_000 * 4
+
+
+def test_the_single_turn_case_is_one_user_turn_of_one_hundred_tool_calls() -> None:
+    session = bc.generate_single_turn(16)
+    assert len(session.calls) == 101
+    assert sum(m.role == h.ROLE_USER for c in session.calls for m in c.before) == 1
+    assert sum(len(c.answer.tool_calls) for c in session.calls) == 100
+    sizes = [len(m.content) for c in session.calls for m in c.before if m.role == h.ROLE_TOOL]
+    assert len(sizes) == 100 and min(sizes) >= 500 * 4 and max(sizes) <= 3_000 * 4
+
+
+class RefusingSidecar:
+    """Sends every history back whole with the system and last-but-one rows as breakpoints, and
+    refuses a history longer than `limit` rows as the pre-flight would."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def __call__(self, request: svc.PrepareModelCallRequest) -> svc.PrepareModelCallResponse:
+        messages = list(request.history.chat.messages)
+        if len(messages) > self.limit:
+            raise OverflowError("refused")
+        out = svc.PrepareModelCallResponse(cache_breakpoints=[0, len(messages) - 2])
+        out.history.chat.messages.extend(messages)
+        out.collapse.collapsed_turns = 1
+        return out
+
+
+def test_tool_figures_count_refusals_turns_and_both_markings() -> None:
+    session = bc.generate_session(5, 40, "long", bc.tool_context_result_size)
+    setting = bc.ToolSetting(10**9, 2, 1.0)
+    refusal = bc.simulate_tools(
+        RefusingSidecar(30), session, setting, "s", lambda e: isinstance(e, OverflowError)
+    )
+    prepared = [r for r in refusal.records if not r.failed]
+    assert len(refusal.records) == 40 and 0 < len(prepared) < 40
+    f = bc.tool_figures([refusal])
+    assert (f.calls, f.refused, f.over_budget) == (40, 40 - len(prepared), 0)
+    assert f.collapsed_turns == 1.0
+    assert f.user_turns == pytest.approx(sum(r.user_turns for r in prepared) / len(prepared))
+    # The runtime's own marks differ from the returned ones, and so do the bills.
+    assert all(r.returned_marks != r.last_marks for r in prepared)
+    assert f.returned_marks_cost != f.last_marks_cost
+    # A request that only appends is no rewrite.
+    assert f.rewrites == 0
+    with pytest.raises(OverflowError):
+        bc.simulate_tools(RefusingSidecar(30), session, setting, "s", lambda e: False)

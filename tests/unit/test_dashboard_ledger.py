@@ -8,6 +8,13 @@ from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 BUDGET = trim_pb2.TRIM_REASON_TOKEN_BUDGET
 TURNS = trim_pb2.TRIM_REASON_TURN_LIMIT
+CLEARED = trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED
+
+
+def collapse(turns: int, saved: int) -> trim_pb2.ToolContextCollapse:
+    return trim_pb2.ToolContextCollapse(
+        collapsed_turns=turns, rows_left_out=3 * turns, saved_tokens=saved
+    )
 
 
 def trim(
@@ -19,6 +26,7 @@ def trim(
     before: int = 9_000,
     after: int = 6_000,
     reason: int = BUDGET,
+    collapsed: trim_pb2.ToolContextCollapse | None = None,
 ) -> history_service_pb2.TrimEventsResponse:
     """A trim event; `full`: the history given carried no breadcrumb, so one was inserted."""
     return history_service_pb2.TrimEventsResponse(
@@ -31,14 +39,19 @@ def trim(
                 tokens_after=after,
                 breadcrumb_inserted=full,
                 caller=trim_pb2.CallerContext(session_id=session),
+                collapse=collapsed,
             )
         )
     )
 
 
-def meter(session: str) -> history_service_pb2.TrimEventsResponse:
+def meter(
+    session: str, collapsed: trim_pb2.ToolContextCollapse | None = None
+) -> history_service_pb2.TrimEventsResponse:
     return history_service_pb2.TrimEventsResponse(
-        meter_update=events_pb2.MeterUpdate(caller=trim_pb2.CallerContext(session_id=session))
+        meter_update=events_pb2.MeterUpdate(
+            caller=trim_pb2.CallerContext(session_id=session), collapse=collapsed
+        )
     )
 
 
@@ -143,3 +156,58 @@ def test_heartbeats_and_gaps_change_no_session() -> None:
     gap = history_service_pb2.TrimEventsResponse(gap=events_pb2.Gap())
     assert ledger.read(beat) is None and ledger.read(gap) is None
     assert ledger.read(meter("m")) == "m"
+
+
+def test_the_collapse_is_the_latest_calls_never_a_sum_of_resent_histories() -> None:
+    ledger = Ledger()
+    # A runtime resending its history: every call collapses the same old turns again, and one
+    # more once a user turn arrives.
+    for call in range(4):
+        feed(ledger, meter("s", collapse(3 + call // 2, 1_000 * (3 + call // 2))))
+    figures = ledger.annotation("s")["session"]
+    assert (figures["collapsedByLastCall"], figures["savedByLastCollapse"]) == (4, 4_000)
+    feed(ledger, meter("s"))  # a call that collapsed nothing (a new, short history)
+    figures = ledger.annotation("s")["session"]
+    assert (figures["collapsedByLastCall"], figures["savedByLastCollapse"]) == (0, 0)
+
+
+def test_a_collapse_with_a_cut_is_read_from_the_trims_and_then_the_meter() -> None:
+    ledger = Ledger()
+    feed(ledger, trim("s", 20, 10, full=True, collapsed=collapse(5, 7_000)))
+    figures = ledger.annotation("s")["session"]  # replayed without its meter: the trim says it
+    assert (figures["collapsedByLastCall"], figures["savedByLastCollapse"]) == (5, 7_000)
+    assert figures["savedByLastCall"] == 3_000  # the cut's saving stays apart from the collapse
+    feed(ledger, meter("s", collapse(5, 7_000)))
+    feed(
+        ledger,
+        trim("s", 20, 10, full=True, collapsed=collapse(6, 8_000)),
+        meter("s", collapse(6, 8_000)),
+    )
+    figures = ledger.annotation("s")["session"]
+    assert (figures["collapsedByLastCall"], figures["savedByLastCollapse"]) == (6, 8_000)
+    assert (figures["cutMoves"], figures["recentCalls"], figures["recentCutMoves"]) == (1, 2, 1)
+
+
+def test_a_clearing_after_the_cut_is_the_same_call_and_a_clearing_alone_moves_no_cut() -> None:
+    ledger = Ledger()
+    feed(
+        ledger,
+        trim("s", 20, 10, full=True, before=40_000, after=31_000),
+        trim("s", 0, 0, full=False, before=31_000, after=27_000, reason=CLEARED),
+        meter("s"),
+    )
+    figures = ledger.annotation("s")["session"]
+    assert figures["savedByLastCall"] == 13_000  # one call: the cut and the clearing together
+    assert (figures["droppedTurns"], figures["cutMoves"], figures["recentCutMoves"]) == (10, 1, 1)
+    for _ in range(3):  # the running turn alone is left: only its tool results are cleared
+        feed(
+            ledger,
+            trim("s", 0, 0, full=False, before=31_000, after=25_000, reason=CLEARED),
+            meter("s"),
+        )
+    figures = ledger.annotation("s")["session"]
+    assert (figures["droppedTurns"], figures["savedByLastCall"]) == (10, 6_000)
+    assert (figures["cutMoves"], figures["recentCalls"], figures["recentCutMoves"]) == (1, 4, 1)
+    # The same full cut as before: the clearings in between did not forget where it was.
+    feed(ledger, trim("s", 20, 10, full=True), meter("s"))
+    assert ledger.annotation("s")["session"]["cutMoves"] == 1

@@ -8,11 +8,15 @@ saved tokens over and over. The ledger reads the feed in order and keeps, per se
   all; a trim of a history that already carried one (a runtime that keeps what the trim returned)
   drops turns on top of what was dropped before;
 - the tokens saved by its latest prepared call (the trims of one call summed: at most a turn-limit
-  trim, then a token-budget trim);
+  trim, a token-budget trim, then a clearing of the running turn's tool results, spec §13.4);
+- the turns its latest prepared call collapsed and the tokens that collapse saved (spec §13.3):
+  the projection is rebuilt from the history on every call, so the latest call says it all, as a
+  meter update or, replayed without one, as the collapse every trim of the call carries;
 - whether each prepared call moved the cut, over its last `WINDOW` prepared calls: a call that
   trimmed a history already trimmed moved it; a call that trimmed a full history moved it unless
   it dropped exactly the rows the session's previous full-history call dropped (a resent history
-  cut at the same row keeps its prompt-cache prefix). A prepared call that did not trim did not.
+  cut at the same row keeps its prompt-cache prefix). A prepared call that did not trim did not,
+  nor did one that only cleared tool results: clearing keeps every row of the request in place.
 
 Prepared calls are known by their meter updates, which the feed delivers live only (the Redis feed
 also replays them); trims replayed from the feed's ring still set the latest state.
@@ -25,15 +29,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from turnkeeper.v1 import history_service_pb2, trim_pb2
+from turnkeeper.v1 import events_pb2, history_service_pb2, trim_pb2
 
 WINDOW = 20
 """Prepared calls the cut-moved figure looks back over."""
 SESSIONS_KEPT = 10_000
 """Sessions remembered per page; the least recently seen are forgotten first."""
 
-# The order of the trims of one PrepareModelCall: the turn limit, then the token budget.
-_RANK = {trim_pb2.TRIM_REASON_TURN_LIMIT: 0, trim_pb2.TRIM_REASON_TOKEN_BUDGET: 1}
+# The order of the trims of one PrepareModelCall: the turn limit, the token budget, then the
+# clearing of the running turn's tool results (spec §13.2).
+_CLEARING = trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED
+_RANK = {trim_pb2.TRIM_REASON_TURN_LIMIT: 0, trim_pb2.TRIM_REASON_TOKEN_BUDGET: 1, _CLEARING: 2}
 
 
 @dataclass
@@ -41,8 +47,9 @@ class _Call:
     """The trims of one prepared call, as they arrive."""
 
     rank: int
-    full_history: bool
-    """Its first trim inserted a breadcrumb: the call was given a history not trimmed before."""
+    full_history: bool | None
+    """Its first cut inserted a breadcrumb: the call was given a history not trimmed before;
+    None while the call has made no cut (a clearing alone drops no row)."""
     dropped_messages: int = 0
     """Input rows dropped by its trims together: where its cut sits in a full history."""
 
@@ -51,6 +58,10 @@ class _Call:
 class SessionState:
     dropped_turns: int = 0
     saved_by_last_call: int = 0
+    collapsed_by_last_call: int = 0
+    """The turns the latest prepared call's projection collapsed (spec §13.3)."""
+    saved_by_last_collapse: int = 0
+    """The tokens that collapse saved."""
     trim_events: int = 0
     cut_moves: int = 0
     recent: int = 0
@@ -66,7 +77,14 @@ class SessionState:
         self.recent_calls = min(WINDOW, self.recent_calls + 1)
 
     def moved(self, call: _Call) -> bool:
+        if call.full_history is None:
+            return False
         return not call.full_history or call.dropped_messages != self.full_cut
+
+    def take_collapse(self, collapse: trim_pb2.ToolContextCollapse) -> None:
+        """The latest call's collapse; an absent one (the default message) collapsed nothing."""
+        self.collapsed_by_last_call = collapse.collapsed_turns
+        self.saved_by_last_collapse = collapse.saved_tokens
 
     @property
     def all_cut_moves(self) -> int:
@@ -78,6 +96,8 @@ class SessionState:
         return {
             "droppedTurns": self.dropped_turns,
             "savedByLastCall": self.saved_by_last_call,
+            "collapsedByLastCall": self.collapsed_by_last_call,
+            "savedByLastCollapse": self.saved_by_last_collapse,
             "trimEvents": self.trim_events,
             "cutMoves": self.all_cut_moves,
             "recentCalls": self.recent_calls,
@@ -104,9 +124,9 @@ class Ledger:
             self._change(trimmed.caller.session_id, lambda s: self._trim(s, trimmed))
             return trimmed.caller.session_id
         if kind == "meter_update":
-            session_id = item.meter_update.caller.session_id
-            self._change(session_id, self._prepared_call)
-            return session_id
+            update = item.meter_update
+            self._change(update.caller.session_id, lambda s: self._prepared_call(s, update))
+            return update.caller.session_id
         return None
 
     def annotation(self, session_id: str) -> dict[str, Any]:
@@ -131,7 +151,7 @@ class Ledger:
             return
         moved = state.moved(call)
         state.cut_moves += moved
-        if call.full_history:
+        if call.full_history:  # not None: a clearing alone leaves the full cut where it was
             state.full_cut = call.dropped_messages
         if prepared:
             state.count_call(moved)
@@ -145,8 +165,11 @@ class Ledger:
             # A new call: the previous one ended without a meter update (a TrimHistory call,
             # a failed pre-flight, or a trim replayed without its meter).
             self._close(state, prepared=False)
-            call = state.open_call = _Call(rank, trimmed.breadcrumb_inserted)
+            call = state.open_call = _Call(rank, None)
             state.saved_by_last_call = 0
+            state.take_collapse(trimmed.collapse)
+        if call.full_history is None and trimmed.reason != _CLEARING:
+            call.full_history = trimmed.breadcrumb_inserted
             if trimmed.breadcrumb_inserted:
                 state.dropped_turns = 0
         call.rank = rank
@@ -154,7 +177,8 @@ class Ledger:
         state.dropped_turns += trimmed.dropped_turns
         state.saved_by_last_call += max(0, trimmed.tokens_before - trimmed.tokens_after)
 
-    def _prepared_call(self, state: SessionState) -> None:
+    def _prepared_call(self, state: SessionState, update: events_pb2.MeterUpdate) -> None:
+        state.take_collapse(update.collapse)
         if state.open_call is None:
             state.count_call(False)  # it trimmed nothing: whatever was cut stays cut
             state.saved_by_last_call = 0

@@ -345,7 +345,8 @@
     dirty.totals = false;
     $("total-sessions").textContent = fmt(sessions.size);
     // Sums of each session's latest state.
-    const sum = { trimEvents: 0, cutMoves: 0, savedByLastCall: 0, droppedTurns: 0 };
+    const sum = { trimEvents: 0, cutMoves: 0, savedByLastCall: 0, droppedTurns: 0,
+      collapsedByLastCall: 0, savedByLastCollapse: 0 };
     for (const record of sessions.values()) {
       if (!record.state) continue;
       for (const key of Object.keys(sum)) sum[key] += record.state[key];
@@ -354,6 +355,8 @@
     $("total-moves").textContent = fmt(sum.cutMoves);
     $("total-saved").textContent = fmt(sum.savedByLastCall);
     $("total-dropped").textContent = fmt(sum.droppedTurns);
+    $("total-collapsed").textContent = fmt(sum.collapsedByLastCall);
+    $("total-collapse-saved").textContent = fmt(sum.savedByLastCollapse);
     $("total-gaps").textContent = fmt(totals.gaps);
   }
 
@@ -509,24 +512,39 @@
       state.recentCutMoves / state.recentCalls > BURNING_SHARE;
   }
 
+  // What the latest prepared call's projection left out (spec §13.3): old turns' tool calls and
+  // results sent as one summary row each.
+  function collapseNote(state) {
+    if (!state || !state.collapsedByLastCall) return null;
+    return el("span", { className: "sub collapse" },
+      `latest call collapsed ${plural(state.collapsedByLastCall, "turn")} · saved ${fmt(state.savedByLastCollapse)} tokens`);
+  }
+
+  function collapseData(state) {
+    return { collapsedTurns: state ? state.collapsedByLastCall : 0, collapseSaved: state ? state.savedByLastCollapse : 0 };
+  }
+
   function cutCell(state) {
     if (!state || !state.recentCalls) {
       const moves = state ? state.cutMoves : 0;
-      return el("td", { dataset: { recentCalls: 0, recentMoves: 0 } },
-        el("span", { className: "muted" }, state ? `${plural(moves, "move")}; no prepared call seen yet` : "—"));
+      return el("td", { dataset: { recentCalls: 0, recentMoves: 0, ...collapseData(state) } },
+        el("span", { className: "muted" }, state ? `${plural(moves, "move")}; no prepared call seen yet` : "—"),
+        collapseNote(state));
     }
     const share = state.recentCutMoves / state.recentCalls;
     const hot = burning(state);
     const bar = el("div", { className: `meter-fill ${hot ? "danger" : share > 0.2 ? "warn" : ""}` });
     bar.style.width = `${Math.round(share * 100)}%`;
     const text = `moved on ${fmt(state.recentCutMoves)} of the last ${plural(state.recentCalls, "call")}`;
-    return el("td", { className: hot ? "burning" : "", dataset: { recentCalls: state.recentCalls, recentMoves: state.recentCutMoves } },
+    return el("td", { className: hot ? "burning" : "",
+      dataset: { recentCalls: state.recentCalls, recentMoves: state.recentCutMoves, ...collapseData(state) } },
       el("div", { className: "meter" },
         el("div", { className: "meter-track", role: "meter", "aria-label": "share of recent prepared calls that moved the cut",
           "aria-valuemin": 0, "aria-valuemax": state.recentCalls, "aria-valuenow": state.recentCutMoves, "aria-valuetext": text }, bar),
         el("div", { className: "meter-text" }, text),
         hot ? el("span", { className: "sub burning-note" }, "burning its prompt cache: try a lower ",
-          el("code", {}, "history_trim_low_water")) : null));
+          el("code", {}, "history_trim_low_water")) : null,
+        collapseNote(state)));
   }
 
   function renderSessions() {
