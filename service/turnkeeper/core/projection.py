@@ -35,10 +35,10 @@ SUMMARY_SOURCE = -1
 """The source of a projected row that is a new tool-exchange summary (it has no input row)."""
 
 
-@dataclass(frozen=True, slots=True)
-class CollapsedTurn:
+class CollapsedTurn(NamedTuple):
     """One turn the §13.1 projection collapsed, in the history it was given and in the projection:
-    its prompt row starts both ranges, which run to one past the turn's last row."""
+    its prompt row starts both ranges, which run to one past the turn's last row. A NamedTuple,
+    like `rows.Row`: a long history collapses a turn for every few rows."""
 
     input_start: int
     input_stop: int

@@ -328,13 +328,15 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
 def _collapse(
     limited: HistoryView, projected: HistoryView, projection: Projection
 ) -> trim_pb2.ToolContextCollapse | None:
-    """§13.3: what the projection left out; None when it collapsed nothing."""
+    """§13.3: what the projection left out; None when it collapsed nothing. A summary can cost
+    more than the short exchange it stands for, so the saving is 0 when the projection estimates
+    no less than the history it was given (docs/semantics.md)."""
     if not projection.collapsed:
         return None
     return trim_pb2.ToolContextCollapse(
         collapsed_turns=len(projection.collapsed),
         rows_left_out=projection.rows_left_out,
-        saved_tokens=limited.total_tokens - projected.total_tokens,
+        saved_tokens=max(limited.total_tokens - projected.total_tokens, 0),
     )
 
 
