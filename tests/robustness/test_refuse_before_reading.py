@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from robustness_support import burst, chat, error_info, rich_status, rss_kib
+from harness import chat
+from robustness_support import burst, error_info, rich_status, rss_kib
 from turnkeeper.v1 import history_service_pb2 as svc
 
 BURST = 32
