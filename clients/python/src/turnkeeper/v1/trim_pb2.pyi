@@ -478,7 +478,9 @@ class ToolContextCollapse(_message.Message):
     rows_left_out: _builtins.int
     """The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them)."""
     saved_tokens: _builtins.int
-    """The estimate of the turn-limited history minus that of its projection, in tokens."""
+    """The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+    estimates no less (a summary can cost more than a short exchange it stands for).
+    """
     def __init__(
         self,
         *,
