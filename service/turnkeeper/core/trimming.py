@@ -58,11 +58,16 @@ def layout(rows: Sequence[Row]) -> Layout:
 # per-call records (the pre-flight's Extras, the RPCs' replies) are plain for the same reason.
 @dataclass(slots=True)
 class TrimPlan:
-    """What a trim does, in input indices; `drop` is empty when the history is unchanged."""
+    """What a trim does, in input indices; `drop` is empty when the history is unchanged.
+
+    The output is the rows before `drop`, then the pinned turns inside it (`kept_in_drop`, §15.1:
+    they move ahead of the breadcrumb), then the breadcrumb when `breadcrumb_at` is set (the input
+    breadcrumb at `breadcrumb_from`, moved, or else a new one), then the rows after `drop`."""
 
     drop: range
+    """From the first row the trim removes to one past the last."""
     breadcrumb_at: int | None
-    """Output index of a newly inserted breadcrumb, if any."""
+    """Output index of a breadcrumb the trim writes (new, or moved from `breadcrumb_from`)."""
     dropped_turns: int
     kept_turns: int
     tokens_before: int
@@ -72,14 +77,23 @@ class TrimPlan:
     """The low-water grid step (§11.1): tokens or turns; 0 for the minimal cut of §9."""
     cut_drop_target: int = 0
     """The drop (tokens or turns) the grid rounded the minimal cut up to; 0 with the minimal cut."""
+    kept_in_drop: tuple[range, ...] = ()
+    """The pinned turns inside `drop` that are kept, ascending input row ranges (§15.1)."""
+    breadcrumb_from: int | None = None
+    """The input index of the breadcrumb written at `breadcrumb_at` when it is moved, not new."""
+    pinned_turns: int = 0
+    """The pinned turns in the output (§15.1)."""
+    pinned_tokens: int = 0
+    """Their estimate, in tokens."""
 
     @property
     def trimmed(self) -> bool:
-        return len(self.drop) > 0
+        return self.dropped_messages > 0
 
     @property
     def dropped_messages(self) -> int:
-        return len(self.drop)
+        kept = sum(len(turn) for turn in self.kept_in_drop)
+        return len(self.drop) - kept - (self.breadcrumb_from is not None)
 
 
 def _unchanged(lay: Layout, total: int, target: int) -> TrimPlan:

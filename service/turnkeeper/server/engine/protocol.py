@@ -97,6 +97,22 @@ class HistoryView(Protocol):
         turn collapses."""
         ...
 
+    @property
+    def pinned_tokens(self) -> int:
+        """The estimate of the pinned turns (§15.1)."""
+        ...
+
+    @property
+    def fixed_floor_tokens(self) -> int:
+        """§15.1's fixed floor: the leading system rows, the summary row and every pinned turn
+        but the newest turn."""
+        ...
+
+    def summary_request(self, stop: int, instruction: str) -> HistoryView:
+        """§15.3's summary request: rows 0 to `stop` (exclusive), then one user row holding
+        `instruction`."""
+        ...
+
     def clear_tool_results(self, keep_newest: int, stop_tokens: int) -> tuple[HistoryView, int]:
         """§13.4: the running turn's oldest tool results cleared one at a time in row order,
         never the newest `keep_newest`, until the estimate is at most `stop_tokens` or nothing

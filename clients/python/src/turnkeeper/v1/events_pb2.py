@@ -27,21 +27,23 @@ from turnkeeper.v1 import resolution_pb2 as turnkeeper_dot_v1_dot_resolution__pb
 from turnkeeper.v1 import trim_pb2 as turnkeeper_dot_v1_dot_trim__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aturnkeeper/v1/events.proto\x12\rturnkeeper.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eturnkeeper/v1/resolution.proto\x1a\x18turnkeeper/v1/trim.proto\"u\n\tTrimEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x07trimmed\x18\x03 \x01(\x0b\x32\x1d.turnkeeper.v1.HistoryTrimmed\"\xfc\x01\n\x0bMeterUpdate\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x06\x63\x61ller\x18\x03 \x01(\x0b\x32\x1c.turnkeeper.v1.CallerContext\x12#\n\x05route\x18\x04 \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12*\n\x05meter\x18\x05 \x01(\x0b\x32\x1b.turnkeeper.v1.ContextMeter\x12\x34\n\x08\x63ollapse\x18\x06 \x01(\x0b\x32\".turnkeeper.v1.ToolContextCollapse\"]\n\tHeartbeat\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0e\x64ropped_events\x18\x03 \x01(\x04\"q\n\x03Gap\x12&\n\x05\x63\x61use\x18\x01 \x01(\x0e\x32\x17.turnkeeper.v1.GapCause\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\t\x12\x15\n\rbefore_cursor\x18\x03 \x01(\t\x12\x15\n\rmissed_events\x18\x04 \x01(\x04*\x96\x01\n\x08GapCause\x12\x19\n\x15GAP_CAUSE_UNSPECIFIED\x10\x00\x12\x1d\n\x19GAP_CAUSE_BUFFER_OVERFLOW\x10\x01\x12\x1b\n\x17GAP_CAUSE_SLOW_CONSUMER\x10\x02\x12\x15\n\x11GAP_CAUSE_RESTART\x10\x03\x12\x1c\n\x18GAP_CAUSE_PUBLISH_FAILED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aturnkeeper/v1/events.proto\x12\rturnkeeper.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1eturnkeeper/v1/resolution.proto\x1a\x18turnkeeper/v1/trim.proto\"u\n\tTrimEvent\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\x07trimmed\x18\x03 \x01(\x0b\x32\x1d.turnkeeper.v1.HistoryTrimmed\"\xc9\x02\n\x0bMeterUpdate\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x06\x63\x61ller\x18\x03 \x01(\x0b\x32\x1c.turnkeeper.v1.CallerContext\x12#\n\x05route\x18\x04 \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12*\n\x05meter\x18\x05 \x01(\x0b\x32\x1b.turnkeeper.v1.ContextMeter\x12\x34\n\x08\x63ollapse\x18\x06 \x01(\x0b\x32\".turnkeeper.v1.ToolContextCollapse\x12\x15\n\rpinned_tokens\x18\x07 \x01(\x04\x12\x34\n\ncompaction\x18\x08 \x01(\x0b\x32 .turnkeeper.v1.CompactionPlanned\"b\n\x11\x43ompactionPlanned\x12\x17\n\x0f\x63ondensed_turns\x18\x01 \x01(\r\x12\x14\n\x0csaved_tokens\x18\x02 \x01(\x04\x12\x1e\n\x16summary_request_tokens\x18\x03 \x01(\x04\"]\n\tHeartbeat\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12(\n\x04time\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\x0e\x64ropped_events\x18\x03 \x01(\x04\"q\n\x03Gap\x12&\n\x05\x63\x61use\x18\x01 \x01(\x0e\x32\x17.turnkeeper.v1.GapCause\x12\x14\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\t\x12\x15\n\rbefore_cursor\x18\x03 \x01(\t\x12\x15\n\rmissed_events\x18\x04 \x01(\x04*\x96\x01\n\x08GapCause\x12\x19\n\x15GAP_CAUSE_UNSPECIFIED\x10\x00\x12\x1d\n\x19GAP_CAUSE_BUFFER_OVERFLOW\x10\x01\x12\x1b\n\x17GAP_CAUSE_SLOW_CONSUMER\x10\x02\x12\x15\n\x11GAP_CAUSE_RESTART\x10\x03\x12\x1c\n\x18GAP_CAUSE_PUBLISH_FAILED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.events_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_GAPCAUSE']._serialized_start=721
-  _globals['_GAPCAUSE']._serialized_end=871
+  _globals['_GAPCAUSE']._serialized_start=898
+  _globals['_GAPCAUSE']._serialized_end=1048
   _globals['_TRIMEVENT']._serialized_start=136
   _globals['_TRIMEVENT']._serialized_end=253
   _globals['_METERUPDATE']._serialized_start=256
-  _globals['_METERUPDATE']._serialized_end=508
-  _globals['_HEARTBEAT']._serialized_start=510
-  _globals['_HEARTBEAT']._serialized_end=603
-  _globals['_GAP']._serialized_start=605
-  _globals['_GAP']._serialized_end=718
+  _globals['_METERUPDATE']._serialized_end=585
+  _globals['_COMPACTIONPLANNED']._serialized_start=587
+  _globals['_COMPACTIONPLANNED']._serialized_end=685
+  _globals['_HEARTBEAT']._serialized_start=687
+  _globals['_HEARTBEAT']._serialized_end=780
+  _globals['_GAP']._serialized_start=782
+  _globals['_GAP']._serialized_end=895
 # @@protoc_insertion_point(module_scope)

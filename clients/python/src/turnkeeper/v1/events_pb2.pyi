@@ -88,7 +88,8 @@ Global___TrimEvent: _TypeAlias = TrimEvent  # noqa: Y015
 
 @_typing.final
 class MeterUpdate(_message.Message):
-    """MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+    """MeterUpdate is the context meter of one successful PrepareModelCall, or the plan of one PlanCompaction, for
+    subscribers that opted in (spec §10.5, §15.3).
     It is not a trim: it never counts as a trim event in heartbeats or gaps.
     """
 
@@ -100,8 +101,12 @@ class MeterUpdate(_message.Message):
     ROUTE_FIELD_NUMBER: _builtins.int
     METER_FIELD_NUMBER: _builtins.int
     COLLAPSE_FIELD_NUMBER: _builtins.int
+    PINNED_TOKENS_FIELD_NUMBER: _builtins.int
+    COMPACTION_FIELD_NUMBER: _builtins.int
     cursor: _builtins.str
     """The opaque cursor of this update; pass it as `after_cursor` to resume after it."""
+    pinned_tokens: _builtins.int
+    """The estimate of the pinned turns in the prepared request (spec §15.1); 0 when nothing is pinned."""
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp:
         """When the server published the update."""
@@ -122,6 +127,10 @@ class MeterUpdate(_message.Message):
     def collapse(self) -> _trim_pb2.ToolContextCollapse:
         """What the call's projection collapsed (spec §13.3); absent when nothing was collapsed."""
 
+    @_builtins.property
+    def compaction(self) -> Global___CompactionPlanned:
+        """Set instead of `meter` when the update reports a PlanCompaction that returned a plan: what the plan would save."""
+
     def __init__(
         self,
         *,
@@ -131,14 +140,48 @@ class MeterUpdate(_message.Message):
         route: _resolution_pb2.Route | None = ...,
         meter: _trim_pb2.ContextMeter | None = ...,
         collapse: _trim_pb2.ToolContextCollapse | None = ...,
+        pinned_tokens: _builtins.int = ...,
+        compaction: Global___CompactionPlanned | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "collapse", b"collapse", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "collapse", b"collapse", "compaction", b"compaction", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "collapse", b"collapse", "cursor", b"cursor", "meter", b"meter", "route", b"route", "time", b"time"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["caller", b"caller", "collapse", b"collapse", "compaction", b"compaction", "cursor", b"cursor", "meter", b"meter", "pinned_tokens", b"pinned_tokens", "route", b"route", "time", b"time"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MeterUpdate: _TypeAlias = MeterUpdate  # noqa: Y015
+
+@_typing.final
+class CompactionPlanned(_message.Message):
+    """CompactionPlanned is a compaction plan PlanCompaction returned (spec §15.3), as subscribers see it. Whether the
+    runtime applies it is the runtime's: the sidecar is stateless.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONDENSED_TURNS_FIELD_NUMBER: _builtins.int
+    SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARY_REQUEST_TOKENS_FIELD_NUMBER: _builtins.int
+    condensed_turns: _builtins.int
+    """The turns the plan condenses."""
+    saved_tokens: _builtins.int
+    """What the plan saves, as `CompactionPlan.saved_tokens`."""
+    summary_request_tokens: _builtins.int
+    """The estimate of the summary request, as `CompactionPlan.summary_request_tokens`."""
+    def __init__(
+        self,
+        *,
+        condensed_turns: _builtins.int = ...,
+        saved_tokens: _builtins.int = ...,
+        summary_request_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["condensed_turns", b"condensed_turns", "saved_tokens", b"saved_tokens", "summary_request_tokens", b"summary_request_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionPlanned: _TypeAlias = CompactionPlanned  # noqa: Y015
 
 @_typing.final
 class Heartbeat(_message.Message):

@@ -25,33 +25,33 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bturnkeeper/v1/history.proto\x12\rturnkeeper.v1\x1a\x1cgoogle/protobuf/struct.proto\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"I\n\nAttachment\x12\x12\n\nmedia_type\x18\x01 \x01(\t\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x12\r\n\x03uri\x18\x03 \x01(\tH\x00\x42\x08\n\x06source\"\x95\x02\n\x0b\x43hatMessage\x12!\n\x04role\x18\x01 \x01(\x0e\x32\x13.turnkeeper.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12+\n\ntool_calls\x18\x04 \x03(\x0b\x32\x17.turnkeeper.v1.ToolCall\x12.\n\x0b\x61ttachments\x18\x05 \x03(\x0b\x32\x19.turnkeeper.v1.Attachment\x12\x12\n\nbreadcrumb\x18\x06 \x01(\x08\x12,\n\x0bpassthrough\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x15tool_exchange_summary\x18\x08 \x01(\x08\"\x90\x01\n\x12\x41ssistantToolCalls\x12\x0c\n\x04text\x18\x01 \x01(\t\x12+\n\ntool_calls\x18\x02 \x03(\x0b\x32\x17.turnkeeper.v1.ToolCall\x12\x11\n\treasoning\x18\x03 \x01(\t\x12,\n\x0bpassthrough\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa4\x01\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12.\n\x0b\x61ttachments\x18\x04 \x03(\x0b\x32\x19.turnkeeper.v1.Attachment\x12,\n\x0bpassthrough\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"9\n\x0bToolResults\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.turnkeeper.v1.ToolResult\"\xc3\x01\n\x13\x43onversationMessage\x12*\n\x04\x63hat\x18\x01 \x01(\x0b\x32\x1a.turnkeeper.v1.ChatMessageH\x00\x12\x41\n\x14\x61ssistant_tool_calls\x18\x02 \x01(\x0b\x32!.turnkeeper.v1.AssistantToolCallsH\x00\x12\x32\n\x0ctool_results\x18\x03 \x01(\x0b\x32\x1a.turnkeeper.v1.ToolResultsH\x00\x42\t\n\x07message\";\n\x0b\x43hatHistory\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.turnkeeper.v1.ChatMessage\"K\n\x13\x43onversationHistory\x12\x34\n\x08messages\x18\x01 \x03(\x0b\x32\".turnkeeper.v1.ConversationMessage\"z\n\x07History\x12*\n\x04\x63hat\x18\x01 \x01(\x0b\x32\x1a.turnkeeper.v1.ChatHistoryH\x00\x12:\n\x0c\x63onversation\x18\x02 \x01(\x0b\x32\".turnkeeper.v1.ConversationHistoryH\x00\x42\x07\n\x05shape*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\r\n\tROLE_USER\x10\x02\x12\x12\n\x0eROLE_ASSISTANT\x10\x03\x12\r\n\tROLE_TOOL\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bturnkeeper/v1/history.proto\x12\rturnkeeper.v1\x1a\x1cgoogle/protobuf/struct.proto\"7\n\x08ToolCall\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x11\n\targuments\x18\x03 \x01(\t\"I\n\nAttachment\x12\x12\n\nmedia_type\x18\x01 \x01(\t\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x12\r\n\x03uri\x18\x03 \x01(\tH\x00\x42\x08\n\x06source\"\xb6\x02\n\x0b\x43hatMessage\x12!\n\x04role\x18\x01 \x01(\x0e\x32\x13.turnkeeper.v1.Role\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12+\n\ntool_calls\x18\x04 \x03(\x0b\x32\x17.turnkeeper.v1.ToolCall\x12.\n\x0b\x61ttachments\x18\x05 \x03(\x0b\x32\x19.turnkeeper.v1.Attachment\x12\x12\n\nbreadcrumb\x18\x06 \x01(\x08\x12,\n\x0bpassthrough\x18\x07 \x01(\x0b\x32\x17.google.protobuf.Struct\x12\x1d\n\x15tool_exchange_summary\x18\x08 \x01(\x08\x12\x0e\n\x06pinned\x18\t \x01(\x08\x12\x0f\n\x07summary\x18\n \x01(\x08\"\x90\x01\n\x12\x41ssistantToolCalls\x12\x0c\n\x04text\x18\x01 \x01(\t\x12+\n\ntool_calls\x18\x02 \x03(\x0b\x32\x17.turnkeeper.v1.ToolCall\x12\x11\n\treasoning\x18\x03 \x01(\t\x12,\n\x0bpassthrough\x18\x04 \x01(\x0b\x32\x17.google.protobuf.Struct\"\xa4\x01\n\nToolResult\x12\x14\n\x0ctool_call_id\x18\x01 \x01(\t\x12\x11\n\ttool_name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x03 \x01(\t\x12.\n\x0b\x61ttachments\x18\x04 \x03(\x0b\x32\x19.turnkeeper.v1.Attachment\x12,\n\x0bpassthrough\x18\x05 \x01(\x0b\x32\x17.google.protobuf.Struct\"9\n\x0bToolResults\x12*\n\x07results\x18\x01 \x03(\x0b\x32\x19.turnkeeper.v1.ToolResult\"\xc3\x01\n\x13\x43onversationMessage\x12*\n\x04\x63hat\x18\x01 \x01(\x0b\x32\x1a.turnkeeper.v1.ChatMessageH\x00\x12\x41\n\x14\x61ssistant_tool_calls\x18\x02 \x01(\x0b\x32!.turnkeeper.v1.AssistantToolCallsH\x00\x12\x32\n\x0ctool_results\x18\x03 \x01(\x0b\x32\x1a.turnkeeper.v1.ToolResultsH\x00\x42\t\n\x07message\";\n\x0b\x43hatHistory\x12,\n\x08messages\x18\x01 \x03(\x0b\x32\x1a.turnkeeper.v1.ChatMessage\"K\n\x13\x43onversationHistory\x12\x34\n\x08messages\x18\x01 \x03(\x0b\x32\".turnkeeper.v1.ConversationMessage\"z\n\x07History\x12*\n\x04\x63hat\x18\x01 \x01(\x0b\x32\x1a.turnkeeper.v1.ChatHistoryH\x00\x12:\n\x0c\x63onversation\x18\x02 \x01(\x0b\x32\".turnkeeper.v1.ConversationHistoryH\x00\x42\x07\n\x05shape*_\n\x04Role\x12\x14\n\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bROLE_SYSTEM\x10\x01\x12\r\n\tROLE_USER\x10\x02\x12\x12\n\x0eROLE_ASSISTANT\x10\x03\x12\r\n\tROLE_TOOL\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.history_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROLE']._serialized_start=1321
-  _globals['_ROLE']._serialized_end=1416
+  _globals['_ROLE']._serialized_start=1354
+  _globals['_ROLE']._serialized_end=1449
   _globals['_TOOLCALL']._serialized_start=76
   _globals['_TOOLCALL']._serialized_end=131
   _globals['_ATTACHMENT']._serialized_start=133
   _globals['_ATTACHMENT']._serialized_end=206
   _globals['_CHATMESSAGE']._serialized_start=209
-  _globals['_CHATMESSAGE']._serialized_end=486
-  _globals['_ASSISTANTTOOLCALLS']._serialized_start=489
-  _globals['_ASSISTANTTOOLCALLS']._serialized_end=633
-  _globals['_TOOLRESULT']._serialized_start=636
-  _globals['_TOOLRESULT']._serialized_end=800
-  _globals['_TOOLRESULTS']._serialized_start=802
-  _globals['_TOOLRESULTS']._serialized_end=859
-  _globals['_CONVERSATIONMESSAGE']._serialized_start=862
-  _globals['_CONVERSATIONMESSAGE']._serialized_end=1057
-  _globals['_CHATHISTORY']._serialized_start=1059
-  _globals['_CHATHISTORY']._serialized_end=1118
-  _globals['_CONVERSATIONHISTORY']._serialized_start=1120
-  _globals['_CONVERSATIONHISTORY']._serialized_end=1195
-  _globals['_HISTORY']._serialized_start=1197
-  _globals['_HISTORY']._serialized_end=1319
+  _globals['_CHATMESSAGE']._serialized_end=519
+  _globals['_ASSISTANTTOOLCALLS']._serialized_start=522
+  _globals['_ASSISTANTTOOLCALLS']._serialized_end=666
+  _globals['_TOOLRESULT']._serialized_start=669
+  _globals['_TOOLRESULT']._serialized_end=833
+  _globals['_TOOLRESULTS']._serialized_start=835
+  _globals['_TOOLRESULTS']._serialized_end=892
+  _globals['_CONVERSATIONMESSAGE']._serialized_start=895
+  _globals['_CONVERSATIONMESSAGE']._serialized_end=1090
+  _globals['_CHATHISTORY']._serialized_start=1092
+  _globals['_CHATHISTORY']._serialized_end=1151
+  _globals['_CONVERSATIONHISTORY']._serialized_start=1153
+  _globals['_CONVERSATIONHISTORY']._serialized_end=1228
+  _globals['_HISTORY']._serialized_start=1230
+  _globals['_HISTORY']._serialized_end=1352
 # @@protoc_insertion_point(module_scope)

@@ -131,6 +131,8 @@ class ChatMessage(_message.Message):
     BREADCRUMB_FIELD_NUMBER: _builtins.int
     PASSTHROUGH_FIELD_NUMBER: _builtins.int
     TOOL_EXCHANGE_SUMMARY_FIELD_NUMBER: _builtins.int
+    PINNED_FIELD_NUMBER: _builtins.int
+    SUMMARY_FIELD_NUMBER: _builtins.int
     role: Global___Role.ValueType
     """The role of the row. Required."""
     content: _builtins.str
@@ -145,6 +147,15 @@ class ChatMessage(_message.Message):
     """True on a tool-exchange summary row turnkeeper wrote in place of a collapsed turn's tool calls and results
     (spec §13.1). Only allowed on assistant rows without tool calls. A summary row a runtime sends back is an
     assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
+    """
+    pinned: _builtins.bool
+    """True on a real user row (a turn boundary) whose whole turn every trim keeps (spec §15.1): the pinned turns that
+    stand before a cut move ahead of the breadcrumb. A pin on any other row is INVALID_ARGUMENT.
+    """
+    summary: _builtins.bool
+    """True on the summary row (spec §15.2): a user row whose content the runtime wrote from a summarizer's answer
+    (PlanCompaction). At most one, right after the leading system rows and before any breadcrumb; it belongs to the
+    fixed prefix, is never a turn boundary, never dropped and never projected, and is priced as text.
     """
     @_builtins.property
     def tool_calls(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolCall]:
@@ -174,10 +185,12 @@ class ChatMessage(_message.Message):
         breadcrumb: _builtins.bool = ...,
         passthrough: _struct_pb2.Struct | None = ...,
         tool_exchange_summary: _builtins.bool = ...,
+        pinned: _builtins.bool = ...,
+        summary: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["passthrough", b"passthrough"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "breadcrumb", b"breadcrumb", "content", b"content", "passthrough", b"passthrough", "role", b"role", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls", "tool_exchange_summary", b"tool_exchange_summary"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attachments", b"attachments", "breadcrumb", b"breadcrumb", "content", b"content", "passthrough", b"passthrough", "pinned", b"pinned", "role", b"role", "summary", b"summary", "tool_call_id", b"tool_call_id", "tool_calls", b"tool_calls", "tool_exchange_summary", b"tool_exchange_summary"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

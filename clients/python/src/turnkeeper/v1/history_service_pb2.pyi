@@ -25,6 +25,34 @@ else:
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class _CompactionRefusalReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _CompactionRefusalReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_CompactionRefusalReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    COMPACTION_REFUSAL_REASON_UNSPECIFIED: _CompactionRefusalReason.ValueType  # 0
+    """Not set; never returned by the server."""
+    COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE: _CompactionRefusalReason.ValueType  # 1
+    """No trim of the preparation drops a turn now, so there is nothing to condense."""
+    COMPACTION_REFUSAL_REASON_TOO_LARGE: _CompactionRefusalReason.ValueType  # 2
+    """Not even the oldest turn to condense makes a summary request that fits the summarizer's route."""
+    COMPACTION_REFUSAL_REASON_NO_SAVING: _CompactionRefusalReason.ValueType  # 3
+    """The plan would save less than `min_saved_tokens`."""
+
+class CompactionRefusalReason(_CompactionRefusalReason, metaclass=_CompactionRefusalReasonEnumTypeWrapper):
+    """CompactionRefusalReason says why PlanCompaction returned no plan."""
+
+COMPACTION_REFUSAL_REASON_UNSPECIFIED: CompactionRefusalReason.ValueType  # 0
+"""Not set; never returned by the server."""
+COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE: CompactionRefusalReason.ValueType  # 1
+"""No trim of the preparation drops a turn now, so there is nothing to condense."""
+COMPACTION_REFUSAL_REASON_TOO_LARGE: CompactionRefusalReason.ValueType  # 2
+"""Not even the oldest turn to condense makes a summary request that fits the summarizer's route."""
+COMPACTION_REFUSAL_REASON_NO_SAVING: CompactionRefusalReason.ValueType  # 3
+"""The plan would save less than `min_saved_tokens`."""
+Global___CompactionRefusalReason: _TypeAlias = CompactionRefusalReason  # noqa: Y015
+
 class _PhraseSource:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -301,6 +329,9 @@ class TrimOutcome(_message.Message):
     CALIBRATION_FIELD_NUMBER: _builtins.int
     CUT_STEP_FIELD_NUMBER: _builtins.int
     CUT_DROP_TARGET_FIELD_NUMBER: _builtins.int
+    PINNED_TURNS_FIELD_NUMBER: _builtins.int
+    PINNED_TOKENS_FIELD_NUMBER: _builtins.int
+    KEPT_IN_DROPPED_RANGE_FIELD_NUMBER: _builtins.int
     trimmed: _builtins.bool
     """True when rows were dropped."""
     dropped_messages: _builtins.int
@@ -331,13 +362,25 @@ class TrimOutcome(_message.Message):
     `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0. When no turn
     boundary reaches it, only the newest turn is kept and this is the target the cut fell short of.
     """
+    pinned_turns: _builtins.int
+    """The pinned turns in the output (spec §15.1): every trim keeps them."""
+    pinned_tokens: _builtins.int
+    """The estimate of the pinned turns in the output, in tokens."""
     @_builtins.property
     def dropped_range(self) -> _trim_pb2.IndexRange:
-        """The input rows dropped, as a half-open index range; absent when nothing was dropped."""
+        """The input rows dropped, as a half-open index range from the first to one past the last; absent when nothing was
+        dropped. Pinned turns inside it are kept (`kept_in_dropped_range`), and a breadcrumb inside it is moved.
+        """
 
     @_builtins.property
     def calibration(self) -> _trim_pb2.UsageCalibration:
         """The estimate-space steps of a reported-usage trim that ran them; absent otherwise."""
+
+    @_builtins.property
+    def kept_in_dropped_range(self) -> _containers.RepeatedCompositeFieldContainer[_trim_pb2.IndexRange]:
+        """The pinned turns inside `dropped_range` that the trim kept, as ascending input row ranges (spec §15.1): they
+        move ahead of the breadcrumb. Empty when nothing inside the range is pinned.
+        """
 
     def __init__(
         self,
@@ -355,10 +398,13 @@ class TrimOutcome(_message.Message):
         calibration: _trim_pb2.UsageCalibration | None = ...,
         cut_step: _builtins.int = ...,
         cut_drop_target: _builtins.int = ...,
+        pinned_turns: _builtins.int = ...,
+        pinned_tokens: _builtins.int = ...,
+        kept_in_dropped_range: _abc.Iterable[_trim_pb2.IndexRange] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "dropped_range", b"dropped_range"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_range", b"dropped_range", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trimmed", b"trimmed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index", "breadcrumb_index", b"breadcrumb_index", "calibration", b"calibration", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_range", b"dropped_range", "dropped_turns", b"dropped_turns", "kept_in_dropped_range", b"kept_in_dropped_range", "kept_turns", b"kept_turns", "pinned_tokens", b"pinned_tokens", "pinned_turns", b"pinned_turns", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "trimmed", b"trimmed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__breadcrumb_index: _TypeAlias = _typing.Literal["breadcrumb_index"]  # noqa: Y015
     _WhichOneofArgType__breadcrumb_index: _TypeAlias = _typing.Literal["_breadcrumb_index", b"_breadcrumb_index"]  # noqa: Y015
@@ -603,6 +649,230 @@ class PrepareModelCallResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___PrepareModelCallResponse: _TypeAlias = PrepareModelCallResponse  # noqa: Y015
+
+@_typing.final
+class PlanCompactionRequest(_message.Message):
+    """PlanCompactionRequest asks for a compaction plan. It carries what PrepareModelCallRequest carries, under the same
+    field names and numbers, plus the summarizer's route and the summary's budget.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HISTORY_FIELD_NUMBER: _builtins.int
+    PROFILES_FIELD_NUMBER: _builtins.int
+    CALLER_FIELD_NUMBER: _builtins.int
+    HOOK_TEXTS_FIELD_NUMBER: _builtins.int
+    TOOL_SCHEMAS_FIELD_NUMBER: _builtins.int
+    RESERVED_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    REPORTED_USAGE_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_SELECTION_FIELD_NUMBER: _builtins.int
+    SUMMARY_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    INSTRUCTION_FIELD_NUMBER: _builtins.int
+    MIN_SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    reserved_output_tokens: _builtins.int
+    """Output tokens the preparation reserves within the capacity (spec §12)."""
+    summary_output_tokens: _builtins.int
+    """The output tokens to reserve for the summary. Unset means 2,000."""
+    instruction: _builtins.str
+    """The instruction that ends the summary request; empty means `RuntimeProfile.summary_instruction`, or else the
+    spec's default text.
+    """
+    min_saved_tokens: _builtins.int
+    """The smallest saving a plan must bring, in tokens; a smaller one is refused with NO_SAVING. Unset means 0."""
+    @_builtins.property
+    def history(self) -> _history_pb2.History:
+        """The history as the runtime holds it."""
+
+    @_builtins.property
+    def profiles(self) -> _profile_pb2.Profiles:
+        """The profiles and route selection of the call the runtime is preparing."""
+
+    @_builtins.property
+    def caller(self) -> _trim_pb2.CallerContext:
+        """Who asked; copied into the published compaction update."""
+
+    @_builtins.property
+    def hook_texts(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Texts that hooks inject into the request, each priced like a row, as in the pre-flight."""
+
+    @_builtins.property
+    def tool_schemas(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The tool schemas sent with the request, as JSON text, each priced like a row, as in the pre-flight."""
+
+    @_builtins.property
+    def reported_usage(self) -> _trim_pb2.ReportedUsage:
+        """The previous request's provider-reported usage, as in PrepareModelCallRequest (spec §10.3)."""
+
+    @_builtins.property
+    def summarizer_selection(self) -> _profile_pb2.RouteSelection:
+        """The route of the summary request; unset means the call's own route."""
+
+    def __init__(
+        self,
+        *,
+        history: _history_pb2.History | None = ...,
+        profiles: _profile_pb2.Profiles | None = ...,
+        caller: _trim_pb2.CallerContext | None = ...,
+        hook_texts: _abc.Iterable[_builtins.str] | None = ...,
+        tool_schemas: _abc.Iterable[_builtins.str] | None = ...,
+        reserved_output_tokens: _builtins.int = ...,
+        reported_usage: _trim_pb2.ReportedUsage | None = ...,
+        summarizer_selection: _profile_pb2.RouteSelection | None = ...,
+        summary_output_tokens: _builtins.int | None = ...,
+        instruction: _builtins.str = ...,
+        min_saved_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_summary_output_tokens", b"_summary_output_tokens", "caller", b"caller", "history", b"history", "profiles", b"profiles", "reported_usage", b"reported_usage", "summarizer_selection", b"summarizer_selection", "summary_output_tokens", b"summary_output_tokens"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_summary_output_tokens", b"_summary_output_tokens", "caller", b"caller", "history", b"history", "hook_texts", b"hook_texts", "instruction", b"instruction", "min_saved_tokens", b"min_saved_tokens", "profiles", b"profiles", "reported_usage", b"reported_usage", "reserved_output_tokens", b"reserved_output_tokens", "summarizer_selection", b"summarizer_selection", "summary_output_tokens", b"summary_output_tokens", "tool_schemas", b"tool_schemas"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__summary_output_tokens: _TypeAlias = _typing.Literal["summary_output_tokens"]  # noqa: Y015
+    _WhichOneofArgType__summary_output_tokens: _TypeAlias = _typing.Literal["_summary_output_tokens", b"_summary_output_tokens"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__summary_output_tokens) -> _WhichOneofReturnType__summary_output_tokens | None: ...
+
+Global___PlanCompactionRequest: _TypeAlias = PlanCompactionRequest  # noqa: Y015
+
+@_typing.final
+class CompactionRefusal(_message.Message):
+    """CompactionRefusal is why there is no plan, with the sizes that decided it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REASON_FIELD_NUMBER: _builtins.int
+    REQUEST_TOKENS_FIELD_NUMBER: _builtins.int
+    CAPACITY_TOKENS_FIELD_NUMBER: _builtins.int
+    SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    MIN_SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    reason: Global___CompactionRefusalReason.ValueType
+    """Why there is no plan."""
+    request_tokens: _builtins.int
+    """For TOO_LARGE: the smallest summary request's estimate, hook texts, tool schemas and reserved output included."""
+    capacity_tokens: _builtins.int
+    """For TOO_LARGE: the summarizer route's capacity it was compared with (the known window or the safety window)."""
+    saved_tokens: _builtins.int
+    """For NO_SAVING: what the plan would have saved, in tokens (0 when it would save nothing)."""
+    min_saved_tokens: _builtins.int
+    """For NO_SAVING: the minimum the request asked for."""
+    def __init__(
+        self,
+        *,
+        reason: Global___CompactionRefusalReason.ValueType = ...,
+        request_tokens: _builtins.int = ...,
+        capacity_tokens: _builtins.int = ...,
+        saved_tokens: _builtins.int = ...,
+        min_saved_tokens: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity_tokens", b"capacity_tokens", "min_saved_tokens", b"min_saved_tokens", "reason", b"reason", "request_tokens", b"request_tokens", "saved_tokens", b"saved_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionRefusal: _TypeAlias = CompactionRefusal  # noqa: Y015
+
+@_typing.final
+class CompactionPlan(_message.Message):
+    """CompactionPlan is what to condense and the request that condenses it (spec §15.3)."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CONDENSED_ROWS_FIELD_NUMBER: _builtins.int
+    PINNED_TURNS_FIELD_NUMBER: _builtins.int
+    SUMMARY_REQUEST_FIELD_NUMBER: _builtins.int
+    SUMMARY_OUTPUT_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARY_REQUEST_TOKENS_FIELD_NUMBER: _builtins.int
+    SUMMARIZER_RESOLUTION_FIELD_NUMBER: _builtins.int
+    SAVED_TOKENS_FIELD_NUMBER: _builtins.int
+    CONDENSED_TURNS_FIELD_NUMBER: _builtins.int
+    summary_output_tokens: _builtins.int
+    """The output tokens reserved for the summary."""
+    summary_request_tokens: _builtins.int
+    """The estimate of `summary_request` plus the hook texts and tool schemas, as the pre-flight prices them."""
+    saved_tokens: _builtins.int
+    """The estimate of the condensed rows as projected (the old summary included) minus `summary_output_tokens`; 0
+    when that is negative.
+    """
+    condensed_turns: _builtins.int
+    """The turns condensed (the old summary row is not a turn)."""
+    @_builtins.property
+    def condensed_rows(self) -> _containers.RepeatedCompositeFieldContainer[_trim_pb2.IndexRange]:
+        """The input rows condensed, as ascending half-open ranges of the request's own history: the old summary row and
+        every unpinned turn condensed, with the rows between them; pinned turns split the ranges.
+        """
+
+    @_builtins.property
+    def pinned_turns(self) -> _containers.RepeatedCompositeFieldContainer[_trim_pb2.IndexRange]:
+        """The pinned turns that stand before the end of the condensed rows, as input row ranges in order: the applied
+        history keeps them, right after the new summary row.
+        """
+
+    @_builtins.property
+    def summary_request(self) -> _history_pb2.History:
+        """The summary request: the fixed prefix, any breadcrumb as it stands, the turns as the preparation would project
+        them, through the last turn to condense, then one user row holding the instruction.
+        """
+
+    @_builtins.property
+    def summarizer_resolution(self) -> _resolution_pb2.Resolution:
+        """The summarizer route's resolution: its route, capacity and budget."""
+
+    def __init__(
+        self,
+        *,
+        condensed_rows: _abc.Iterable[_trim_pb2.IndexRange] | None = ...,
+        pinned_turns: _abc.Iterable[_trim_pb2.IndexRange] | None = ...,
+        summary_request: _history_pb2.History | None = ...,
+        summary_output_tokens: _builtins.int = ...,
+        summary_request_tokens: _builtins.int = ...,
+        summarizer_resolution: _resolution_pb2.Resolution | None = ...,
+        saved_tokens: _builtins.int = ...,
+        condensed_turns: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["summarizer_resolution", b"summarizer_resolution", "summary_request", b"summary_request"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["condensed_rows", b"condensed_rows", "condensed_turns", b"condensed_turns", "pinned_turns", b"pinned_turns", "saved_tokens", b"saved_tokens", "summarizer_resolution", b"summarizer_resolution", "summary_output_tokens", b"summary_output_tokens", "summary_request", b"summary_request", "summary_request_tokens", b"summary_request_tokens"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CompactionPlan: _TypeAlias = CompactionPlan  # noqa: Y015
+
+@_typing.final
+class PlanCompactionResponse(_message.Message):
+    """PlanCompactionResponse is a compaction plan, or why there is none."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAN_FIELD_NUMBER: _builtins.int
+    REFUSAL_FIELD_NUMBER: _builtins.int
+    RESOLUTION_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def plan(self) -> Global___CompactionPlan:
+        """What to condense and the summary request."""
+
+    @_builtins.property
+    def refusal(self) -> Global___CompactionRefusal:
+        """Why there is no plan."""
+
+    @_builtins.property
+    def resolution(self) -> _resolution_pb2.Resolution:
+        """The resolution of the call's own route, which decided what the preparation would drop."""
+
+    def __init__(
+        self,
+        *,
+        plan: Global___CompactionPlan | None = ...,
+        refusal: Global___CompactionRefusal | None = ...,
+        resolution: _resolution_pb2.Resolution | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan", "refusal", b"refusal", "resolution", b"resolution", "result", b"result"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["plan", b"plan", "refusal", b"refusal", "resolution", b"resolution", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["plan", "refusal"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___PlanCompactionResponse: _TypeAlias = PlanCompactionResponse  # noqa: Y015
 
 @_typing.final
 class CheckCapacityRequest(_message.Message):

@@ -78,6 +78,11 @@ class HistoryServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorResponse.FromString,
                 _registered_method=True)
+        self.PlanCompaction = channel.unary_unary(
+                '/turnkeeper.v1.HistoryService/PlanCompaction',
+                request_serializer=turnkeeper_dot_v1_dot_history__service__pb2.PlanCompactionRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.PlanCompactionResponse.FromString,
+                _registered_method=True)
         self.TrimEvents = channel.unary_stream(
                 '/turnkeeper.v1.HistoryService/TrimEvents',
                 request_serializer=turnkeeper_dot_v1_dot_history__service__pb2.TrimEventsRequest.SerializeToString,
@@ -156,6 +161,16 @@ class HistoryServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanCompaction(self, request, context):
+        """PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+        drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+        a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+        the response says why (nothing to condense, too large, no saving); that is not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def TrimEvents(self, request, context):
         """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
         and, for subscribers that opt in, a context meter update per prepared model call.
@@ -206,6 +221,11 @@ def add_HistoryServiceServicer_to_server(servicer, server):
                     servicer.ClassifyProviderError,
                     request_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorResponse.SerializeToString,
+            ),
+            'PlanCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanCompaction,
+                    request_deserializer=turnkeeper_dot_v1_dot_history__service__pb2.PlanCompactionRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_history__service__pb2.PlanCompactionResponse.SerializeToString,
             ),
             'TrimEvents': grpc.unary_stream_rpc_method_handler(
                     servicer.TrimEvents,
@@ -433,6 +453,33 @@ class HistoryService:
             '/turnkeeper.v1.HistoryService/ClassifyProviderError',
             turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorRequest.SerializeToString,
             turnkeeper_dot_v1_dot_history__service__pb2.ClassifyProviderErrorResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.HistoryService/PlanCompaction',
+            turnkeeper_dot_v1_dot_history__service__pb2.PlanCompactionRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_history__service__pb2.PlanCompactionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -67,6 +67,12 @@ class HistoryServiceStub:
     """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
     that starts reactive recovery.
     """
+    PlanCompaction: _grpc.UnaryUnaryMultiCallable[_history_service_pb2.PlanCompactionRequest, _history_service_pb2.PlanCompactionResponse]
+    """PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+    drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+    a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+    the response says why (nothing to condense, too large, no saving); that is not an error.
+    """
     TrimEvents: _grpc.UnaryStreamMultiCallable[_history_service_pb2.TrimEventsRequest, _history_service_pb2.TrimEventsResponse]
     """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
     and, for subscribers that opt in, a context meter update per prepared model call.
@@ -110,6 +116,12 @@ class HistoryServiceAsyncStub(HistoryServiceStub):
     ClassifyProviderError: _aio.UnaryUnaryMultiCallable[_history_service_pb2.ClassifyProviderErrorRequest, _history_service_pb2.ClassifyProviderErrorResponse]  # type: ignore[assignment]
     """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
     that starts reactive recovery.
+    """
+    PlanCompaction: _aio.UnaryUnaryMultiCallable[_history_service_pb2.PlanCompactionRequest, _history_service_pb2.PlanCompactionResponse]  # type: ignore[assignment]
+    """PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+    drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+    a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+    the response says why (nothing to condense, too large, no saving); that is not an error.
     """
     TrimEvents: _aio.UnaryStreamMultiCallable[_history_service_pb2.TrimEventsRequest, _history_service_pb2.TrimEventsResponse]  # type: ignore[assignment]
     """TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
@@ -199,6 +211,18 @@ class HistoryServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_history_service_pb2.ClassifyProviderErrorResponse, _abc.Awaitable[_history_service_pb2.ClassifyProviderErrorResponse]]:
         """ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
         that starts reactive recovery.
+        """
+
+    @_abc_1.abstractmethod
+    def PlanCompaction(
+        self,
+        request: _history_service_pb2.PlanCompactionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_history_service_pb2.PlanCompactionResponse, _abc.Awaitable[_history_service_pb2.PlanCompactionResponse]]:
+        """PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+        drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+        a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+        the response says why (nothing to condense, too large, no saving); that is not an error.
         """
 
     @_abc_1.abstractmethod

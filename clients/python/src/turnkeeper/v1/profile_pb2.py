@@ -24,29 +24,29 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bturnkeeper/v1/profile.proto\x12\rturnkeeper.v1\"5\n\x0eHistoryPruning\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\x12\n\nmax_tokens\x18\x02 \x01(\x04\"@\n\x0f\x43lassifierRoute\x12\x0c\n\x04hint\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\"\x8f\x05\n\x0eRuntimeProfile\x12\x1f\n\x12max_context_tokens\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\"\n\x15\x63ontext_compact_ratio\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x36\n\x0fhistory_pruning\x18\x03 \x01(\x0b\x32\x1d.turnkeeper.v1.HistoryPruning\x12!\n\x14max_history_messages\x18\x04 \x01(\rH\x02\x88\x01\x01\x12\"\n\x15max_tool_result_chars\x18\x05 \x01(\x04H\x03\x88\x01\x01\x12\x18\n\x10\x64\x65\x66\x61ult_provider\x18\x06 \x01(\t\x12\x15\n\rdefault_model\x18\x07 \x01(\t\x12\x39\n\x11\x63lassifier_routes\x18\x08 \x03(\x0b\x32\x1e.turnkeeper.v1.ClassifierRoute\x12\x17\n\x0f\x62readcrumb_text\x18\t \x01(\t\x12#\n\x16history_trim_low_water\x18\n \x01(\x01H\x04\x88\x01\x01\x12$\n\x17keep_tool_context_turns\x18\x0b \x01(\rH\x05\x88\x01\x01\x12+\n\x1ekeep_running_turn_tool_results\x18\x0c \x01(\rH\x06\x88\x01\x01\x42\x15\n\x13_max_context_tokensB\x18\n\x16_context_compact_ratioB\x17\n\x15_max_history_messagesB\x18\n\x16_max_tool_result_charsB\x19\n\x17_history_trim_low_waterB\x1a\n\x18_keep_tool_context_turnsB!\n\x1f_keep_running_turn_tool_results\"\xfd\x01\n\x0fProviderProfile\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x1b\n\x0e\x63ontext_window\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12*\n\x06prices\x18\x04 \x01(\x0b\x32\x1a.turnkeeper.v1.ModelPrices\x12!\n\x14min_cacheable_tokens\x18\x05 \x01(\x04H\x01\x88\x01\x01\x12\x34\n\x0e\x63\x61\x63he_lifetime\x18\x06 \x01(\x0e\x32\x1c.turnkeeper.v1.CacheLifetimeB\x11\n\x0f_context_windowB\x17\n\x15_min_cacheable_tokens\"\xe3\x01\n\x0bModelPrices\x12 \n\x18input_per_million_tokens\x18\x01 \x01(\x01\x12,\n\x1f\x63\x61\x63hed_input_per_million_tokens\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x08\x63urrency\x18\x03 \x01(\t\x12+\n\x1e\x63\x61\x63he_write_per_million_tokens\x18\x04 \x01(\x01H\x01\x88\x01\x01\x42\"\n _cached_input_per_million_tokensB!\n\x1f_cache_write_per_million_tokens\"0\n\rSessionSwitch\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\"_\n\x0eRouteSelection\x12\x17\n\x0f\x63lassifier_hint\x18\x01 \x01(\t\x12\x34\n\x0esession_switch\x18\x02 \x01(\x0b\x32\x1c.turnkeeper.v1.SessionSwitch\"\x9f\x01\n\x08Profiles\x12.\n\x07runtime\x18\x01 \x01(\x0b\x32\x1d.turnkeeper.v1.RuntimeProfile\x12\x31\n\tproviders\x18\x02 \x03(\x0b\x32\x1e.turnkeeper.v1.ProviderProfile\x12\x30\n\tselection\x18\x03 \x01(\x0b\x32\x1d.turnkeeper.v1.RouteSelection*m\n\rCacheLifetime\x12\x1e\n\x1a\x43\x41\x43HE_LIFETIME_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x43\x41\x43HE_LIFETIME_FIVE_MINUTES\x10\x01\x12\x1b\n\x17\x43\x41\x43HE_LIFETIME_ONE_HOUR\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bturnkeeper/v1/profile.proto\x12\rturnkeeper.v1\"5\n\x0eHistoryPruning\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12\x12\n\nmax_tokens\x18\x02 \x01(\x04\"@\n\x0f\x43lassifierRoute\x12\x0c\n\x04hint\x18\x01 \x01(\t\x12\x10\n\x08provider\x18\x02 \x01(\t\x12\r\n\x05model\x18\x03 \x01(\t\"\xac\x05\n\x0eRuntimeProfile\x12\x1f\n\x12max_context_tokens\x18\x01 \x01(\x04H\x00\x88\x01\x01\x12\"\n\x15\x63ontext_compact_ratio\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x36\n\x0fhistory_pruning\x18\x03 \x01(\x0b\x32\x1d.turnkeeper.v1.HistoryPruning\x12!\n\x14max_history_messages\x18\x04 \x01(\rH\x02\x88\x01\x01\x12\"\n\x15max_tool_result_chars\x18\x05 \x01(\x04H\x03\x88\x01\x01\x12\x18\n\x10\x64\x65\x66\x61ult_provider\x18\x06 \x01(\t\x12\x15\n\rdefault_model\x18\x07 \x01(\t\x12\x39\n\x11\x63lassifier_routes\x18\x08 \x03(\x0b\x32\x1e.turnkeeper.v1.ClassifierRoute\x12\x17\n\x0f\x62readcrumb_text\x18\t \x01(\t\x12#\n\x16history_trim_low_water\x18\n \x01(\x01H\x04\x88\x01\x01\x12$\n\x17keep_tool_context_turns\x18\x0b \x01(\rH\x05\x88\x01\x01\x12+\n\x1ekeep_running_turn_tool_results\x18\x0c \x01(\rH\x06\x88\x01\x01\x12\x1b\n\x13summary_instruction\x18\r \x01(\tB\x15\n\x13_max_context_tokensB\x18\n\x16_context_compact_ratioB\x17\n\x15_max_history_messagesB\x18\n\x16_max_tool_result_charsB\x19\n\x17_history_trim_low_waterB\x1a\n\x18_keep_tool_context_turnsB!\n\x1f_keep_running_turn_tool_results\"\xfd\x01\n\x0fProviderProfile\x12\r\n\x05\x61lias\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\x12\x1b\n\x0e\x63ontext_window\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12*\n\x06prices\x18\x04 \x01(\x0b\x32\x1a.turnkeeper.v1.ModelPrices\x12!\n\x14min_cacheable_tokens\x18\x05 \x01(\x04H\x01\x88\x01\x01\x12\x34\n\x0e\x63\x61\x63he_lifetime\x18\x06 \x01(\x0e\x32\x1c.turnkeeper.v1.CacheLifetimeB\x11\n\x0f_context_windowB\x17\n\x15_min_cacheable_tokens\"\xe3\x01\n\x0bModelPrices\x12 \n\x18input_per_million_tokens\x18\x01 \x01(\x01\x12,\n\x1f\x63\x61\x63hed_input_per_million_tokens\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x08\x63urrency\x18\x03 \x01(\t\x12+\n\x1e\x63\x61\x63he_write_per_million_tokens\x18\x04 \x01(\x01H\x01\x88\x01\x01\x42\"\n _cached_input_per_million_tokensB!\n\x1f_cache_write_per_million_tokens\"0\n\rSessionSwitch\x12\x10\n\x08provider\x18\x01 \x01(\t\x12\r\n\x05model\x18\x02 \x01(\t\"_\n\x0eRouteSelection\x12\x17\n\x0f\x63lassifier_hint\x18\x01 \x01(\t\x12\x34\n\x0esession_switch\x18\x02 \x01(\x0b\x32\x1c.turnkeeper.v1.SessionSwitch\"\x9f\x01\n\x08Profiles\x12.\n\x07runtime\x18\x01 \x01(\x0b\x32\x1d.turnkeeper.v1.RuntimeProfile\x12\x31\n\tproviders\x18\x02 \x03(\x0b\x32\x1e.turnkeeper.v1.ProviderProfile\x12\x30\n\tselection\x18\x03 \x01(\x0b\x32\x1d.turnkeeper.v1.RouteSelection*m\n\rCacheLifetime\x12\x1e\n\x1a\x43\x41\x43HE_LIFETIME_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x43\x41\x43HE_LIFETIME_FIVE_MINUTES\x10\x01\x12\x1b\n\x17\x43\x41\x43HE_LIFETIME_ONE_HOUR\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.profile_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_CACHELIFETIME']._serialized_start=1620
-  _globals['_CACHELIFETIME']._serialized_end=1729
+  _globals['_CACHELIFETIME']._serialized_start=1649
+  _globals['_CACHELIFETIME']._serialized_end=1758
   _globals['_HISTORYPRUNING']._serialized_start=46
   _globals['_HISTORYPRUNING']._serialized_end=99
   _globals['_CLASSIFIERROUTE']._serialized_start=101
   _globals['_CLASSIFIERROUTE']._serialized_end=165
   _globals['_RUNTIMEPROFILE']._serialized_start=168
-  _globals['_RUNTIMEPROFILE']._serialized_end=823
-  _globals['_PROVIDERPROFILE']._serialized_start=826
-  _globals['_PROVIDERPROFILE']._serialized_end=1079
-  _globals['_MODELPRICES']._serialized_start=1082
-  _globals['_MODELPRICES']._serialized_end=1309
-  _globals['_SESSIONSWITCH']._serialized_start=1311
-  _globals['_SESSIONSWITCH']._serialized_end=1359
-  _globals['_ROUTESELECTION']._serialized_start=1361
-  _globals['_ROUTESELECTION']._serialized_end=1456
-  _globals['_PROFILES']._serialized_start=1459
-  _globals['_PROFILES']._serialized_end=1618
+  _globals['_RUNTIMEPROFILE']._serialized_end=852
+  _globals['_PROVIDERPROFILE']._serialized_start=855
+  _globals['_PROVIDERPROFILE']._serialized_end=1108
+  _globals['_MODELPRICES']._serialized_start=1111
+  _globals['_MODELPRICES']._serialized_end=1338
+  _globals['_SESSIONSWITCH']._serialized_start=1340
+  _globals['_SESSIONSWITCH']._serialized_end=1388
+  _globals['_ROUTESELECTION']._serialized_start=1390
+  _globals['_ROUTESELECTION']._serialized_end=1485
+  _globals['_PROFILES']._serialized_start=1488
+  _globals['_PROFILES']._serialized_end=1647
 # @@protoc_insertion_point(module_scope)

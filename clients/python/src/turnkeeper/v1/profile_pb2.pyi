@@ -117,6 +117,7 @@ class RuntimeProfile(_message.Message):
     HISTORY_TRIM_LOW_WATER_FIELD_NUMBER: _builtins.int
     KEEP_TOOL_CONTEXT_TURNS_FIELD_NUMBER: _builtins.int
     KEEP_RUNNING_TURN_TOOL_RESULTS_FIELD_NUMBER: _builtins.int
+    SUMMARY_INSTRUCTION_FIELD_NUMBER: _builtins.int
     max_context_tokens: _builtins.int
     """The absolute token budget. Unset keeps the historical 32,000 default; an explicit 0 disables proactive trimming."""
     context_compact_ratio: _builtins.float
@@ -154,6 +155,8 @@ class RuntimeProfile(_message.Message):
     at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
     PrepareModelCall only: TrimHistory never clears.
     """
+    summary_instruction: _builtins.str
+    """The instruction PlanCompaction ends a summary request with (spec §15.3); empty means the spec's default text."""
     @_builtins.property
     def history_pruning(self) -> Global___HistoryPruning:
         """An operator cap that lowers the budget."""
@@ -177,10 +180,11 @@ class RuntimeProfile(_message.Message):
         history_trim_low_water: _builtins.float | None = ...,
         keep_tool_context_turns: _builtins.int | None = ...,
         keep_running_turn_tool_results: _builtins.int | None = ...,
+        summary_instruction: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "context_compact_ratio", b"context_compact_ratio", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio", "_history_trim_low_water", b"_history_trim_low_water", "_keep_running_turn_tool_results", b"_keep_running_turn_tool_results", "_keep_tool_context_turns", b"_keep_tool_context_turns", "_max_context_tokens", b"_max_context_tokens", "_max_history_messages", b"_max_history_messages", "_max_tool_result_chars", b"_max_tool_result_chars", "breadcrumb_text", b"breadcrumb_text", "classifier_routes", b"classifier_routes", "context_compact_ratio", b"context_compact_ratio", "default_model", b"default_model", "default_provider", b"default_provider", "history_pruning", b"history_pruning", "history_trim_low_water", b"history_trim_low_water", "keep_running_turn_tool_results", b"keep_running_turn_tool_results", "keep_tool_context_turns", b"keep_tool_context_turns", "max_context_tokens", b"max_context_tokens", "max_history_messages", b"max_history_messages", "max_tool_result_chars", b"max_tool_result_chars", "summary_instruction", b"summary_instruction"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__context_compact_ratio: _TypeAlias = _typing.Literal["context_compact_ratio"]  # noqa: Y015
     _WhichOneofArgType__context_compact_ratio: _TypeAlias = _typing.Literal["_context_compact_ratio", b"_context_compact_ratio"]  # noqa: Y015

@@ -25,25 +25,25 @@ _sym_db = _symbol_database.Default()
 from turnkeeper.v1 import resolution_pb2 as turnkeeper_dot_v1_dot_resolution__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18turnkeeper/v1/trim.proto\x12\rturnkeeper.v1\x1a\x1eturnkeeper/v1/resolution.proto\"j\n\rReportedUsage\x12\x1d\n\x15reported_input_tokens\x18\x01 \x01(\x04\x12\x1e\n\x16\x65stimated_input_tokens\x18\x02 \x01(\x04\x12\x1a\n\x12tool_schema_tokens\x18\x03 \x01(\x04\"q\n\x10UsageCalibration\x12 \n\x18\x63\x61librated_target_tokens\x18\x01 \x01(\x04\x12\x1d\n\x15history_target_tokens\x18\x02 \x01(\x04\x12\x1c\n\x14kept_estimate_tokens\x18\x03 \x01(\x04\"Z\n\rCallerContext\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nruntime_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x0f\n\x07turn_id\x18\x04 \x01(\t\"(\n\nIndexRange\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\"\xa3\x05\n\x0eHistoryTrimmed\x12)\n\x06reason\x18\x01 \x01(\x0e\x32\x19.turnkeeper.v1.TrimReason\x12\x19\n\x11overflow_recovery\x18\x02 \x01(\x08\x12\x18\n\x10\x64ropped_messages\x18\x03 \x01(\r\x12\x15\n\rdropped_turns\x18\x04 \x01(\r\x12\x12\n\nkept_turns\x18\x05 \x01(\r\x12\x15\n\rtokens_before\x18\x06 \x01(\x04\x12\x14\n\x0ctokens_after\x18\x07 \x01(\x04\x12\x15\n\rtarget_tokens\x18\x08 \x01(\x04\x12\x15\n\rbudget_tokens\x18\t \x01(\x04\x12\x12\n\nturn_limit\x18\n \x01(\r\x12)\n\x08\x63\x61pacity\x18\x0b \x01(\x0b\x32\x17.turnkeeper.v1.Capacity\x12#\n\x05route\x18\x0c \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12,\n\x06\x63\x61ller\x18\r \x01(\x0b\x32\x1c.turnkeeper.v1.CallerContext\x12\x1b\n\x13\x62readcrumb_inserted\x18\x0e \x01(\x08\x12\x30\n\x0c\x63ount_source\x18\x0f \x01(\x0e\x32\x1a.turnkeeper.v1.CountSource\x12\x34\n\x0b\x63\x61libration\x18\x10 \x01(\x0b\x32\x1f.turnkeeper.v1.UsageCalibration\x12\x10\n\x08\x63ut_step\x18\x11 \x01(\x04\x12\x17\n\x0f\x63ut_drop_target\x18\x12 \x01(\x04\x12\x34\n\x08\x63ollapse\x18\x13 \x01(\x0b\x32\".turnkeeper.v1.ToolContextCollapse\x12\x33\n\x08\x63learing\x18\x14 \x01(\x0b\x32!.turnkeeper.v1.ToolResultClearing\"[\n\x13ToolContextCollapse\x12\x17\n\x0f\x63ollapsed_turns\x18\x01 \x01(\r\x12\x15\n\rrows_left_out\x18\x02 \x01(\r\x12\x14\n\x0csaved_tokens\x18\x03 \x01(\x04\"C\n\x12ToolResultClearing\x12\x17\n\x0fresults_cleared\x18\x01 \x01(\r\x12\x14\n\x0csaved_tokens\x18\x02 \x01(\x04\"\xc2\x02\n\x0eRecoveryReport\x12\x0f\n\x07trimmed\x18\x01 \x01(\x08\x12/\n\x07\x62locker\x18\x02 \x01(\x0e\x32\x1e.turnkeeper.v1.RecoveryBlocker\x12\x17\n\x0f\x62\x61seline_tokens\x18\x03 \x01(\x04\x12\x15\n\rtarget_tokens\x18\x04 \x01(\x04\x12\x14\n\x0ctokens_after\x18\x05 \x01(\x04\x12\x16\n\x0etarget_reached\x18\x06 \x01(\x08\x12\x12\n\nkept_turns\x18\x07 \x01(\r\x12\x1b\n\x13system_floor_tokens\x18\x08 \x01(\x04\x12\x15\n\rbudget_tokens\x18\t \x01(\x04\x12#\n\x1bsystem_floor_reaches_budget\x18\n \x01(\x08\x12#\n\x05route\x18\x0b \x01(\x0b\x32\x14.turnkeeper.v1.Route\"\xa2\x01\n\x0c\x43ontextMeter\x12\x13\n\x0bused_tokens\x18\x01 \x01(\x04\x12\x15\n\rbudget_tokens\x18\x02 \x01(\x04\x12\x1c\n\x0f\x63\x61pacity_tokens\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x1e\n\x11\x63\x61pacity_fraction\x18\x04 \x01(\x01H\x01\x88\x01\x01\x42\x12\n\x10_capacity_tokensB\x14\n\x12_capacity_fraction\"\x8b\x01\n\x11InputCostEstimate\x12\x0c\n\x04\x63ost\x18\x01 \x01(\x01\x12\x10\n\x08\x63urrency\x18\x02 \x01(\t\x12\x1d\n\x15uncached_input_tokens\x18\x03 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x04 \x01(\x04\x12\x1a\n\x12\x63\x61\x63he_write_tokens\x18\x05 \x01(\x04\"\xbc\x01\n\x0fMessageEstimate\x12\x15\n\rprovider_rows\x18\x01 \x01(\r\x12\x12\n\ntext_bytes\x18\x02 \x01(\x04\x12\x13\n\x0btext_tokens\x18\x03 \x01(\x04\x12\x16\n\x0e\x66raming_tokens\x18\x04 \x01(\x04\x12\x0e\n\x06images\x18\x05 \x01(\r\x12\x14\n\x0cimage_tokens\x18\x06 \x01(\x04\x12\x14\n\x0ctotal_tokens\x18\x07 \x01(\x04\x12\x15\n\rturn_boundary\x18\x08 \x01(\x08\"z\n\rOrphanRemoval\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.turnkeeper.v1.OrphanKind\x12\x15\n\rmessage_index\x18\x02 \x01(\r\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x13\n\x0brow_removed\x18\x04 \x01(\x08\"\xde\x01\n\x0e\x43\x61pacityReport\x12\x16\n\x0emessage_tokens\x18\x01 \x01(\x04\x12\x14\n\x0cimage_tokens\x18\x02 \x01(\x04\x12\x13\n\x0bhook_tokens\x18\x03 \x01(\x04\x12\x1a\n\x12tool_schema_tokens\x18\x04 \x01(\x04\x12\x1e\n\x16reserved_output_tokens\x18\x05 \x01(\x04\x12\x14\n\x0ctotal_tokens\x18\x06 \x01(\x04\x12)\n\x08\x63\x61pacity\x18\x07 \x01(\x0b\x32\x17.turnkeeper.v1.Capacity\x12\x0c\n\x04\x66its\x18\x08 \x01(\x08\"<\n\x10\x43\x61ppedToolResult\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x17\n\x0ftruncated_chars\x18\x02 \x01(\x04*\x89\x01\n\nTrimReason\x12\x1b\n\x17TRIM_REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18TRIM_REASON_TOKEN_BUDGET\x10\x01\x12\x1a\n\x16TRIM_REASON_TURN_LIMIT\x10\x02\x12$\n TRIM_REASON_TOOL_RESULTS_CLEARED\x10\x03*\xb3\x01\n\x08TrimMode\x12\x19\n\x15TRIM_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16TRIM_MODE_TOKEN_BUDGET\x10\x01\x12\x18\n\x14TRIM_MODE_TURN_COUNT\x10\x02\x12\x1f\n\x1bTRIM_MODE_OVERFLOW_RECOVERY\x10\x03\x12\x17\n\x13TRIM_MODE_ROW_COUNT\x10\x04\x12\x1c\n\x18TRIM_MODE_REPORTED_USAGE\x10\x05*j\n\x0b\x43ountSource\x12\x1c\n\x18\x43OUNT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43OUNT_SOURCE_ESTIMATE\x10\x01\x12\"\n\x1e\x43OUNT_SOURCE_PROVIDER_REPORTED\x10\x02*\x83\x01\n\nCallerPath\x12\x1b\n\x17\x43\x41LLER_PATH_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43\x41LLER_PATH_AGENT\x10\x01\x12\x1b\n\x17\x43\x41LLER_PATH_LEGACY_LOOP\x10\x02\x12$\n CALLER_PATH_CHANNEL_SENDER_CACHE\x10\x03*u\n\x0fRecoveryBlocker\x12 \n\x1cRECOVERY_BLOCKER_UNSPECIFIED\x10\x00\x12 \n\x1cRECOVERY_BLOCKER_SINGLE_TURN\x10\x01\x12\x1e\n\x1aRECOVERY_BLOCKER_NO_SAVING\x10\x02*}\n\nOrphanKind\x12\x1b\n\x17ORPHAN_KIND_UNSPECIFIED\x10\x00\x12(\n$ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL\x10\x01\x12(\n$ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18turnkeeper/v1/trim.proto\x12\rturnkeeper.v1\x1a\x1eturnkeeper/v1/resolution.proto\"j\n\rReportedUsage\x12\x1d\n\x15reported_input_tokens\x18\x01 \x01(\x04\x12\x1e\n\x16\x65stimated_input_tokens\x18\x02 \x01(\x04\x12\x1a\n\x12tool_schema_tokens\x18\x03 \x01(\x04\"q\n\x10UsageCalibration\x12 \n\x18\x63\x61librated_target_tokens\x18\x01 \x01(\x04\x12\x1d\n\x15history_target_tokens\x18\x02 \x01(\x04\x12\x1c\n\x14kept_estimate_tokens\x18\x03 \x01(\x04\"Z\n\rCallerContext\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x12\n\nruntime_id\x18\x02 \x01(\t\x12\x10\n\x08\x61gent_id\x18\x03 \x01(\t\x12\x0f\n\x07turn_id\x18\x04 \x01(\t\"(\n\nIndexRange\x12\r\n\x05start\x18\x01 \x01(\r\x12\x0b\n\x03\x65nd\x18\x02 \x01(\r\"\xd0\x05\n\x0eHistoryTrimmed\x12)\n\x06reason\x18\x01 \x01(\x0e\x32\x19.turnkeeper.v1.TrimReason\x12\x19\n\x11overflow_recovery\x18\x02 \x01(\x08\x12\x18\n\x10\x64ropped_messages\x18\x03 \x01(\r\x12\x15\n\rdropped_turns\x18\x04 \x01(\r\x12\x12\n\nkept_turns\x18\x05 \x01(\r\x12\x15\n\rtokens_before\x18\x06 \x01(\x04\x12\x14\n\x0ctokens_after\x18\x07 \x01(\x04\x12\x15\n\rtarget_tokens\x18\x08 \x01(\x04\x12\x15\n\rbudget_tokens\x18\t \x01(\x04\x12\x12\n\nturn_limit\x18\n \x01(\r\x12)\n\x08\x63\x61pacity\x18\x0b \x01(\x0b\x32\x17.turnkeeper.v1.Capacity\x12#\n\x05route\x18\x0c \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12,\n\x06\x63\x61ller\x18\r \x01(\x0b\x32\x1c.turnkeeper.v1.CallerContext\x12\x1b\n\x13\x62readcrumb_inserted\x18\x0e \x01(\x08\x12\x30\n\x0c\x63ount_source\x18\x0f \x01(\x0e\x32\x1a.turnkeeper.v1.CountSource\x12\x34\n\x0b\x63\x61libration\x18\x10 \x01(\x0b\x32\x1f.turnkeeper.v1.UsageCalibration\x12\x10\n\x08\x63ut_step\x18\x11 \x01(\x04\x12\x17\n\x0f\x63ut_drop_target\x18\x12 \x01(\x04\x12\x34\n\x08\x63ollapse\x18\x13 \x01(\x0b\x32\".turnkeeper.v1.ToolContextCollapse\x12\x33\n\x08\x63learing\x18\x14 \x01(\x0b\x32!.turnkeeper.v1.ToolResultClearing\x12\x14\n\x0cpinned_turns\x18\x15 \x01(\r\x12\x15\n\rpinned_tokens\x18\x16 \x01(\x04\"[\n\x13ToolContextCollapse\x12\x17\n\x0f\x63ollapsed_turns\x18\x01 \x01(\r\x12\x15\n\rrows_left_out\x18\x02 \x01(\r\x12\x14\n\x0csaved_tokens\x18\x03 \x01(\x04\"C\n\x12ToolResultClearing\x12\x17\n\x0fresults_cleared\x18\x01 \x01(\r\x12\x14\n\x0csaved_tokens\x18\x02 \x01(\x04\"\xde\x02\n\x0eRecoveryReport\x12\x0f\n\x07trimmed\x18\x01 \x01(\x08\x12/\n\x07\x62locker\x18\x02 \x01(\x0e\x32\x1e.turnkeeper.v1.RecoveryBlocker\x12\x17\n\x0f\x62\x61seline_tokens\x18\x03 \x01(\x04\x12\x15\n\rtarget_tokens\x18\x04 \x01(\x04\x12\x14\n\x0ctokens_after\x18\x05 \x01(\x04\x12\x16\n\x0etarget_reached\x18\x06 \x01(\x08\x12\x12\n\nkept_turns\x18\x07 \x01(\r\x12\x1b\n\x13system_floor_tokens\x18\x08 \x01(\x04\x12\x15\n\rbudget_tokens\x18\t \x01(\x04\x12#\n\x1bsystem_floor_reaches_budget\x18\n \x01(\x08\x12#\n\x05route\x18\x0b \x01(\x0b\x32\x14.turnkeeper.v1.Route\x12\x1a\n\x12\x66ixed_floor_tokens\x18\x0c \x01(\x04\"\xa2\x01\n\x0c\x43ontextMeter\x12\x13\n\x0bused_tokens\x18\x01 \x01(\x04\x12\x15\n\rbudget_tokens\x18\x02 \x01(\x04\x12\x1c\n\x0f\x63\x61pacity_tokens\x18\x03 \x01(\x04H\x00\x88\x01\x01\x12\x1e\n\x11\x63\x61pacity_fraction\x18\x04 \x01(\x01H\x01\x88\x01\x01\x42\x12\n\x10_capacity_tokensB\x14\n\x12_capacity_fraction\"\x8b\x01\n\x11InputCostEstimate\x12\x0c\n\x04\x63ost\x18\x01 \x01(\x01\x12\x10\n\x08\x63urrency\x18\x02 \x01(\t\x12\x1d\n\x15uncached_input_tokens\x18\x03 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_input_tokens\x18\x04 \x01(\x04\x12\x1a\n\x12\x63\x61\x63he_write_tokens\x18\x05 \x01(\x04\"\xbc\x01\n\x0fMessageEstimate\x12\x15\n\rprovider_rows\x18\x01 \x01(\r\x12\x12\n\ntext_bytes\x18\x02 \x01(\x04\x12\x13\n\x0btext_tokens\x18\x03 \x01(\x04\x12\x16\n\x0e\x66raming_tokens\x18\x04 \x01(\x04\x12\x0e\n\x06images\x18\x05 \x01(\r\x12\x14\n\x0cimage_tokens\x18\x06 \x01(\x04\x12\x14\n\x0ctotal_tokens\x18\x07 \x01(\x04\x12\x15\n\rturn_boundary\x18\x08 \x01(\x08\"z\n\rOrphanRemoval\x12\'\n\x04kind\x18\x01 \x01(\x0e\x32\x19.turnkeeper.v1.OrphanKind\x12\x15\n\rmessage_index\x18\x02 \x01(\r\x12\x14\n\x0ctool_call_id\x18\x03 \x01(\t\x12\x13\n\x0brow_removed\x18\x04 \x01(\x08\"\xde\x01\n\x0e\x43\x61pacityReport\x12\x16\n\x0emessage_tokens\x18\x01 \x01(\x04\x12\x14\n\x0cimage_tokens\x18\x02 \x01(\x04\x12\x13\n\x0bhook_tokens\x18\x03 \x01(\x04\x12\x1a\n\x12tool_schema_tokens\x18\x04 \x01(\x04\x12\x1e\n\x16reserved_output_tokens\x18\x05 \x01(\x04\x12\x14\n\x0ctotal_tokens\x18\x06 \x01(\x04\x12)\n\x08\x63\x61pacity\x18\x07 \x01(\x0b\x32\x17.turnkeeper.v1.Capacity\x12\x0c\n\x04\x66its\x18\x08 \x01(\x08\"<\n\x10\x43\x61ppedToolResult\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x17\n\x0ftruncated_chars\x18\x02 \x01(\x04*\x89\x01\n\nTrimReason\x12\x1b\n\x17TRIM_REASON_UNSPECIFIED\x10\x00\x12\x1c\n\x18TRIM_REASON_TOKEN_BUDGET\x10\x01\x12\x1a\n\x16TRIM_REASON_TURN_LIMIT\x10\x02\x12$\n TRIM_REASON_TOOL_RESULTS_CLEARED\x10\x03*\xb3\x01\n\x08TrimMode\x12\x19\n\x15TRIM_MODE_UNSPECIFIED\x10\x00\x12\x1a\n\x16TRIM_MODE_TOKEN_BUDGET\x10\x01\x12\x18\n\x14TRIM_MODE_TURN_COUNT\x10\x02\x12\x1f\n\x1bTRIM_MODE_OVERFLOW_RECOVERY\x10\x03\x12\x17\n\x13TRIM_MODE_ROW_COUNT\x10\x04\x12\x1c\n\x18TRIM_MODE_REPORTED_USAGE\x10\x05*j\n\x0b\x43ountSource\x12\x1c\n\x18\x43OUNT_SOURCE_UNSPECIFIED\x10\x00\x12\x19\n\x15\x43OUNT_SOURCE_ESTIMATE\x10\x01\x12\"\n\x1e\x43OUNT_SOURCE_PROVIDER_REPORTED\x10\x02*\x83\x01\n\nCallerPath\x12\x1b\n\x17\x43\x41LLER_PATH_UNSPECIFIED\x10\x00\x12\x15\n\x11\x43\x41LLER_PATH_AGENT\x10\x01\x12\x1b\n\x17\x43\x41LLER_PATH_LEGACY_LOOP\x10\x02\x12$\n CALLER_PATH_CHANNEL_SENDER_CACHE\x10\x03*u\n\x0fRecoveryBlocker\x12 \n\x1cRECOVERY_BLOCKER_UNSPECIFIED\x10\x00\x12 \n\x1cRECOVERY_BLOCKER_SINGLE_TURN\x10\x01\x12\x1e\n\x1aRECOVERY_BLOCKER_NO_SAVING\x10\x02*}\n\nOrphanKind\x12\x1b\n\x17ORPHAN_KIND_UNSPECIFIED\x10\x00\x12(\n$ORPHAN_KIND_TOOL_RESULT_WITHOUT_CALL\x10\x01\x12(\n$ORPHAN_KIND_TOOL_CALL_WITHOUT_RESULT\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.trim_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TRIMREASON']._serialized_start=2507
-  _globals['_TRIMREASON']._serialized_end=2644
-  _globals['_TRIMMODE']._serialized_start=2647
-  _globals['_TRIMMODE']._serialized_end=2826
-  _globals['_COUNTSOURCE']._serialized_start=2828
-  _globals['_COUNTSOURCE']._serialized_end=2934
-  _globals['_CALLERPATH']._serialized_start=2937
-  _globals['_CALLERPATH']._serialized_end=3068
-  _globals['_RECOVERYBLOCKER']._serialized_start=3070
-  _globals['_RECOVERYBLOCKER']._serialized_end=3187
-  _globals['_ORPHANKIND']._serialized_start=3189
-  _globals['_ORPHANKIND']._serialized_end=3314
+  _globals['_TRIMREASON']._serialized_start=2580
+  _globals['_TRIMREASON']._serialized_end=2717
+  _globals['_TRIMMODE']._serialized_start=2720
+  _globals['_TRIMMODE']._serialized_end=2899
+  _globals['_COUNTSOURCE']._serialized_start=2901
+  _globals['_COUNTSOURCE']._serialized_end=3007
+  _globals['_CALLERPATH']._serialized_start=3010
+  _globals['_CALLERPATH']._serialized_end=3141
+  _globals['_RECOVERYBLOCKER']._serialized_start=3143
+  _globals['_RECOVERYBLOCKER']._serialized_end=3260
+  _globals['_ORPHANKIND']._serialized_start=3262
+  _globals['_ORPHANKIND']._serialized_end=3387
   _globals['_REPORTEDUSAGE']._serialized_start=75
   _globals['_REPORTEDUSAGE']._serialized_end=181
   _globals['_USAGECALIBRATION']._serialized_start=183
@@ -53,23 +53,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INDEXRANGE']._serialized_start=390
   _globals['_INDEXRANGE']._serialized_end=430
   _globals['_HISTORYTRIMMED']._serialized_start=433
-  _globals['_HISTORYTRIMMED']._serialized_end=1108
-  _globals['_TOOLCONTEXTCOLLAPSE']._serialized_start=1110
-  _globals['_TOOLCONTEXTCOLLAPSE']._serialized_end=1201
-  _globals['_TOOLRESULTCLEARING']._serialized_start=1203
-  _globals['_TOOLRESULTCLEARING']._serialized_end=1270
-  _globals['_RECOVERYREPORT']._serialized_start=1273
-  _globals['_RECOVERYREPORT']._serialized_end=1595
-  _globals['_CONTEXTMETER']._serialized_start=1598
-  _globals['_CONTEXTMETER']._serialized_end=1760
-  _globals['_INPUTCOSTESTIMATE']._serialized_start=1763
-  _globals['_INPUTCOSTESTIMATE']._serialized_end=1902
-  _globals['_MESSAGEESTIMATE']._serialized_start=1905
-  _globals['_MESSAGEESTIMATE']._serialized_end=2093
-  _globals['_ORPHANREMOVAL']._serialized_start=2095
-  _globals['_ORPHANREMOVAL']._serialized_end=2217
-  _globals['_CAPACITYREPORT']._serialized_start=2220
-  _globals['_CAPACITYREPORT']._serialized_end=2442
-  _globals['_CAPPEDTOOLRESULT']._serialized_start=2444
-  _globals['_CAPPEDTOOLRESULT']._serialized_end=2504
+  _globals['_HISTORYTRIMMED']._serialized_end=1153
+  _globals['_TOOLCONTEXTCOLLAPSE']._serialized_start=1155
+  _globals['_TOOLCONTEXTCOLLAPSE']._serialized_end=1246
+  _globals['_TOOLRESULTCLEARING']._serialized_start=1248
+  _globals['_TOOLRESULTCLEARING']._serialized_end=1315
+  _globals['_RECOVERYREPORT']._serialized_start=1318
+  _globals['_RECOVERYREPORT']._serialized_end=1668
+  _globals['_CONTEXTMETER']._serialized_start=1671
+  _globals['_CONTEXTMETER']._serialized_end=1833
+  _globals['_INPUTCOSTESTIMATE']._serialized_start=1836
+  _globals['_INPUTCOSTESTIMATE']._serialized_end=1975
+  _globals['_MESSAGEESTIMATE']._serialized_start=1978
+  _globals['_MESSAGEESTIMATE']._serialized_end=2166
+  _globals['_ORPHANREMOVAL']._serialized_start=2168
+  _globals['_ORPHANREMOVAL']._serialized_end=2290
+  _globals['_CAPACITYREPORT']._serialized_start=2293
+  _globals['_CAPACITYREPORT']._serialized_end=2515
+  _globals['_CAPPEDTOOLRESULT']._serialized_start=2517
+  _globals['_CAPPEDTOOLRESULT']._serialized_end=2577
 # @@protoc_insertion_point(module_scope)

@@ -376,6 +376,8 @@ class HistoryTrimmed(_message.Message):
     CUT_DROP_TARGET_FIELD_NUMBER: _builtins.int
     COLLAPSE_FIELD_NUMBER: _builtins.int
     CLEARING_FIELD_NUMBER: _builtins.int
+    PINNED_TURNS_FIELD_NUMBER: _builtins.int
+    PINNED_TOKENS_FIELD_NUMBER: _builtins.int
     reason: Global___TrimReason.ValueType
     """Which limit caused the trim."""
     overflow_recovery: _builtins.bool
@@ -406,6 +408,10 @@ class HistoryTrimmed(_message.Message):
     """The step of the low-water grid cut, as `TrimOutcome.cut_step` (spec §11.2); 0 for the minimal cut."""
     cut_drop_target: _builtins.int
     """The drop the grid cut rounded up to, as `TrimOutcome.cut_drop_target` (spec §11.2); 0 for the minimal cut."""
+    pinned_turns: _builtins.int
+    """The pinned turns in the output (spec §15.1): every trim keeps them."""
+    pinned_tokens: _builtins.int
+    """The estimate of the pinned turns in the output, in tokens."""
     @_builtins.property
     def capacity(self) -> _resolution_pb2.Capacity:
         """The capacity of the route's model, when profiles were supplied."""
@@ -455,10 +461,12 @@ class HistoryTrimmed(_message.Message):
         cut_drop_target: _builtins.int = ...,
         collapse: Global___ToolContextCollapse | None = ...,
         clearing: Global___ToolResultClearing | None = ...,
+        pinned_turns: _builtins.int = ...,
+        pinned_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "clearing", b"clearing", "collapse", b"collapse", "route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "clearing", b"clearing", "collapse", b"collapse", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["breadcrumb_inserted", b"breadcrumb_inserted", "budget_tokens", b"budget_tokens", "calibration", b"calibration", "caller", b"caller", "capacity", b"capacity", "clearing", b"clearing", "collapse", b"collapse", "count_source", b"count_source", "cut_drop_target", b"cut_drop_target", "cut_step", b"cut_step", "dropped_messages", b"dropped_messages", "dropped_turns", b"dropped_turns", "kept_turns", b"kept_turns", "overflow_recovery", b"overflow_recovery", "pinned_tokens", b"pinned_tokens", "pinned_turns", b"pinned_turns", "reason", b"reason", "route", b"route", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "tokens_before", b"tokens_before", "turn_limit", b"turn_limit"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -541,6 +549,7 @@ class RecoveryReport(_message.Message):
     BUDGET_TOKENS_FIELD_NUMBER: _builtins.int
     SYSTEM_FLOOR_REACHES_BUDGET_FIELD_NUMBER: _builtins.int
     ROUTE_FIELD_NUMBER: _builtins.int
+    FIXED_FLOOR_TOKENS_FIELD_NUMBER: _builtins.int
     trimmed: _builtins.bool
     """True when the recovery dropped turns from the baseline history, making it smaller."""
     blocker: Global___RecoveryBlocker.ValueType
@@ -565,6 +574,11 @@ class RecoveryReport(_message.Message):
     """
     system_floor_reaches_budget: _builtins.bool
     """True when `budget_tokens` is positive and the system floor alone is at least that budget."""
+    fixed_floor_tokens: _builtins.int
+    """The fixed floor (spec §15.1): the leading system rows, the summary row and every pinned turn but the newest turn,
+    which no recovery removes, in tokens. Equal to `system_floor_tokens` when nothing is pinned and there is no
+    summary row.
+    """
     @_builtins.property
     def route(self) -> _resolution_pb2.Route:
         """The resolved route, when profiles were supplied."""
@@ -583,10 +597,11 @@ class RecoveryReport(_message.Message):
         budget_tokens: _builtins.int = ...,
         system_floor_reaches_budget: _builtins.bool = ...,
         route: _resolution_pb2.Route | None = ...,
+        fixed_floor_tokens: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["route", b"route"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline_tokens", b"baseline_tokens", "blocker", b"blocker", "budget_tokens", b"budget_tokens", "kept_turns", b"kept_turns", "route", b"route", "system_floor_reaches_budget", b"system_floor_reaches_budget", "system_floor_tokens", b"system_floor_tokens", "target_reached", b"target_reached", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "trimmed", b"trimmed"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["baseline_tokens", b"baseline_tokens", "blocker", b"blocker", "budget_tokens", b"budget_tokens", "fixed_floor_tokens", b"fixed_floor_tokens", "kept_turns", b"kept_turns", "route", b"route", "system_floor_reaches_budget", b"system_floor_reaches_budget", "system_floor_tokens", b"system_floor_tokens", "target_reached", b"target_reached", "target_tokens", b"target_tokens", "tokens_after", b"tokens_after", "trimmed", b"trimmed"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
