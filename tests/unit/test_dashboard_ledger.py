@@ -27,6 +27,7 @@ def trim(
     after: int = 6_000,
     reason: int = BUDGET,
     collapsed: trim_pb2.ToolContextCollapse | None = None,
+    pinned_tokens: int = 0,
 ) -> history_service_pb2.TrimEventsResponse:
     """A trim event; `full`: the history given carried no breadcrumb, so one was inserted."""
     return history_service_pb2.TrimEventsResponse(
@@ -40,17 +41,36 @@ def trim(
                 breadcrumb_inserted=full,
                 caller=trim_pb2.CallerContext(session_id=session),
                 collapse=collapsed,
+                pinned_turns=1 if pinned_tokens else 0,
+                pinned_tokens=pinned_tokens,
             )
         )
     )
 
 
 def meter(
-    session: str, collapsed: trim_pb2.ToolContextCollapse | None = None
+    session: str, collapsed: trim_pb2.ToolContextCollapse | None = None, pinned_tokens: int = 0
 ) -> history_service_pb2.TrimEventsResponse:
     return history_service_pb2.TrimEventsResponse(
         meter_update=events_pb2.MeterUpdate(
-            caller=trim_pb2.CallerContext(session_id=session), collapse=collapsed
+            caller=trim_pb2.CallerContext(session_id=session),
+            meter=trim_pb2.ContextMeter(used_tokens=1_000, budget_tokens=2_000),
+            collapse=collapsed,
+            pinned_tokens=pinned_tokens,
+        )
+    )
+
+
+def compaction_planned(
+    session: str, condensed_turns: int, saved: int
+) -> history_service_pb2.TrimEventsResponse:
+    """The update PlanCompaction publishes with a plan (spec §15.3): no meter, the plan's saving."""
+    planned = events_pb2.CompactionPlanned(
+        condensed_turns=condensed_turns, saved_tokens=saved, summary_request_tokens=4_000
+    )
+    return history_service_pb2.TrimEventsResponse(
+        meter_update=events_pb2.MeterUpdate(
+            caller=trim_pb2.CallerContext(session_id=session), compaction=planned
         )
     )
 
@@ -211,3 +231,50 @@ def test_a_clearing_after_the_cut_is_the_same_call_and_a_clearing_alone_moves_no
     # The same full cut as before: the clearings in between did not forget where it was.
     feed(ledger, trim("s", 20, 10, full=True), meter("s"))
     assert ledger.annotation("s")["session"]["cutMoves"] == 1
+
+
+def test_the_pinned_tokens_are_the_latest_requests_never_a_sum_of_resent_histories() -> None:
+    ledger = Ledger()
+    for _ in range(5):  # a resent history with its first turn pinned, cut at the same row
+        feed(ledger, trim("s", 20, 10, full=True, pinned_tokens=300), meter("s", pinned_tokens=300))
+    feed(ledger, meter("t", pinned_tokens=120))  # nothing cut, a pinned turn all the same
+    assert ledger.annotation("s")["session"]["pinnedTokens"] == 300
+    assert ledger.annotation("t")["session"]["pinnedTokens"] == 120
+    # The runtime unpinned the turn: the latest call says so.
+    feed(ledger, trim("s", 20, 10, full=True, pinned_tokens=0), meter("s"))
+    assert ledger.annotation("s")["session"]["pinnedTokens"] == 0
+
+
+def test_trims_replayed_without_meter_updates_give_the_pinned_tokens_of_the_last_trim() -> None:
+    ledger = Ledger()
+    feed(
+        ledger,
+        trim("s", 4, 2, full=True, reason=TURNS, pinned_tokens=500),
+        trim("s", 6, 3, full=False, pinned_tokens=450),
+    )
+    assert ledger.annotation("s")["session"]["pinnedTokens"] == 450
+
+
+def test_a_compaction_plan_is_the_latest_saving_and_no_prepared_call() -> None:
+    ledger = Ledger()
+    feed(ledger, trim("s", 20, 10, full=True), meter("s", pinned_tokens=300))
+    before = ledger.annotation("s")["session"]
+    feed(ledger, compaction_planned("s", 10, 5_000), compaction_planned("s", 10, 5_200))
+    after = ledger.annotation("s")["session"]
+    assert (after["compactions"], after["savedByLastCompaction"]) == (2, 5_200)
+    assert after["condensedByLastCompaction"] == 10
+    # The plan is not a prepared call: the window, the cut and the meter's figures stand.
+    for key in ("recentCalls", "recentCutMoves", "cutMoves", "pinnedTokens", "savedByLastCall"):
+        assert after[key] == before[key], key
+    # A plan arriving while a call's trims are open leaves the call open for its meter update.
+    feed(ledger, trim("s", 22, 11, full=True), compaction_planned("s", 11, 5_400), meter("s"))
+    final = ledger.annotation("s")["session"]
+    assert (final["recentCalls"], final["cutMoves"]) == (2, 2)
+    assert final["savedByLastCompaction"] == 5_400
+
+
+def test_a_session_without_a_compaction_plan_reports_none() -> None:
+    ledger = Ledger()
+    feed(ledger, trim("s", 20, 10, full=True), meter("s"))
+    figures = ledger.annotation("s")["session"]
+    assert (figures["compactions"], figures["savedByLastCompaction"]) == (0, 0)

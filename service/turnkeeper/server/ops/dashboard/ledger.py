@@ -16,7 +16,12 @@ saved tokens over and over. The ledger reads the feed in order and keeps, per se
   trimmed a history already trimmed moved it; a call that trimmed a full history moved it unless
   it dropped exactly the rows the session's previous full-history call dropped (a resent history
   cut at the same row keeps its prompt-cache prefix). A prepared call that did not trim did not,
-  nor did one that only cleared tool results: clearing keeps every row of the request in place.
+  nor did one that only cleared tool results: clearing keeps every row of the request in place;
+- the tokens of the pinned turns in its latest prepared request (spec §15.1), from the meter
+  update of the call or, replayed without one, from its last trim's output;
+- what its latest compaction plan would save (spec §15.3): PlanCompaction publishes a meter update
+  with the plan instead of a meter; it is not a prepared call, so it leaves the call count and
+  the cut alone. Whether the runtime applied the plan is the runtime's: the sidecar is stateless.
 
 Prepared calls are known by their meter updates, which the feed delivers live only (the Redis feed
 also replays them); trims replayed from the feed's ring still set the latest state.
@@ -62,6 +67,14 @@ class SessionState:
     """The turns the latest prepared call's projection collapsed (spec §13.3)."""
     saved_by_last_collapse: int = 0
     """The tokens that collapse saved."""
+    pinned_tokens: int = 0
+    """The estimate of the pinned turns in the latest prepared request (spec §15.1)."""
+    compactions: int = 0
+    """The compaction plans seen (spec §15.3)."""
+    saved_by_last_compaction: int = 0
+    """What the latest compaction plan would save, in tokens."""
+    condensed_by_last_compaction: int = 0
+    """The turns the latest compaction plan condenses."""
     trim_events: int = 0
     cut_moves: int = 0
     recent: int = 0
@@ -98,6 +111,10 @@ class SessionState:
             "savedByLastCall": self.saved_by_last_call,
             "collapsedByLastCall": self.collapsed_by_last_call,
             "savedByLastCollapse": self.saved_by_last_collapse,
+            "pinnedTokens": self.pinned_tokens,
+            "compactions": self.compactions,
+            "savedByLastCompaction": self.saved_by_last_compaction,
+            "condensedByLastCompaction": self.condensed_by_last_compaction,
             "trimEvents": self.trim_events,
             "cutMoves": self.all_cut_moves,
             "recentCalls": self.recent_calls,
@@ -125,7 +142,7 @@ class Ledger:
             return trimmed.caller.session_id
         if kind == "meter_update":
             update = item.meter_update
-            self._change(update.caller.session_id, lambda s: self._prepared_call(s, update))
+            self._change(update.caller.session_id, lambda s: self._meter_update(s, update))
             return update.caller.session_id
         return None
 
@@ -176,9 +193,18 @@ class Ledger:
         call.dropped_messages += trimmed.dropped_messages
         state.dropped_turns += trimmed.dropped_turns
         state.saved_by_last_call += max(0, trimmed.tokens_before - trimmed.tokens_after)
+        # Each trim of a call reports the pinned turns in its own output; the last one's stand
+        # in the request until the call's meter update says so itself.
+        state.pinned_tokens = trimmed.pinned_tokens
 
-    def _prepared_call(self, state: SessionState, update: events_pb2.MeterUpdate) -> None:
+    def _meter_update(self, state: SessionState, update: events_pb2.MeterUpdate) -> None:
+        if update.HasField("compaction"):
+            state.compactions += 1
+            state.saved_by_last_compaction = update.compaction.saved_tokens
+            state.condensed_by_last_compaction = update.compaction.condensed_turns
+            return
         state.take_collapse(update.collapse)
+        state.pinned_tokens = update.pinned_tokens
         if state.open_call is None:
             state.count_call(False)  # it trimmed nothing: whatever was cut stays cut
             state.saved_by_last_call = 0

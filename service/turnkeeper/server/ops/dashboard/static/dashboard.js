@@ -145,8 +145,16 @@
   }
 
   // A context meter per prepared call (spec §10.5): used tokens, budget, capacity only when known.
+  // A compaction plan (spec §15.3) comes as a meter update without a meter: it keeps the meter
+  // of the session's latest prepared call and only brings the ledger's counts.
   function onMeter(update) {
     const record = sessionRecord(update.caller || { sessionId: update.sessionId });
+    record.lastSeen = Date.parse(update.time) || Date.now();
+    if (update.compaction) {
+      takeCounts(record, update.dashboard);
+      changed("totals", "sessions");
+      return;
+    }
     const meter = update.meter || {};
     record.meter = {
       used: num(meter.usedTokens),
@@ -155,7 +163,6 @@
       fraction: meter.capacityFraction === undefined ? null : Number(meter.capacityFraction),
     };
     if (update.route) record.route = update.route;
-    record.lastSeen = Date.parse(update.time) || Date.now();
     takeCounts(record, update.dashboard);
     changed("totals", "sessions", "charts");
   }
@@ -346,7 +353,7 @@
     $("total-sessions").textContent = fmt(sessions.size);
     // Sums of each session's latest state.
     const sum = { trimEvents: 0, cutMoves: 0, savedByLastCall: 0, droppedTurns: 0,
-      collapsedByLastCall: 0, savedByLastCollapse: 0 };
+      collapsedByLastCall: 0, savedByLastCollapse: 0, pinnedTokens: 0, savedByLastCompaction: 0 };
     for (const record of sessions.values()) {
       if (!record.state) continue;
       for (const key of Object.keys(sum)) sum[key] += record.state[key];
@@ -357,6 +364,8 @@
     $("total-dropped").textContent = fmt(sum.droppedTurns);
     $("total-collapsed").textContent = fmt(sum.collapsedByLastCall);
     $("total-collapse-saved").textContent = fmt(sum.savedByLastCollapse);
+    $("total-pinned").textContent = fmt(sum.pinnedTokens);
+    $("total-compaction-saved").textContent = fmt(sum.savedByLastCompaction);
     $("total-gaps").textContent = fmt(totals.gaps);
   }
 
@@ -458,8 +467,29 @@
     return meter.budget > 0 ? meter.used / meter.budget : 0;
   }
 
-  function meterCell(meter) {
-    if (!meter) return el("td", {}, el("span", { className: "muted" }, "no prepared call seen yet"));
+  // What the session keeps whatever the cut (spec §15.1) and what its latest compaction plan
+  // would save (spec §15.3), under its meter.
+  function keptNotes(state) {
+    const notes = [];
+    if (state && state.pinnedTokens) {
+      notes.push(el("span", { className: "sub pinned" }, `pinned turns ${fmt(state.pinnedTokens)} tokens`));
+    }
+    if (state && state.compactions) {
+      notes.push(el("span", { className: "sub compaction" },
+        `latest compaction plan condenses ${plural(state.condensedByLastCompaction, "turn")} · saves ${fmt(state.savedByLastCompaction)} tokens`));
+    }
+    return notes;
+  }
+
+  function keptData(state) {
+    return { pinnedTokens: state ? state.pinnedTokens : 0, compactionSaved: state ? state.savedByLastCompaction : 0 };
+  }
+
+  function meterCell(meter, state) {
+    if (!meter) {
+      return el("td", { dataset: keptData(state) },
+        el("span", { className: "muted" }, "no prepared call seen yet"), ...keptNotes(state));
+    }
     const scale = meter.capacity !== null ? meter.capacity : meter.budget;
     const parts = [`${fmt(meter.used)} tokens`];
     parts.push(meter.budget > 0 ? `budget ${fmt(meter.budget)}` : "no budget");
@@ -490,7 +520,8 @@
     }
     wrap.append(text);
     return el("td", { dataset: { used: meter.used, budget: meter.budget,
-      capacity: meter.capacity === null ? "unknown" : meter.capacity } }, wrap);
+      capacity: meter.capacity === null ? "unknown" : meter.capacity, ...keptData(state) } },
+    wrap, ...keptNotes(state));
   }
 
   function lastTrimCell(trim, state) {
@@ -556,7 +587,7 @@
       el("tr", { dataset: { session: record.id } },
         sessionCell(record.id, record.runtime),
         el("td", { className: "route" }, routeText(record.route)),
-        meterCell(record.meter),
+        meterCell(record.meter, record.state),
         cutCell(record.state),
         lastTrimCell(record.lastTrim, record.state)));
     $("sessions-body").replaceChildren(...rows);
