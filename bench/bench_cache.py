@@ -18,6 +18,13 @@ style and low water: the input cost relative to the minimal cut (L = 1.0), the c
 input tokens, the mean context as a share of the budget once the session reached it, and how often
 the cut moved.
 
+The grid also plays the `compact` runtime style on the same sessions (spec §15): it pins its first
+turn and, whenever the preparation cuts, asks `PlanCompaction`, sends the summary request (billed
+like any request, its prefix cached), applies the plan with a fixed-size answer (about 1,000
+tokens) and prepares again. Printed beside dropping at the same low water: the input cost with the
+summary requests, the user turns each model call represents (kept or summarized), whether the
+first turn is in every request and how many requests would have exceeded the window.
+
 `--part tools` (spec §13, §14) plays tool-heavy sessions (0-8 tool rounds per user turn, results of
 300-5,000 tokens) through a resending runtime at budgets of 100,000 and 30,000 tokens, with
 `keep_tool_context_turns` K off (larger than any session), 0, 2 and 4, at low water 1.0 and 0.7,
@@ -43,6 +50,8 @@ from harness import PREPARE, SERVICE_DIR, turnkeeper_server
 from harness.cache import (
     ANTHROPIC,
     BUDGET,
+    COMPACT,
+    COMPACTION_LOW_WATERS,
     KEEP_ALL,
     LOW_WATERS,
     OPENAI,
@@ -51,6 +60,7 @@ from harness.cache import (
     SINGLE_TURN_KEEP,
     SINGLE_TURN_WINDOW,
     STYLES,
+    TARGET_COMPACTION_COST,
     TARGET_CONTEXT,
     TARGET_COST,
     TARGET_LOW_WATER,
@@ -62,23 +72,29 @@ from harness.cache import (
     TOOL_BUDGETS,
     TOOL_KEEPS,
     TOOL_LOW_WATERS,
+    WINDOW,
+    Plan,
     Prepare,
     Pricing,
     Run,
     Session,
     ToolFigures,
     ToolSetting,
+    coverage_figures,
     figures,
     generate_session,
     generate_single_turn,
     keep_label,
     parse_pricing,
     simulate,
+    simulate_compaction,
     simulate_tools,
     tool_context_result_size,
     tool_figures,
 )
+from turnkeeper.server.contract.methods import method_path
 from turnkeeper.v1 import history_service_pb2 as svc
+from turnkeeper_client import apply_compaction
 
 
 def table(runs: dict[tuple[str, float], list[Run]], pricing: Pricing, shape: str) -> Iterator[str]:
@@ -114,6 +130,55 @@ def table(runs: dict[tuple[str, float], list[Run]], pricing: Pricing, shape: str
             f"mean context >= {TARGET_CONTEXT:.0%}: {ratio:.3f}x, {f.mean_context:.1%} "
             f"({'met' if met else 'not met'})"
         )
+
+
+def compaction_table(
+    runs: dict[tuple[str, float], list[Run]], pricing: Pricing, shape: str
+) -> Iterator[str]:
+    """Spec §15: the compact style beside dropping, at each low water."""
+    yield (
+        f"== compaction beside dropping (spec §15), {shape} turns, {pricing.name} billing, "
+        f"budget {BUDGET:,}, window {WINDOW:,}"
+    )
+    yield (
+        f"{'style':<7} {'low water':>9} {'input cost':>11} {'vs keep':>8} {'vs resend':>9} "
+        f"{'turns held':>10} {'all turns':>10} {'first turn':>10} {'over':>6} {'summary':>8}"
+    )
+    yield (
+        f"{'':<7} {'':>9} {'vs keep L=1':>11} {'same L':>8} {'same L':>9} {'of session':>10} "
+        f"{'held':>10} {'held':>10} {'window':>6} {'requests':>8}"
+    )
+    base = figures(runs[("keep", 1.0)], pricing).cost
+    for low_water in LOW_WATERS:
+        for style in (*STYLES, COMPACT):
+            cost = figures(runs[(style, low_water)], pricing).cost
+            keep = figures(runs[("keep", low_water)], pricing).cost
+            resend = figures(runs[("resend", low_water)], pricing).cost
+            c = coverage_figures(runs[(style, low_water)])
+            yield (
+                f"{style:<7} {low_water:>9.1f} {cost / base:>10.2f}x {cost / keep:>7.2f}x "
+                f"{cost / resend:>8.2f}x {c.represented:>10.1%} {c.fully_represented:>10.1%} "
+                f"{c.first_turn:>10.1%} {c.over_window:>6} {c.summary_requests:>8}"
+            )
+    if pricing != ANTHROPIC:
+        return
+    over = sum(coverage_figures(r).over_window for r in runs.values())
+    yield f"target: 0 requests over the window: {over} ({'met' if over == 0 else 'not met'})"
+    for low_water in COMPACTION_LOW_WATERS:
+        compact = runs[(COMPACT, low_water)]
+        ratio = figures(compact, pricing).cost / figures(runs[("keep", low_water)], pricing).cost
+        held = coverage_figures(compact).fully_represented
+        met = ratio <= TARGET_COMPACTION_COST and held == 1.0
+        yield (
+            f"target, L={low_water}: compaction within {TARGET_COMPACTION_COST}x of dropping "
+            f"(keep) with every turn represented: {ratio:.3f}x, {held:.1%} of calls hold every "
+            f"turn ({'met' if met else 'not met'})"
+        )
+    first = min(coverage_figures(runs[(COMPACT, lw)]).first_turn for lw in LOW_WATERS)
+    yield (
+        f"target: the pinned first turn in 100% of the compact style's requests: {first:.1%} "
+        f"({'met' if first == 1.0 else 'not met'})"
+    )
 
 
 def is_refusal(error: Exception) -> bool:
@@ -228,8 +293,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             request_serializer=svc.PrepareModelCallRequest.SerializeToString,
             response_deserializer=svc.PrepareModelCallResponse.FromString,
         )
+        plan: Plan = server.channel.unary_unary(
+            method_path("PlanCompaction"),
+            request_serializer=svc.PlanCompactionRequest.SerializeToString,
+            response_deserializer=svc.PlanCompactionResponse.FromString,
+        )
         if args.part in ("grid", "all"):
-            grid(prepare, args)
+            grid(prepare, plan, args)
         if args.part in ("tools", "all"):
             tools(prepare, args)
         if args.part in ("single", "all"):
@@ -240,8 +310,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         server.stop()
 
 
-def grid(prepare: Prepare, args: argparse.Namespace) -> None:
-    """Issue 16's tables: the low-water cut on a prefix cache."""
+def grid(prepare: Prepare, plan: Plan, args: argparse.Namespace) -> None:
+    """Issue 16's tables: the low-water cut on a prefix cache; spec §15's compaction beside it."""
     sessions = args.sessions or (1 if args.quick else 2)
     calls = args.calls or (150 if args.quick else 400)
     pricings: list[Pricing] = args.pricing or [ANTHROPIC, OPENAI]
@@ -261,12 +331,25 @@ def grid(prepare: Prepare, args: argparse.Namespace) -> None:
             for style in STYLES
             for low_water in LOW_WATERS
         }
+        for low_water in LOW_WATERS:
+            runs[shape][(COMPACT, low_water)] = [
+                simulate_compaction(
+                    prepare,
+                    plan,
+                    apply_compaction,
+                    s,
+                    low_water,
+                    f"{shape}-{COMPACT}-{low_water}-{k}",
+                    args.seed + k,
+                )
+                for k, s in enumerate(generated[shape])
+            ]
     elapsed = time.perf_counter() - start
-    settings = len(STYLES) * len(LOW_WATERS)
+    settings = (len(STYLES) + 1) * len(LOW_WATERS)
     print(
-        f"== cache-stable trimming (spec §11): {sessions} seeded session(s) of {calls} calls per "
-        f"shape, {len(STYLES)} styles x {len(LOW_WATERS)} settings, "
-        f"{len(shapes) * sessions * calls * settings} PrepareModelCalls in {elapsed:.0f} s"
+        f"== cache-stable trimming (spec §11) and compaction (spec §15): {sessions} seeded "
+        f"session(s) of {calls} calls per shape, {len(STYLES) + 1} styles x {len(LOW_WATERS)} "
+        f"settings, {len(shapes) * sessions * calls * settings} model calls in {elapsed:.0f} s"
     )
     print(
         "input cost: the session's input bill against the minimal cut's; cache hits: input "
@@ -277,6 +360,9 @@ def grid(prepare: Prepare, args: argparse.Namespace) -> None:
         for pricing in pricings:
             print()
             for line in table(runs[shape], pricing, shape):
+                print(line)
+            print()
+            for line in compaction_table(runs[shape], pricing, shape):
                 print(line)
 
 

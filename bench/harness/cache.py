@@ -235,6 +235,16 @@ def generate_session(
 # ---- the simulation ------------------------------------------------------------------------------
 
 
+def user_turns(messages: Sequence[h.ChatMessage]) -> int:
+    """The real user rows of a request: the user turns it holds (spec §0); the summary row of
+    spec §15.2 is a user row but no turn."""
+    return sum(classify_chat(m) is RowKind.USER and not m.summary for m in messages)
+
+
+def first_user_row(session: Session) -> h.ChatMessage:
+    return session.calls[0].before[0]
+
+
 def request_rows(messages: Sequence[h.ChatMessage]) -> list[RequestRow]:
     """The prepared rows as billed: exact bytes, tokens as the sidecar's estimate (spec §9)."""
     history = h.History(chat=h.ChatHistory(messages=messages))
@@ -262,6 +272,33 @@ def profiles(low_water: float) -> profile_pb2.Profiles:
 Prepare = Callable[[svc.PrepareModelCallRequest], svc.PrepareModelCallResponse]
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """What one request holds of its session (spec §15): the user turns it represents and whether
+    its first turn is in it, against the turns the session has had so far."""
+
+    represented_turns: int
+    """User turns in the request, and the turns its summary row stands for."""
+    session_turns: int
+    first_turn: bool
+    over_window: bool
+    """Its estimate (with the reserved output of a summary request) exceeds the window."""
+
+
+def coverage(
+    messages: Sequence[h.ChatMessage],
+    session_turns: int,
+    summarized: int,
+    first: h.ChatMessage,
+    tokens: int,
+) -> Coverage:
+    """`summarized`: the turns the session's summary row stands for, when the request holds it."""
+    has_summary = any(m.summary for m in messages)
+    represented = user_turns(messages) + (summarized if has_summary else 0)
+    first_kept = any(m.role == h.ROLE_USER and m.content == first.content for m in messages)
+    return Coverage(represented, session_turns, first_kept, tokens > WINDOW)
+
+
 @dataclass
 class CallRecord:
     rows: list[RequestRow]
@@ -271,6 +308,10 @@ class CallRecord:
     """The call trimmed and its request does not extend the previous one: the cut moved."""
     cut_step: int = 0
     """The grid step the sidecar reported for its token-budget trim (spec §11.2); 0: minimal."""
+    coverage: Coverage | None = None
+    """What the request holds of the session so far (spec §15)."""
+    summary_request: bool = False
+    """A compaction's summary request (spec §15.3), not a model call of the session."""
 
 
 @dataclass
@@ -307,9 +348,16 @@ def simulate(
             (t.cut_step for t in response.trims if t.reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET),
             default=0,
         )
+        turns = sum(user_turns(c.before) for c in session.calls[: i + 1])
+        held = coverage(prepared, turns, 0, first_user_row(session), sum(r.tokens for r in rows))
         run.records.append(
             CallRecord(
-                rows, response.context_meter.used_tokens, trimmed, trimmed and not extends, step
+                rows,
+                response.context_meter.used_tokens,
+                trimmed,
+                trimmed and not extends,
+                step,
+                held,
             )
         )
         previous = rows
@@ -343,6 +391,9 @@ def figures(runs: Sequence[Run], pricing: Pricing) -> Figures:
             cost += b.cost
             cached += b.cached_tokens
             total += b.input_tokens
+            if record.summary_request:
+                previous = record.rows  # billed above; no model call of the session
+                continue
             at_ceiling = at_ceiling or record.trimmed
             if at_ceiling:
                 context.append(record.used_tokens / BUDGET)
@@ -353,6 +404,136 @@ def figures(runs: Sequence[Run], pricing: Pricing) -> Figures:
     mean = sum(context) / len(context) if context else 0.0
     hits = cached / total if total else 0.0
     return Figures(cost, hits, mean, 100 * moves / max(1, calls), step)
+
+
+# ---- compaction (spec §15) -----------------------------------------------------------------------
+
+COMPACT = "compact"
+"""The runtime style that condenses instead of dropping: it pins its first turn, asks
+PlanCompaction whenever the preparation cuts, sends the summary request, applies the plan with the
+summarizer's answer and prepares again; it keeps its own (compacted) history."""
+SUMMARY_CHARACTERS = 4_000
+"""The scripted summarizer's answer: a fixed-size text (about a thousand tokens)."""
+COMPACTION_LOW_WATERS = (0.9, 0.7, 0.5)
+"""The grid's steps the compaction targets are read at (spec §11: a cut of several turns)."""
+# The targets the compaction figures are read against: printed, never a failure.
+TARGET_COMPACTION_COST = 1.2
+"""Compaction's input cost, summary requests included, against dropping at the same step."""
+
+Plan = Callable[[svc.PlanCompactionRequest], svc.PlanCompactionResponse]
+ApplyPlan = Callable[[h.History, svc.CompactionPlan, str], h.History]
+"""The client's apply function (`turnkeeper_client.apply_compaction`): the history the plan was
+made for, the plan and the summarizer's answer in, the compacted history out (spec §15.3
+step 4)."""
+
+
+def pinned(message: h.ChatMessage) -> h.ChatMessage:
+    out = h.ChatMessage()
+    out.CopyFrom(message)
+    out.pinned = True
+    return out
+
+
+def summarizer_answer(seed: int, compaction: int) -> str:
+    """The scripted summarizer: a fixed-size text, different for every compaction (a summary
+    replaces the previous one, so the cache cannot serve it)."""
+    return text(random.Random(f"summary-{seed}-{compaction}"), SUMMARY_CHARACTERS)
+
+
+def cut_turns(response: svc.PrepareModelCallResponse) -> bool:
+    """Whether the preparation's trims dropped a turn (a clearing alone drops none)."""
+    return any(t.dropped_turns > 0 for t in response.trims)
+
+
+def simulate_compaction(
+    prepare: Prepare,
+    plan: Plan,
+    apply_plan: ApplyPlan,
+    session: Session,
+    low_water: float,
+    session_id: str,
+    seed: int,
+) -> Run:
+    """Plays `session` as the `compact` runtime: every request it sends (the model's calls and
+    the summary requests, in order) is recorded, so the bill includes the summaries."""
+    run = Run(COMPACT, low_water)
+    history: list[h.ChatMessage] = [session.system]
+    chosen = profiles(low_water)
+    first = pinned(first_user_row(session))
+    summarized = turns = compactions = 0
+    previous: list[RequestRow] = []
+
+    def record(
+        messages: Sequence[h.ChatMessage], tokens: int, trimmed: bool, step: int, summary: bool
+    ) -> None:
+        nonlocal previous
+        rows = request_rows(messages)
+        held = coverage(messages, turns, summarized, first, tokens)
+        moved = trimmed and shared_prefix(previous, rows) < len(previous)
+        run.records.append(CallRecord(rows, tokens, trimmed, moved, step, held, summary))
+        previous = rows
+
+    for i, call in enumerate(session.calls):
+        before = [first if i == 0 and k == 0 else m for k, m in enumerate(call.before)]
+        history.extend(before)
+        turns += user_turns(before)
+        caller = trim_pb2.CallerContext(session_id=session_id, turn_id=str(i))
+        request = svc.PrepareModelCallRequest(
+            history=h.History(chat=h.ChatHistory(messages=history)), profiles=chosen, caller=caller
+        )
+        response = prepare(request)
+        if cut_turns(response):
+            planned = plan(
+                svc.PlanCompactionRequest(history=request.history, profiles=chosen, caller=caller)
+            )
+            if planned.HasField("plan"):
+                summary = planned.plan
+                reserved = summary.summary_request_tokens + summary.summary_output_tokens
+                record(summary.summary_request.chat.messages, reserved, False, 0, True)
+                compactions += 1
+                answer = summarizer_answer(seed, compactions)
+                history = list(apply_plan(request.history, summary, answer).chat.messages)
+                summarized = turns - user_turns(history)
+                request.history.CopyFrom(h.History(chat=h.ChatHistory(messages=history)))
+                response = prepare(request)
+        step = max(
+            (t.cut_step for t in response.trims if t.reason == trim_pb2.TRIM_REASON_TOKEN_BUDGET),
+            default=0,
+        )
+        prepared = response.history.chat.messages
+        record(prepared, response.context_meter.used_tokens, cut_turns(response), step, False)
+        history.append(call.answer)
+    return run
+
+
+@dataclass(frozen=True)
+class CoverageFigures:
+    requests: int
+    summary_requests: int
+    represented: float
+    """Mean share of the session's turns so far a request represents (kept or summarized)."""
+    fully_represented: float
+    """Share of the requests that represent every turn so far."""
+    first_turn: float
+    """Share of the requests that hold the session's first turn."""
+    over_window: int
+
+
+def coverage_figures(runs: Sequence[Run]) -> CoverageFigures:
+    """The turns represented are read over the model calls (a summary request ends with the
+    turns it condenses); the first turn and the window over every request."""
+    records = [r for run in runs for r in run.records]
+    every = [r.coverage for r in records if r.coverage is not None]
+    calls = [r.coverage for r in records if r.coverage is not None and not r.summary_request]
+    n = max(1, len(calls))
+    return CoverageFigures(
+        len(records),
+        sum(r.summary_request for r in records),
+        sum(c.represented_turns / max(1, c.session_turns) for c in calls) / n,
+        sum(c.represented_turns >= c.session_turns for c in calls) / n,
+        sum(c.first_turn for c in every) / max(1, len(every)),
+        sum(c.over_window for c in every),
+    )
 
 
 def parse_pricing(spec: str) -> Pricing:
@@ -476,11 +657,6 @@ class ToolCallRecord:
 class ToolRun:
     setting: ToolSetting
     records: list[ToolCallRecord] = field(default_factory=list)
-
-
-def user_turns(messages: Sequence[h.ChatMessage]) -> int:
-    """The real user rows of a request: the user turns it holds (spec §0)."""
-    return sum(classify_chat(m) is RowKind.USER for m in messages)
 
 
 def simulate_tools(

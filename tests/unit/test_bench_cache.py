@@ -6,11 +6,14 @@ sure the prefix-cache bill and the sessions it is computed over are what the ben
 
 from __future__ import annotations
 
+import itertools
+
 import harness.cache as bc
 import pytest
 from turnkeeper.v1 import history_pb2 as h
 from turnkeeper.v1 import history_service_pb2 as svc
 from turnkeeper.v1 import trim_pb2
+from turnkeeper_client import apply_compaction
 
 
 def rows(*items: tuple[str, int]) -> list[object]:
@@ -286,3 +289,83 @@ def test_tool_figures_count_refusals_turns_and_both_markings() -> None:
     assert f.rewrites == 0
     with pytest.raises(OverflowError):
         bc.simulate_tools(RefusingSidecar(30), session, setting, "s", lambda e: False)
+
+
+# ---- compaction (spec §15) -----------------------------------------------------------------------
+
+
+def turn_starts(messages: list[h.ChatMessage]) -> list[int]:
+    return [i for i, m in enumerate(messages) if m.role == h.ROLE_USER and not m.summary]
+
+
+class FakeCompactor:
+    """A preparation that reports a cut of a turn once the history holds more than `limit` rows
+    (and sends it whole), and a planner that condenses every unpinned turn but the newest, the
+    old summary with them, as PlanCompaction's ranges say."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.plans = 0
+
+    def prepare(self, request: svc.PrepareModelCallRequest) -> svc.PrepareModelCallResponse:
+        messages = list(request.history.chat.messages)
+        out = svc.PrepareModelCallResponse()
+        if len(messages) > self.limit and len(turn_starts(messages)) > 2:
+            out.trims.append(trim_pb2.HistoryTrimmed(dropped_messages=2, dropped_turns=1))
+        out.history.chat.messages.extend(messages)
+        out.context_meter.used_tokens = sum(len(m.content) // 4 + 4 for m in messages)
+        return out
+
+    def plan(self, request: svc.PlanCompactionRequest) -> svc.PlanCompactionResponse:
+        self.plans += 1
+        messages = list(request.history.chat.messages)
+        starts = turn_starts(messages)
+        end = starts[-1]
+        plan = svc.CompactionPlan(summary_output_tokens=2_000, summary_request_tokens=1_000)
+        condensed_from = 1
+        for start, stop in itertools.pairwise(starts):
+            if messages[start].pinned:
+                if start > condensed_from:
+                    plan.condensed_rows.add(start=condensed_from, end=start)
+                plan.pinned_turns.add(start=start, end=stop)
+                condensed_from = stop
+            else:
+                plan.condensed_turns += 1
+        plan.condensed_rows.add(start=condensed_from, end=end)
+        instruction = h.ChatMessage(role=h.ROLE_USER, content="Summarize.")
+        plan.summary_request.chat.messages.extend([*messages[:end], instruction])
+        return svc.PlanCompactionResponse(plan=plan)
+
+
+def test_the_compact_style_bills_its_summaries_and_represents_every_turn() -> None:
+    session = bc.generate_session(5, 80)
+    fake = FakeCompactor(limit=30)
+    run = bc.simulate_compaction(fake.prepare, fake.plan, apply_compaction, session, 0.7, "c", 5)
+    summaries = [r for r in run.records if r.summary_request]
+    assert len(summaries) == fake.plans > 1
+    assert len(run.records) == 80 + len(summaries)  # every model call, and each summary request
+    held = bc.coverage_figures([run])
+    assert held.summary_requests == len(summaries)
+    assert held.fully_represented == 1.0 and held.represented == 1.0
+    assert held.first_turn == 1.0  # pinned, so never condensed
+    assert held.over_window == 0
+    manual = 0.0
+    previous: list[object] = []
+    for record in run.records:
+        manual += bc.bill(previous, record.rows, bc.ANTHROPIC).cost
+        previous = record.rows
+    assert bc.figures([run], bc.ANTHROPIC).cost == pytest.approx(manual)
+    # A summary request shares the model call before it up to its own instruction row: the
+    # cache serves that prefix.
+    for summary in summaries:
+        before = run.records[run.records.index(summary) - 1].rows
+        shared = bc.shared_prefix(before, summary.rows)
+        assert shared == min(len(before), len(summary.rows) - 1)
+
+
+def test_dropping_represents_only_the_turns_it_kept() -> None:
+    session = bc.generate_session(5, 80)
+    run = bc.simulate(FakeSidecar(limit=30), session, "keep", 1.0, "k")
+    held = bc.coverage_figures([run])
+    assert held.represented < 1.0 and held.fully_represented < 1.0
+    assert held.first_turn < 1.0 and held.summary_requests == 0
