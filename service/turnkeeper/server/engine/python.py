@@ -11,10 +11,13 @@ from google.protobuf.message import Message
 from turnkeeper.core.clearing import clear_tool_results
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.projection import project_working
+from turnkeeper.core.rows import with_chat_messages, with_conversation_messages
 from turnkeeper.core.sweep import sweep
 from turnkeeper.core.trimming import (
     TrimPlan,
+    fixed_floor,
     layout,
+    pinned_tokens,
     plan_row_count,
     plan_token_budget,
     plan_turn_count,
@@ -50,6 +53,28 @@ class PythonHistoryView:
     @property
     def system_floor_tokens(self) -> int:
         return sum(self.working.pricing.tokens[: layout(self.working.rows).system_rows])
+
+    @property
+    def pinned_tokens(self) -> int:
+        return pinned_tokens(self.working.rows, self.working.pricing.tokens)
+
+    @property
+    def fixed_floor_tokens(self) -> int:
+        return fixed_floor(self.working.rows, self.working.pricing.tokens)
+
+    def summary_request(self, stop: int, instruction: str) -> PythonHistoryView:
+        """Rows 0 to `stop` (exclusive), then one user row holding `instruction` (§15.3), priced
+        anew: the instruction row starts the current user turn."""
+        history = self.working.history
+        prompt = history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=instruction)
+        if self.working.is_conversation:
+            conversation = history.conversation.messages
+            request = with_conversation_messages(
+                history, [*conversation[:stop], history_pb2.ConversationMessage(chat=prompt)]
+            )
+        else:
+            request = with_chat_messages(history, [*history.chat.messages[:stop], prompt])
+        return PythonHistoryView(WorkingHistory.of(request))
 
     def plan_token_budget(
         self,
