@@ -112,7 +112,9 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
         summary_request_tokens=plan.summary_request_tokens,
     )
     caller = request.caller if request.HasField("caller") else None
-    return Reply(response.SerializeToString(), (), (caller, resolution.route, planned, None))
+    return Reply(
+        response.SerializeToString(), (), (caller, resolution.route, planned, None, lambda: 0)
+    )
 
 
 def _resolve(
@@ -176,7 +178,7 @@ def _input_range(
     """A range of the swept history's projection as the request rows it stands for: through the
     projection (a collapsed turn brings all its rows), then through the sweep."""
     swept = range(before_projection(rows.start, collapsed), before_projection(rows.stop, collapsed))
-    request_rows = input_rows_of_swept(swept, removed)
+    request_rows = input_rows_of_swept(swept, removed, claims_before=True)
     return trim_pb2.IndexRange(start=request_rows.start, end=request_rows.stop)
 
 

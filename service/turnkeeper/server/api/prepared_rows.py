@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from turnkeeper.core.trimming import TrimPlan
 from turnkeeper.server.engine.protocol import CollapsedTurn
 
 
@@ -24,12 +25,42 @@ def before_sweep(index: int, removed_rows: Sequence[int]) -> int:
     return index
 
 
-def before_trim(boundary: int, drop: range, crumb_inserted: bool) -> int:
-    """The boundary in a trim's input of a boundary at or after the trim's kept prefix in its
-    output: the drop (and the breadcrumb put in its place) shifts everything after it."""
-    if not drop or boundary < drop.start:
-        return boundary
-    return boundary - int(crumb_inserted) + len(drop)
+def dropped_spans(plan: TrimPlan) -> list[range]:
+    """The rows a trim really dropped, ascending runs of its input: its drop without the pinned
+    turns it keeps and the breadcrumb it moves (§15.1)."""
+    drop = plan.drop
+    kept = list(plan.kept_in_drop)
+    if plan.breadcrumb_from is not None:
+        kept.append(range(plan.breadcrumb_from, plan.breadcrumb_from + 1))
+        kept.sort(key=lambda span: span.start)
+    spans: list[range] = []
+    start = drop.start
+    for span in kept:
+        if span.start > start:
+            spans.append(range(start, span.start))
+        start = max(start, span.stop)
+    if drop.stop > start:
+        spans.append(range(start, drop.stop))
+    return spans
+
+
+def before_trim(row: int, plan: TrimPlan) -> int:
+    """The input index of row `row` of a trim's output, which copies an input row (not a new
+    breadcrumb): the output is the rows before the drop, its kept pinned turns, the breadcrumb,
+    then the rows after the drop (`TrimPlan`)."""
+    drop = plan.drop
+    if not drop or row < drop.start:
+        return row
+    position = drop.start
+    for kept in plan.kept_in_drop:
+        if row < position + len(kept):
+            return kept.start + row - position
+        position += len(kept)
+    if plan.breadcrumb_at is not None:
+        if row == position and plan.breadcrumb_from is not None:
+            return plan.breadcrumb_from
+        position += 1
+    return drop.stop + row - position
 
 
 def before_projection(boundary: int, collapsed: Sequence[CollapsedTurn]) -> int:
@@ -43,53 +74,73 @@ def before_projection(boundary: int, collapsed: Sequence[CollapsedTurn]) -> int:
     return boundary
 
 
-def input_rows_of_swept(drop: range, removed_rows: Sequence[int]) -> range:
-    """The request rows a drop of swept rows stands for: from just after the row before it to
-    the row after it, so rows the sweep removed inside or at the edges of the dropped turns
-    go with them."""
-    start = 0 if drop.start == 0 else before_sweep(drop.start - 1, removed_rows) + 1
-    return range(start, before_sweep(drop.stop, removed_rows))
+def input_rows_of_swept(span: range, removed_rows: Sequence[int], claims_before: bool) -> range:
+    """The request rows a dropped span of swept rows stands for: to the row after it, so rows the
+    sweep removed inside or after the dropped turns go with them, and, when `claims_before`, from
+    just after the row before it. A span that follows a kept pinned turn does not claim the rows
+    removed before it: they sat in that turn."""
+    if not claims_before:
+        start = before_sweep(span.start, removed_rows)
+    elif span.start == 0:
+        start = 0
+    else:
+        start = before_sweep(span.start - 1, removed_rows) + 1
+    return range(start, before_sweep(span.stop, removed_rows))
+
+
+def _follows_kept(start: int, plan: TrimPlan) -> bool:
+    return any(kept.stop == start for kept in plan.kept_in_drop)
 
 
 def dropped_input_rows(
     removed_rows: Sequence[int],
-    turn_drop: range,
-    turn_crumb_inserted: bool,
+    turn_plan: TrimPlan,
     collapsed: Sequence[CollapsedTurn],
-    budget_drop: range,
+    budget_plan: TrimPlan,
 ) -> list[int]:
     """§13.2: the sorted request indices of every row of every turn a preparation's trims
-    dropped. `turn_drop` is the turn-limit trim's drop in swept rows, `budget_drop` the budget
-    trim's (or recovery's) in projected rows; a dropped collapsed turn brings all its rows."""
-    if not turn_drop and not budget_drop:
-        return []
-    swept: list[range] = []
-    if turn_drop:
-        swept.append(turn_drop)
-    if budget_drop:
+    dropped, pinned turns kept inside a drop (and a moved breadcrumb) excluded (§15.1).
+    `turn_plan` is the turn-limit trim of the swept rows, `budget_plan` the budget trim (or
+    recovery) of the projected rows; a dropped collapsed turn brings all its rows."""
+    # (span of swept rows, whether it claims the removed rows before it), in ascending order.
+    swept: list[tuple[range, bool]] = [
+        (span, not _follows_kept(span.start, turn_plan)) for span in dropped_spans(turn_plan)
+    ]
+    for span in dropped_spans(budget_plan):
+        # Every span starts and ends on a turn boundary of the projection, never inside a
+        # collapsed turn; in the turn-limited history it is one run of the rows after the
+        # turn limit's drop (the rows before it are the fixed prefix and kept pinned turns).
         start, stop = (
-            before_trim(before_projection(boundary, collapsed), turn_drop, turn_crumb_inserted)
-            for boundary in (budget_drop.start, budget_drop.stop)
+            before_projection(boundary, collapsed) for boundary in (span.start, span.stop)
         )
-        swept.append(range(start, stop))
+        first, last = before_trim(start, turn_plan), before_trim(stop - 1, turn_plan)
+        claims = not _follows_kept(span.start, budget_plan) and not _follows_kept(first, turn_plan)
+        swept.append((range(first, last + 1), claims))
     rows: list[int] = []
-    for drop in swept:
-        request_rows = input_rows_of_swept(drop, removed_rows)
-        # The two drops are consecutive prefixes of the body: the second starts where the first
-        # ends, but a removed row at their junction is claimed by both.
+    for span, claims_before in swept:
+        request_rows = input_rows_of_swept(span, removed_rows, claims_before)
+        # Consecutive spans can meet: a removed row at their junction is claimed by both.
         first = max(request_rows.start, rows[-1] + 1) if rows else request_rows.start
         rows.extend(range(first, request_rows.stop))
     return rows
 
 
-def prepared_index(row: int, drop: range, crumb_inserted: bool) -> int | None:
+def prepared_index(row: int, plan: TrimPlan) -> int | None:
     """The index in the prepared history of row `row` of the budget trim's input; None when the
-    trim dropped it (the kept prefix before the drop holds only system rows and a breadcrumb)."""
-    if not drop:
+    trim dropped it. Kept pinned turns and a moved breadcrumb move ahead (§15.1)."""
+    drop = plan.drop
+    if not drop or row < drop.start:
         return row
+    position = drop.start
+    for kept in plan.kept_in_drop:
+        if row in kept:
+            return position + row - kept.start
+        position += len(kept)
+    if row == plan.breadcrumb_from:
+        return plan.breadcrumb_at
     if row < drop.stop:
-        return None if row >= drop.start else row
-    return row - len(drop) + int(crumb_inserted)
+        return None
+    return position + int(plan.breadcrumb_at is not None) + row - drop.stop
 
 
 def cache_breakpoints(

@@ -9,6 +9,7 @@ only what it sends.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -25,10 +26,12 @@ MeterParts: TypeAlias = tuple[
     resolution_pb2.Route,
     trim_pb2.ContextMeter | events_pb2.CompactionPlanned,
     trim_pb2.ToolContextCollapse | None,
+    Callable[[], int],
 ]
 """What a prepared call's meter update is made of (`meter_update`), its collapse (§13.3) with it
-when the projection collapsed anything, or a compaction plan in place of the meter (§15.3):
-the update itself is built
+when the projection collapsed anything, and how to count the prepared request's pinned tokens
+(§15.1), a pass over its rows; or a compaction plan in place of the meter (§15.3): the update
+itself is built
 only when the feed wants one (subscribers opted in): building it costs more than the rest of
 the meter's work in a call (docs/benchmarks.md, "Figures behind the api/ comments")."""
 
@@ -49,10 +52,12 @@ def meter_update(
     route: resolution_pb2.Route,
     meter: trim_pb2.ContextMeter | events_pb2.CompactionPlanned,
     collapse: trim_pb2.ToolContextCollapse | None = None,
+    pinned_tokens: Callable[[], int] = lambda: 0,
 ) -> events_pb2.MeterUpdate:
     """spec §10.5: a session's fill level for subscribers that opted in (dashboards), with what
-    the call's projection collapsed (§13.3); or, in place of the meter, a compaction plan
-    (§15.3). Filled with copies: a constructor merges message arguments through their encoding,
+    the call's projection collapsed (§13.3) and the estimate of the pinned turns it sends
+    (§15.1); or, in place of the meter, a compaction plan (§15.3). Filled with copies: a
+    constructor merges message arguments through their encoding,
     which costs more."""
     update = events_pb2.MeterUpdate()
     if caller is not None:
@@ -64,6 +69,9 @@ def meter_update(
         update.meter.CopyFrom(meter)
     if collapse is not None:
         update.collapse.CopyFrom(collapse)
+    pinned = pinned_tokens()
+    if pinned:
+        update.pinned_tokens = pinned
     return update
 
 
@@ -109,13 +117,17 @@ def reported_usage(usage: trim_pb2.ReportedUsage) -> ReportedUsage:
 
 
 def fill_outcome(outcome: svc.TrimOutcome, plan: TrimPlan, counts: Counts) -> None:
+    """The outcome of a trim: `dropped_range` spans the drop, the pinned turns it keeps are
+    `kept_in_dropped_range` and the counts are of what was really dropped (§15.1)."""
     drop = plan.drop
-    if drop:
+    if plan.trimmed:
         outcome.trimmed = True  # which sets the outcome in the response
-        outcome.dropped_messages = len(drop)
+        outcome.dropped_messages = plan.dropped_messages
         dropped = outcome.dropped_range
         dropped.start = drop.start
         dropped.end = drop.stop
+        for kept in plan.kept_in_drop:
+            outcome.kept_in_dropped_range.add(start=kept.start, end=kept.stop)
     else:
         outcome.SetInParent()  # sent even when every field is a default
     if plan.dropped_turns:
@@ -129,6 +141,15 @@ def fill_outcome(outcome: svc.TrimOutcome, plan: TrimPlan, counts: Counts) -> No
         outcome.cut_drop_target = plan.cut_drop_target
     if plan.breadcrumb_at is not None:
         outcome.breadcrumb_index = plan.breadcrumb_at
+    _fill_pinned(outcome, plan)
+
+
+def _fill_pinned(message: svc.TrimOutcome | trim_pb2.HistoryTrimmed, plan: TrimPlan) -> None:
+    """The pinned turns in the output and their tokens (§15.1), unchanged outputs included."""
+    if plan.pinned_turns:
+        message.pinned_turns = plan.pinned_turns
+    if plan.pinned_tokens:
+        message.pinned_tokens = plan.pinned_tokens
 
 
 def _fill_counts(message: svc.TrimOutcome | trim_pb2.HistoryTrimmed, counts: Counts) -> None:
@@ -161,7 +182,7 @@ def fill_history_trimmed(
     trimmed.reason = reason
     if overflow_recovery:
         trimmed.overflow_recovery = True
-    trimmed.dropped_messages = len(plan.drop)
+    trimmed.dropped_messages = plan.dropped_messages
     if plan.dropped_turns:
         trimmed.dropped_turns = plan.dropped_turns
     if plan.kept_turns:
@@ -171,7 +192,8 @@ def fill_history_trimmed(
         trimmed.budget_tokens = budget_tokens
     if turn_limit and reason == trim_pb2.TRIM_REASON_TURN_LIMIT:
         trimmed.turn_limit = turn_limit
-    if plan.breadcrumb_at is not None:
+    # A breadcrumb the trim moved ahead of pinned turns (§15.1) was inserted by an earlier trim.
+    if plan.breadcrumb_at is not None and plan.breadcrumb_from is None:
         trimmed.breadcrumb_inserted = True
     if plan.cut_step:
         trimmed.cut_step = plan.cut_step
@@ -182,6 +204,7 @@ def fill_history_trimmed(
         trimmed.route.CopyFrom(resolution.route)
     if caller is not None:
         trimmed.caller.CopyFrom(caller)
+    _fill_pinned(trimmed, plan)
 
 
 def fill_preparation(

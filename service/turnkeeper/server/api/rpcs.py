@@ -175,7 +175,7 @@ def trim_history(request: svc.TrimHistoryRequest, source: HistorySource) -> Repl
     if recovery is not None:
         response.recovery.CopyFrom(recovery.report)
     events: tuple[trim_pb2.HistoryTrimmed, ...] = ()
-    if emits and plan.drop:
+    if emits and plan.trimmed:
         events = _trim_event(response, request, plan, counts, limits)
     return Reply(output.history_field(response.SerializeToString()), events)
 
@@ -307,21 +307,17 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     response.cache_breakpoints.extend(
         _breakpoints(prepared, projection, budget_plan, extras, resolution)
     )
-    if turn_trim[0].drop or budget_plan.drop:
+    if turn_trim[0].trimmed or budget_plan.trimmed:
         response.dropped_input_rows.extend(
             dropped_input_rows(
-                removed_rows(removals),
-                turn_trim[0].drop,
-                turn_trim[0].breadcrumb_at is not None,
-                projection.collapsed,
-                budget_plan.drop,
+                removed_rows(removals), turn_trim[0], projection.collapsed, budget_plan
             )
         )
     meter = fill_meter(response, report, request, resolved)
     return Reply(
         prepared.history_field(response.SerializeToString()),
         tuple(trims),
-        (caller, resolution.route, meter, collapse),
+        (caller, resolution.route, meter, collapse, lambda: prepared.pinned_tokens),
     )
 
 
@@ -356,11 +352,7 @@ def _breakpoints(
     the last row; priced with the tool schemas as the pre-flight prices them."""
     newest_collapsed = None
     if projection.collapsed:
-        newest_collapsed = prepared_index(
-            projection.collapsed[-1].output_stop - 1,
-            budget_plan.drop,
-            budget_plan.breadcrumb_at is not None,
-        )
+        newest_collapsed = prepared_index(projection.collapsed[-1].output_stop - 1, budget_plan)
     minimum = (
         resolution.min_cacheable_tokens if resolution.HasField("min_cacheable_tokens") else None
     )
@@ -515,7 +507,7 @@ def _visible_trims(
     hold the response's other fields (its orphan removals may be many)."""
     trims: list[trim_pb2.HistoryTrimmed] = []
     for plan, reason, counts in steps:
-        if not plan.drop:
+        if not plan.trimmed:
             continue
         trimmed = trim_pb2.HistoryTrimmed()
         trims.append(trimmed)

@@ -29,7 +29,7 @@ def record_trim(
     path: trim_pb2.CallerPath.ValueType, mode: str, reason: str, plan: TrimPlan
 ) -> None:
     """Logs and counts a trim that dropped history (sizes and counts only)."""
-    dropped_messages = len(plan.drop)
+    dropped_messages = plan.dropped_messages
     if dropped_messages:
         metrics.observe_trim(
             path,
