@@ -8,8 +8,9 @@ summary request to the scripted summarizer, applies the plan to its history with
 (`apply_compaction`) and prepares again. The summarizer builds on the previous summary (the
 summary row the request carries), so each summary covers everything before it.
 
-    make run                                   # the sidecar on 127.0.0.1:50051
-    .venv/bin/python examples/compaction_loop.py --address 127.0.0.1:50051
+    TURNKEEPER_ADDRESS=127.0.0.1:50051 .venv/bin/python examples/compaction_loop.py
+    .venv/bin/python tests/support/with_server.py --engine python -- \
+        .venv/bin/python examples/compaction_loop.py
 
 tests/service/test_compaction_example.py runs it against a real server and checks every request.
 """
@@ -17,6 +18,7 @@ tests/service/test_compaction_example.py runs it against a real server and check
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -33,10 +35,10 @@ BUDGET_TOKENS = 4_000
 SUMMARY_OUTPUT_TOKENS = 600
 """What the summary request reserves for the summarizer's answer."""
 SYSTEM_PROMPT = "You are a research assistant. Look things up before you answer."
-TASK = "Task: compile a report on the archive's subjects 1 to 16, citing each record you read."
-TURNS = 16
+TURNS = 32
+TASK = f"Task: compile a report on the archive's subjects 1 to {TURNS}, citing each record."
 # Tool-call steps per user turn, with the parallel calls of each step; the task turn is turn 0.
-TURN_STEPS: list[list[int]] = [[1], *([[2, 1], [1], [3], [1, 2]] * 4)]
+TURN_STEPS: list[list[int]] = [[1], *([[2, 1], [1], [3], [1, 2]] * (TURNS // 4))]
 SESSION = "compaction-example"
 
 
@@ -134,6 +136,13 @@ class Session:
     summarizer: ScriptedSummarizer = field(default_factory=ScriptedSummarizer)
     refusals: list[svc.CompactionRefusal] = field(default_factory=list)
     history: list[h.ChatMessage] = field(default_factory=list)
+    """The runtime's history, compacted."""
+    transcript: list[h.ChatMessage] = field(default_factory=list)
+    """Every row the session appended, never compacted: what no request could hold."""
+
+    def append(self, *rows: h.ChatMessage) -> None:
+        self.history.extend(rows)
+        self.transcript.extend(rows)
 
 
 def caller(step: int) -> trim_pb2.CallerContext:
@@ -174,29 +183,35 @@ def prepare(client: TurnkeeperClient, session: Session, step: int) -> list[h.Cha
 def run(client: TurnkeeperClient) -> Session:
     """Plays the whole session; returns what the model and the summarizer received."""
     session = Session()
-    session.history = [h.ChatMessage(role=h.ROLE_SYSTEM, content=SYSTEM_PROMPT)]
+    session.append(h.ChatMessage(role=h.ROLE_SYSTEM, content=SYSTEM_PROMPT))
     step = 0
     for turn in range(TURNS + 1):
         if turn == 0:
-            session.history.append(h.ChatMessage(role=h.ROLE_USER, content=TASK, pinned=True))
+            session.append(h.ChatMessage(role=h.ROLE_USER, content=TASK, pinned=True))
         else:
-            session.history.append(h.ChatMessage(role=h.ROLE_USER, content=question(turn)))
+            session.append(h.ChatMessage(role=h.ROLE_USER, content=question(turn)))
         while True:
             reply = session.model.respond(prepare(client, session, step))
             step += 1
-            session.history.append(reply)
+            session.append(reply)
             if not reply.tool_calls:
                 break
-            session.history.extend(
-                h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=c.id, content=lookup(c.arguments))
-                for c in reply.tool_calls
+            session.append(
+                *(
+                    h.ChatMessage(role=h.ROLE_TOOL, tool_call_id=c.id, content=lookup(c.arguments))
+                    for c in reply.tool_calls
+                )
             )
     return session
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--address", default="127.0.0.1:50051", help="the sidecar's host:port")
+    parser.add_argument(
+        "--address",
+        default=os.environ.get("TURNKEEPER_ADDRESS", "127.0.0.1:50051"),
+        help="the sidecar's host:port (default: $TURNKEEPER_ADDRESS or 127.0.0.1:50051)",
+    )
     args = parser.parse_args(argv)
     with TurnkeeperClient.connect(args.address) as client:
         session = run(client)

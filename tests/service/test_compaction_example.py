@@ -77,11 +77,10 @@ def test_the_session_runs_far_past_the_window_and_compacts_several_times(
     client: TurnkeeperClient, session: Any
 ) -> None:
     model, summarizer = session.model, session.summarizer
-    assert len(summarizer.requests) >= 3
+    assert len(summarizer.requests) >= 5
     assert session.refusals == []
-    # The whole conversation, as no single request holds it, is several windows long.
-    every_turn = [m for r in model.requests for m in r]
-    assert estimate(client, every_turn) > 3 * example.WINDOW_TOKENS
+    # The whole conversation, which no single request could hold, is well past the window.
+    assert estimate(client, session.transcript) > 1.5 * example.WINDOW_TOKENS
     # Every turn got its answer: the model's last request asks the last question.
     last = [m for m in model.requests[-1] if example.is_turn_start(m)][-1]
     assert last.content == example.question(example.TURNS)
