@@ -462,3 +462,72 @@ def test_each_session_shows_its_latest_collapse_and_the_totals_count_a_resent_hi
     expect(cell).to_have_attribute("data-collapsed-turns", "1", timeout=APPEAR_MS)
     expect(page.locator("#total-collapsed")).to_have_text("3", timeout=APPEAR_MS)
     assert not errors, errors
+
+
+def pinned_profiles() -> profile_pb2.Profiles:
+    return profile_pb2.Profiles(
+        runtime=profile_pb2.RuntimeProfile(max_context_tokens=1_200, default_provider="m"),
+        providers=[profile_pb2.ProviderProfile(alias="m", context_window=8_000)],
+    )
+
+
+def pinned_history(turns: int) -> history_pb2.History:
+    """`history(turns)` with its first turn pinned (spec §15.1)."""
+    out = history(turns)
+    out.chat.messages[1].pinned = True
+    return out
+
+
+def prepare_pinned(address: str, session: str, turns: int) -> svc.PrepareModelCallResponse:
+    request = svc.PrepareModelCallRequest(
+        history=pinned_history(turns), profiles=pinned_profiles(), caller=caller(session, "rt-1")
+    )
+    with grpc.insecure_channel(address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        response: svc.PrepareModelCallResponse = stub.PrepareModelCall(request, timeout=5)
+    assert response.trims, "the history must be cut for the pin to matter"
+    return response
+
+
+def plan_compaction(address: str, session: str, turns: int) -> svc.CompactionPlan:
+    request = svc.PlanCompactionRequest(
+        history=pinned_history(turns),
+        profiles=pinned_profiles(),
+        caller=caller(session, "rt-1"),
+        summary_output_tokens=200,
+    )
+    with grpc.insecure_channel(address) as channel:
+        stub = history_service_pb2_grpc.HistoryServiceStub(channel)
+        response: svc.PlanCompactionResponse = stub.PlanCompaction(request, timeout=5)
+    assert response.HasField("plan"), response
+    return response.plan
+
+
+def test_each_session_shows_its_pinned_tokens_and_latest_compaction_plan(
+    browser: BrowserContext, server_factory: Callable[..., Any], http: str
+) -> None:
+    """Spec §15: the meter update of a prepared call carries the pinned turns' tokens, and a
+    compaction plan is published as a meter update with the plan in place of the meter; the page
+    shows both under the session's meter (the meter stays the prepared call's) and sums the
+    sessions' latest states."""
+    # The reference engine until the native one has spec 15.
+    server = server_factory("--http", http, "--engine", "python", unix=False)
+    page, errors = open_dashboard(browser, http)
+    resent = [prepare_pinned(server.address, "s-pinned", 6) for _ in range(3)]
+    pinned = resent[-1].trims[-1].pinned_tokens
+    assert pinned > 0
+    cell = session_row(page, "s-pinned").locator("td[data-pinned-tokens]")
+    expect(cell).to_have_attribute("data-pinned-tokens", str(pinned), timeout=APPEAR_MS)
+    expect(cell).to_contain_text(f"pinned turns {pinned:,} tokens")
+    expect(page.locator("#total-pinned")).to_have_text(f"{pinned:,}", timeout=APPEAR_MS)
+    used = cell.get_attribute("data-used")
+    plans = [plan_compaction(server.address, "s-pinned", 6) for _ in range(2)]
+    saved = plans[-1].saved_tokens
+    expect(cell).to_have_attribute("data-compaction-saved", str(saved), timeout=APPEAR_MS)
+    expect(cell).to_contain_text(
+        f"latest compaction plan condenses {plans[-1].condensed_turns} turns · saves {saved:,} tokens"
+    )
+    expect(cell).to_have_attribute("data-used", used or "")  # the meter is the prepared call's
+    expect(page.locator("#total-compaction-saved")).to_have_text(f"{saved:,}", timeout=APPEAR_MS)
+    expect(page.locator("#total-pinned")).to_have_text(f"{pinned:,}")
+    assert not errors, errors
