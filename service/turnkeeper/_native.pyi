@@ -132,6 +132,9 @@ class NativeHistory:
     @property
     def rows(self) -> int: ...
     @property
+    def pinned_prefix_breadcrumb(self) -> int | None:
+        """The fixed prefix's breadcrumb when pinned turns stand before it (§15.1, §14)."""
+    @property
     def system_rows(self) -> int:
         """The number of leading system rows."""
     def tokens_through(self, index: int) -> int:

@@ -151,6 +151,10 @@ class NativeHistoryView:
         return NativeHistoryView(swept), removals
 
     @property
+    def pinned_prefix_breadcrumb(self) -> int | None:
+        return self.native.pinned_prefix_breadcrumb
+
+    @property
     def rows(self) -> int:
         return self.native.rows
 

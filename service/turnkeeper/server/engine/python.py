@@ -62,6 +62,11 @@ class PythonHistoryView:
     def fixed_floor_tokens(self) -> int:
         return fixed_floor(self.working.rows, self.working.pricing.tokens)
 
+    @property
+    def pinned_prefix_breadcrumb(self) -> int | None:
+        lay = layout(self.working.rows)
+        return lay.crumb if lay.crumb is not None and lay.crumb > lay.head else None
+
     def summary_request(self, stop: int, instruction: str) -> PythonHistoryView:
         """Rows 0 to `stop` (exclusive), then one user row holding `instruction` (§15.3), priced
         anew: the instruction row starts the current user turn."""
