@@ -317,8 +317,19 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     return Reply(
         prepared.history_field(response.SerializeToString()),
         tuple(trims),
-        (caller, resolution.route, meter, collapse, lambda: prepared.pinned_tokens),
+        (caller, resolution.route, meter, collapse, _pinned_tokens(fitted)),
     )
+
+
+def _pinned_tokens(fitted: Fitted) -> Callable[[], int]:
+    """How to count the pinned tokens of the prepared request (§15.1): its trim counted them,
+    unless a clearing then cleared results of a pinned newest turn; only a clearing costs a
+    pass over the rows."""
+    if fitted.clearing is None:
+        counted = fitted.trim[0].pinned_tokens
+        return lambda: counted
+    prepared = fitted.prepared
+    return lambda: prepared.pinned_tokens
 
 
 def _collapse(
