@@ -549,3 +549,37 @@ async def test_section13_subscribers_see_the_collapse_and_the_clearing(engine_st
     (item,) = await only.take(1)
     assert item.event.trimmed == again.trims[-1]
     await only.close()
+
+
+@pytest.fixture
+async def python_stub(python_engine_server: Any) -> AsyncIterator[Stub]:
+    """A stub on the Python engine's session server (the native engine has no §15 yet)."""
+    async with grpc.aio.insecure_channel(python_engine_server.address) as channel:
+        yield history_service_pb2_grpc.HistoryServiceStub(channel)
+
+
+async def test_section15_subscribers_see_the_pinned_turns(python_stub: Stub) -> None:
+    """spec §15.1: the HistoryTrimmed of a preparation reports the pinned turns of its output and
+    their tokens, and the meter update the pinned tokens of the prepared request."""
+    s = session()
+    watch, _ = await Watch.open(python_stub, session_ids=[s], include_meter_updates=True)
+    rows = history(4, size=50)
+    rows.chat.messages[1].pinned = True  # the first turn's user row
+    prepared = await python_stub.PrepareModelCall(
+        svc.PrepareModelCallRequest(
+            history=rows,
+            profiles=profile_pb2.Profiles(
+                runtime=profile_pb2.RuntimeProfile(max_context_tokens=150)
+            ),
+            caller=caller(s),
+        )
+    )
+    # "system" 6, each turn "qN " x 50 (150 B: 42) and "answer" (6 B: 6), 48: 198. The budget
+    # trim keeps the pinned first turn and drops turns 2 and 3: 198 - 96 + 17 = 119 <= 150.
+    assert [t.pinned_turns for t in prepared.trims] == [1]
+    assert [t.pinned_tokens for t in prepared.trims] == [48]
+    assert prepared.history.chat.messages[1].pinned
+    items = await watch.take(2)
+    meters = [i.meter_update for i in items if i.HasField("meter_update")]
+    assert [m.pinned_tokens for m in meters] == [48]
+    await watch.close()

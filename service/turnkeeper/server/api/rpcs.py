@@ -317,8 +317,19 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     return Reply(
         prepared.history_field(response.SerializeToString()),
         tuple(trims),
-        (caller, resolution.route, meter, collapse, lambda: prepared.pinned_tokens),
+        (caller, resolution.route, meter, collapse, _pinned_tokens(fitted)),
     )
+
+
+def _pinned_tokens(fitted: Fitted) -> Callable[[], int]:
+    """How to count the pinned tokens of the prepared request (§15.1): its trim counted them,
+    unless a clearing then cleared results of a pinned newest turn; only a clearing costs a
+    pass over the rows."""
+    if fitted.clearing is None:
+        counted = fitted.trim[0].pinned_tokens
+        return lambda: counted
+    prepared = fitted.prepared
+    return lambda: prepared.pinned_tokens
 
 
 def _collapse(
@@ -348,8 +359,15 @@ def _breakpoints(
     extras: Extras,
     resolution: resolution_pb2.Resolution,
 ) -> list[int]:
-    """§14: the last leading system row, the last row of the newest collapsed turn still sent,
-    the last row; priced with the tool schemas as the pre-flight prices them."""
+    """§14: the last leading system row (or, once pinned turns stand before the breadcrumb, that
+    breadcrumb: the last row of §15.1's fixed prefix), the last row of the newest collapsed turn
+    still sent, the last row; priced with the tool schemas as the pre-flight prices them."""
+    prefix_end = prepared.system_rows - 1
+    # The trim's output is the prepared rows, and it keeps every pinned turn: it counts them all.
+    if budget_plan.pinned_turns:
+        crumb = prepared.pinned_prefix_breadcrumb
+        if crumb is not None:
+            prefix_end = crumb
     newest_collapsed = None
     if projection.collapsed:
         newest_collapsed = prepared_index(projection.collapsed[-1].output_stop - 1, budget_plan)
@@ -357,7 +375,7 @@ def _breakpoints(
         resolution.min_cacheable_tokens if resolution.HasField("min_cacheable_tokens") else None
     )
     return cache_breakpoints(
-        (prepared.system_rows - 1, newest_collapsed, prepared.rows - 1),
+        (prefix_end, newest_collapsed, prepared.rows - 1),
         prepared.tokens_through,
         extras.schema_tokens,
         minimum,
@@ -451,17 +469,24 @@ def _clear(
     stop: int,
     overflow_recovery: bool,
 ) -> tuple[HistoryView, Clearing | None]:
-    """§13.4 on a history with only its newest turn left: when R is set and the estimate exceeds
-    `target`, the running turn's oldest results cleared down to `stop`; None when none was."""
+    """§13.4 on a history with no unpinned turn but the newest left: when R is set and the
+    estimate exceeds `target`, the running turn's oldest results cleared down to `stop`; None
+    when none was."""
     if keep_newest is None:
         return prepared, None
     before = prepared.total_tokens
-    if before <= target or prepared.turns > 1:
+    if before <= target or not _only_pinned_before_newest(prepared):
         return prepared, None
     cleared, count = prepared.clear_tool_results(keep_newest, stop)
     if not count:
         return prepared, None
     return cleared, Clearing(before, cleared.total_tokens, target, count, overflow_recovery)
+
+
+def _only_pinned_before_newest(history: HistoryView) -> bool:
+    """Whether every turn but the newest is pinned (§13.4, §15.1): exactly when keeping one turn
+    leaves the history unchanged (a single turn, or only pinned turns before it)."""
+    return history.turns <= 1 or not history.plan_turn_count(1, None).trimmed
 
 
 PreparationRequest: TypeAlias = svc.PrepareModelCallRequest | svc.PlanCompactionRequest

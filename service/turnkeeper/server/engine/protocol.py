@@ -126,6 +126,12 @@ class HistoryView(Protocol):
         """Every turn (§15.1), oldest first: the pinned turns of the fixed prefix, then `B`'s."""
         ...
 
+    @property
+    def pinned_prefix_breadcrumb(self) -> int | None:
+        """The index of the fixed prefix's breadcrumb when pinned turns stand before it (§15.1),
+        the row §14's first breakpoint moves to; None otherwise."""
+        ...
+
     def summary_request(self, stop: int, instruction: str) -> HistoryView:
         """§15.3's summary request: rows 0 to `stop` (exclusive), then one user row holding
         `instruction`."""

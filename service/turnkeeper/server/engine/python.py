@@ -84,6 +84,11 @@ class PythonHistoryView:
             *(TurnSpan(lay.turn_span(t), lay.pinned[t]) for t in range(lay.turns)),
         )
 
+    @property
+    def pinned_prefix_breadcrumb(self) -> int | None:
+        lay = layout(self.working.rows)
+        return lay.crumb if lay.crumb is not None and lay.crumb > lay.head else None
+
     def summary_request(self, stop: int, instruction: str) -> PythonHistoryView:
         """Rows 0 to `stop` (exclusive), then one user row holding `instruction` (§15.3), priced
         anew: the instruction row starts the current user turn."""
