@@ -157,6 +157,11 @@ class NativeHistory:
     @property
     def fixed_floor_tokens(self) -> int:
         """The leading system rows, the summary row and every pinned turn but the newest."""
+    @property
+    def summary_row(self) -> int | None:
+        """The index of the §15.2 summary row, if any."""
+    def turn_spans(self) -> list[tuple[int, int, bool]]:
+        """Every turn (§15.1), oldest first, as (start, stop, pinned)."""
     def sweep(self) -> tuple[NativeHistory, list[Removal]]: ...
     @property
     def rows(self) -> int: ...

@@ -206,6 +206,17 @@ impl Layout {
         out
     }
 
+    /// Every turn of the history (§15.1), oldest first, as a row range and its pin: the pinned
+    /// turns of P, then B's (`turn_spans` of PlanCompaction, §15.3).
+    pub(crate) fn turn_spans(&self, rows: &[Row]) -> Vec<(usize, usize, bool)> {
+        let prefix = self.prefix_turns.iter().map(|&(s, e)| (s, e, true));
+        let body = (0..self.boundaries.len()).map(|t| {
+            let (s, e) = self.turn(t);
+            (s, e, self.pinned(rows, t))
+        });
+        prefix.chain(body).collect()
+    }
+
     /// The pinned turns (all of them: no trim drops one) and their estimate.
     fn pinned_counts(&self, rows: &[Row], costs: &[u64]) -> (u64, u64) {
         if self.prefix_turns.is_empty() && !self.pins {

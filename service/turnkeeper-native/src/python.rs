@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::conventions::{self, Prices, Roles};
 use crate::items::{self, FieldRule};
-use crate::plan::{self, Plan};
+use crate::plan::{self, Layout, Plan};
 use crate::rules::{self, Rule};
 use crate::scan::{scan_counted, ItemLimit, Refusal};
 use crate::sweep::OrphanKind;
@@ -201,6 +201,18 @@ impl NativeHistory {
     #[getter]
     fn fixed_floor_tokens(&self) -> u64 {
         self.working.fixed_floor_tokens()
+    }
+
+    /// The index of the §15.2 summary row, if any.
+    #[getter]
+    fn summary_row(&self) -> Option<usize> {
+        Layout::of(&self.working.history.rows).summary
+    }
+
+    /// Every turn (§15.1), oldest first, as (start, stop, pinned).
+    fn turn_spans(&self) -> Vec<(usize, usize, bool)> {
+        let rows = &self.working.history.rows;
+        Layout::of(rows).turn_spans(rows)
     }
 
     #[getter]

@@ -35,6 +35,7 @@ from turnkeeper.server.engine.protocol import (
     CollapsedTurn,
     HistorySource,
     Projection,
+    TurnSpan,
 )
 from turnkeeper.v1 import history_pb2, trim_pb2
 
@@ -188,6 +189,15 @@ class NativeHistoryView:
     @property
     def fixed_floor_tokens(self) -> int:
         return self.native.fixed_floor_tokens
+
+    @property
+    def summary_row(self) -> int | None:
+        return self.native.summary_row
+
+    def turn_spans(self) -> tuple[TurnSpan, ...]:
+        return tuple(
+            TurnSpan(range(start, stop), pinned) for start, stop, pinned in self.native.turn_spans()
+        )
 
     def summary_request(self, stop: int, instruction: str) -> NativeHistoryView:
         return NativeHistoryView(self.native.summary_request(max(stop, 0), instruction))
