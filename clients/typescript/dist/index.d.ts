@@ -7,6 +7,7 @@ export type { WatchOptions, BackoffOptions } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export type { RetryPolicy } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
+export { applyCompaction } from "./compaction.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAISDK, fromAnthropic, fromOpenAI, fromOpenAIAgents, fromOpenAIResponses, toAISDK, toAnthropic, toOpenAI, toOpenAIAgents, toOpenAIResponses, MAX_CACHE_MARKS, } from "./convert/index.js";
 export type { AnthropicExportOptions, ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";

@@ -3,6 +3,7 @@ export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./erro
 export { TrimEventSubscription, isRetryableStreamError, backoffDelay, DEFAULT_MAX_BATCH_EVENTS, } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
+export { applyCompaction } from "./compaction.js";
 export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAISDK, fromAnthropic, fromOpenAI, fromOpenAIAgents, fromOpenAIResponses, toAISDK, toAnthropic, toOpenAI, toOpenAIAgents, toOpenAIResponses, MAX_CACHE_MARKS, } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 // The turnkeeper.v1 contract: message types, their schemas (for create/fromJson/toJson) and enums.

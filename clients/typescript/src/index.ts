@@ -12,6 +12,7 @@ export type { WatchOptions, BackoffOptions } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export type { RetryPolicy } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
+export { applyCompaction } from "./compaction.js";
 export {
   CARRIER_PREFIX,
   DEFAULT_BREADCRUMB,
