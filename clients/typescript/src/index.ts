@@ -26,9 +26,10 @@ export {
   toOpenAI,
   toOpenAIAgents,
   toOpenAIResponses,
+  turnMarks,
   MAX_CACHE_MARKS,
 } from "./convert/index.js";
-export type { AnthropicExportOptions, ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
+export type { AnthropicExportOptions, ConvertOptions, ProviderJson, Shape, TurnMarks } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 export type { CallOptions } from "@connectrpc/connect";
 
