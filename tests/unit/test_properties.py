@@ -19,6 +19,7 @@ from turnkeeper.core.trimming import (
     plan_turn_count,
 )
 from turnkeeper.core.working import WorkingHistory, breadcrumb_cost
+from turnkeeper.server.contract import history_rules
 from turnkeeper.server.engine.python import PythonHistoryView
 from turnkeeper.v1 import history_pb2 as h
 
@@ -410,3 +411,121 @@ def test_turn_grid_keeps_at_least_one_turn_and_l_one_is_section_9(
         lambda v: plan_turn_count(v.rows, v.pricing, limit, crumb_cost, fraction),
         budget=None,
     )
+
+
+# --- pinned turns and the summary row (§15.1, §15.2) -------------------------------------------
+
+
+def summary_row(text: str) -> h.ChatMessage:
+    return h.ChatMessage(role=h.ROLE_USER, content="summary " + text, summary=True)
+
+
+@st.composite
+def pinned_histories(draw: st.DrawFn) -> h.History:
+    """Histories with pins: an optional summary row, pinned turns before a kept breadcrumb (a
+    runtime sends its trimmed history back), and pins on any turn of the body."""
+    rows = [system(draw(texts)) for _ in range(draw(st.integers(0, 2)))]
+    if draw(st.booleans()):
+        rows.append(summary_row(draw(texts)))
+    if draw(st.booleans()):
+        for index in range(draw(st.integers(0, 2))):
+            turn = draw(turns(100 + index))
+            turn[0].pinned = True
+            rows.extend(turn)
+        rows.append(crumb())
+    if draw(st.booleans()):  # rows before the first real user row of the body
+        rows.append(assistant(draw(texts)))
+    for index in range(draw(st.integers(0, 7))):
+        turn = draw(turns(index))
+        turn[0].pinned = draw(st.booleans())
+        rows.extend(turn)
+    return chat(*rows)
+
+
+def check_pinned_trim(history: h.History, plan_fn: object, *, stable: bool = True) -> None:
+    """The §15.1 output of a trim, rebuilt from the input's fixed prefix and turns and the cut
+    `drop.stop` names: the fixed prefix's rows before its breadcrumb, pinned(< j), the
+    breadcrumb (kept or new), B[bj:]. So no pinned turn and no summary row is ever dropped.
+
+    `stable`: trimming the output again changes nothing. Not so for a turn grid without a
+    breadcrumb: the pinned turns moved ahead of the cut stay in B, and the grid counts them."""
+    w = WorkingHistory.of(history)
+    plan = plan_fn(w)  # type: ignore[operator]
+    out = w.apply(plan, TEXT)
+    assert not history_rules.history_violations(out.history, "history", 10**6).total
+    lay = layout(w.rows)
+    all_pins = [i for i, row in enumerate(w.rows) if row.is_turn_boundary and row.pinned]
+    assert plan.pinned_turns == len(all_pins)
+    assert plan.pinned_tokens == PythonHistoryView(w).pinned_tokens
+    if not plan.trimmed:
+        assert out.history == history
+        return
+    src = list(history.chat.messages)
+    dst = list(out.history.chat.messages)
+    j = lay.boundaries.index(plan.drop.stop)
+    expected = src[: lay.head if lay.crumb is None else lay.crumb]
+    for t in range(j):
+        if lay.pinned[t]:
+            expected.extend(src[lay.turn_span(t).start : lay.turn_span(t).stop])
+    if lay.crumb is not None:
+        expected.append(src[lay.crumb])
+    elif plan.breadcrumb_at is not None:
+        expected.append(crumb(TEXT))
+    expected.extend(src[plan.drop.stop :])
+    assert dst == expected
+    dropped = sum(1 for t in range(j) if not lay.pinned[t])
+    assert plan.dropped_turns == dropped > 0
+    assert plan.kept_turns == sum(1 for row in w.rows if row.is_turn_boundary) - dropped
+    new_crumb = lay.crumb is None and plan.breadcrumb_at is not None
+    assert plan.dropped_messages == len(src) - len(dst) + new_crumb
+    assert plan.tokens_after == price(rows_of(out.history)).total
+    before = call_turns(src)
+    for call_id, pair in call_turns(dst).items():
+        assert pair == before[call_id]
+    if stable or layout(out.rows).has_breadcrumb:
+        assert not plan_fn(out).trimmed  # type: ignore[operator]
+
+
+LOW_WATERS = st.sampled_from([1.0, 0.7, 0.5])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pinned_histories(), st.integers(0, 4000), LOW_WATERS)
+def test_pinned_token_budget_properties(history: h.History, budget: int, low: float) -> None:
+    check_pinned_trim(history, lambda w: plan_token_budget(w.rows, w.pricing, budget, CRUMB, low))
+
+
+@settings(max_examples=300, deadline=None)
+@given(pinned_histories(), st.integers(0, 8), st.booleans(), LOW_WATERS)
+def test_pinned_turn_count_properties(
+    history: h.History, limit: int, agent_path: bool, low: float
+) -> None:
+    crumb_cost = CRUMB if agent_path else None
+    check_pinned_trim(
+        history,
+        lambda w: plan_turn_count(w.rows, w.pricing, limit, crumb_cost, low),
+        stable=low == 1.0,
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(pinned_histories())
+def test_pinned_recovery_keeps_the_fixed_floor(history: h.History) -> None:
+    view = PythonHistoryView(WorkingHistory.of(history))
+    recovery = plan_recovery(view, CRUMB)
+    recovered = view.apply(recovery.plan, TEXT)
+    assert recovery.report.fixed_floor_tokens == view.fixed_floor_tokens
+    assert view.fixed_floor_tokens <= recovered.total_tokens
+    assert recovered.pinned_tokens == view.pinned_tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(pinned_histories(), st.integers(0, 4000), st.integers(0, 8))
+def test_pinned_both_shapes_trim_alike(history: h.History, budget: int, limit: int) -> None:
+    chat_w = WorkingHistory.of(history)
+    conv_w = WorkingHistory.of(as_conversation(history))
+    for plan in (
+        lambda w: plan_token_budget(w.rows, w.pricing, budget, CRUMB),
+        lambda w: plan_turn_count(w.rows, w.pricing, limit, CRUMB),
+    ):
+        assert plan(conv_w) == plan(chat_w)
