@@ -146,8 +146,9 @@ class NativeHistory:
         breadcrumb_from: int | None,
         breadcrumb_text: str,
     ) -> NativeHistory:
-        """The history after a plan (§15.1 order): the rows of `drop` (start, stop) out but the pinned turns
-        `kept_in_drop`; a breadcrumb when asked, the input's at `breadcrumb_from` or a new one."""
+        """The history after a plan (§15.1 order): the rows of `drop` (start, stop) out but the
+        pinned turns `kept_in_drop`; a breadcrumb when asked, the input's at `breadcrumb_from` or
+        a new one."""
     def summary_request(self, stop: int, instruction: str) -> NativeHistory:
         """§15.3's summary request: rows 0 to `stop` (exclusive), then one user row holding
         `instruction`."""

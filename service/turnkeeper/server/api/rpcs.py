@@ -321,15 +321,12 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     )
 
 
-def _pinned_tokens(fitted: Fitted) -> Callable[[], int]:
-    """How to count the pinned tokens of the prepared request (§15.1): its trim counted them,
-    unless a clearing then cleared results of a pinned newest turn; only a clearing costs a
-    pass over the rows."""
+def _pinned_tokens(fitted: Fitted) -> int:
+    """The pinned tokens of the prepared request (§15.1): its trim counted them, unless a
+    clearing then cleared results of a pinned newest turn (a pass, after the clearing's own)."""
     if fitted.clearing is None:
-        counted = fitted.trim[0].pinned_tokens
-        return lambda: counted
-    prepared = fitted.prepared
-    return lambda: prepared.pinned_tokens
+        return fitted.trim[0].pinned_tokens
+    return fitted.prepared.pinned_tokens
 
 
 def _collapse(
