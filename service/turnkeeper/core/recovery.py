@@ -9,7 +9,8 @@ the output of cut j never rise as j grows (a dropped row costs at least 4; a pin
 costs nothing to pass, §15.1), the baseline cuts at some jb (the smallest fitting j, or the §11
 grid cut after it), and the recovery target is below the baseline's estimate, so no j <= jb
 fits it; for j > jb both ask the same question of the same rows (the crumb is reserved either
-way); and when nothing fits both keep only the pinned turns and the newest turn. Recovery itself always cuts minimally (§11.1 "Where it applies").
+way); and when nothing fits both keep only the pinned turns and the newest turn. Recovery
+itself always cuts minimally (§11.1 "Where it applies").
 """
 
 from __future__ import annotations
