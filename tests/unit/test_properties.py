@@ -442,10 +442,13 @@ def pinned_histories(draw: st.DrawFn) -> h.History:
     return chat(*rows)
 
 
-def check_pinned_trim(history: h.History, plan_fn: object) -> None:
+def check_pinned_trim(history: h.History, plan_fn: object, *, stable: bool = True) -> None:
     """The §15.1 output of a trim, rebuilt from the input's fixed prefix and turns and the cut
     `drop.stop` names: the fixed prefix's rows before its breadcrumb, pinned(< j), the
-    breadcrumb (kept or new), B[bj:]. So no pinned turn and no summary row is ever dropped."""
+    breadcrumb (kept or new), B[bj:]. So no pinned turn and no summary row is ever dropped.
+
+    `stable`: trimming the output again changes nothing. Not so for a turn grid without a
+    breadcrumb: the pinned turns moved ahead of the cut stay in B, and the grid counts them."""
     w = WorkingHistory.of(history)
     plan = plan_fn(w)  # type: ignore[operator]
     out = w.apply(plan, TEXT)
@@ -479,7 +482,8 @@ def check_pinned_trim(history: h.History, plan_fn: object) -> None:
     before = call_turns(src)
     for call_id, pair in call_turns(dst).items():
         assert pair == before[call_id]
-    assert not plan_fn(out).trimmed  # type: ignore[operator]
+    if stable or layout(out.rows).has_breadcrumb:
+        assert not plan_fn(out).trimmed  # type: ignore[operator]
 
 
 LOW_WATERS = st.sampled_from([1.0, 0.7, 0.5])
@@ -497,7 +501,11 @@ def test_pinned_turn_count_properties(
     history: h.History, limit: int, agent_path: bool, low: float
 ) -> None:
     crumb_cost = CRUMB if agent_path else None
-    check_pinned_trim(history, lambda w: plan_turn_count(w.rows, w.pricing, limit, crumb_cost, low))
+    check_pinned_trim(
+        history,
+        lambda w: plan_turn_count(w.rows, w.pricing, limit, crumb_cost, low),
+        stable=low == 1.0,
+    )
 
 
 @settings(max_examples=200, deadline=None)
