@@ -10,6 +10,7 @@ encoding (the native engine copies kept rows as sent): then both must parse to e
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import shutil
@@ -19,6 +20,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from turnkeeper.core.recovery import plan_recovery
+from turnkeeper.core.trimming import TrimPlan
 from turnkeeper.server.api import rpcs
 from turnkeeper.server.api.responses import Reply
 from turnkeeper.server.contract.errors import RequestError
@@ -100,6 +103,8 @@ def chat_rows(draw: st.DrawFn) -> h.ChatMessage:
         row.attachments.add(uri="/a.png")
     row.breadcrumb = draw(st.integers(0, 6)) == 0
     row.tool_exchange_summary = draw(st.integers(0, 6)) == 0  # valid on plain assistant rows
+    row.pinned = draw(st.integers(0, 5)) == 0  # valid on real user rows (§15.1)
+    row.summary = draw(st.integers(0, 8)) == 0  # valid right after the system rows (§15.2)
     draw(passthrough(row))
     return row
 
@@ -130,9 +135,11 @@ def conversation_rows(draw: st.DrawFn) -> h.ConversationMessage:
 @st.composite
 def histories(draw: st.DrawFn) -> h.History:
     """Half valid tool-heavy histories (trims, breadcrumbs, events; some built for §13's
-    projection and clearing), half anything goes."""
+    projection and clearing, some with §15's pins and summary row), half anything goes."""
     if draw(st.integers(0, 5)) == 0:
         return draw(tool_histories())
+    if draw(st.integers(0, 4)) == 0:
+        return draw(pinned_histories())
     if draw(st.booleans()):
         valid = draw(valid_histories())
         rows = valid.chat.messages
@@ -635,3 +642,130 @@ def test_collapsing_and_clearing_happen_in_the_drawn_histories() -> None:
 
     probe()
     assert seen["collapsed"] > 0 and seen["cleared"] > 0
+
+
+# §15: pinned turns, the summary row and the fixed prefix, on histories built for them.
+PIN_PATTERNS = ["none", "first", "several", "all but the newest"]
+
+
+@st.composite
+def pinned_histories(draw: st.DrawFn) -> h.History:
+    """Valid histories with pins (none, the first turn, several, every turn but the newest),
+    maybe a summary row after the system rows, maybe a breadcrumb right after the head or after
+    the leading pinned turns (a trimmed history sent back), in every shape."""
+    rows = [h.ChatMessage(role=h.ROLE_SYSTEM, content=draw(texts))] * draw(st.integers(0, 2))
+    if draw(st.booleans()):
+        rows.append(h.ChatMessage(role=h.ROLE_USER, content=draw(contents), summary=True))
+    turns = [draw(retention_turn()) for _ in range(draw(st.integers(1, 7)))]
+    pattern = draw(st.sampled_from(PIN_PATTERNS))
+    for t, turn in enumerate(turns):
+        pinned = {
+            "none": False,
+            "first": t == 0,
+            "several": draw(st.booleans()),
+            "all but the newest": t < len(turns) - 1,
+        }[pattern]
+        # The parse-error feedback inside a turn is a turn boundary of its own (§9): pinned with
+        # its prompt, so a breadcrumb after the turn stays valid.
+        for row in turn:
+            row.pinned = pinned and row.role == h.ROLE_USER and not row.attachments
+    lead = next((t for t, turn in enumerate(turns) if not turn[0].pinned), len(turns))
+    crumb_before = draw(st.sampled_from([None, 0, lead]))
+    for t, turn in enumerate(turns):
+        if t == crumb_before:
+            rows.append(h.ChatMessage(role=h.ROLE_USER, content="[cut]", breadcrumb=True))
+        rows += turn
+    shape = draw(st.sampled_from(["chat", "conversation", "merged"]))
+    if shape == "chat":
+        return h.History(chat=h.ChatHistory(messages=rows))
+    return _structured(rows, shape == "merged")
+
+
+def _plan_fields(plan: TrimPlan) -> tuple[Any, ...]:
+    """Every field of a plan, ranges as (start, stop): two empty ranges are equal as ranges."""
+    return tuple(
+        (v.start, v.stop)
+        if isinstance(v, range)
+        else tuple((r.start, r.stop) for r in v)
+        if isinstance(v, tuple)
+        else v
+        for v in dataclasses.astuple(plan)
+    )
+
+
+def _same_plans(python: Any, native: Any, plan_python: TrimPlan, plan_native: TrimPlan) -> None:
+    """The same plan, and the same history after it (a new breadcrumb's text included)."""
+    assert _plan_fields(plan_native) == _plan_fields(plan_python)
+    assert plan_native.dropped_messages == plan_python.dropped_messages
+    _same_view(python.apply(plan_python, "[cut]"), native.apply(plan_native, "[cut]"))
+
+
+@settings(
+    max_examples=int(os.environ.get("TURNKEEPER_DIFFERENTIAL_EXAMPLES", "600")) // 4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(pinned_histories(), st.sampled_from([1.0, 0.5, 0.9, 0.13]), st.sampled_from([None, 17]))
+def test_pinned_trims_are_identical(
+    history: h.History, low_water: float, breadcrumb_cost: int | None
+) -> None:
+    """§15.1 and §15.2 in both engines: every planner's plan and output over budgets around each
+    cut, the turn and row limits, recovery, the fixed floor, the pinned tokens and every summary
+    request."""
+    python, native = _views(history)
+    _same_view(python, native)
+    assert native.pinned_tokens == python.pinned_tokens
+    assert native.fixed_floor_tokens == python.fixed_floor_tokens
+    assert native.system_floor_tokens == python.system_floor_tokens
+    total = python.total_tokens
+    # Budgets around each cut: the estimate left after each row, a token either side, and with
+    # room for the breadcrumb.
+    budgets = {0, 1, total, 2**64 - 1}
+    for index in range(python.rows):
+        kept = total - python.tokens_through(index)
+        budgets |= {max(kept + d, 0) for d in (-1, 0, 1, 17)}
+    for budget in sorted(budgets):
+        for allow_growth in (False, True):
+            _same_plans(
+                python,
+                native,
+                python.plan_token_budget(budget, breadcrumb_cost, low_water, None, allow_growth),
+                native.plan_token_budget(budget, breadcrumb_cost, low_water, None, allow_growth),
+            )
+    for limit in range(python.turns + 2):
+        _same_plans(
+            python,
+            native,
+            python.plan_turn_count(limit, breadcrumb_cost, low_water),
+            native.plan_turn_count(limit, breadcrumb_cost, low_water),
+        )
+    for limit in range(python.rows + 1):
+        _same_plans(python, native, python.plan_row_count(limit), native.plan_row_count(limit))
+    recovered_python = plan_recovery(python, breadcrumb_cost, budget_tokens=total // 2)
+    recovered_native = plan_recovery(native, breadcrumb_cost, budget_tokens=total // 2)
+    assert recovered_native.report == recovered_python.report
+    _same_plans(python, native, recovered_python.plan, recovered_native.plan)
+    for stop in range(python.rows + 1):
+        for instruction in ("", "Summarize [IMAGE:/x.png] é"):
+            _same_view(
+                python.summary_request(stop, instruction), native.summary_request(stop, instruction)
+            )
+
+
+def test_pins_move_and_keep_turns_in_the_drawn_histories() -> None:
+    """The strategy above reaches the interesting cases (so the test can fail): pinned turns
+    kept inside a drop, a moved breadcrumb, a trim left unchanged by its pins."""
+    seen = {"kept": 0, "moved": 0, "all pinned": 0}
+
+    @settings(max_examples=200, deadline=None, database=None)
+    @given(pinned_histories())
+    def probe(history: h.History) -> None:
+        python, _ = _views(history)
+        for limit in range(python.turns):
+            plan = python.plan_turn_count(limit, 17)
+            seen["kept"] += bool(plan.kept_in_drop)
+            seen["moved"] += plan.breadcrumb_from is not None
+            seen["all pinned"] += not plan.trimmed and python.turns > max(limit, 1)
+
+    probe()
+    assert all(seen.values()), seen

@@ -483,7 +483,7 @@ pub(crate) fn chat_violations(
         out.add(Rule::Pinned, || format!("{}.pinned", path()));
     }
     // One summary row, a user row, right after the leading system rows (§15.2).
-    if chat.summary && (chat.role != roles.user || chat.breadcrumb || !slots.summary) {
+    if chat.summary && (chat.role != roles.user || !slots.summary) {
         out.add(Rule::Summary, || format!("{}.summary", path()));
     }
     let plain_assistant = chat.role == roles.assistant && chat.calls.count == 0;

@@ -6,7 +6,7 @@
 
 use crate::conventions::Conventions;
 use crate::pricing::text_tokens;
-use crate::rows::{History, Marks, Row, RowBytes, RowKind, Shape};
+use crate::rows::{History, Marks, Row, RowBytes, RowKind};
 use crate::wire::{put_len, put_uint};
 use crate::working::Working;
 
@@ -157,14 +157,7 @@ impl Working {
         put_uint(&mut chat, 1, i64::from(conventions.roles.assistant) as u64);
         put_len(&mut chat, 2, text.as_bytes());
         put_uint(&mut chat, 8, 1);
-        let mut bytes = Vec::with_capacity(chat.len() + 8);
-        if self.history.shape == Some(Shape::Conversation) {
-            let mut member = Vec::with_capacity(chat.len() + 4);
-            put_len(&mut member, 1, &chat);
-            put_len(&mut bytes, 1, &member);
-        } else {
-            put_len(&mut bytes, 1, &chat);
-        }
+        let bytes = self.in_shape(&chat);
         let nbytes = text.len() as u64;
         let end = self.history.ids.len();
         let row = Row {

@@ -430,4 +430,49 @@ mod tests {
         let buf = request(1, &[chat(USER, b"hello", b"", &[])], &[]);
         assert!(scan(&buf[..buf.len() - 1], 10, &conventions()).is_err());
     }
+
+    #[test]
+    fn pins_and_the_summary_row_have_their_places() {
+        let mark = |mut row: Vec<u8>, field: u8| {
+            row.extend_from_slice(&[field << 3, 0x01]);
+            row
+        };
+        let crumb = || mark(chat(USER, b"[cut]", b"", &[]), 6);
+        let rows = [
+            chat(SYSTEM, b"s", b"", &[]),
+            mark(chat(USER, b"so far", b"", &[]), 10),
+            mark(chat(USER, b"task", b"", &[]), 9),
+            mark(chat(ASSISTANT, b"ok", b"", &[]), 9),
+            crumb(),
+            mark(chat(USER, b"late", b"", &[]), 10),
+            chat(USER, b"next", b"", &[]),
+            crumb(),
+        ];
+        let scanned = scan(&request(1, &rows, &[]), 20, &conventions()).expect("decodes");
+        let m = "history.chat.messages";
+        assert_eq!(
+            rules(&scanned),
+            [
+                (Rule::Pinned, format!("{m}[3].pinned")),
+                (Rule::Summary, format!("{m}[5].summary")),
+                (Rule::BreadcrumbPlace, format!("{m}[7].breadcrumb")),
+            ]
+        );
+        use RowKind::*;
+        assert_eq!(
+            kinds(&scanned),
+            [System, Summary, User, Assistant, Breadcrumb, Summary, User, Breadcrumb]
+        );
+        assert!(scanned.history.rows[2].marks.pinned);
+        // After an unpinned turn no breadcrumb has a place.
+        let rows = [chat(USER, b"u", b"", &[]), crumb()];
+        let scan = scan(
+            &request(2, &rows.map(|r| member(1, &r)), &[]),
+            20,
+            &conventions(),
+        );
+        let named = rules(&scan.expect("decodes"));
+        let path = "history.conversation.messages[1].chat.breadcrumb";
+        assert_eq!(named, [(Rule::BreadcrumbPlace, path.to_owned())]);
+    }
 }

@@ -135,6 +135,9 @@ impl Working {
 
     /// The estimate of the pinned turns (§15.1).
     pub fn pinned_tokens(&self) -> u64 {
+        if !self.has_pins() {
+            return 0;
+        }
         let turns = Layout::of(&self.history.rows).pinned_turns(&self.history.rows);
         turns
             .iter()
@@ -157,6 +160,11 @@ impl Working {
     /// the newest turn.
     pub fn fixed_floor_tokens(&self) -> u64 {
         let rows = &self.history.rows;
+        if !self.has_pins() {
+            let system = self.system_rows();
+            let summary = rows.get(system).is_some_and(|r| r.kind == RowKind::Summary);
+            return self.tokens[..system + usize::from(summary)].iter().sum();
+        }
         let lay = Layout::of(rows);
         let newest = rows.iter().rposition(Row::is_turn_boundary);
         let head = lay.system_rows + usize::from(lay.summary.is_some());
@@ -166,6 +174,11 @@ impl Working {
             .map(|(s, e)| self.tokens[s..e].iter().sum::<u64>())
             .sum();
         self.tokens[..head].iter().sum::<u64>() + turns
+    }
+
+    /// Whether a row is pinned: without one, the pinned figures cost a look at each flag.
+    fn has_pins(&self) -> bool {
+        self.history.rows.iter().any(|r| r.marks.pinned)
     }
 
     /// §15.3's summary request: rows `0..stop` as they are, then one user row holding
@@ -756,5 +769,182 @@ mod tests {
         assert!(removals[0].row_removed);
         assert_eq!(swept.history.rows.len(), 2);
         assert_eq!(swept.turns(), 2);
+    }
+
+    /// A ChatMessage with `pinned` (field 9) or `summary` (field 10) set.
+    fn marked(role: u8, content: &[u8], field: u8) -> Vec<u8> {
+        let mut row = chat(role, content, b"", &[]);
+        row.extend_from_slice(&[field << 3, 0x01]);
+        row
+    }
+
+    /// Spec §11's history: a 104-token system row, then turns of a user and an assistant row
+    /// of 104 tokens each; the turns in `pinned` are pinned.
+    fn section_11_history(turns: usize, pinned: &[usize]) -> Vec<Vec<u8>> {
+        let text = [b'x'; 400];
+        let mut rows = vec![chat(SYSTEM, &text, b"", &[])];
+        for t in 0..turns {
+            rows.push(if pinned.contains(&t) {
+                marked(USER, &text, 9)
+            } else {
+                chat(USER, &text, b"", &[])
+            });
+            rows.push(chat(ASSISTANT, &text, b"", &[]));
+        }
+        rows
+    }
+
+    fn kinds(w: &Working) -> Vec<RowKind> {
+        w.history.rows.iter().map(|r| r.kind).collect()
+    }
+
+    #[test]
+    fn a_pinned_first_turn_survives_the_token_budget_trim() {
+        // Spec §15.1's example: j = 1 drops nothing, j = 2 keeps the system row, the first
+        // turn, the breadcrumb and turns 3 to 10: 1,993 tokens.
+        let buf = request(1, &section_11_history(10, &[0]), &[]);
+        let w = working(&buf);
+        assert_eq!(w.total_tokens(), 2_184);
+        let rows = &w.history.rows;
+        let plan = crate::plan::token_budget(rows, &w.tokens, 2_000, Some(17), 1.0, 2_000, false);
+        assert_eq!((plan.drop_start, plan.drop_stop), (3, 5));
+        assert_eq!(plan.breadcrumb_at, Some(3));
+        assert!(plan.kept_in_drop.is_empty() && plan.breadcrumb_from.is_none());
+        assert_eq!((plan.dropped_turns, plan.kept_turns), (1, 9));
+        assert_eq!(
+            (plan.tokens_after, plan.pinned_turns, plan.pinned_tokens),
+            (1_993, 1, 208)
+        );
+        assert_eq!(plan.dropped_messages(), 2);
+        let trimmed = w.apply(&plan, "[cut]");
+        use RowKind::*;
+        assert_eq!(
+            kinds(&trimmed)[..5],
+            [System, User, Assistant, Breadcrumb, User]
+        );
+        // The output is valid: its breadcrumb stands after the pinned turn of the fixed prefix.
+        let (_, again) = rescan(&trimmed, &buf);
+        assert_eq!(again.tokens, trimmed.tokens);
+        assert_eq!(again.pinned_tokens(), 208);
+        // Recovery's fixed floor: the system row and the pinned turn (not the newest).
+        assert_eq!(again.fixed_floor_tokens(), 104 + 208);
+    }
+
+    #[test]
+    fn every_turn_before_the_cut_pinned_leaves_the_history_unchanged() {
+        let buf = request(1, &section_11_history(3, &[0, 1]), &[]);
+        let w = working(&buf);
+        let rows = &w.history.rows;
+        for limit in [0, 1] {
+            let plan = crate::plan::turn_count(rows, &w.tokens, limit, Some(17), 1.0);
+            assert!(!plan.trimmed(), "{limit}");
+            assert_eq!((plan.kept_turns, plan.pinned_turns), (3, 2));
+        }
+        let plan = crate::plan::token_budget(rows, &w.tokens, 100, Some(17), 0.5, 100, false);
+        assert!(!plan.trimmed());
+        assert_eq!(plan.cut_step, 0);
+        // The newest turn pinned too: the fixed floor leaves it out.
+        let buf = request(1, &section_11_history(3, &[0, 1, 2]), &[]);
+        assert_eq!(working(&buf).fixed_floor_tokens(), 104 + 2 * 208);
+    }
+
+    #[test]
+    fn pinned_turns_move_ahead_of_a_kept_breadcrumb() {
+        let crumb = {
+            let mut row = chat(USER, b"[cut]", b"", &[]);
+            row.extend_from_slice(&[0x30, 0x01]);
+            row
+        };
+        let mut rows = section_11_history(3, &[0]);
+        rows.insert(1, crumb);
+        let rows: Vec<_> = rows.iter().map(|r| member(1, r)).collect();
+        let buf = request(2, &rows, &[]);
+        let w = working(&buf);
+        let plan = crate::plan::turn_count(&w.history.rows, &w.tokens, 1, Some(17), 1.0);
+        // sys, crumb, u0 (pinned), a0, u1, a1, u2, a2: the pinned turn moves ahead of the crumb.
+        assert_eq!((plan.drop_start, plan.drop_stop), (1, 6));
+        assert_eq!(plan.kept_in_drop, [(2, 4)]);
+        assert_eq!(
+            (plan.breadcrumb_from, plan.breadcrumb_at),
+            (Some(1), Some(3))
+        );
+        assert_eq!(
+            (plan.dropped_turns, plan.kept_turns, plan.dropped_messages()),
+            (1, 2, 2)
+        );
+        let trimmed = w.apply(&plan, "unused: the breadcrumb is moved");
+        use RowKind::*;
+        assert_eq!(
+            kinds(&trimmed),
+            [System, User, Assistant, Breadcrumb, User, Assistant]
+        );
+        let (out, again) = rescan(&trimmed, &buf);
+        assert_eq!(again.tokens, trimmed.tokens);
+        // The moved breadcrumb is the request's row, byte for byte.
+        let RowBytes::Request(s, e) = w.history.rows[1].bytes else {
+            panic!("a scanned row is a range of the request")
+        };
+        assert!(out.windows(e - s).any(|window| window == &buf[s..e]));
+    }
+
+    #[test]
+    fn the_summary_row_is_no_turn_and_is_priced_as_text() {
+        let rows = [
+            chat(SYSTEM, b"sys", b"", &[]),
+            marked(USER, b"[IMAGE:/x.png] so far", 10),
+            chat(USER, b"one", b"", &[]),
+            chat(ASSISTANT, b"a1", b"", &[]),
+            chat(USER, b"two", b"", &[]),
+        ];
+        let w = working(&request(1, &rows, &[]));
+        use RowKind::*;
+        assert_eq!(kinds(&w), [System, Summary, User, Assistant, User]);
+        assert_eq!((w.turns(), w.tokens[1]), (2, 6 + 4));
+        // Never dropped: the breadcrumb follows it.
+        let plan = crate::plan::turn_count(&w.history.rows, &w.tokens, 1, Some(17), 1.0);
+        assert_eq!(
+            (plan.drop_start, plan.drop_stop, plan.breadcrumb_at),
+            (2, 4, Some(2))
+        );
+        assert_eq!(w.fixed_floor_tokens(), w.tokens[0] + w.tokens[1]);
+    }
+
+    #[test]
+    fn the_summary_request_ends_with_the_instruction_as_protobuf_encodes_it() {
+        let rows = [
+            chat(SYSTEM, b"sys", b"", &[]),
+            chat(USER, b"one", b"", &[]),
+            chat(ASSISTANT, b"a1", b"", &[]),
+            chat(USER, b"two", b"", &[]),
+        ];
+        for shape in [1, 2] {
+            let rows: Vec<_> = if shape == 1 {
+                rows.to_vec()
+            } else {
+                rows.iter().map(|r| member(1, r)).collect()
+            };
+            let buf = request(shape, &rows, &[]);
+            let w = working(&buf);
+            let asked = w.summary_request(3, "Summarize.", &conventions());
+            let mut expected = rows[..3].to_vec();
+            let prompt = chat(USER, b"Summarize.", b"", &[]);
+            expected.push(if shape == 1 {
+                prompt
+            } else {
+                member(1, &prompt)
+            });
+            let want = request(shape, &expected, &[]);
+            assert_eq!(asked.history_field(&buf), want);
+            assert_eq!(asked.tokens, working(&want).tokens);
+            // An empty instruction is an unset field: protobuf writes no content.
+            let empty = w.summary_request(1, "", &conventions()).history_field(&buf);
+            let prompt = vec![0x08, USER];
+            let prompt = if shape == 1 {
+                prompt
+            } else {
+                member(1, &prompt)
+            };
+            assert_eq!(empty, request(shape, &[rows[0].clone(), prompt], &[]));
+        }
     }
 }
