@@ -216,6 +216,11 @@ impl NativeHistory {
     }
 
     #[getter]
+    fn pinned_prefix_breadcrumb(&self) -> Option<usize> {
+        self.working.pinned_prefix_breadcrumb()
+    }
+
+    #[getter]
     fn rows(&self) -> usize {
         self.working.history.rows.len()
     }

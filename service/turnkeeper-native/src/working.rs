@@ -145,6 +145,17 @@ impl Working {
             .sum()
     }
 
+    /// The fixed prefix's breadcrumb when pinned turns stand before it (§15.1): the row §14's
+    /// first breakpoint moves to.
+    pub fn pinned_prefix_breadcrumb(&self) -> Option<usize> {
+        let lay = Layout::of(&self.history.rows);
+        if lay.prefix_turns.is_empty() {
+            None
+        } else {
+            lay.breadcrumb
+        }
+    }
+
     /// §15.1's fixed floor: the leading system rows, the summary row and every pinned turn but
     /// the newest turn.
     pub fn fixed_floor_tokens(&self) -> u64 {

@@ -109,7 +109,7 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
     )
     caller = request.caller if request.HasField("caller") else None
     return Reply(
-        response.SerializeToString(), (), (caller, resolution.route, planned, None, lambda: 0)
+        response.SerializeToString(), (), (caller, resolution.route, planned, None, 0)
     )
 
 

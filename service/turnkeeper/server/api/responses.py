@@ -9,7 +9,6 @@ only what it sends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -26,13 +25,11 @@ MeterParts: TypeAlias = tuple[
     resolution_pb2.Route,
     trim_pb2.ContextMeter | events_pb2.CompactionPlanned,
     trim_pb2.ToolContextCollapse | None,
-    Callable[[], int],
+    int,
 ]
-"""What a prepared call's meter update is made of (`meter_update`), its collapse (§13.3) with it
-when the projection collapsed anything, and how to count the prepared request's pinned tokens
-(§15.1), a pass over its rows; or a compaction plan in place of the meter (§15.3): the update
-itself is built
-only when the feed wants one (subscribers opted in): building it costs more than the rest of
+"""What a meter update is made of (`meter_update`): a prepared call's meter, its collapse (§13.3)
+when the projection collapsed anything and the pinned tokens it sends (§15.1), or a compaction
+plan in place of the meter (§15.3). The update itself is built only when the feed wants one (subscribers opted in): building it costs more than the rest of
 the meter's work in a call (docs/benchmarks.md, "Figures behind the api/ comments")."""
 
 
@@ -52,7 +49,7 @@ def meter_update(
     route: resolution_pb2.Route,
     meter: trim_pb2.ContextMeter | events_pb2.CompactionPlanned,
     collapse: trim_pb2.ToolContextCollapse | None = None,
-    pinned_tokens: Callable[[], int] = lambda: 0,
+    pinned_tokens: int = 0,
 ) -> events_pb2.MeterUpdate:
     """spec §10.5: a session's fill level for subscribers that opted in (dashboards), with what
     the call's projection collapsed (§13.3) and the estimate of the pinned turns it sends
@@ -69,9 +66,8 @@ def meter_update(
         update.meter.CopyFrom(meter)
     if collapse is not None:
         update.collapse.CopyFrom(collapse)
-    pinned = pinned_tokens()
-    if pinned:
-        update.pinned_tokens = pinned
+    if pinned_tokens:
+        update.pinned_tokens = pinned_tokens
     return update
 
 

@@ -295,8 +295,9 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     trims = _visible_trims(
         (turn_trim, fitted.trim), fitted.recovered_cut, resolution, caller, collapse
     )
+    pinned_tokens = _pinned_tokens(fitted)
     if fitted.clearing is not None:
-        trims.append(_clearing_event(fitted.clearing, prepared, resolution, caller, collapse))
+        trims.append(_clearing_event(fitted, pinned_tokens, resolution, caller, collapse))
     response = svc.PrepareModelCallResponse()
     fill_preparation(response, resolution, trims, removals, report, tokens_before, fitted.recovery)
     if collapse is not None:
@@ -317,19 +318,16 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     return Reply(
         prepared.history_field(response.SerializeToString()),
         tuple(trims),
-        (caller, resolution.route, meter, collapse, _pinned_tokens(fitted)),
+        (caller, resolution.route, meter, collapse, pinned_tokens),
     )
 
 
-def _pinned_tokens(fitted: Fitted) -> Callable[[], int]:
-    """How to count the pinned tokens of the prepared request (§15.1): its trim counted them,
-    unless a clearing then cleared results of a pinned newest turn; only a clearing costs a
-    pass over the rows."""
+def _pinned_tokens(fitted: Fitted) -> int:
+    """The pinned tokens of the prepared request (§15.1): its trim counted them, unless a
+    clearing then cleared results of a pinned newest turn (a pass, after the clearing's own)."""
     if fitted.clearing is None:
-        counted = fitted.trim[0].pinned_tokens
-        return lambda: counted
-    prepared = fitted.prepared
-    return lambda: prepared.pinned_tokens
+        return fitted.trim[0].pinned_tokens
+    return fitted.prepared.pinned_tokens
 
 
 def _collapse(
@@ -555,13 +553,16 @@ def _visible_trims(
 
 
 def _clearing_event(
-    clearing: Clearing,
-    prepared: HistoryView,
+    fitted: Fitted,
+    pinned_tokens: int,
     resolution: resolution_pb2.Resolution,
     caller: trim_pb2.CallerContext | None,
     collapse: trim_pb2.ToolContextCollapse | None,
 ) -> trim_pb2.HistoryTrimmed:
-    """§13.4: the clearing's own event, reason tool results cleared; no row is dropped."""
+    """§13.4: the clearing's own event, reason tool results cleared; no row is dropped. Like every
+    HistoryTrimmed it reports the pinned turns of its output (§15.1)."""
+    clearing, prepared = fitted.clearing, fitted.prepared
+    assert clearing is not None, "only a clearing has a clearing event"
     trimmed = trim_pb2.HistoryTrimmed(
         reason=trim_pb2.TRIM_REASON_TOOL_RESULTS_CLEARED,
         overflow_recovery=clearing.overflow_recovery,
@@ -573,6 +574,10 @@ def _clearing_event(
         count_source=trim_pb2.COUNT_SOURCE_ESTIMATE,
     )
     trimmed.clearing.CopyFrom(clearing.report())
+    pinned_turns = fitted.trim[0].pinned_turns  # a clearing keeps every turn
+    if pinned_turns:
+        trimmed.pinned_turns = pinned_turns
+        trimmed.pinned_tokens = pinned_tokens
     trimmed.capacity.CopyFrom(resolution.capacity)
     trimmed.route.CopyFrom(resolution.route)
     if caller is not None:
