@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 from turnkeeper.core.calibration import ReportedUsage, plan_reported_usage
+from turnkeeper.core.clearing import clear_tool_results, running_turn_start
 from turnkeeper.core.projection import project
 from turnkeeper.core.recovery import plan_recovery
 from turnkeeper.core.rows import RowKind, price, rows_of
@@ -328,3 +329,23 @@ def test_conversation_pinned_tool_turn_is_kept_whole() -> None:
         "chat",
     ]
     assert out[5].chat.breadcrumb and plan.dropped_turns == 1
+
+
+def test_clearing_treats_a_pinned_running_turn_like_any_other() -> None:
+    """§13.4 over §15: the running turn of a pinned prompt is cleared as any other; with no
+    retention boundary left it starts after the summary row and the breadcrumb."""
+    rows = [
+        system(),
+        summary("so far"),
+        user("task", pinned=True),
+        assistant("", ("c1", "f", "{}"), ("c2", "f", "{}")),
+        h.ChatMessage(role=h.ROLE_TOOL, content="r" * 400, tool_call_id="c1"),
+        h.ChatMessage(role=h.ROLE_TOOL, content="r" * 400, tool_call_id="c2"),
+    ]
+    w = WorkingHistory.of(chat(*rows))
+    assert running_turn_start(w) == 2
+    cleared = clear_tool_results(w, 1, 0)
+    assert cleared.cleared == 1
+    assert cleared.working.history.chat.messages[2].pinned
+    headless = WorkingHistory.of(chat(system(), summary("so far"), crumb(), *rows[3:]))
+    assert running_turn_start(headless) == 3

@@ -5,11 +5,12 @@ same PrepareModelCall would have prepared without recovery, which is what the pr
 
 PrepareModelCall runs it as one token-budget trim of the turn-limited history to the recovery
 target rather than as a second trim of the baseline. Both choose the same cut: estimates of
-`P + crumb + B[bj:]` strictly fall as j grows (every row costs at least 4), the baseline cuts
-at some jb (the smallest fitting j, or the §11 grid cut after it), and the recovery target is
-below the baseline's estimate, so no j <= jb fits it; for j > jb both ask the same question of
-the same rows (the crumb is reserved either way); and when nothing fits both keep only the
-newest turn. Recovery itself always cuts minimally (§11.1 "Where it applies").
+the output of cut j never rise as j grows (a dropped row costs at least 4; a pinned turn, kept,
+costs nothing to pass, §15.1), the baseline cuts at some jb (the smallest fitting j, or the §11
+grid cut after it), and the recovery target is below the baseline's estimate, so no j <= jb
+fits it; for j > jb both ask the same question of the same rows (the crumb is reserved either
+way); and when nothing fits both keep only the pinned turns and the newest turn. Recovery
+itself always cuts minimally (§11.1 "Where it applies").
 """
 
 from __future__ import annotations

@@ -63,13 +63,14 @@ class HistoryView(Protocol):
         step_budget: int | None = None,
         allow_growth: bool = False,
     ) -> TrimPlan:
-        """The §9 token-budget trim, §11 grid and §16.1 (`core.trimming.plan_token_budget`)."""
+        """The §9 token-budget trim, §11 grid and §16.1, keeping pinned turns (§15.1;
+        `core.trimming.plan_token_budget`)."""
         ...
 
     def plan_turn_count(
         self, limit: int, breadcrumb_cost: int | None, low_water: float = 1.0
     ) -> TrimPlan:
-        """The §9 turn-count trim with the §11 turn grid."""
+        """The §9 turn-count trim with the §11 turn grid, keeping pinned turns (§15.1)."""
         ...
 
     def plan_row_count(self, limit: int) -> TrimPlan: ...
