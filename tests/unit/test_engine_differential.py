@@ -745,11 +745,16 @@ def test_pinned_trims_are_identical(
     recovered_native = plan_recovery(native, breadcrumb_cost, budget_tokens=total // 2)
     assert recovered_native.report == recovered_python.report
     _same_plans(python, native, recovered_python.plan, recovered_native.plan)
-    for stop in range(python.rows + 1):
-        for instruction in ("", "Summarize [IMAGE:/x.png] é"):
-            _same_view(
-                python.summary_request(stop, instruction), native.summary_request(stop, instruction)
-            )
+    # The summary request is asked of the projected history (§15.3), whose summaries the
+    # engine wrote: over it too.
+    (projected_python, _), (projected_native, _) = python.project(0), native.project(0)
+    for p, n in ((python, native), (projected_python, projected_native)):
+        assert (n.pinned_tokens, n.fixed_floor_tokens) == (p.pinned_tokens, p.fixed_floor_tokens)
+        for stop in range(p.rows + 1):
+            for instruction in ("", "Summarize [IMAGE:/x.png] é"):
+                _same_view(
+                    p.summary_request(stop, instruction), n.summary_request(stop, instruction)
+                )
 
 
 def test_pins_move_and_keep_turns_in_the_drawn_histories() -> None:
