@@ -7,6 +7,7 @@ from ._options import DEFAULT_TIMEOUT, MAX_MESSAGE_BYTES, target, tls_credential
 from ._retry import DEFAULT_RETRY, RETRYABLE_CODES, RetryPolicy
 from ._watch import Backoff
 from .aio import AsyncTrimWatch, AsyncTurnkeeperClient
+from .compaction import apply_compaction
 from .convert import (
     ConversionError,
     from_anthropic,
@@ -42,6 +43,7 @@ __all__ = [
     "TrimWatch",
     "TurnkeeperClient",
     "TurnkeeperError",
+    "apply_compaction",
     "decode_rpc_error",
     "from_anthropic",
     "from_openai",

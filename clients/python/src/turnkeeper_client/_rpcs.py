@@ -347,6 +347,13 @@ class HistoryServiceMethods:
         """Says whether a provider error is a context-window overflow (spec §10.4) and which
         phrase matched: the decision that starts reactive recovery (`overflow_recovery`).""",
     )
+    plan_compaction = Rpc[svc.PlanCompactionRequest, svc.PlanCompactionResponse](
+        "PlanCompaction",
+        """Says what to condense instead of dropping it and the summary request that fits the
+        summarizer's route (spec §15.3): a plan, or a refusal saying why there is none (not an
+        error). It never calls a model: send `plan.summary_request`, then apply the plan with
+        the answer (`apply_compaction`).""",
+    )
     cap_tool_results = Rpc[svc.CapToolResultsRequest, svc.CapToolResultsResponse](
         "CapToolResults", "Applies `max_tool_result_chars` to tool results as they are recorded."
     )

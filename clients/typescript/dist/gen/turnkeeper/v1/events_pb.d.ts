@@ -38,7 +38,8 @@ export type TrimEvent = Message<"turnkeeper.v1.TrimEvent"> & {
  */
 export declare const TrimEventSchema: GenMessage<TrimEvent>;
 /**
- * MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+ * MeterUpdate is the context meter of one successful PrepareModelCall, or the plan of one PlanCompaction, for
+ * subscribers that opted in (spec §10.5, §15.3).
  * It is not a trim: it never counts as a trim event in heartbeats or gaps.
  *
  * @generated from message turnkeeper.v1.MeterUpdate
@@ -80,12 +81,55 @@ export type MeterUpdate = Message<"turnkeeper.v1.MeterUpdate"> & {
      * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 6;
      */
     collapse?: ToolContextCollapse | undefined;
+    /**
+     * The estimate of the pinned turns in the prepared request (spec §15.1); 0 when nothing is pinned.
+     *
+     * @generated from field: uint64 pinned_tokens = 7;
+     */
+    pinnedTokens: bigint;
+    /**
+     * Set instead of `meter` when the update reports a PlanCompaction that returned a plan: what the plan would save.
+     *
+     * @generated from field: turnkeeper.v1.CompactionPlanned compaction = 8;
+     */
+    compaction?: CompactionPlanned | undefined;
 };
 /**
  * Describes the message turnkeeper.v1.MeterUpdate.
  * Use `create(MeterUpdateSchema)` to create a new message.
  */
 export declare const MeterUpdateSchema: GenMessage<MeterUpdate>;
+/**
+ * CompactionPlanned is a compaction plan PlanCompaction returned (spec §15.3), as subscribers see it. Whether the
+ * runtime applies it is the runtime's: the sidecar is stateless.
+ *
+ * @generated from message turnkeeper.v1.CompactionPlanned
+ */
+export type CompactionPlanned = Message<"turnkeeper.v1.CompactionPlanned"> & {
+    /**
+     * The turns the plan condenses.
+     *
+     * @generated from field: uint32 condensed_turns = 1;
+     */
+    condensedTurns: number;
+    /**
+     * What the plan saves, as `CompactionPlan.saved_tokens`.
+     *
+     * @generated from field: uint64 saved_tokens = 2;
+     */
+    savedTokens: bigint;
+    /**
+     * The estimate of the summary request, as `CompactionPlan.summary_request_tokens`.
+     *
+     * @generated from field: uint64 summary_request_tokens = 3;
+     */
+    summaryRequestTokens: bigint;
+};
+/**
+ * Describes the message turnkeeper.v1.CompactionPlanned.
+ * Use `create(CompactionPlannedSchema)` to create a new message.
+ */
+export declare const CompactionPlannedSchema: GenMessage<CompactionPlanned>;
 /**
  * Heartbeat tells an idle subscriber that the stream is alive.
  *

@@ -8,7 +8,7 @@ import { file_turnkeeper_v1_trim } from "./trim_pb.js";
 /**
  * Describes the file turnkeeper/v1/events.proto.
  */
-export const file_turnkeeper_v1_events = /*@__PURE__*/ fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIvwBCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyEjQKCGNvbGxhcHNlGAYgASgLMiIudHVybmtlZXBlci52MS5Ub29sQ29udGV4dENvbGxhcHNlIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
+export const file_turnkeeper_v1_events = /*@__PURE__*/ fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIskCCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyEjQKCGNvbGxhcHNlGAYgASgLMiIudHVybmtlZXBlci52MS5Ub29sQ29udGV4dENvbGxhcHNlEhUKDXBpbm5lZF90b2tlbnMYByABKAQSNAoKY29tcGFjdGlvbhgIIAEoCzIgLnR1cm5rZWVwZXIudjEuQ29tcGFjdGlvblBsYW5uZWQiYgoRQ29tcGFjdGlvblBsYW5uZWQSFwoPY29uZGVuc2VkX3R1cm5zGAEgASgNEhQKDHNhdmVkX3Rva2VucxgCIAEoBBIeChZzdW1tYXJ5X3JlcXVlc3RfdG9rZW5zGAMgASgEIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
 /**
  * Describes the message turnkeeper.v1.TrimEvent.
  * Use `create(TrimEventSchema)` to create a new message.
@@ -20,15 +20,20 @@ export const TrimEventSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_even
  */
 export const MeterUpdateSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_events, 1);
 /**
+ * Describes the message turnkeeper.v1.CompactionPlanned.
+ * Use `create(CompactionPlannedSchema)` to create a new message.
+ */
+export const CompactionPlannedSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_events, 2);
+/**
  * Describes the message turnkeeper.v1.Heartbeat.
  * Use `create(HeartbeatSchema)` to create a new message.
  */
-export const HeartbeatSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_events, 2);
+export const HeartbeatSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_events, 3);
 /**
  * Describes the message turnkeeper.v1.Gap.
  * Use `create(GapSchema)` to create a new message.
  */
-export const GapSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_events, 3);
+export const GapSchema = /*@__PURE__*/ messageDesc(file_turnkeeper_v1_events, 4);
 /**
  * GapCause says why some events could not be delivered.
  *

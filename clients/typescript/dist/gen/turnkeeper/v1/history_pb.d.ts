@@ -140,6 +140,21 @@ export type ChatMessage = Message<"turnkeeper.v1.ChatMessage"> & {
      * @generated from field: bool tool_exchange_summary = 8;
      */
     toolExchangeSummary: boolean;
+    /**
+     * True on a real user row (a turn boundary) whose whole turn every trim keeps (spec §15.1): the pinned turns that
+     * stand before a cut move ahead of the breadcrumb. A pin on any other row is INVALID_ARGUMENT.
+     *
+     * @generated from field: bool pinned = 9;
+     */
+    pinned: boolean;
+    /**
+     * True on the summary row (spec §15.2): a user row whose content the runtime wrote from a summarizer's answer
+     * (PlanCompaction). At most one, right after the leading system rows and before any breadcrumb; it belongs to the
+     * fixed prefix, is never a turn boundary, never dropped and never projected, and is priced as text.
+     *
+     * @generated from field: bool summary = 10;
+     */
+    summary: boolean;
 };
 /**
  * Describes the message turnkeeper.v1.ChatMessage.

@@ -2,7 +2,7 @@ import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobu
 import type { Duration } from "@bufbuild/protobuf/wkt";
 import type { Gap, Heartbeat, MeterUpdate, TrimEvent } from "./events_pb.js";
 import type { History } from "./history_pb.js";
-import type { Profiles } from "./profile_pb.js";
+import type { Profiles, RouteSelection } from "./profile_pb.js";
 import type { Resolution } from "./resolution_pb.js";
 import type { CallerContext, CallerPath, CapacityReport, CappedToolResult, ContextMeter, CountSource, HistoryTrimmed, IndexRange, InputCostEstimate, MessageEstimate, OrphanRemoval, RecoveryReport, ReportedUsage, ToolContextCollapse, ToolResultClearing, TrimMode, TrimReason, UsageCalibration } from "./trim_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -267,7 +267,8 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
      */
     targetTokens: bigint;
     /**
-     * The input rows dropped, as a half-open index range; absent when nothing was dropped.
+     * The input rows dropped, as a half-open index range from the first to one past the last; absent when nothing was
+     * dropped. Pinned turns inside it are kept (`kept_in_dropped_range`), and a breadcrumb inside it is moved.
      *
      * @generated from field: turnkeeper.v1.IndexRange dropped_range = 8;
      */
@@ -307,6 +308,25 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
      * @generated from field: uint64 cut_drop_target = 13;
      */
     cutDropTarget: bigint;
+    /**
+     * The pinned turns in the output (spec §15.1): every trim keeps them.
+     *
+     * @generated from field: uint32 pinned_turns = 14;
+     */
+    pinnedTurns: number;
+    /**
+     * The estimate of the pinned turns in the output, in tokens.
+     *
+     * @generated from field: uint64 pinned_tokens = 15;
+     */
+    pinnedTokens: bigint;
+    /**
+     * The pinned turns inside `dropped_range` that the trim kept, as ascending input row ranges (spec §15.1): they
+     * move ahead of the breadcrumb. Empty when nothing inside the range is pinned.
+     *
+     * @generated from field: repeated turnkeeper.v1.IndexRange kept_in_dropped_range = 16;
+     */
+    keptInDroppedRange: IndexRange[];
 };
 /**
  * Describes the message turnkeeper.v1.TrimOutcome.
@@ -529,6 +549,235 @@ export type PrepareModelCallResponse = Message<"turnkeeper.v1.PrepareModelCallRe
  * Use `create(PrepareModelCallResponseSchema)` to create a new message.
  */
 export declare const PrepareModelCallResponseSchema: GenMessage<PrepareModelCallResponse>;
+/**
+ * PlanCompactionRequest asks for a compaction plan. It carries what PrepareModelCallRequest carries, under the same
+ * field names and numbers, plus the summarizer's route and the summary's budget.
+ *
+ * @generated from message turnkeeper.v1.PlanCompactionRequest
+ */
+export type PlanCompactionRequest = Message<"turnkeeper.v1.PlanCompactionRequest"> & {
+    /**
+     * The history as the runtime holds it.
+     *
+     * @generated from field: turnkeeper.v1.History history = 1;
+     */
+    history?: History | undefined;
+    /**
+     * The profiles and route selection of the call the runtime is preparing.
+     *
+     * @generated from field: turnkeeper.v1.Profiles profiles = 2;
+     */
+    profiles?: Profiles | undefined;
+    /**
+     * Who asked; copied into the published compaction update.
+     *
+     * @generated from field: turnkeeper.v1.CallerContext caller = 3;
+     */
+    caller?: CallerContext | undefined;
+    /**
+     * Texts that hooks inject into the request, each priced like a row, as in the pre-flight.
+     *
+     * @generated from field: repeated string hook_texts = 5;
+     */
+    hookTexts: string[];
+    /**
+     * The tool schemas sent with the request, as JSON text, each priced like a row, as in the pre-flight.
+     *
+     * @generated from field: repeated string tool_schemas = 6;
+     */
+    toolSchemas: string[];
+    /**
+     * Output tokens the preparation reserves within the capacity (spec §12).
+     *
+     * @generated from field: uint64 reserved_output_tokens = 7;
+     */
+    reservedOutputTokens: bigint;
+    /**
+     * The previous request's provider-reported usage, as in PrepareModelCallRequest (spec §10.3).
+     *
+     * @generated from field: turnkeeper.v1.ReportedUsage reported_usage = 8;
+     */
+    reportedUsage?: ReportedUsage | undefined;
+    /**
+     * The route of the summary request; unset means the call's own route.
+     *
+     * @generated from field: turnkeeper.v1.RouteSelection summarizer_selection = 20;
+     */
+    summarizerSelection?: RouteSelection | undefined;
+    /**
+     * The output tokens to reserve for the summary. Unset means 2,000.
+     *
+     * @generated from field: optional uint64 summary_output_tokens = 21;
+     */
+    summaryOutputTokens?: bigint | undefined;
+    /**
+     * The instruction that ends the summary request; empty means `RuntimeProfile.summary_instruction`, or else the
+     * spec's default text.
+     *
+     * @generated from field: string instruction = 22;
+     */
+    instruction: string;
+    /**
+     * The smallest saving a plan must bring, in tokens; a smaller one is refused with NO_SAVING. Unset means 0.
+     *
+     * @generated from field: uint64 min_saved_tokens = 23;
+     */
+    minSavedTokens: bigint;
+};
+/**
+ * Describes the message turnkeeper.v1.PlanCompactionRequest.
+ * Use `create(PlanCompactionRequestSchema)` to create a new message.
+ */
+export declare const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest>;
+/**
+ * CompactionRefusal is why there is no plan, with the sizes that decided it.
+ *
+ * @generated from message turnkeeper.v1.CompactionRefusal
+ */
+export type CompactionRefusal = Message<"turnkeeper.v1.CompactionRefusal"> & {
+    /**
+     * Why there is no plan.
+     *
+     * @generated from field: turnkeeper.v1.CompactionRefusalReason reason = 1;
+     */
+    reason: CompactionRefusalReason;
+    /**
+     * For TOO_LARGE: the smallest summary request's estimate, hook texts, tool schemas and reserved output included.
+     *
+     * @generated from field: uint64 request_tokens = 2;
+     */
+    requestTokens: bigint;
+    /**
+     * For TOO_LARGE: the summarizer route's capacity it was compared with (the known window or the safety window).
+     *
+     * @generated from field: uint64 capacity_tokens = 3;
+     */
+    capacityTokens: bigint;
+    /**
+     * For NO_SAVING: what the plan would have saved, in tokens (0 when it would save nothing).
+     *
+     * @generated from field: uint64 saved_tokens = 4;
+     */
+    savedTokens: bigint;
+    /**
+     * For NO_SAVING: the minimum the request asked for.
+     *
+     * @generated from field: uint64 min_saved_tokens = 5;
+     */
+    minSavedTokens: bigint;
+};
+/**
+ * Describes the message turnkeeper.v1.CompactionRefusal.
+ * Use `create(CompactionRefusalSchema)` to create a new message.
+ */
+export declare const CompactionRefusalSchema: GenMessage<CompactionRefusal>;
+/**
+ * CompactionPlan is what to condense and the request that condenses it (spec §15.3).
+ *
+ * @generated from message turnkeeper.v1.CompactionPlan
+ */
+export type CompactionPlan = Message<"turnkeeper.v1.CompactionPlan"> & {
+    /**
+     * The input rows condensed, as ascending half-open ranges of the request's own history: the old summary row and
+     * every unpinned turn condensed, with the rows between them; pinned turns split the ranges.
+     *
+     * @generated from field: repeated turnkeeper.v1.IndexRange condensed_rows = 1;
+     */
+    condensedRows: IndexRange[];
+    /**
+     * The pinned turns that stand before the end of the condensed rows, as input row ranges in order: the applied
+     * history keeps them, right after the new summary row.
+     *
+     * @generated from field: repeated turnkeeper.v1.IndexRange pinned_turns = 2;
+     */
+    pinnedTurns: IndexRange[];
+    /**
+     * The summary request: the fixed prefix, any breadcrumb as it stands, the turns as the preparation would project
+     * them, through the last turn to condense, then one user row holding the instruction.
+     *
+     * @generated from field: turnkeeper.v1.History summary_request = 3;
+     */
+    summaryRequest?: History | undefined;
+    /**
+     * The output tokens reserved for the summary.
+     *
+     * @generated from field: uint64 summary_output_tokens = 4;
+     */
+    summaryOutputTokens: bigint;
+    /**
+     * The estimate of `summary_request` plus the hook texts and tool schemas, as the pre-flight prices them.
+     *
+     * @generated from field: uint64 summary_request_tokens = 5;
+     */
+    summaryRequestTokens: bigint;
+    /**
+     * The summarizer route's resolution: its route, capacity and budget.
+     *
+     * @generated from field: turnkeeper.v1.Resolution summarizer_resolution = 6;
+     */
+    summarizerResolution?: Resolution | undefined;
+    /**
+     * The estimate of the condensed rows as projected (the old summary included) minus `summary_output_tokens`; 0
+     * when that is negative.
+     *
+     * @generated from field: uint64 saved_tokens = 7;
+     */
+    savedTokens: bigint;
+    /**
+     * The turns condensed (the old summary row is not a turn).
+     *
+     * @generated from field: uint32 condensed_turns = 8;
+     */
+    condensedTurns: number;
+};
+/**
+ * Describes the message turnkeeper.v1.CompactionPlan.
+ * Use `create(CompactionPlanSchema)` to create a new message.
+ */
+export declare const CompactionPlanSchema: GenMessage<CompactionPlan>;
+/**
+ * PlanCompactionResponse is a compaction plan, or why there is none.
+ *
+ * @generated from message turnkeeper.v1.PlanCompactionResponse
+ */
+export type PlanCompactionResponse = Message<"turnkeeper.v1.PlanCompactionResponse"> & {
+    /**
+     * The plan or the refusal. Exactly one is set.
+     *
+     * @generated from oneof turnkeeper.v1.PlanCompactionResponse.result
+     */
+    result: {
+        /**
+         * What to condense and the summary request.
+         *
+         * @generated from field: turnkeeper.v1.CompactionPlan plan = 1;
+         */
+        value: CompactionPlan;
+        case: "plan";
+    } | {
+        /**
+         * Why there is no plan.
+         *
+         * @generated from field: turnkeeper.v1.CompactionRefusal refusal = 2;
+         */
+        value: CompactionRefusal;
+        case: "refusal";
+    } | {
+        case: undefined;
+        value?: undefined;
+    };
+    /**
+     * The resolution of the call's own route, which decided what the preparation would drop.
+     *
+     * @generated from field: turnkeeper.v1.Resolution resolution = 3;
+     */
+    resolution?: Resolution | undefined;
+};
+/**
+ * Describes the message turnkeeper.v1.PlanCompactionResponse.
+ * Use `create(PlanCompactionResponseSchema)` to create a new message.
+ */
+export declare const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse>;
 /**
  * CheckCapacityRequest asks whether a prepared request fits the model's capacity.
  *
@@ -897,6 +1146,41 @@ export type TrimEventsResponse = Message<"turnkeeper.v1.TrimEventsResponse"> & {
  */
 export declare const TrimEventsResponseSchema: GenMessage<TrimEventsResponse>;
 /**
+ * CompactionRefusalReason says why PlanCompaction returned no plan.
+ *
+ * @generated from enum turnkeeper.v1.CompactionRefusalReason
+ */
+export declare enum CompactionRefusalReason {
+    /**
+     * Not set; never returned by the server.
+     *
+     * @generated from enum value: COMPACTION_REFUSAL_REASON_UNSPECIFIED = 0;
+     */
+    UNSPECIFIED = 0,
+    /**
+     * No trim of the preparation drops a turn now, so there is nothing to condense.
+     *
+     * @generated from enum value: COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE = 1;
+     */
+    NOTHING_TO_CONDENSE = 1,
+    /**
+     * Not even the oldest turn to condense makes a summary request that fits the summarizer's route.
+     *
+     * @generated from enum value: COMPACTION_REFUSAL_REASON_TOO_LARGE = 2;
+     */
+    TOO_LARGE = 2,
+    /**
+     * The plan would save less than `min_saved_tokens`.
+     *
+     * @generated from enum value: COMPACTION_REFUSAL_REASON_NO_SAVING = 3;
+     */
+    NO_SAVING = 3
+}
+/**
+ * Describes the enum turnkeeper.v1.CompactionRefusalReason.
+ */
+export declare const CompactionRefusalReasonSchema: GenEnum<CompactionRefusalReason>;
+/**
  * PhraseSource says where a matched overflow phrase comes from.
  *
  * @generated from enum turnkeeper.v1.PhraseSource
@@ -1021,6 +1305,19 @@ export declare const HistoryService: GenService<{
         methodKind: "unary";
         input: typeof ClassifyProviderErrorRequestSchema;
         output: typeof ClassifyProviderErrorResponseSchema;
+    };
+    /**
+     * PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+     * drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+     * a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+     * the response says why (nothing to condense, too large, no saving); that is not an error.
+     *
+     * @generated from rpc turnkeeper.v1.HistoryService.PlanCompaction
+     */
+    planCompaction: {
+        methodKind: "unary";
+        input: typeof PlanCompactionRequestSchema;
+        output: typeof PlanCompactionResponseSchema;
     };
     /**
      * TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,

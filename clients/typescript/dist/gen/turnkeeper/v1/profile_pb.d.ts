@@ -148,6 +148,12 @@ export type RuntimeProfile = Message<"turnkeeper.v1.RuntimeProfile"> & {
      * @generated from field: optional uint32 keep_running_turn_tool_results = 12;
      */
     keepRunningTurnToolResults?: number | undefined;
+    /**
+     * The instruction PlanCompaction ends a summary request with (spec §15.3); empty means the spec's default text.
+     *
+     * @generated from field: string summary_instruction = 13;
+     */
+    summaryInstruction: string;
 };
 /**
  * Describes the message turnkeeper.v1.RuntimeProfile.

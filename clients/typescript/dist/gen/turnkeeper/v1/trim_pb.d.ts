@@ -260,6 +260,18 @@ export type HistoryTrimmed = Message<"turnkeeper.v1.HistoryTrimmed"> & {
      * @generated from field: turnkeeper.v1.ToolResultClearing clearing = 20;
      */
     clearing?: ToolResultClearing | undefined;
+    /**
+     * The pinned turns in the output (spec §15.1): every trim keeps them.
+     *
+     * @generated from field: uint32 pinned_turns = 21;
+     */
+    pinnedTurns: number;
+    /**
+     * The estimate of the pinned turns in the output, in tokens.
+     *
+     * @generated from field: uint64 pinned_tokens = 22;
+     */
+    pinnedTokens: bigint;
 };
 /**
  * Describes the message turnkeeper.v1.HistoryTrimmed.
@@ -285,7 +297,8 @@ export type ToolContextCollapse = Message<"turnkeeper.v1.ToolContextCollapse"> &
      */
     rowsLeftOut: number;
     /**
-     * The estimate of the turn-limited history minus that of its projection, in tokens.
+     * The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+     * estimates no less (a summary can cost more than a short exchange it stands for).
      *
      * @generated from field: uint64 saved_tokens = 3;
      */
@@ -395,6 +408,14 @@ export type RecoveryReport = Message<"turnkeeper.v1.RecoveryReport"> & {
      * @generated from field: turnkeeper.v1.Route route = 11;
      */
     route?: Route | undefined;
+    /**
+     * The fixed floor (spec §15.1): the leading system rows, the summary row and every pinned turn but the newest turn,
+     * which no recovery removes, in tokens. Equal to `system_floor_tokens` when nothing is pinned and there is no
+     * summary row.
+     *
+     * @generated from field: uint64 fixed_floor_tokens = 12;
+     */
+    fixedFloorTokens: bigint;
 };
 /**
  * Describes the message turnkeeper.v1.RecoveryReport.

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/events.proto.
  */
 export const file_turnkeeper_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIvwBCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyEjQKCGNvbGxhcHNlGAYgASgLMiIudHVybmtlZXBlci52MS5Ub29sQ29udGV4dENvbGxhcHNlIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
+  fileDesc("Chp0dXJua2VlcGVyL3YxL2V2ZW50cy5wcm90bxINdHVybmtlZXBlci52MSJ1CglUcmltRXZlbnQSDgoGY3Vyc29yGAEgASgJEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KB3RyaW1tZWQYAyABKAsyHS50dXJua2VlcGVyLnYxLkhpc3RvcnlUcmltbWVkIskCCgtNZXRlclVwZGF0ZRIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EiMKBXJvdXRlGAQgASgLMhQudHVybmtlZXBlci52MS5Sb3V0ZRIqCgVtZXRlchgFIAEoCzIbLnR1cm5rZWVwZXIudjEuQ29udGV4dE1ldGVyEjQKCGNvbGxhcHNlGAYgASgLMiIudHVybmtlZXBlci52MS5Ub29sQ29udGV4dENvbGxhcHNlEhUKDXBpbm5lZF90b2tlbnMYByABKAQSNAoKY29tcGFjdGlvbhgIIAEoCzIgLnR1cm5rZWVwZXIudjEuQ29tcGFjdGlvblBsYW5uZWQiYgoRQ29tcGFjdGlvblBsYW5uZWQSFwoPY29uZGVuc2VkX3R1cm5zGAEgASgNEhQKDHNhdmVkX3Rva2VucxgCIAEoBBIeChZzdW1tYXJ5X3JlcXVlc3RfdG9rZW5zGAMgASgEIl0KCUhlYXJ0YmVhdBIOCgZjdXJzb3IYASABKAkSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOZHJvcHBlZF9ldmVudHMYAyABKAQicQoDR2FwEiYKBWNhdXNlGAEgASgOMhcudHVybmtlZXBlci52MS5HYXBDYXVzZRIUCgxhZnRlcl9jdXJzb3IYAiABKAkSFQoNYmVmb3JlX2N1cnNvchgDIAEoCRIVCg1taXNzZWRfZXZlbnRzGAQgASgEKpYBCghHYXBDYXVzZRIZChVHQVBfQ0FVU0VfVU5TUEVDSUZJRUQQABIdChlHQVBfQ0FVU0VfQlVGRkVSX09WRVJGTE9XEAESGwoXR0FQX0NBVVNFX1NMT1dfQ09OU1VNRVIQAhIVChFHQVBfQ0FVU0VfUkVTVEFSVBADEhwKGEdBUF9DQVVTRV9QVUJMSVNIX0ZBSUxFRBAEYgZwcm90bzM", [file_google_protobuf_timestamp, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
 
 /**
  * TrimEvent is one published HistoryTrimmed with its position in the feed.
@@ -54,7 +54,8 @@ export const TrimEventSchema: GenMessage<TrimEvent> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_events, 0);
 
 /**
- * MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+ * MeterUpdate is the context meter of one successful PrepareModelCall, or the plan of one PlanCompaction, for
+ * subscribers that opted in (spec §10.5, §15.3).
  * It is not a trim: it never counts as a trim event in heartbeats or gaps.
  *
  * @generated from message turnkeeper.v1.MeterUpdate
@@ -101,6 +102,20 @@ export type MeterUpdate = Message<"turnkeeper.v1.MeterUpdate"> & {
    * @generated from field: turnkeeper.v1.ToolContextCollapse collapse = 6;
    */
   collapse?: ToolContextCollapse | undefined;
+
+  /**
+   * The estimate of the pinned turns in the prepared request (spec §15.1); 0 when nothing is pinned.
+   *
+   * @generated from field: uint64 pinned_tokens = 7;
+   */
+  pinnedTokens: bigint;
+
+  /**
+   * Set instead of `meter` when the update reports a PlanCompaction that returned a plan: what the plan would save.
+   *
+   * @generated from field: turnkeeper.v1.CompactionPlanned compaction = 8;
+   */
+  compaction?: CompactionPlanned | undefined;
 };
 
 /**
@@ -109,6 +124,42 @@ export type MeterUpdate = Message<"turnkeeper.v1.MeterUpdate"> & {
  */
 export const MeterUpdateSchema: GenMessage<MeterUpdate> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_events, 1);
+
+/**
+ * CompactionPlanned is a compaction plan PlanCompaction returned (spec §15.3), as subscribers see it. Whether the
+ * runtime applies it is the runtime's: the sidecar is stateless.
+ *
+ * @generated from message turnkeeper.v1.CompactionPlanned
+ */
+export type CompactionPlanned = Message<"turnkeeper.v1.CompactionPlanned"> & {
+  /**
+   * The turns the plan condenses.
+   *
+   * @generated from field: uint32 condensed_turns = 1;
+   */
+  condensedTurns: number;
+
+  /**
+   * What the plan saves, as `CompactionPlan.saved_tokens`.
+   *
+   * @generated from field: uint64 saved_tokens = 2;
+   */
+  savedTokens: bigint;
+
+  /**
+   * The estimate of the summary request, as `CompactionPlan.summary_request_tokens`.
+   *
+   * @generated from field: uint64 summary_request_tokens = 3;
+   */
+  summaryRequestTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CompactionPlanned.
+ * Use `create(CompactionPlannedSchema)` to create a new message.
+ */
+export const CompactionPlannedSchema: GenMessage<CompactionPlanned> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_events, 2);
 
 /**
  * Heartbeat tells an idle subscriber that the stream is alive.
@@ -145,7 +196,7 @@ export type Heartbeat = Message<"turnkeeper.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_events, 2);
+  messageDesc(file_turnkeeper_v1_events, 3);
 
 /**
  * Gap says that events between two cursors could not be delivered.
@@ -188,7 +239,7 @@ export type Gap = Message<"turnkeeper.v1.Gap"> & {
  * Use `create(GapSchema)` to create a new message.
  */
 export const GapSchema: GenMessage<Gap> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_events, 3);
+  messageDesc(file_turnkeeper_v1_events, 4);
 
 /**
  * GapCause says why some events could not be delivered.

@@ -10,7 +10,7 @@ import type { Gap, Heartbeat, MeterUpdate, TrimEvent } from "./events_pb.js";
 import { file_turnkeeper_v1_events } from "./events_pb.js";
 import type { History } from "./history_pb.js";
 import { file_turnkeeper_v1_history } from "./history_pb.js";
-import type { Profiles } from "./profile_pb.js";
+import type { Profiles, RouteSelection } from "./profile_pb.js";
 import { file_turnkeeper_v1_profile } from "./profile_pb.js";
 import type { Resolution } from "./resolution_pb.js";
 import { file_turnkeeper_v1_resolution } from "./resolution_pb.js";
@@ -22,7 +22,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/history_service.proto.
  */
 export const file_turnkeeper_v1_history_service: GenFile = /*@__PURE__*/
-  fileDesc("CiN0dXJua2VlcGVyL3YxL2hpc3Rvcnlfc2VydmljZS5wcm90bxINdHVybmtlZXBlci52MSJAChVFc3RpbWF0ZVRva2Vuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSKFAQoWRXN0aW1hdGVUb2tlbnNSZXNwb25zZRIUCgx0b3RhbF90b2tlbnMYASABKAQSMAoIbWVzc2FnZXMYAiADKAsyHi50dXJua2VlcGVyLnYxLk1lc3NhZ2VFc3RpbWF0ZRINCgV0dXJucxgDIAEoDRIUCgxpbWFnZV90b2tlbnMYBCABKAQiQQoUUmVzb2x2ZUJ1ZGdldFJlcXVlc3QSKQoIcHJvZmlsZXMYASABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzIkYKFVJlc29sdmVCdWRnZXRSZXNwb25zZRItCgpyZXNvbHV0aW9uGAEgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIuUCCg5FeHBsaWNpdExpbWl0cxIaCg1idWRnZXRfdG9rZW5zGAEgASgESACIAQESIQoUbWF4X2hpc3RvcnlfbWVzc2FnZXMYAiABKA1IAYgBARIXCg9icmVhZGNydW1iX3RleHQYAyABKAkSIwoWaGlzdG9yeV90cmltX2xvd193YXRlchgEIAEoAUgCiAEBEiQKF2tlZXBfdG9vbF9jb250ZXh0X3R1cm5zGAUgASgNSAOIAQESKwoea2VlcF9ydW5uaW5nX3R1cm5fdG9vbF9yZXN1bHRzGAYgASgNSASIAQFCEAoOX2J1ZGdldF90b2tlbnNCFwoVX21heF9oaXN0b3J5X21lc3NhZ2VzQhkKF19oaXN0b3J5X3RyaW1fbG93X3dhdGVyQhoKGF9rZWVwX3Rvb2xfY29udGV4dF90dXJuc0IhCh9fa2VlcF9ydW5uaW5nX3R1cm5fdG9vbF9yZXN1bHRzIukCChJUcmltSGlzdG9yeVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIlCgRtb2RlGAIgASgOMhcudHVybmtlZXBlci52MS5UcmltTW9kZRIuCgtjYWxsZXJfcGF0aBgDIAEoDjIZLnR1cm5rZWVwZXIudjEuQ2FsbGVyUGF0aBI4Cg9leHBsaWNpdF9saW1pdHMYBCABKAsyHS50dXJua2VlcGVyLnYxLkV4cGxpY2l0TGltaXRzSAASKwoIcHJvZmlsZXMYBSABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzSAASLAoGY2FsbGVyGAYgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EjQKDnJlcG9ydGVkX3VzYWdlGAcgASgLMhwudHVybmtlZXBlci52MS5SZXBvcnRlZFVzYWdlQggKBmxpbWl0cyKgAwoLVHJpbU91dGNvbWUSDwoHdHJpbW1lZBgBIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAIgASgNEhUKDWRyb3BwZWRfdHVybnMYAyABKA0SEgoKa2VwdF90dXJucxgEIAEoDRIVCg10b2tlbnNfYmVmb3JlGAUgASgEEhQKDHRva2Vuc19hZnRlchgGIAEoBBIVCg10YXJnZXRfdG9rZW5zGAcgASgEEjAKDWRyb3BwZWRfcmFuZ2UYCCABKAsyGS50dXJua2VlcGVyLnYxLkluZGV4UmFuZ2USHQoQYnJlYWRjcnVtYl9pbmRleBgJIAEoDUgAiAEBEjAKDGNvdW50X3NvdXJjZRgKIAEoDjIaLnR1cm5rZWVwZXIudjEuQ291bnRTb3VyY2USNAoLY2FsaWJyYXRpb24YCyABKAsyHy50dXJua2VlcGVyLnYxLlVzYWdlQ2FsaWJyYXRpb24SEAoIY3V0X3N0ZXAYDCABKAQSFwoPY3V0X2Ryb3BfdGFyZ2V0GA0gASgEQhMKEV9icmVhZGNydW1iX2luZGV4IoMCChNUcmltSGlzdG9yeVJlc3BvbnNlEicKB2hpc3RvcnkYASABKAsyFi50dXJua2VlcGVyLnYxLkhpc3RvcnkSKwoHb3V0Y29tZRgCIAEoCzIaLnR1cm5rZWVwZXIudjEuVHJpbU91dGNvbWUSNgoPaGlzdG9yeV90cmltbWVkGAMgASgLMh0udHVybmtlZXBlci52MS5IaXN0b3J5VHJpbW1lZBItCgpyZXNvbHV0aW9uGAQgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uEi8KCHJlY292ZXJ5GAUgASgLMh0udHVybmtlZXBlci52MS5SZWNvdmVyeVJlcG9ydCKoAwoXUHJlcGFyZU1vZGVsQ2FsbFJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIpCghwcm9maWxlcxgCIAEoCzIXLnR1cm5rZWVwZXIudjEuUHJvZmlsZXMSLAoGY2FsbGVyGAMgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EhkKEW92ZXJmbG93X3JlY292ZXJ5GAQgASgIEhIKCmhvb2tfdGV4dHMYBSADKAkSFAoMdG9vbF9zY2hlbWFzGAYgAygJEh4KFnJlc2VydmVkX291dHB1dF90b2tlbnMYByABKAQSNAoOcmVwb3J0ZWRfdXNhZ2UYCCABKAsyHC50dXJua2VlcGVyLnYxLlJlcG9ydGVkVXNhZ2USIAoTY2FjaGVkX2lucHV0X3Rva2VucxgJIAEoBEgAiAEBEh8KEmNhY2hlX3dyaXRlX3Rva2VucxgKIAEoBEgBiAEBQhYKFF9jYWNoZWRfaW5wdXRfdG9rZW5zQhUKE19jYWNoZV93cml0ZV90b2tlbnMi4wQKGFByZXBhcmVNb2RlbENhbGxSZXNwb25zZRInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5Ei0KCnJlc29sdXRpb24YAiABKAsyGS50dXJua2VlcGVyLnYxLlJlc29sdXRpb24SNQoPb3JwaGFuc19yZW1vdmVkGAMgAygLMhwudHVybmtlZXBlci52MS5PcnBoYW5SZW1vdmFsEiwKBXRyaW1zGAQgAygLMh0udHVybmtlZXBlci52MS5IaXN0b3J5VHJpbW1lZBI2Cg9jYXBhY2l0eV9yZXBvcnQYBSABKAsyHS50dXJua2VlcGVyLnYxLkNhcGFjaXR5UmVwb3J0EhUKDXRva2Vuc19iZWZvcmUYBiABKAQSLwoIcmVjb3ZlcnkYByABKAsyHS50dXJua2VlcGVyLnYxLlJlY292ZXJ5UmVwb3J0EjIKDWNvbnRleHRfbWV0ZXIYCCABKAsyGy50dXJua2VlcGVyLnYxLkNvbnRleHRNZXRlchI0CgppbnB1dF9jb3N0GAkgASgLMiAudHVybmtlZXBlci52MS5JbnB1dENvc3RFc3RpbWF0ZRI0Cghjb2xsYXBzZRgKIAEoCzIiLnR1cm5rZWVwZXIudjEuVG9vbENvbnRleHRDb2xsYXBzZRIZChFjYWNoZV9icmVha3BvaW50cxgLIAMoDRIaChJkcm9wcGVkX2lucHV0X3Jvd3MYDCADKA0SMwoIY2xlYXJpbmcYDSABKAsyIS50dXJua2VlcGVyLnYxLlRvb2xSZXN1bHRDbGVhcmluZyK0AQoUQ2hlY2tDYXBhY2l0eVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIpCghwcm9maWxlcxgCIAEoCzIXLnR1cm5rZWVwZXIudjEuUHJvZmlsZXMSEgoKaG9va190ZXh0cxgDIAMoCRIUCgx0b29sX3NjaGVtYXMYBCADKAkSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgFIAEoBCJ1ChVDaGVja0NhcGFjaXR5UmVzcG9uc2USLQoGcmVwb3J0GAEgASgLMh0udHVybmtlZXBlci52MS5DYXBhY2l0eVJlcG9ydBItCgpyZXNvbHV0aW9uGAIgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIj4KE1N3ZWVwT3JwaGFuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSJvChRTd2VlcE9ycGhhbnNSZXNwb25zZRInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5Ei4KCHJlbW92YWxzGAIgAygLMhwudHVybmtlZXBlci52MS5PcnBoYW5SZW1vdmFsInMKFUNhcFRvb2xSZXN1bHRzUmVxdWVzdBIQCghjb250ZW50cxgBIAMoCRIdChVtYXhfdG9vbF9yZXN1bHRfY2hhcnMYAiABKAQSKQoIcHJvZmlsZXMYAyABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzImkKFkNhcFRvb2xSZXN1bHRzUmVzcG9uc2USMAoHcmVzdWx0cxgBIAMoCzIfLnR1cm5rZWVwZXIudjEuQ2FwcGVkVG9vbFJlc3VsdBIdChVtYXhfdG9vbF9yZXN1bHRfY2hhcnMYAiABKAQiawocQ2xhc3NpZnlQcm92aWRlckVycm9yUmVxdWVzdBIPCgdtZXNzYWdlGAEgASgJEhgKC2h0dHBfc3RhdHVzGAIgASgNSACIAQESEAoIcHJvdmlkZXIYAyABKAlCDgoMX2h0dHBfc3RhdHVzIn0KHUNsYXNzaWZ5UHJvdmlkZXJFcnJvclJlc3BvbnNlEhAKCG92ZXJmbG93GAEgASgIEhYKDm1hdGNoZWRfcGhyYXNlGAIgASgJEjIKDXBocmFzZV9zb3VyY2UYAyABKA4yGy50dXJua2VlcGVyLnYxLlBocmFzZVNvdXJjZSLvAQoRVHJpbUV2ZW50c1JlcXVlc3QSEwoLc2Vzc2lvbl9pZHMYASADKAkSEwoLcnVudGltZV9pZHMYAiADKAkSKgoHcmVhc29ucxgDIAMoDjIZLnR1cm5rZWVwZXIudjEuVHJpbVJlYXNvbhIUCgxhZnRlcl9jdXJzb3IYBCABKAkSNQoSaGVhcnRiZWF0X2ludGVydmFsGAUgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh0KFWluY2x1ZGVfbWV0ZXJfdXBkYXRlcxgGIAEoCBIYChBtYXhfYmF0Y2hfZXZlbnRzGAcgASgNIkMKD1RyaW1FdmVudHNCYXRjaBIwCgVpdGVtcxgBIAMoCzIhLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50c1Jlc3BvbnNlIv4BChJUcmltRXZlbnRzUmVzcG9uc2USKQoFZXZlbnQYASABKAsyGC50dXJua2VlcGVyLnYxLlRyaW1FdmVudEgAEi0KCWhlYXJ0YmVhdBgCIAEoCzIYLnR1cm5rZWVwZXIudjEuSGVhcnRiZWF0SAASIQoDZ2FwGAMgASgLMhIudHVybmtlZXBlci52MS5HYXBIABIyCgxtZXRlcl91cGRhdGUYBCABKAsyGi50dXJua2VlcGVyLnYxLk1ldGVyVXBkYXRlSAASLwoFYmF0Y2gYBSABKAsyHi50dXJua2VlcGVyLnYxLlRyaW1FdmVudHNCYXRjaEgAQgYKBGl0ZW0qZQoMUGhyYXNlU291cmNlEh0KGVBIUkFTRV9TT1VSQ0VfVU5TUEVDSUZJRUQQABIaChZQSFJBU0VfU09VUkNFX0JVSUxUX0lOEAESGgoWUEhSQVNFX1NPVVJDRV9PUEVSQVRPUhACMuMGCg5IaXN0b3J5U2VydmljZRJdCg5Fc3RpbWF0ZVRva2VucxIkLnR1cm5rZWVwZXIudjEuRXN0aW1hdGVUb2tlbnNSZXF1ZXN0GiUudHVybmtlZXBlci52MS5Fc3RpbWF0ZVRva2Vuc1Jlc3BvbnNlEloKDVJlc29sdmVCdWRnZXQSIy50dXJua2VlcGVyLnYxLlJlc29sdmVCdWRnZXRSZXF1ZXN0GiQudHVybmtlZXBlci52MS5SZXNvbHZlQnVkZ2V0UmVzcG9uc2USVAoLVHJpbUhpc3RvcnkSIS50dXJua2VlcGVyLnYxLlRyaW1IaXN0b3J5UmVxdWVzdBoiLnR1cm5rZWVwZXIudjEuVHJpbUhpc3RvcnlSZXNwb25zZRJjChBQcmVwYXJlTW9kZWxDYWxsEiYudHVybmtlZXBlci52MS5QcmVwYXJlTW9kZWxDYWxsUmVxdWVzdBonLnR1cm5rZWVwZXIudjEuUHJlcGFyZU1vZGVsQ2FsbFJlc3BvbnNlEloKDUNoZWNrQ2FwYWNpdHkSIy50dXJua2VlcGVyLnYxLkNoZWNrQ2FwYWNpdHlSZXF1ZXN0GiQudHVybmtlZXBlci52MS5DaGVja0NhcGFjaXR5UmVzcG9uc2USVwoMU3dlZXBPcnBoYW5zEiIudHVybmtlZXBlci52MS5Td2VlcE9ycGhhbnNSZXF1ZXN0GiMudHVybmtlZXBlci52MS5Td2VlcE9ycGhhbnNSZXNwb25zZRJdCg5DYXBUb29sUmVzdWx0cxIkLnR1cm5rZWVwZXIudjEuQ2FwVG9vbFJlc3VsdHNSZXF1ZXN0GiUudHVybmtlZXBlci52MS5DYXBUb29sUmVzdWx0c1Jlc3BvbnNlEnIKFUNsYXNzaWZ5UHJvdmlkZXJFcnJvchIrLnR1cm5rZWVwZXIudjEuQ2xhc3NpZnlQcm92aWRlckVycm9yUmVxdWVzdBosLnR1cm5rZWVwZXIudjEuQ2xhc3NpZnlQcm92aWRlckVycm9yUmVzcG9uc2USUwoKVHJpbUV2ZW50cxIgLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlRyaW1FdmVudHNSZXNwb25zZTABYgZwcm90bzM", [file_google_protobuf_duration, file_turnkeeper_v1_events, file_turnkeeper_v1_history, file_turnkeeper_v1_profile, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
+  fileDesc("CiN0dXJua2VlcGVyL3YxL2hpc3Rvcnlfc2VydmljZS5wcm90bxINdHVybmtlZXBlci52MSJAChVFc3RpbWF0ZVRva2Vuc1JlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeSKFAQoWRXN0aW1hdGVUb2tlbnNSZXNwb25zZRIUCgx0b3RhbF90b2tlbnMYASABKAQSMAoIbWVzc2FnZXMYAiADKAsyHi50dXJua2VlcGVyLnYxLk1lc3NhZ2VFc3RpbWF0ZRINCgV0dXJucxgDIAEoDRIUCgxpbWFnZV90b2tlbnMYBCABKAQiQQoUUmVzb2x2ZUJ1ZGdldFJlcXVlc3QSKQoIcHJvZmlsZXMYASABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzIkYKFVJlc29sdmVCdWRnZXRSZXNwb25zZRItCgpyZXNvbHV0aW9uGAEgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uIuUCCg5FeHBsaWNpdExpbWl0cxIaCg1idWRnZXRfdG9rZW5zGAEgASgESACIAQESIQoUbWF4X2hpc3RvcnlfbWVzc2FnZXMYAiABKA1IAYgBARIXCg9icmVhZGNydW1iX3RleHQYAyABKAkSIwoWaGlzdG9yeV90cmltX2xvd193YXRlchgEIAEoAUgCiAEBEiQKF2tlZXBfdG9vbF9jb250ZXh0X3R1cm5zGAUgASgNSAOIAQESKwoea2VlcF9ydW5uaW5nX3R1cm5fdG9vbF9yZXN1bHRzGAYgASgNSASIAQFCEAoOX2J1ZGdldF90b2tlbnNCFwoVX21heF9oaXN0b3J5X21lc3NhZ2VzQhkKF19oaXN0b3J5X3RyaW1fbG93X3dhdGVyQhoKGF9rZWVwX3Rvb2xfY29udGV4dF90dXJuc0IhCh9fa2VlcF9ydW5uaW5nX3R1cm5fdG9vbF9yZXN1bHRzIukCChJUcmltSGlzdG9yeVJlcXVlc3QSJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRIlCgRtb2RlGAIgASgOMhcudHVybmtlZXBlci52MS5UcmltTW9kZRIuCgtjYWxsZXJfcGF0aBgDIAEoDjIZLnR1cm5rZWVwZXIudjEuQ2FsbGVyUGF0aBI4Cg9leHBsaWNpdF9saW1pdHMYBCABKAsyHS50dXJua2VlcGVyLnYxLkV4cGxpY2l0TGltaXRzSAASKwoIcHJvZmlsZXMYBSABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzSAASLAoGY2FsbGVyGAYgASgLMhwudHVybmtlZXBlci52MS5DYWxsZXJDb250ZXh0EjQKDnJlcG9ydGVkX3VzYWdlGAcgASgLMhwudHVybmtlZXBlci52MS5SZXBvcnRlZFVzYWdlQggKBmxpbWl0cyKHBAoLVHJpbU91dGNvbWUSDwoHdHJpbW1lZBgBIAEoCBIYChBkcm9wcGVkX21lc3NhZ2VzGAIgASgNEhUKDWRyb3BwZWRfdHVybnMYAyABKA0SEgoKa2VwdF90dXJucxgEIAEoDRIVCg10b2tlbnNfYmVmb3JlGAUgASgEEhQKDHRva2Vuc19hZnRlchgGIAEoBBIVCg10YXJnZXRfdG9rZW5zGAcgASgEEjAKDWRyb3BwZWRfcmFuZ2UYCCABKAsyGS50dXJua2VlcGVyLnYxLkluZGV4UmFuZ2USHQoQYnJlYWRjcnVtYl9pbmRleBgJIAEoDUgAiAEBEjAKDGNvdW50X3NvdXJjZRgKIAEoDjIaLnR1cm5rZWVwZXIudjEuQ291bnRTb3VyY2USNAoLY2FsaWJyYXRpb24YCyABKAsyHy50dXJua2VlcGVyLnYxLlVzYWdlQ2FsaWJyYXRpb24SEAoIY3V0X3N0ZXAYDCABKAQSFwoPY3V0X2Ryb3BfdGFyZ2V0GA0gASgEEhQKDHBpbm5lZF90dXJucxgOIAEoDRIVCg1waW5uZWRfdG9rZW5zGA8gASgEEjgKFWtlcHRfaW5fZHJvcHBlZF9yYW5nZRgQIAMoCzIZLnR1cm5rZWVwZXIudjEuSW5kZXhSYW5nZUITChFfYnJlYWRjcnVtYl9pbmRleCKDAgoTVHJpbUhpc3RvcnlSZXNwb25zZRInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5EisKB291dGNvbWUYAiABKAsyGi50dXJua2VlcGVyLnYxLlRyaW1PdXRjb21lEjYKD2hpc3RvcnlfdHJpbW1lZBgDIAEoCzIdLnR1cm5rZWVwZXIudjEuSGlzdG9yeVRyaW1tZWQSLQoKcmVzb2x1dGlvbhgEIAEoCzIZLnR1cm5rZWVwZXIudjEuUmVzb2x1dGlvbhIvCghyZWNvdmVyeRgFIAEoCzIdLnR1cm5rZWVwZXIudjEuUmVjb3ZlcnlSZXBvcnQiqAMKF1ByZXBhcmVNb2RlbENhbGxSZXF1ZXN0EicKB2hpc3RvcnkYASABKAsyFi50dXJua2VlcGVyLnYxLkhpc3RvcnkSKQoIcHJvZmlsZXMYAiABKAsyFy50dXJua2VlcGVyLnYxLlByb2ZpbGVzEiwKBmNhbGxlchgDIAEoCzIcLnR1cm5rZWVwZXIudjEuQ2FsbGVyQ29udGV4dBIZChFvdmVyZmxvd19yZWNvdmVyeRgEIAEoCBISCgpob29rX3RleHRzGAUgAygJEhQKDHRvb2xfc2NoZW1hcxgGIAMoCRIeChZyZXNlcnZlZF9vdXRwdXRfdG9rZW5zGAcgASgEEjQKDnJlcG9ydGVkX3VzYWdlGAggASgLMhwudHVybmtlZXBlci52MS5SZXBvcnRlZFVzYWdlEiAKE2NhY2hlZF9pbnB1dF90b2tlbnMYCSABKARIAIgBARIfChJjYWNoZV93cml0ZV90b2tlbnMYCiABKARIAYgBAUIWChRfY2FjaGVkX2lucHV0X3Rva2Vuc0IVChNfY2FjaGVfd3JpdGVfdG9rZW5zIuMEChhQcmVwYXJlTW9kZWxDYWxsUmVzcG9uc2USJwoHaGlzdG9yeRgBIAEoCzIWLnR1cm5rZWVwZXIudjEuSGlzdG9yeRItCgpyZXNvbHV0aW9uGAIgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uEjUKD29ycGhhbnNfcmVtb3ZlZBgDIAMoCzIcLnR1cm5rZWVwZXIudjEuT3JwaGFuUmVtb3ZhbBIsCgV0cmltcxgEIAMoCzIdLnR1cm5rZWVwZXIudjEuSGlzdG9yeVRyaW1tZWQSNgoPY2FwYWNpdHlfcmVwb3J0GAUgASgLMh0udHVybmtlZXBlci52MS5DYXBhY2l0eVJlcG9ydBIVCg10b2tlbnNfYmVmb3JlGAYgASgEEi8KCHJlY292ZXJ5GAcgASgLMh0udHVybmtlZXBlci52MS5SZWNvdmVyeVJlcG9ydBIyCg1jb250ZXh0X21ldGVyGAggASgLMhsudHVybmtlZXBlci52MS5Db250ZXh0TWV0ZXISNAoKaW5wdXRfY29zdBgJIAEoCzIgLnR1cm5rZWVwZXIudjEuSW5wdXRDb3N0RXN0aW1hdGUSNAoIY29sbGFwc2UYCiABKAsyIi50dXJua2VlcGVyLnYxLlRvb2xDb250ZXh0Q29sbGFwc2USGQoRY2FjaGVfYnJlYWtwb2ludHMYCyADKA0SGgoSZHJvcHBlZF9pbnB1dF9yb3dzGAwgAygNEjMKCGNsZWFyaW5nGA0gASgLMiEudHVybmtlZXBlci52MS5Ub29sUmVzdWx0Q2xlYXJpbmci3AMKFVBsYW5Db21wYWN0aW9uUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5EikKCHByb2ZpbGVzGAIgASgLMhcudHVybmtlZXBlci52MS5Qcm9maWxlcxIsCgZjYWxsZXIYAyABKAsyHC50dXJua2VlcGVyLnYxLkNhbGxlckNvbnRleHQSEgoKaG9va190ZXh0cxgFIAMoCRIUCgx0b29sX3NjaGVtYXMYBiADKAkSHgoWcmVzZXJ2ZWRfb3V0cHV0X3Rva2VucxgHIAEoBBI0Cg5yZXBvcnRlZF91c2FnZRgIIAEoCzIcLnR1cm5rZWVwZXIudjEuUmVwb3J0ZWRVc2FnZRI7ChRzdW1tYXJpemVyX3NlbGVjdGlvbhgUIAEoCzIdLnR1cm5rZWVwZXIudjEuUm91dGVTZWxlY3Rpb24SIgoVc3VtbWFyeV9vdXRwdXRfdG9rZW5zGBUgASgESACIAQESEwoLaW5zdHJ1Y3Rpb24YFiABKAkSGAoQbWluX3NhdmVkX3Rva2VucxgXIAEoBEIYChZfc3VtbWFyeV9vdXRwdXRfdG9rZW5zSgQIBBAFUhFvdmVyZmxvd19yZWNvdmVyeSKsAQoRQ29tcGFjdGlvblJlZnVzYWwSNgoGcmVhc29uGAEgASgOMiYudHVybmtlZXBlci52MS5Db21wYWN0aW9uUmVmdXNhbFJlYXNvbhIWCg5yZXF1ZXN0X3Rva2VucxgCIAEoBBIXCg9jYXBhY2l0eV90b2tlbnMYAyABKAQSFAoMc2F2ZWRfdG9rZW5zGAQgASgEEhgKEG1pbl9zYXZlZF90b2tlbnMYBSABKAQizQIKDkNvbXBhY3Rpb25QbGFuEjEKDmNvbmRlbnNlZF9yb3dzGAEgAygLMhkudHVybmtlZXBlci52MS5JbmRleFJhbmdlEi8KDHBpbm5lZF90dXJucxgCIAMoCzIZLnR1cm5rZWVwZXIudjEuSW5kZXhSYW5nZRIvCg9zdW1tYXJ5X3JlcXVlc3QYAyABKAsyFi50dXJua2VlcGVyLnYxLkhpc3RvcnkSHQoVc3VtbWFyeV9vdXRwdXRfdG9rZW5zGAQgASgEEh4KFnN1bW1hcnlfcmVxdWVzdF90b2tlbnMYBSABKAQSOAoVc3VtbWFyaXplcl9yZXNvbHV0aW9uGAYgASgLMhkudHVybmtlZXBlci52MS5SZXNvbHV0aW9uEhQKDHNhdmVkX3Rva2VucxgHIAEoBBIXCg9jb25kZW5zZWRfdHVybnMYCCABKA0itQEKFlBsYW5Db21wYWN0aW9uUmVzcG9uc2USLQoEcGxhbhgBIAEoCzIdLnR1cm5rZWVwZXIudjEuQ29tcGFjdGlvblBsYW5IABIzCgdyZWZ1c2FsGAIgASgLMiAudHVybmtlZXBlci52MS5Db21wYWN0aW9uUmVmdXNhbEgAEi0KCnJlc29sdXRpb24YAyABKAsyGS50dXJua2VlcGVyLnYxLlJlc29sdXRpb25CCAoGcmVzdWx0IrQBChRDaGVja0NhcGFjaXR5UmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5EikKCHByb2ZpbGVzGAIgASgLMhcudHVybmtlZXBlci52MS5Qcm9maWxlcxISCgpob29rX3RleHRzGAMgAygJEhQKDHRvb2xfc2NoZW1hcxgEIAMoCRIeChZyZXNlcnZlZF9vdXRwdXRfdG9rZW5zGAUgASgEInUKFUNoZWNrQ2FwYWNpdHlSZXNwb25zZRItCgZyZXBvcnQYASABKAsyHS50dXJua2VlcGVyLnYxLkNhcGFjaXR5UmVwb3J0Ei0KCnJlc29sdXRpb24YAiABKAsyGS50dXJua2VlcGVyLnYxLlJlc29sdXRpb24iPgoTU3dlZXBPcnBoYW5zUmVxdWVzdBInCgdoaXN0b3J5GAEgASgLMhYudHVybmtlZXBlci52MS5IaXN0b3J5Im8KFFN3ZWVwT3JwaGFuc1Jlc3BvbnNlEicKB2hpc3RvcnkYASABKAsyFi50dXJua2VlcGVyLnYxLkhpc3RvcnkSLgoIcmVtb3ZhbHMYAiADKAsyHC50dXJua2VlcGVyLnYxLk9ycGhhblJlbW92YWwicwoVQ2FwVG9vbFJlc3VsdHNSZXF1ZXN0EhAKCGNvbnRlbnRzGAEgAygJEh0KFW1heF90b29sX3Jlc3VsdF9jaGFycxgCIAEoBBIpCghwcm9maWxlcxgDIAEoCzIXLnR1cm5rZWVwZXIudjEuUHJvZmlsZXMiaQoWQ2FwVG9vbFJlc3VsdHNSZXNwb25zZRIwCgdyZXN1bHRzGAEgAygLMh8udHVybmtlZXBlci52MS5DYXBwZWRUb29sUmVzdWx0Eh0KFW1heF90b29sX3Jlc3VsdF9jaGFycxgCIAEoBCJrChxDbGFzc2lmeVByb3ZpZGVyRXJyb3JSZXF1ZXN0Eg8KB21lc3NhZ2UYASABKAkSGAoLaHR0cF9zdGF0dXMYAiABKA1IAIgBARIQCghwcm92aWRlchgDIAEoCUIOCgxfaHR0cF9zdGF0dXMifQodQ2xhc3NpZnlQcm92aWRlckVycm9yUmVzcG9uc2USEAoIb3ZlcmZsb3cYASABKAgSFgoObWF0Y2hlZF9waHJhc2UYAiABKAkSMgoNcGhyYXNlX3NvdXJjZRgDIAEoDjIbLnR1cm5rZWVwZXIudjEuUGhyYXNlU291cmNlIu8BChFUcmltRXZlbnRzUmVxdWVzdBITCgtzZXNzaW9uX2lkcxgBIAMoCRITCgtydW50aW1lX2lkcxgCIAMoCRIqCgdyZWFzb25zGAMgAygOMhkudHVybmtlZXBlci52MS5UcmltUmVhc29uEhQKDGFmdGVyX2N1cnNvchgEIAEoCRI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYBSABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHQoVaW5jbHVkZV9tZXRlcl91cGRhdGVzGAYgASgIEhgKEG1heF9iYXRjaF9ldmVudHMYByABKA0iQwoPVHJpbUV2ZW50c0JhdGNoEjAKBWl0ZW1zGAEgAygLMiEudHVybmtlZXBlci52MS5UcmltRXZlbnRzUmVzcG9uc2Ui/gEKElRyaW1FdmVudHNSZXNwb25zZRIpCgVldmVudBgBIAEoCzIYLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50SAASLQoJaGVhcnRiZWF0GAIgASgLMhgudHVybmtlZXBlci52MS5IZWFydGJlYXRIABIhCgNnYXAYAyABKAsyEi50dXJua2VlcGVyLnYxLkdhcEgAEjIKDG1ldGVyX3VwZGF0ZRgEIAEoCzIaLnR1cm5rZWVwZXIudjEuTWV0ZXJVcGRhdGVIABIvCgViYXRjaBgFIAEoCzIeLnR1cm5rZWVwZXIudjEuVHJpbUV2ZW50c0JhdGNoSABCBgoEaXRlbSrJAQoXQ29tcGFjdGlvblJlZnVzYWxSZWFzb24SKQolQ09NUEFDVElPTl9SRUZVU0FMX1JFQVNPTl9VTlNQRUNJRklFRBAAEjEKLUNPTVBBQ1RJT05fUkVGVVNBTF9SRUFTT05fTk9USElOR19UT19DT05ERU5TRRABEicKI0NPTVBBQ1RJT05fUkVGVVNBTF9SRUFTT05fVE9PX0xBUkdFEAISJwojQ09NUEFDVElPTl9SRUZVU0FMX1JFQVNPTl9OT19TQVZJTkcQAyplCgxQaHJhc2VTb3VyY2USHQoZUEhSQVNFX1NPVVJDRV9VTlNQRUNJRklFRBAAEhoKFlBIUkFTRV9TT1VSQ0VfQlVJTFRfSU4QARIaChZQSFJBU0VfU09VUkNFX09QRVJBVE9SEAIywgcKDkhpc3RvcnlTZXJ2aWNlEl0KDkVzdGltYXRlVG9rZW5zEiQudHVybmtlZXBlci52MS5Fc3RpbWF0ZVRva2Vuc1JlcXVlc3QaJS50dXJua2VlcGVyLnYxLkVzdGltYXRlVG9rZW5zUmVzcG9uc2USWgoNUmVzb2x2ZUJ1ZGdldBIjLnR1cm5rZWVwZXIudjEuUmVzb2x2ZUJ1ZGdldFJlcXVlc3QaJC50dXJua2VlcGVyLnYxLlJlc29sdmVCdWRnZXRSZXNwb25zZRJUCgtUcmltSGlzdG9yeRIhLnR1cm5rZWVwZXIudjEuVHJpbUhpc3RvcnlSZXF1ZXN0GiIudHVybmtlZXBlci52MS5UcmltSGlzdG9yeVJlc3BvbnNlEmMKEFByZXBhcmVNb2RlbENhbGwSJi50dXJua2VlcGVyLnYxLlByZXBhcmVNb2RlbENhbGxSZXF1ZXN0GicudHVybmtlZXBlci52MS5QcmVwYXJlTW9kZWxDYWxsUmVzcG9uc2USWgoNQ2hlY2tDYXBhY2l0eRIjLnR1cm5rZWVwZXIudjEuQ2hlY2tDYXBhY2l0eVJlcXVlc3QaJC50dXJua2VlcGVyLnYxLkNoZWNrQ2FwYWNpdHlSZXNwb25zZRJXCgxTd2VlcE9ycGhhbnMSIi50dXJua2VlcGVyLnYxLlN3ZWVwT3JwaGFuc1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLlN3ZWVwT3JwaGFuc1Jlc3BvbnNlEl0KDkNhcFRvb2xSZXN1bHRzEiQudHVybmtlZXBlci52MS5DYXBUb29sUmVzdWx0c1JlcXVlc3QaJS50dXJua2VlcGVyLnYxLkNhcFRvb2xSZXN1bHRzUmVzcG9uc2UScgoVQ2xhc3NpZnlQcm92aWRlckVycm9yEisudHVybmtlZXBlci52MS5DbGFzc2lmeVByb3ZpZGVyRXJyb3JSZXF1ZXN0GiwudHVybmtlZXBlci52MS5DbGFzc2lmeVByb3ZpZGVyRXJyb3JSZXNwb25zZRJdCg5QbGFuQ29tcGFjdGlvbhIkLnR1cm5rZWVwZXIudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUudHVybmtlZXBlci52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlElMKClRyaW1FdmVudHMSIC50dXJua2VlcGVyLnYxLlRyaW1FdmVudHNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5UcmltRXZlbnRzUmVzcG9uc2UwAWIGcHJvdG8z", [file_google_protobuf_duration, file_turnkeeper_v1_events, file_turnkeeper_v1_history, file_turnkeeper_v1_profile, file_turnkeeper_v1_resolution, file_turnkeeper_v1_trim]);
 
 /**
  * EstimateTokensRequest asks for the token estimate of a history.
@@ -316,7 +316,8 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
   targetTokens: bigint;
 
   /**
-   * The input rows dropped, as a half-open index range; absent when nothing was dropped.
+   * The input rows dropped, as a half-open index range from the first to one past the last; absent when nothing was
+   * dropped. Pinned turns inside it are kept (`kept_in_dropped_range`), and a breadcrumb inside it is moved.
    *
    * @generated from field: turnkeeper.v1.IndexRange dropped_range = 8;
    */
@@ -361,6 +362,28 @@ export type TrimOutcome = Message<"turnkeeper.v1.TrimOutcome"> & {
    * @generated from field: uint64 cut_drop_target = 13;
    */
   cutDropTarget: bigint;
+
+  /**
+   * The pinned turns in the output (spec §15.1): every trim keeps them.
+   *
+   * @generated from field: uint32 pinned_turns = 14;
+   */
+  pinnedTurns: number;
+
+  /**
+   * The estimate of the pinned turns in the output, in tokens.
+   *
+   * @generated from field: uint64 pinned_tokens = 15;
+   */
+  pinnedTokens: bigint;
+
+  /**
+   * The pinned turns inside `dropped_range` that the trim kept, as ascending input row ranges (spec §15.1): they
+   * move ahead of the breadcrumb. Empty when nothing inside the range is pinned.
+   *
+   * @generated from field: repeated turnkeeper.v1.IndexRange kept_in_dropped_range = 16;
+   */
+  keptInDroppedRange: IndexRange[];
 };
 
 /**
@@ -621,6 +644,266 @@ export const PrepareModelCallResponseSchema: GenMessage<PrepareModelCallResponse
   messageDesc(file_turnkeeper_v1_history_service, 9);
 
 /**
+ * PlanCompactionRequest asks for a compaction plan. It carries what PrepareModelCallRequest carries, under the same
+ * field names and numbers, plus the summarizer's route and the summary's budget.
+ *
+ * @generated from message turnkeeper.v1.PlanCompactionRequest
+ */
+export type PlanCompactionRequest = Message<"turnkeeper.v1.PlanCompactionRequest"> & {
+  /**
+   * The history as the runtime holds it.
+   *
+   * @generated from field: turnkeeper.v1.History history = 1;
+   */
+  history?: History | undefined;
+
+  /**
+   * The profiles and route selection of the call the runtime is preparing.
+   *
+   * @generated from field: turnkeeper.v1.Profiles profiles = 2;
+   */
+  profiles?: Profiles | undefined;
+
+  /**
+   * Who asked; copied into the published compaction update.
+   *
+   * @generated from field: turnkeeper.v1.CallerContext caller = 3;
+   */
+  caller?: CallerContext | undefined;
+
+  /**
+   * Texts that hooks inject into the request, each priced like a row, as in the pre-flight.
+   *
+   * @generated from field: repeated string hook_texts = 5;
+   */
+  hookTexts: string[];
+
+  /**
+   * The tool schemas sent with the request, as JSON text, each priced like a row, as in the pre-flight.
+   *
+   * @generated from field: repeated string tool_schemas = 6;
+   */
+  toolSchemas: string[];
+
+  /**
+   * Output tokens the preparation reserves within the capacity (spec §12).
+   *
+   * @generated from field: uint64 reserved_output_tokens = 7;
+   */
+  reservedOutputTokens: bigint;
+
+  /**
+   * The previous request's provider-reported usage, as in PrepareModelCallRequest (spec §10.3).
+   *
+   * @generated from field: turnkeeper.v1.ReportedUsage reported_usage = 8;
+   */
+  reportedUsage?: ReportedUsage | undefined;
+
+  /**
+   * The route of the summary request; unset means the call's own route.
+   *
+   * @generated from field: turnkeeper.v1.RouteSelection summarizer_selection = 20;
+   */
+  summarizerSelection?: RouteSelection | undefined;
+
+  /**
+   * The output tokens to reserve for the summary. Unset means 2,000.
+   *
+   * @generated from field: optional uint64 summary_output_tokens = 21;
+   */
+  summaryOutputTokens?: bigint | undefined;
+
+  /**
+   * The instruction that ends the summary request; empty means `RuntimeProfile.summary_instruction`, or else the
+   * spec's default text.
+   *
+   * @generated from field: string instruction = 22;
+   */
+  instruction: string;
+
+  /**
+   * The smallest saving a plan must bring, in tokens; a smaller one is refused with NO_SAVING. Unset means 0.
+   *
+   * @generated from field: uint64 min_saved_tokens = 23;
+   */
+  minSavedTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.PlanCompactionRequest.
+ * Use `create(PlanCompactionRequestSchema)` to create a new message.
+ */
+export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_history_service, 10);
+
+/**
+ * CompactionRefusal is why there is no plan, with the sizes that decided it.
+ *
+ * @generated from message turnkeeper.v1.CompactionRefusal
+ */
+export type CompactionRefusal = Message<"turnkeeper.v1.CompactionRefusal"> & {
+  /**
+   * Why there is no plan.
+   *
+   * @generated from field: turnkeeper.v1.CompactionRefusalReason reason = 1;
+   */
+  reason: CompactionRefusalReason;
+
+  /**
+   * For TOO_LARGE: the smallest summary request's estimate, hook texts, tool schemas and reserved output included.
+   *
+   * @generated from field: uint64 request_tokens = 2;
+   */
+  requestTokens: bigint;
+
+  /**
+   * For TOO_LARGE: the summarizer route's capacity it was compared with (the known window or the safety window).
+   *
+   * @generated from field: uint64 capacity_tokens = 3;
+   */
+  capacityTokens: bigint;
+
+  /**
+   * For NO_SAVING: what the plan would have saved, in tokens (0 when it would save nothing).
+   *
+   * @generated from field: uint64 saved_tokens = 4;
+   */
+  savedTokens: bigint;
+
+  /**
+   * For NO_SAVING: the minimum the request asked for.
+   *
+   * @generated from field: uint64 min_saved_tokens = 5;
+   */
+  minSavedTokens: bigint;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CompactionRefusal.
+ * Use `create(CompactionRefusalSchema)` to create a new message.
+ */
+export const CompactionRefusalSchema: GenMessage<CompactionRefusal> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_history_service, 11);
+
+/**
+ * CompactionPlan is what to condense and the request that condenses it (spec §15.3).
+ *
+ * @generated from message turnkeeper.v1.CompactionPlan
+ */
+export type CompactionPlan = Message<"turnkeeper.v1.CompactionPlan"> & {
+  /**
+   * The input rows condensed, as ascending half-open ranges of the request's own history: the old summary row and
+   * every unpinned turn condensed, with the rows between them; pinned turns split the ranges.
+   *
+   * @generated from field: repeated turnkeeper.v1.IndexRange condensed_rows = 1;
+   */
+  condensedRows: IndexRange[];
+
+  /**
+   * The pinned turns that stand before the end of the condensed rows, as input row ranges in order: the applied
+   * history keeps them, right after the new summary row.
+   *
+   * @generated from field: repeated turnkeeper.v1.IndexRange pinned_turns = 2;
+   */
+  pinnedTurns: IndexRange[];
+
+  /**
+   * The summary request: the fixed prefix, any breadcrumb as it stands, the turns as the preparation would project
+   * them, through the last turn to condense, then one user row holding the instruction.
+   *
+   * @generated from field: turnkeeper.v1.History summary_request = 3;
+   */
+  summaryRequest?: History | undefined;
+
+  /**
+   * The output tokens reserved for the summary.
+   *
+   * @generated from field: uint64 summary_output_tokens = 4;
+   */
+  summaryOutputTokens: bigint;
+
+  /**
+   * The estimate of `summary_request` plus the hook texts and tool schemas, as the pre-flight prices them.
+   *
+   * @generated from field: uint64 summary_request_tokens = 5;
+   */
+  summaryRequestTokens: bigint;
+
+  /**
+   * The summarizer route's resolution: its route, capacity and budget.
+   *
+   * @generated from field: turnkeeper.v1.Resolution summarizer_resolution = 6;
+   */
+  summarizerResolution?: Resolution | undefined;
+
+  /**
+   * The estimate of the condensed rows as projected (the old summary included) minus `summary_output_tokens`; 0
+   * when that is negative.
+   *
+   * @generated from field: uint64 saved_tokens = 7;
+   */
+  savedTokens: bigint;
+
+  /**
+   * The turns condensed (the old summary row is not a turn).
+   *
+   * @generated from field: uint32 condensed_turns = 8;
+   */
+  condensedTurns: number;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CompactionPlan.
+ * Use `create(CompactionPlanSchema)` to create a new message.
+ */
+export const CompactionPlanSchema: GenMessage<CompactionPlan> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_history_service, 12);
+
+/**
+ * PlanCompactionResponse is a compaction plan, or why there is none.
+ *
+ * @generated from message turnkeeper.v1.PlanCompactionResponse
+ */
+export type PlanCompactionResponse = Message<"turnkeeper.v1.PlanCompactionResponse"> & {
+  /**
+   * The plan or the refusal. Exactly one is set.
+   *
+   * @generated from oneof turnkeeper.v1.PlanCompactionResponse.result
+   */
+  result: {
+    /**
+     * What to condense and the summary request.
+     *
+     * @generated from field: turnkeeper.v1.CompactionPlan plan = 1;
+     */
+    value: CompactionPlan;
+    case: "plan";
+  } | {
+    /**
+     * Why there is no plan.
+     *
+     * @generated from field: turnkeeper.v1.CompactionRefusal refusal = 2;
+     */
+    value: CompactionRefusal;
+    case: "refusal";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * The resolution of the call's own route, which decided what the preparation would drop.
+   *
+   * @generated from field: turnkeeper.v1.Resolution resolution = 3;
+   */
+  resolution?: Resolution | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.PlanCompactionResponse.
+ * Use `create(PlanCompactionResponseSchema)` to create a new message.
+ */
+export const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_history_service, 13);
+
+/**
  * CheckCapacityRequest asks whether a prepared request fits the model's capacity.
  *
  * @generated from message turnkeeper.v1.CheckCapacityRequest
@@ -667,7 +950,7 @@ export type CheckCapacityRequest = Message<"turnkeeper.v1.CheckCapacityRequest">
  * Use `create(CheckCapacityRequestSchema)` to create a new message.
  */
 export const CheckCapacityRequestSchema: GenMessage<CheckCapacityRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 10);
+  messageDesc(file_turnkeeper_v1_history_service, 14);
 
 /**
  * CheckCapacityResponse is the breakdown of a request that fits.
@@ -695,7 +978,7 @@ export type CheckCapacityResponse = Message<"turnkeeper.v1.CheckCapacityResponse
  * Use `create(CheckCapacityResponseSchema)` to create a new message.
  */
 export const CheckCapacityResponseSchema: GenMessage<CheckCapacityResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 11);
+  messageDesc(file_turnkeeper_v1_history_service, 15);
 
 /**
  * SweepOrphansRequest asks for the orphan sweep of a history.
@@ -716,7 +999,7 @@ export type SweepOrphansRequest = Message<"turnkeeper.v1.SweepOrphansRequest"> &
  * Use `create(SweepOrphansRequestSchema)` to create a new message.
  */
 export const SweepOrphansRequestSchema: GenMessage<SweepOrphansRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 12);
+  messageDesc(file_turnkeeper_v1_history_service, 16);
 
 /**
  * SweepOrphansResponse is the swept history and what was removed.
@@ -744,7 +1027,7 @@ export type SweepOrphansResponse = Message<"turnkeeper.v1.SweepOrphansResponse">
  * Use `create(SweepOrphansResponseSchema)` to create a new message.
  */
 export const SweepOrphansResponseSchema: GenMessage<SweepOrphansResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 13);
+  messageDesc(file_turnkeeper_v1_history_service, 17);
 
 /**
  * CapToolResultsRequest asks for the tool-result cap on results being recorded.
@@ -780,7 +1063,7 @@ export type CapToolResultsRequest = Message<"turnkeeper.v1.CapToolResultsRequest
  * Use `create(CapToolResultsRequestSchema)` to create a new message.
  */
 export const CapToolResultsRequestSchema: GenMessage<CapToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 14);
+  messageDesc(file_turnkeeper_v1_history_service, 18);
 
 /**
  * CapToolResultsResponse is the capped results, in request order.
@@ -808,7 +1091,7 @@ export type CapToolResultsResponse = Message<"turnkeeper.v1.CapToolResultsRespon
  * Use `create(CapToolResultsResponseSchema)` to create a new message.
  */
 export const CapToolResultsResponseSchema: GenMessage<CapToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 15);
+  messageDesc(file_turnkeeper_v1_history_service, 19);
 
 /**
  * ClassifyProviderErrorRequest describes one error a provider returned.
@@ -845,7 +1128,7 @@ export type ClassifyProviderErrorRequest = Message<"turnkeeper.v1.ClassifyProvid
  * Use `create(ClassifyProviderErrorRequestSchema)` to create a new message.
  */
 export const ClassifyProviderErrorRequestSchema: GenMessage<ClassifyProviderErrorRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 16);
+  messageDesc(file_turnkeeper_v1_history_service, 20);
 
 /**
  * ClassifyProviderErrorResponse is the overflow decision for one provider error.
@@ -881,7 +1164,7 @@ export type ClassifyProviderErrorResponse = Message<"turnkeeper.v1.ClassifyProvi
  * Use `create(ClassifyProviderErrorResponseSchema)` to create a new message.
  */
 export const ClassifyProviderErrorResponseSchema: GenMessage<ClassifyProviderErrorResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 17);
+  messageDesc(file_turnkeeper_v1_history_service, 21);
 
 /**
  * TrimEventsRequest subscribes to the trim feed.
@@ -950,7 +1233,7 @@ export type TrimEventsRequest = Message<"turnkeeper.v1.TrimEventsRequest"> & {
  * Use `create(TrimEventsRequestSchema)` to create a new message.
  */
 export const TrimEventsRequestSchema: GenMessage<TrimEventsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 18);
+  messageDesc(file_turnkeeper_v1_history_service, 22);
 
 /**
  * TrimEventsBatch is several consecutive items of the trim feed in one stream message.
@@ -973,7 +1256,7 @@ export type TrimEventsBatch = Message<"turnkeeper.v1.TrimEventsBatch"> & {
  * Use `create(TrimEventsBatchSchema)` to create a new message.
  */
 export const TrimEventsBatchSchema: GenMessage<TrimEventsBatch> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 19);
+  messageDesc(file_turnkeeper_v1_history_service, 23);
 
 /**
  * TrimEventsResponse is one item of the trim feed.
@@ -1034,7 +1317,48 @@ export type TrimEventsResponse = Message<"turnkeeper.v1.TrimEventsResponse"> & {
  * Use `create(TrimEventsResponseSchema)` to create a new message.
  */
 export const TrimEventsResponseSchema: GenMessage<TrimEventsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_history_service, 20);
+  messageDesc(file_turnkeeper_v1_history_service, 24);
+
+/**
+ * CompactionRefusalReason says why PlanCompaction returned no plan.
+ *
+ * @generated from enum turnkeeper.v1.CompactionRefusalReason
+ */
+export enum CompactionRefusalReason {
+  /**
+   * Not set; never returned by the server.
+   *
+   * @generated from enum value: COMPACTION_REFUSAL_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * No trim of the preparation drops a turn now, so there is nothing to condense.
+   *
+   * @generated from enum value: COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE = 1;
+   */
+  NOTHING_TO_CONDENSE = 1,
+
+  /**
+   * Not even the oldest turn to condense makes a summary request that fits the summarizer's route.
+   *
+   * @generated from enum value: COMPACTION_REFUSAL_REASON_TOO_LARGE = 2;
+   */
+  TOO_LARGE = 2,
+
+  /**
+   * The plan would save less than `min_saved_tokens`.
+   *
+   * @generated from enum value: COMPACTION_REFUSAL_REASON_NO_SAVING = 3;
+   */
+  NO_SAVING = 3,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.CompactionRefusalReason.
+ */
+export const CompactionRefusalReasonSchema: GenEnum<CompactionRefusalReason> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_history_service, 0);
 
 /**
  * PhraseSource says where a matched overflow phrase comes from.
@@ -1068,7 +1392,7 @@ export enum PhraseSource {
  * Describes the enum turnkeeper.v1.PhraseSource.
  */
 export const PhraseSourceSchema: GenEnum<PhraseSource> = /*@__PURE__*/
-  enumDesc(file_turnkeeper_v1_history_service, 0);
+  enumDesc(file_turnkeeper_v1_history_service, 1);
 
 /**
  * HistoryService makes every history decision an agent runtime needs before it calls a model.
@@ -1166,6 +1490,19 @@ export const HistoryService: GenService<{
     methodKind: "unary";
     input: typeof ClassifyProviderErrorRequestSchema;
     output: typeof ClassifyProviderErrorResponseSchema;
+  },
+  /**
+   * PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+   * drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+   * a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+   * the response says why (nothing to condense, too large, no saving); that is not an error.
+   *
+   * @generated from rpc turnkeeper.v1.HistoryService.PlanCompaction
+   */
+  planCompaction: {
+    methodKind: "unary";
+    input: typeof PlanCompactionRequestSchema;
+    output: typeof PlanCompactionResponseSchema;
   },
   /**
    * TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
