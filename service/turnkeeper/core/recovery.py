@@ -39,7 +39,10 @@ def plan_recovery(
 
     Without a baseline, the rows themselves are the baseline (TrimHistory). A recovery that
     cannot make the request smaller returns the baseline (with the recovery target) and says
-    why, with the system floor and whether it alone reaches the budget.
+    why, with the system floor and whether it alone reaches the budget, and the fixed floor of
+    §15.1. Pinned turns are kept like any trim keeps them, so `SINGLE_TURN` also stands for
+    "only pinned turns and the newest turn are left": the cut at the target drops no more than
+    the baseline did.
     """
     if baseline is None:
         baseline = history.plan_token_budget(0, breadcrumb_cost)  # §9: 0 keeps all
@@ -67,6 +70,7 @@ def plan_recovery(
         system_floor_tokens=floor,
         budget_tokens=budget_tokens,
         system_floor_reaches_budget=0 < budget_tokens <= floor,
+        fixed_floor_tokens=history.fixed_floor_tokens,
     )
     if route is not None:
         report.route.CopyFrom(route)

@@ -42,6 +42,9 @@ class RowKind(enum.Enum):
     CARRIER = "carrier"
     """A `[Tool results]` user row; part of the turn before it."""
     BREADCRUMB = "breadcrumb"
+    SUMMARY = "summary"
+    """The summary row of §15.2: a user row in the fixed prefix, never a turn boundary, priced as
+    text (its image markers are plain text)."""
     ASSISTANT = "assistant"
     TOOL = "tool"
 
@@ -58,6 +61,8 @@ class Row(NamedTuple):
     """Loadable `[IMAGE:...]` markers in a real user row: always sent."""
     attachments: int
     """Declared attachments: sent only in the current user turn."""
+    pinned: bool = False
+    """A pinned real user row (§15.1): every trim keeps its whole turn."""
 
     @property
     def is_turn_boundary(self) -> bool:
@@ -69,11 +74,15 @@ def _calls_bytes(calls: Iterable[history_pb2.ToolCall]) -> int:
 
 
 def classify_chat(message: history_pb2.ChatMessage) -> RowKind:
-    return _classify(message.role, message.breadcrumb, message.content)
+    return _classify(message.role, message.breadcrumb, message.summary, message.content)
 
 
-def _classify(role: int, breadcrumb: bool, content: str) -> RowKind:
+def _classify(role: int, breadcrumb: bool, summary: bool, content: str) -> RowKind:
+    """A row's kind; on a user row `summary` is read before `breadcrumb` (a row marked both is
+    invalid, §15.2) and both before the `[Tool results]` prefix."""
     if role == history_pb2.ROLE_USER:
+        if summary:
+            return RowKind.SUMMARY
         if breadcrumb:
             return RowKind.BREADCRUMB
         if content.startswith(TOOL_RESULTS_PREFIX):
@@ -89,10 +98,12 @@ def _classify(role: int, breadcrumb: bool, content: str) -> RowKind:
 def chat_row(message: history_pb2.ChatMessage) -> Row:
     # Each field is read once: reading a string field of a protobuf message builds a new str.
     content = message.content
-    kind = _classify(message.role, message.breadcrumb, content)
+    kind = _classify(message.role, message.breadcrumb, message.summary, content)
     images = 0
+    pinned = False
     if kind is RowKind.USER:
         content, images = strip_sent_images(content)
+        pinned = message.pinned
     nbytes = utf8_len(content)
     tool_call_id = message.tool_call_id
     if tool_call_id:
@@ -101,7 +112,7 @@ def chat_row(message: history_pb2.ChatMessage) -> Row:
     if calls:
         nbytes += _calls_bytes(calls)
     attachments = len(message.attachments) if kind in _ATTACHMENT_KINDS else 0
-    return Row(kind, 1, nbytes, text_tokens(nbytes), images, attachments)
+    return Row(kind, 1, nbytes, text_tokens(nbytes), images, attachments, pinned)
 
 
 _ATTACHMENT_KINDS = (RowKind.TOOL, RowKind.CARRIER)

@@ -24,33 +24,114 @@ DEFAULT_ROW_LIMIT = 50
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """P and the turn boundaries of B (§9 Token-budget trim)."""
+    """The fixed prefix P and the turns of B (§9 Token-budget trim, §15.1)."""
 
     system_rows: int
     """The leading run of system rows."""
+    head: int
+    """The leading system rows plus the summary row of §15.2 when one follows them."""
+    crumb: int | None
+    """The index of the breadcrumb of the fixed prefix, if any (`fixed_prefix_breadcrumb`)."""
     prefix: int
-    """len(P): the leading system rows plus a breadcrumb right after them."""
+    """len(P): one past that breadcrumb, else `head`."""
     boundaries: list[int]
     """Absolute indices of the turn boundaries in B, ascending."""
+    pinned: list[bool]
+    """Per turn of B: whether its boundary row is pinned (§15.1)."""
+    rows: int
+    """The number of rows of the history."""
 
     @property
     def has_breadcrumb(self) -> bool:
-        return self.prefix > self.system_rows
+        return self.crumb is not None
 
     @property
     def turns(self) -> int:
         return len(self.boundaries)
+
+    def turn_span(self, t: int) -> range:
+        """The rows of turn `t` of B: rows of B before b0 belong to its first turn (§15.1)."""
+        start = self.prefix if t == 0 else self.boundaries[t]
+        stop = self.boundaries[t + 1] if t + 1 < len(self.boundaries) else self.rows
+        return range(start, stop)
+
+
+def fixed_prefix_breadcrumb(rows: Sequence[Row], head: int) -> int | None:
+    """The breadcrumb of the fixed prefix (§15.1): the first breadcrumb at or after `head` when
+    every row between holds only whole pinned turns, that is, either nothing stands between, or
+    at least one turn boundary does and every turn boundary between is pinned (rows before the
+    first of them belong to its turn). None when there is no such breadcrumb."""
+    seen_boundary = False
+    for i in range(head, len(rows)):
+        row = rows[i]
+        if row.kind is RowKind.BREADCRUMB:
+            return i if i == head or seen_boundary else None
+        if row.is_turn_boundary:
+            if not row.pinned:
+                return None
+            seen_boundary = True
+    return None
 
 
 def layout(rows: Sequence[Row]) -> Layout:
     system_rows = 0
     while system_rows < len(rows) and rows[system_rows].kind is RowKind.SYSTEM:
         system_rows += 1
-    prefix = system_rows
-    if prefix < len(rows) and rows[prefix].kind is RowKind.BREADCRUMB:
-        prefix += 1
+    head = system_rows
+    if head < len(rows) and rows[head].kind is RowKind.SUMMARY:
+        head += 1
+    crumb = fixed_prefix_breadcrumb(rows, head)
+    prefix = head if crumb is None else crumb + 1
     boundaries = [i for i in range(prefix, len(rows)) if rows[i].is_turn_boundary]
-    return Layout(system_rows, prefix, boundaries)
+    pinned = [rows[b].pinned for b in boundaries]
+    return Layout(system_rows, head, crumb, prefix, boundaries, pinned, len(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedTurns:
+    """The pinned turns of a history (§15.1), each a row range: those of the fixed prefix (the
+    rows between `head` and its breadcrumb, split at their turn boundaries), then those of B."""
+
+    spans: list[range]
+    newest_pinned: bool
+    """Whether the last span is the newest turn of the history."""
+
+
+def pinned_turns(lay: Layout, rows: Sequence[Row]) -> PinnedTurns:
+    spans: list[range] = []
+    if lay.crumb is not None and lay.crumb > lay.head:
+        starts = [i for i in range(lay.head, lay.crumb) if rows[i].is_turn_boundary]
+        starts[0] = lay.head
+        spans.extend(map(range, starts, [*starts[1:], lay.crumb]))
+    spans.extend(lay.turn_span(t) for t in range(lay.turns) if lay.pinned[t])
+    # With no turn in B, the newest turn of the history is the fixed prefix's last.
+    return PinnedTurns(spans, lay.pinned[-1] if lay.turns else bool(spans))
+
+
+def _span_cost(costs: Sequence[int], span: range) -> int:
+    return sum(costs[span.start : span.stop])
+
+
+def fixed_floor(rows: Sequence[Row], costs: Sequence[int]) -> int:
+    """§15.1's fixed floor: the leading system rows, the summary row and every pinned turn but
+    the newest turn of the history."""
+    lay = layout(rows)
+    pins = pinned_turns(lay, rows)
+    spans = pins.spans[:-1] if pins.newest_pinned else pins.spans
+    return sum(costs[: lay.head]) + sum(_span_cost(costs, span) for span in spans)
+
+
+def pinned_tokens(rows: Sequence[Row], costs: Sequence[int]) -> int:
+    """The estimate of the pinned turns of the history (§15.1)."""
+    spans = pinned_turns(layout(rows), rows).spans
+    return sum(_span_cost(costs, span) for span in spans)
+
+
+def _prefix_turns(lay: Layout, rows: Sequence[Row]) -> int:
+    """The (pinned) turns of the fixed prefix."""
+    if lay.crumb is None:
+        return 0
+    return sum(1 for i in range(lay.head, lay.crumb) if rows[i].is_turn_boundary)
 
 
 # Not frozen, though nothing changes one once built: a frozen dataclass's __init__ sets each field
@@ -96,31 +177,91 @@ class TrimPlan:
         return len(self.drop) - kept - (self.breadcrumb_from is not None)
 
 
-def _unchanged(lay: Layout, total: int, target: int) -> TrimPlan:
-    return TrimPlan(range(lay.prefix, lay.prefix), None, 0, lay.turns, total, total, target)
+@dataclass(frozen=True, slots=True)
+class _Body:
+    """A priced history as the turn trims see it: its layout, the estimate of each turn of B and
+    of the turns a trim never drops, all from one pass."""
+
+    lay: Layout
+    total: int
+    turn_costs: list[int]
+    """The estimate of each turn of B (`Layout.turn_span`)."""
+    prefix_turns: int
+    pinned_turns: int
+    pinned_tokens: int
+
+    @classmethod
+    def of(cls, rows: Sequence[Row], costs: Sequence[int]) -> _Body:
+        lay = layout(rows)
+        turn_costs = [_span_cost(costs, lay.turn_span(t)) for t in range(lay.turns)]
+        spans = pinned_turns(lay, rows).spans
+        pinned_tokens = sum(_span_cost(costs, span) for span in spans)
+        return cls(lay, sum(costs), turn_costs, _prefix_turns(lay, rows), len(spans), pinned_tokens)
+
+    @property
+    def all_turns(self) -> int:
+        return self.prefix_turns + self.lay.turns
+
+    def unchanged(self, target: int) -> TrimPlan:
+        lay = self.lay
+        return TrimPlan(
+            drop=range(lay.prefix, lay.prefix),
+            breadcrumb_at=None,
+            dropped_turns=0,
+            kept_turns=self.all_turns,
+            tokens_before=self.total,
+            tokens_after=self.total,
+            target_tokens=target,
+            pinned_turns=self.pinned_turns,
+            pinned_tokens=self.pinned_tokens,
+        )
+
+    def cut(self, j: int, breadcrumb_cost: int | None, target: int) -> TrimPlan:
+        """The trim whose cut is at turn `j` (§15.1): the fixed prefix's rows before its
+        breadcrumb, `pinned(< j)`, the breadcrumb (kept or new), then `B[bj:]`. Unchanged when
+        every turn before the cut is pinned.
+
+        As a plan: `drop` runs to `bj` from the first row of the first unpinned turn, or from the
+        fixed prefix's breadcrumb when a pinned turn of B before the cut must move ahead of it
+        (`breadcrumb_from`); `kept_in_drop` is every pinned turn inside `drop`; a breadcrumb is
+        written right after them (moved, or new when the path inserts one and P has none), else
+        P's breadcrumb stays where it is (`breadcrumb_at` None)."""
+        lay = self.lay
+        dropped = [t for t in range(j) if not lay.pinned[t]]
+        if not dropped:
+            return self.unchanged(target)
+        kept_before = [t for t in range(j) if lay.pinned[t]]
+        moved_from = lay.crumb if kept_before else None
+        start = lay.turn_span(dropped[0]).start if moved_from is None else moved_from
+        kept_in_drop = tuple(
+            lay.turn_span(t) for t in kept_before if lay.turn_span(t).start >= start
+        )
+        crumb = _new_breadcrumb_cost(lay, breadcrumb_cost)
+        breadcrumb_at = None
+        if moved_from is not None or crumb is not None:
+            breadcrumb_at = start + sum(len(span) for span in kept_in_drop)
+        return TrimPlan(
+            drop=range(start, lay.boundaries[j]),
+            breadcrumb_at=breadcrumb_at,
+            dropped_turns=len(dropped),
+            kept_turns=self.all_turns - len(dropped),
+            tokens_before=self.total,
+            tokens_after=self.total - sum(self.turn_costs[t] for t in dropped) + (crumb or 0),
+            target_tokens=target,
+            kept_in_drop=kept_in_drop,
+            breadcrumb_from=moved_from,
+            pinned_turns=self.pinned_turns,
+            pinned_tokens=self.pinned_tokens,
+        )
+
+    def dropped_before(self, t: int) -> int:
+        """The estimate of turn `t` of B when a cut past it drops it: 0 for a pinned turn."""
+        return 0 if self.lay.pinned[t] else self.turn_costs[t]
 
 
 def _new_breadcrumb_cost(lay: Layout, breadcrumb_cost: int | None) -> int | None:
     """The cost of the breadcrumb a trim would insert: none on paths without one, none to stack."""
     return None if lay.has_breadcrumb else breadcrumb_cost
-
-
-def _drop_turns(
-    lay: Layout, costs: Sequence[int], total: int, j: int, breadcrumb_cost: int | None, target: int
-) -> TrimPlan:
-    """Output P + crumb + B[bj:]: drops the j oldest turns; a new crumb follows the system rows."""
-    end = lay.boundaries[j]
-    dropped_cost = sum(costs[lay.prefix : end])
-    crumb = _new_breadcrumb_cost(lay, breadcrumb_cost)
-    return TrimPlan(
-        drop=range(lay.prefix, end),
-        breadcrumb_at=None if crumb is None else lay.system_rows,
-        dropped_turns=j,
-        kept_turns=lay.turns - j,
-        tokens_before=total,
-        tokens_after=total - dropped_cost + (crumb or 0),
-        target_tokens=target,
-    )
 
 
 def minimal_cut(low_water: float) -> bool:
@@ -167,40 +308,36 @@ def plan_token_budget(
     `step_budget` is the budget the grid step is computed from when it is not the target (the
     reported-usage trim, §10.3 step 4; the room of §12).
     """
-    lay = layout(rows)
-    costs = pricing.tokens
-    total = sum(costs)
-    k = lay.turns
+    body = _Body.of(rows, pricing.tokens)
+    total = body.total
+    k = body.lay.turns
     if budget == 0 or total <= budget or k < 2:
-        return _unchanged(lay, total, budget)
-    insert_cost = _new_breadcrumb_cost(lay, breadcrumb_cost) or 0
-    # kept(j) = total - D(j), D(j) = cost(B[:bj]); walk the boundaries with a running sum of B.
+        return body.unchanged(budget)
+    insert_cost = _new_breadcrumb_cost(body.lay, breadcrumb_cost) or 0
+    # The output of cut j estimates total - D(j) + crumb, D(j) the unpinned turns of B before j
+    # (§15.1): walk the boundaries with a running D.
     dropped = 0
-    pos = lay.prefix
     chosen = k - 1
     for j in range(1, k):
-        end = lay.boundaries[j]
-        dropped += sum(costs[pos:end])
-        pos = end
+        dropped += body.dropped_before(j - 1)
         if total - dropped + insert_cost <= budget:
             chosen = j
             break
     step = grid_step(budget if step_budget is None else step_budget, low_water)
     if step == 0:
-        plan = _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
+        plan = body.cut(chosen, breadcrumb_cost, budget)
     else:
         # The grid (§11.1): the smallest j >= j0 whose D(j) reaches ceil(D(j0) / S) x S, else
         # k-1. D(j) counts B from its start: rows before bj (j <= k-1) are outside the current turn.
         drop_target = round_up(dropped, step)
         while chosen < k - 1 and dropped < drop_target:
+            dropped += body.dropped_before(chosen)
             chosen += 1
-            end = lay.boundaries[chosen]
-            dropped += sum(costs[pos:end])
-            pos = end
-        plan = _drop_turns(lay, costs, total, chosen, breadcrumb_cost, budget)
-        plan = replace(plan, cut_step=step, cut_drop_target=saturate(drop_target))
+        plan = body.cut(chosen, breadcrumb_cost, budget)
+        if plan.trimmed:
+            plan = replace(plan, cut_step=step, cut_drop_target=saturate(drop_target))
     if plan.tokens_after > total and not allow_growth:
-        return _unchanged(lay, total, budget)
+        return body.unchanged(budget)
     return plan
 
 
@@ -214,6 +351,11 @@ class BudgetPlanner(Protocol):
     @property
     def system_floor_tokens(self) -> int:
         """The estimate of the leading system rows, which no trim drops."""
+        ...
+
+    @property
+    def fixed_floor_tokens(self) -> int:
+        """§15.1's fixed floor (`fixed_floor`), which no recovery removes."""
         ...
 
     def plan_token_budget(
@@ -240,18 +382,19 @@ def plan_turn_count(
 ) -> TrimPlan:
     """Keeps the newest max(limit, 1) turns: an explicit 0 still keeps the running turn (§2, §6);
     with a low water below 1 the cut is rounded up to a multiple of the turn step (§11.1)."""
-    lay = layout(rows)
-    total = pricing.total
-    k = lay.turns
+    body = _Body.of(rows, pricing.tokens)
+    k = body.lay.turns
     if k <= limit or k <= 1:
-        return _unchanged(lay, total, 0)
+        return body.unchanged(0)
     keep = max(limit, 1)
     j0 = k - keep
     step = grid_step(keep, low_water)
     if step == 0:
-        return _drop_turns(lay, pricing.tokens, total, j0, breadcrumb_cost, 0)
+        return body.cut(j0, breadcrumb_cost, 0)
     drop_target = round_up(j0, step)
-    plan = _drop_turns(lay, pricing.tokens, total, min(k - 1, drop_target), breadcrumb_cost, 0)
+    plan = body.cut(min(k - 1, drop_target), breadcrumb_cost, 0)
+    if not plan.trimmed:
+        return plan
     return replace(plan, cut_step=step, cut_drop_target=drop_target)
 
 
@@ -263,7 +406,8 @@ def rows_to_keep(limit: int) -> int:
 def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPlan:
     """The channel sender cache: leading system rows kept and not counted, newest N others kept.
 
-    It counts rows, not turns, and 0 means the default of 50 (§6, §9).
+    It counts rows, not turns, and 0 means the default of 50 (§6, §9); it ignores pins and the
+    summary row (§15.1), so its plans report no pinned turns.
     """
     lay = layout(rows)
     total = pricing.total
@@ -287,11 +431,15 @@ def plan_row_count(rows: Sequence[Row], pricing: Pricing, limit: int) -> TrimPla
 
 
 def apply_plan(items: Sequence[T], plan: TrimPlan, make_breadcrumb: Callable[[], T]) -> list[T]:
-    """The output history: everything outside `drop`, with the new breadcrumb where planned."""
+    """The output history (`TrimPlan`): the rows before `drop`, the pinned turns kept inside it,
+    the breadcrumb where planned (moved from `breadcrumb_from`, else new), the rows after it."""
     if not plan.trimmed:
         return list(items)
     out = list(items[: plan.drop.start])
+    for span in plan.kept_in_drop:
+        out.extend(items[span.start : span.stop])
     if plan.breadcrumb_at is not None:
-        out.append(make_breadcrumb())
+        moved = plan.breadcrumb_from
+        out.append(make_breadcrumb() if moved is None else items[moved])
     out.extend(items[plan.drop.stop :])
     return out

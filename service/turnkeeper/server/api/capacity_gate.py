@@ -13,7 +13,9 @@ from turnkeeper.v1 import errors_pb2, resolution_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 
-def request_extras(request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest) -> Extras:
+def request_extras(
+    request: svc.PrepareModelCallRequest | svc.PlanCompactionRequest | svc.CheckCapacityRequest,
+) -> Extras:
     return Extras.of(request.hook_texts, request.tool_schemas, request.reserved_output_tokens)
 
 

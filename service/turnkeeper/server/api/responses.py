@@ -23,11 +23,12 @@ from turnkeeper.v1 import history_service_pb2 as svc
 MeterParts: TypeAlias = tuple[
     trim_pb2.CallerContext | None,
     resolution_pb2.Route,
-    trim_pb2.ContextMeter,
+    trim_pb2.ContextMeter | events_pb2.CompactionPlanned,
     trim_pb2.ToolContextCollapse | None,
 ]
 """What a prepared call's meter update is made of (`meter_update`), its collapse (§13.3) with it
-when the projection collapsed anything: the update itself is built
+when the projection collapsed anything, or a compaction plan in place of the meter (§15.3):
+the update itself is built
 only when the feed wants one (subscribers opted in): building it costs more than the rest of
 the meter's work in a call (docs/benchmarks.md, "Figures behind the api/ comments")."""
 
@@ -46,17 +47,21 @@ class Reply:
 def meter_update(
     caller: trim_pb2.CallerContext | None,
     route: resolution_pb2.Route,
-    meter: trim_pb2.ContextMeter,
+    meter: trim_pb2.ContextMeter | events_pb2.CompactionPlanned,
     collapse: trim_pb2.ToolContextCollapse | None = None,
 ) -> events_pb2.MeterUpdate:
     """spec §10.5: a session's fill level for subscribers that opted in (dashboards), with what
-    the call's projection collapsed (§13.3). Filled with copies: a constructor merges message
-    arguments through their encoding, which costs more."""
+    the call's projection collapsed (§13.3); or, in place of the meter, a compaction plan
+    (§15.3). Filled with copies: a constructor merges message arguments through their encoding,
+    which costs more."""
     update = events_pb2.MeterUpdate()
     if caller is not None:
         update.caller.CopyFrom(caller)
     update.route.CopyFrom(route)
-    update.meter.CopyFrom(meter)
+    if isinstance(meter, events_pb2.CompactionPlanned):
+        update.compaction.CopyFrom(meter)
+    else:
+        update.meter.CopyFrom(meter)
     if collapse is not None:
         update.collapse.CopyFrom(collapse)
     return update

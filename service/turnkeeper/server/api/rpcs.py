@@ -58,7 +58,7 @@ from turnkeeper.v1 import resolution_pb2, trim_pb2
 log = logging.getLogger("turnkeeper.trim")
 
 
-def _valid_view(source: HistorySource, extra: Violations | None = None) -> HistoryView:
+def valid_view(source: HistorySource, extra: Violations | None = None) -> HistoryView:
     """The history view, once the history and the rest of the request (`extra`) passed
     validation."""
     if isinstance(source, Violations):
@@ -74,7 +74,7 @@ def _valid_view(source: HistorySource, extra: Violations | None = None) -> Histo
 
 
 def estimate_tokens(request: svc.EstimateTokensRequest, source: HistorySource) -> Reply:
-    view = _valid_view(source)
+    view = valid_view(source)
     # Fields 1, 2, then 3 and 4: the per-row estimates come encoded from the engine.
     head = svc.EstimateTokensResponse(total_tokens=view.total_tokens).SerializeToString()
     tail = svc.EstimateTokensResponse(
@@ -201,9 +201,9 @@ def _resolve_trim(
         )
         and validation.caller_fits(request)
     ):
-        return _valid_view(source), limits
+        return valid_view(source), limits
     violations = validation.trim_request_violations(request, resolved is not None)
-    view = _valid_view(source, violations)
+    view = valid_view(source, violations)
     assert limits is not None, "profiles without a resolution break a rule"
     return view, limits
 
@@ -281,7 +281,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     resolution, limits = resolved.resolution, resolved.limits
     tokens_before = view.total_tokens
     swept, removals = view.sweep()  # §10.2
-    turn_trim, limited = _apply_turn_limit(swept, resolution, limits)
+    turn_trim, limited = apply_turn_limit(swept, resolution, limits)
     # §13.1 on the turn-limited history: everything after it (the budget trim, calibration,
     # recovery, the clearing, the pre-flight, the meter) measures the request as it is sent.
     projected, projection = limited.project(resolution.keep_tool_context_turns)
@@ -310,7 +310,7 @@ def prepare_model_call(request: svc.PrepareModelCallRequest, source: HistorySour
     if turn_trim[0].drop or budget_plan.drop:
         response.dropped_input_rows.extend(
             dropped_input_rows(
-                _removed_rows(removals),
+                removed_rows(removals),
                 turn_trim[0].drop,
                 turn_trim[0].breadcrumb_at is not None,
                 projection.collapsed,
@@ -340,7 +340,7 @@ def _collapse(
     )
 
 
-def _removed_rows(removals: list[trim_pb2.OrphanRemoval]) -> list[int]:
+def removed_rows(removals: list[trim_pb2.OrphanRemoval]) -> list[int]:
     """The request indices of the rows the sweep removed, ascending."""
     return sorted({removal.message_index for removal in removals if removal.row_removed})
 
@@ -377,15 +377,16 @@ def _resolve_preparation(
 ) -> tuple[HistoryView, Resolved]:
     """The history view and what the profiles resolve to, once the request passed validation."""
     resolved = valid_resolution(request.profiles)
-    view = _valid_view(source, validation.prepare_request_violations(request, resolved is not None))
+    view = valid_view(source, validation.prepare_request_violations(request, resolved is not None))
     assert resolved is not None, "profiles without a resolution break a rule"
     return view, resolved
 
 
-def _apply_turn_limit(
+def apply_turn_limit(
     swept: HistoryView, resolution: resolution_pb2.Resolution, limits: TrimLimits
 ) -> tuple[TrimStep, HistoryView]:
-    """§6 on the swept history, with its §11 cut; returns the trim and the history it leaves."""
+    """§6 on the swept history, with its §11 cut; returns the trim and the history it leaves.
+    Shared with PlanCompaction (§15.3), which condenses what it drops."""
     limited = swept.plan_turn_count(
         resolution.max_history_turns, limits.breadcrumb_cost, resolution.history_trim_low_water
     )
@@ -402,7 +403,7 @@ def _fit(
 ) -> Fitted:
     """The budget trim of the projection and its §13.4 clearing, or, when recovery is asked and
     can trim or clear, the §10.1 recovery in their place."""
-    baseline = _budget_trim(request, projected, resolution, limits, extras)
+    baseline = budget_trim(request, projected, resolution, limits, extras)
     plan = baseline[0]
     prepared = projected.apply(plan, limits.breadcrumb_text)
     keep_newest = _keep_newest_results(resolution)
@@ -471,15 +472,21 @@ def _clear(
     return cleared, Clearing(before, cleared.total_tokens, target, count, overflow_recovery)
 
 
-def _budget_trim(
-    request: svc.PrepareModelCallRequest,
+PreparationRequest: TypeAlias = svc.PrepareModelCallRequest | svc.PlanCompactionRequest
+"""A request that asks for a preparation's steps: PlanCompaction takes what PrepareModelCall
+takes, under the same field names (§15.3)."""
+
+
+def budget_trim(
+    request: PreparationRequest,
     limited: HistoryView,
     resolution: resolution_pb2.Resolution,
     limits: TrimLimits,
     extras: Extras,
 ) -> TrimStep:
     """§9's token-budget trim, calibrated by reported usage when given (§10.3, §16.2). §12: it
-    leaves room for what the pre-flight adds; its §11 step is the budget's."""
+    leaves room for what the pre-flight adds; its §11 step is the budget's. Shared with
+    PlanCompaction (§15.3), which condenses what it drops."""
     budget, fraction = resolution.budget_tokens, resolution.history_trim_low_water
     space = room(resolution.capacity, extras) if budget else None
     crumb = limits.breadcrumb_cost
@@ -564,9 +571,9 @@ def _clearing_event(
 def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource) -> Reply:
     resolved = valid_resolution(request.profiles)
     if resolved is None:
-        _valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
+        valid_view(source, validation.profiles_violations(request.profiles, "profiles"))
         raise AssertionError("profiles without a resolution break a rule")  # pragma: no cover
-    view = _valid_view(source)
+    view = valid_view(source)
     resolution = resolved.resolution
     report = preflight(view, request_extras(request), resolution)
     response = svc.CheckCapacityResponse(report=report, resolution=resolution)
@@ -574,7 +581,7 @@ def check_capacity_rpc(request: svc.CheckCapacityRequest, source: HistorySource)
 
 
 def sweep_orphans(request: svc.SweepOrphansRequest, source: HistorySource) -> Reply:
-    swept, removals = _valid_view(source).sweep()
+    swept, removals = valid_view(source).sweep()
     response = svc.SweepOrphansResponse(removals=removals)
     return Reply(swept.history_field(response.SerializeToString()))
 

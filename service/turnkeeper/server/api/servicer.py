@@ -21,7 +21,7 @@ import grpc
 from google.protobuf.message import Message
 
 from turnkeeper.core.overflow import OverflowClassifier
-from turnkeeper.server.api import rpcs
+from turnkeeper.server.api import compaction, rpcs
 from turnkeeper.server.api.responses import Reply, meter_update
 from turnkeeper.server.contract import limits, validation, wire
 from turnkeeper.server.contract.errors import RequestError, overloaded
@@ -171,6 +171,9 @@ class HistoryServicer:
             "TrimHistory": self._with_history(svc.TrimHistoryRequest, rpcs.trim_history),
             "PrepareModelCall": self._with_history(
                 svc.PrepareModelCallRequest, rpcs.prepare_model_call
+            ),
+            "PlanCompaction": self._with_history(
+                svc.PlanCompactionRequest, compaction.plan_compaction
             ),
             "CheckCapacity": self._with_history(svc.CheckCapacityRequest, rpcs.check_capacity_rpc),
             "SweepOrphans": self._with_history(svc.SweepOrphansRequest, rpcs.sweep_orphans),

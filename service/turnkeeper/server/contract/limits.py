@@ -154,6 +154,7 @@ REQUEST_TYPES: tuple[type[Message], ...] = (
     svc.ResolveBudgetRequest,
     svc.TrimHistoryRequest,
     svc.PrepareModelCallRequest,
+    svc.PlanCompactionRequest,
     svc.CheckCapacityRequest,
     svc.SweepOrphansRequest,
     svc.CapToolResultsRequest,

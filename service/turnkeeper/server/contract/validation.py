@@ -117,12 +117,18 @@ def profiles_violations(profiles: profile_pb2.Profiles, path: str) -> Violations
                     "CACHE_LIFETIME_ONE_HOUR or unspecified.",
                 )
             )
-    selection = profiles.selection
+    out += selection_violations(profiles.selection, f"{path}.selection")
+    return out
+
+
+def selection_violations(selection: profile_pb2.RouteSelection, path: str) -> Violations:
+    """A route selection's rule: a session switch names a provider alias."""
+    out = Violations()
     if selection.HasField("session_switch") and not selection.session_switch.provider:
         out.append(
             violation(
                 INVALID_PROFILE,
-                f"{path}.selection.session_switch.provider",
+                f"{path}.session_switch.provider",
                 "A session switch needs a provider alias.",
             )
         )
@@ -301,10 +307,12 @@ def _trim_request_violations_in_full(
 
 
 def prepare_request_violations(
-    request: history_service_pb2.PrepareModelCallRequest, profiles_valid: bool = False
+    request: history_service_pb2.PrepareModelCallRequest
+    | history_service_pb2.PlanCompactionRequest,
+    profiles_valid: bool = False,
 ) -> Violations:
-    """The violations of a PrepareModelCall request outside its history; `profiles_valid`: its
-    profiles are known to break no rule."""
+    """The violations of a PrepareModelCall request (or of what a PlanCompaction request shares
+    with it) outside its history; `profiles_valid`: its profiles are known to break no rule."""
     violations = Violations()
     if not profiles_valid:
         violations = profiles_violations(request.profiles, "profiles")
@@ -312,6 +320,18 @@ def prepare_request_violations(
         violations += usage_violations(request.reported_usage, "reported_usage")
     if request.HasField("caller"):
         violations += caller_violations(request.caller, "caller")
+    return violations
+
+
+def compaction_request_violations(
+    request: history_service_pb2.PlanCompactionRequest, profiles_valid: bool = False
+) -> Violations:
+    """The violations of a PlanCompaction request outside its history (§15.3): what it shares
+    with PrepareModelCall, and its summarizer's route selection, held to the route selection's
+    rule."""
+    violations = prepare_request_violations(request, profiles_valid)
+    if request.HasField("summarizer_selection"):
+        violations += selection_violations(request.summarizer_selection, "summarizer_selection")
     return violations
 
 

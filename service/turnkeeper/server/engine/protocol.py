@@ -38,6 +38,15 @@ class Projection:
 NO_PROJECTION = Projection((), 0)
 
 
+@dataclass(frozen=True, slots=True)
+class TurnSpan:
+    """One turn of a history (§15.1): its rows, from its boundary (for the first turn of `B`,
+    from the first row after the fixed prefix) to the next turn's first row, and its pin."""
+
+    rows: range
+    pinned: bool
+
+
 class HistoryView(Protocol):
     """A valid history with its row view and pricing; plans are judged and applied on it."""
 
@@ -106,6 +115,15 @@ class HistoryView(Protocol):
     def fixed_floor_tokens(self) -> int:
         """§15.1's fixed floor: the leading system rows, the summary row and every pinned turn
         but the newest turn."""
+        ...
+
+    @property
+    def summary_row(self) -> int | None:
+        """The index of the §15.2 summary row; None when there is none."""
+        ...
+
+    def turn_spans(self) -> tuple[TurnSpan, ...]:
+        """Every turn (§15.1), oldest first: the pinned turns of the fixed prefix, then `B`'s."""
         ...
 
     def summary_request(self, stop: int, instruction: str) -> HistoryView:

@@ -11,10 +11,14 @@ from google.protobuf.message import Message
 from turnkeeper.core.clearing import clear_tool_results
 from turnkeeper.core.pricing import FRAMING_TOKENS, TOKENS_PER_IMAGE
 from turnkeeper.core.projection import project_working
+from turnkeeper.core.rows import with_chat_messages, with_conversation_messages
 from turnkeeper.core.sweep import sweep
 from turnkeeper.core.trimming import (
     TrimPlan,
+    fixed_floor,
     layout,
+    pinned_tokens,
+    pinned_turns,
     plan_row_count,
     plan_token_budget,
     plan_turn_count,
@@ -22,7 +26,13 @@ from turnkeeper.core.trimming import (
 from turnkeeper.core.working import WorkingHistory
 from turnkeeper.server import allocator
 from turnkeeper.server.contract import history_rules, limits, wire
-from turnkeeper.server.engine.protocol import NO_PROJECTION, PYTHON, HistorySource, Projection
+from turnkeeper.server.engine.protocol import (
+    NO_PROJECTION,
+    PYTHON,
+    HistorySource,
+    Projection,
+    TurnSpan,
+)
 from turnkeeper.v1 import history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -50,6 +60,43 @@ class PythonHistoryView:
     @property
     def system_floor_tokens(self) -> int:
         return sum(self.working.pricing.tokens[: layout(self.working.rows).system_rows])
+
+    @property
+    def pinned_tokens(self) -> int:
+        return pinned_tokens(self.working.rows, self.working.pricing.tokens)
+
+    @property
+    def fixed_floor_tokens(self) -> int:
+        return fixed_floor(self.working.rows, self.working.pricing.tokens)
+
+    @property
+    def summary_row(self) -> int | None:
+        lay = layout(self.working.rows)
+        return lay.system_rows if lay.head > lay.system_rows else None
+
+    def turn_spans(self) -> tuple[TurnSpan, ...]:
+        rows = self.working.rows
+        lay = layout(rows)
+        # The fixed prefix holds pinned turns only; B's turns carry their own pins.
+        prefix = [span for span in pinned_turns(lay, rows).spans if span.stop <= lay.prefix]
+        return (
+            *(TurnSpan(span, True) for span in prefix),
+            *(TurnSpan(lay.turn_span(t), lay.pinned[t]) for t in range(lay.turns)),
+        )
+
+    def summary_request(self, stop: int, instruction: str) -> PythonHistoryView:
+        """Rows 0 to `stop` (exclusive), then one user row holding `instruction` (§15.3), priced
+        anew: the instruction row starts the current user turn."""
+        history = self.working.history
+        prompt = history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=instruction)
+        if self.working.is_conversation:
+            conversation = history.conversation.messages
+            request = with_conversation_messages(
+                history, [*conversation[:stop], history_pb2.ConversationMessage(chat=prompt)]
+            )
+        else:
+            request = with_chat_messages(history, [*history.chat.messages[:stop], prompt])
+        return PythonHistoryView(WorkingHistory.of(request))
 
     def plan_token_budget(
         self,
