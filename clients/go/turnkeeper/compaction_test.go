@@ -101,3 +101,52 @@ func TestApplyCompactionCopiesTheRows(t *testing.T) {
 		t.Errorf("applying changed the input history: %v", history)
 	}
 }
+
+// The server plans, the client applies, and the server accepts the applied history: spec §11's
+// history (a 104-token system row, ten turns of two 104-token rows), budget 2,000, the first turn
+// pinned. The budget trim drops turn 2 alone, so the plan condenses it and keeps turn 1 out.
+func TestPlanCompactionThenApplyIt(t *testing.T) {
+	client := tcpClient(t)
+	ctx := testContext(t)
+	row := strings.Repeat("x", 400) // 104 tokens
+	rows := []*turnkeeperv1.ChatMessage{turnkeeper.System(row)}
+	for turn := range 10 {
+		question := turnkeeper.User(row)
+		question.Pinned = turn == 0
+		rows = append(rows, question, turnkeeper.Assistant(row))
+	}
+	history := turnkeeper.ChatHistory(rows...)
+	profiles := &turnkeeperv1.Profiles{
+		Runtime:   &turnkeeperv1.RuntimeProfile{DefaultProvider: "p", MaxContextTokens: proto.Uint64(2_000)},
+		Providers: []*turnkeeperv1.ProviderProfile{{Alias: "p", Model: "m", ContextWindow: proto.Uint64(8_000)}},
+	}
+	planned, err := client.PlanCompaction(ctx, &turnkeeperv1.PlanCompactionRequest{
+		History: history, Profiles: profiles, SummaryOutputTokens: proto.Uint64(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := planned.GetPlan()
+	if plan == nil {
+		t.Fatalf("no plan: %v", planned.GetRefusal())
+	}
+	if plan.GetCondensedTurns() != 1 || plan.GetSavedTokens() != 208-100 {
+		t.Errorf("condensed %d turns saving %d, want 1 turn saving 108", plan.GetCondensedTurns(), plan.GetSavedTokens())
+	}
+	applied, err := turnkeeper.ApplyCompaction(history, plan, "Summary: turn 2 asked and answered.")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := applied.GetChat().GetMessages()
+	want := append([]*turnkeeperv1.ChatMessage{rows[0], turnkeeper.SummaryRow("Summary: turn 2 asked and answered."), rows[1], rows[2]}, rows[5:]...)
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("applied history differs (-want +got):\n%s", diff)
+	}
+	prepared, err := client.PrepareModelCall(ctx, &turnkeeperv1.PrepareModelCallRequest{History: applied, Profiles: profiles})
+	if err != nil {
+		t.Fatalf("the server refused the applied history: %v", err)
+	}
+	// 104 + the summary + 9 x 208 < 2,000: the applied history fits, nothing is trimmed.
+	if len(prepared.GetTrims()) != 0 || !proto.Equal(prepared.GetHistory(), applied) {
+		t.Errorf("the applied history was trimmed again: %v", prepared.GetTrims())
+	}
+}
