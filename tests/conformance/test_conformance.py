@@ -22,8 +22,9 @@ AMENDMENTS = frozenset(range(1, 8))
 """§10.1-§10.7, the second edition."""
 THIRD_EDITION = frozenset({(11, 1), (11, 2)})
 """§11.1-§11.2 cache-stable trimming, of the third edition."""
-FOURTH_EDITION = frozenset({(13, 1), (13, 2), (13, 3), (13, 4), (16, 1), (16, 2)})
-"""§13.1-§13.4 tool context retention and §16.1-§16.2 the amendments, of the fourth edition."""
+FOURTH_EDITION = frozenset({(13, 1), (13, 2), (13, 3), (13, 4), (15, 3), (16, 1), (16, 2)})
+"""§13.1-§13.4 tool context retention, §15.3 planning a compaction and §16.1-§16.2 the amendments,
+of the fourth edition."""
 VECTORS: list[Vector] = vl.load_vectors()
 
 

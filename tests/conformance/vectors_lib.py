@@ -61,6 +61,7 @@ RPCS: Mapping[str, RpcSpec] = {
     "ResolveBudget": RpcSpec(svc.ResolveBudgetRequest, svc.ResolveBudgetResponse),
     "TrimHistory": RpcSpec(svc.TrimHistoryRequest, svc.TrimHistoryResponse),
     "PrepareModelCall": RpcSpec(svc.PrepareModelCallRequest, svc.PrepareModelCallResponse),
+    "PlanCompaction": RpcSpec(svc.PlanCompactionRequest, svc.PlanCompactionResponse),
     "CheckCapacity": RpcSpec(svc.CheckCapacityRequest, svc.CheckCapacityResponse),
     "SweepOrphans": RpcSpec(svc.SweepOrphansRequest, svc.SweepOrphansResponse),
     "CapToolResults": RpcSpec(svc.CapToolResultsRequest, svc.CapToolResultsResponse),

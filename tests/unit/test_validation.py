@@ -226,6 +226,106 @@ def test_conversation_breadcrumb_slot_counts_only_chat_system_rows() -> None:
     assert fields_of(check) == ["history.conversation.messages[2].chat.breadcrumb"]
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        row(SYS, pinned=True),
+        row(ASSISTANT, pinned=True),
+        row(TOOL, tool_call_id="t", pinned=True),
+        row(USER, "[Tool results] r", pinned=True),
+        row(USER, "crumb", breadcrumb=True, pinned=True),
+    ],
+)
+def test_chat_row_pinned_only_on_a_real_user_row(bad: history_pb2.ChatMessage) -> None:
+    """§15.1: a pin on anything but a real user row would split its turn."""
+    check = estimate(chat(row(USER, pinned=True), row(ASSISTANT), bad, row(USER)))
+    assert fields_of(check) == ["history.chat.messages[2].pinned"]
+    assert history_rules.HISTORY_RULES[history_rules.HistoryRule.PINNED][1] == (
+        "Only a real user row can be pinned: it pins its whole turn."
+    )
+
+
+def test_chat_row_pinned_on_the_summary_row() -> None:
+    summary = row(USER, "so far", summary=True, pinned=True)
+    assert fields_of(estimate(chat(row(SYS), summary))) == ["history.chat.messages[1].pinned"]
+
+
+def test_chat_row_summary_only_right_after_the_leading_system_rows() -> None:
+    """§15.2: at most one summary row, a user row right after the system rows."""
+    summary = row(USER, "so far", summary=True)
+    estimate(chat(summary, row(USER)))()
+    estimate(chat(row(SYS), row(SYS), summary, row(USER, "crumb", breadcrumb=True), row(USER)))()
+    assert fields_of(estimate(chat(row(SYS), row(USER), summary))) == [
+        "history.chat.messages[2].summary"
+    ]
+    assert fields_of(estimate(chat(row(SYS), summary, summary))) == [
+        "history.chat.messages[2].summary"
+    ]
+    after_crumb = chat(row(SYS), row(USER, "crumb", breadcrumb=True), summary)
+    assert fields_of(estimate(after_crumb)) == ["history.chat.messages[2].summary"]
+    assert fields_of(estimate(chat(row(SYS), row(ASSISTANT, summary=True)))) == [
+        "history.chat.messages[1].summary"
+    ]
+
+
+def test_chat_row_summary_marked_as_breadcrumb_too_is_a_misplaced_breadcrumb() -> None:
+    both = row(USER, "so far", summary=True, breadcrumb=True)
+    assert fields_of(estimate(chat(row(SYS), both))) == ["history.chat.messages[1].breadcrumb"]
+
+
+def test_chat_row_breadcrumb_after_the_summary_row_and_pinned_turns() -> None:
+    """§15.1: a breadcrumb may stand right after the pinned turns of the fixed prefix."""
+    crumb = row(USER, "crumb", breadcrumb=True)
+    summary = row(USER, "so far", summary=True)
+    pinned = [row(USER, "task", pinned=True), row(ASSISTANT)]
+    estimate(chat(row(SYS), summary, *pinned, *pinned, crumb, row(USER)))()
+    # Rows before the first pinned boundary belong to its turn.
+    estimate(chat(row(SYS), row(ASSISTANT), *pinned, crumb, row(USER)))()
+    unpinned = chat(row(SYS), *pinned, row(USER), crumb)
+    assert fields_of(estimate(unpinned)) == ["history.chat.messages[4].breadcrumb"]
+    no_turn = chat(row(SYS), row(ASSISTANT), crumb)
+    assert fields_of(estimate(no_turn)) == ["history.chat.messages[2].breadcrumb"]
+    twice = chat(row(SYS), *pinned, crumb, *pinned, crumb)
+    assert fields_of(estimate(twice)) == ["history.chat.messages[6].breadcrumb"]
+
+
+def test_conversation_pinned_and_summary_rules_on_chat_rows() -> None:
+    def c(message: history_pb2.ChatMessage) -> history_pb2.ConversationMessage:
+        return history_pb2.ConversationMessage(chat=message)
+
+    calls = history_pb2.ConversationMessage(
+        assistant_tool_calls=history_pb2.AssistantToolCalls(tool_calls=[call()])
+    )
+    results = history_pb2.ConversationMessage(
+        tool_results=history_pb2.ToolResults(
+            results=[history_pb2.ToolResult(tool_call_id="c1", content="r")]
+        )
+    )
+    crumb = c(row(USER, "crumb", breadcrumb=True))
+    good = conversation(
+        c(row(SYS)),
+        c(row(USER, "s", summary=True)),
+        c(row(USER, pinned=True)),
+        calls,
+        results,
+        crumb,
+        c(row(USER)),
+    )
+    estimate(good)()
+    bad = conversation(
+        c(row(SYS)),
+        c(row(USER)),
+        c(row(ASSISTANT, pinned=True)),
+        c(row(USER, summary=True)),
+        crumb,
+    )
+    assert fields_of(estimate(bad)) == [
+        "history.conversation.messages[2].chat.pinned",
+        "history.conversation.messages[3].chat.summary",
+        "history.conversation.messages[4].chat.breadcrumb",
+    ]
+
+
 def test_conversation_row_with_no_message_set() -> None:
     check = estimate(conversation(history_pb2.ConversationMessage()))
     assert fields_of(check) == ["history.conversation.messages[0].message"]

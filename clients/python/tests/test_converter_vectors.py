@@ -6,7 +6,9 @@ JSON exactly; the server's estimate of the history is the vector's; and the roun
 trim with no budget pressure, convert back, get the input exactly. `export` vectors check the
 history -> provider direction (and the estimate, and the trim round trip); `import-error`
 vectors must be refused with ConversionError. A vector's `exportOptions` (Anthropic only: the
-cache breakpoints and lifetime of spec §14) are passed to every export.
+cache breakpoints and lifetime of spec §14) are passed to every export. A vector's `marks` (the
+summary and pinned-turn marks of spec §15, which no provider format carries) are passed to every
+import, and `turn_marks` of the history must give them back (no marks: none).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from google.protobuf import json_format
 from turnkeeper.v1 import history_pb2, history_service_pb2, profile_pb2, trim_pb2
 
-from turnkeeper_client import ConversionError, TurnkeeperClient
+from turnkeeper_client import ConversionError, TurnkeeperClient, TurnMarks
 from turnkeeper_client.convert import (
     from_anthropic,
     from_openai,
@@ -28,6 +30,7 @@ from turnkeeper_client.convert import (
     to_anthropic,
     to_openai,
     to_openai_responses,
+    turn_marks,
 )
 
 from .conftest import REPO
@@ -65,6 +68,13 @@ def export_options(vector: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def marks(vector: dict[str, Any]) -> TurnMarks:
+    """The vector's `marks`, as the import functions take them."""
+    given = vector.get("marks", {})
+    assert set(given) <= {"summary", "pinnedTurns"}, given
+    return TurnMarks(given.get("summary", False), tuple(given.get("pinnedTurns", ())))
+
+
 def trim_without_pressure(client: TurnkeeperClient, history: history_pb2.History) -> Any:
     response = client.trim_history(
         history_service_pb2.TrimHistoryRequest(
@@ -94,13 +104,14 @@ def test_converter_vector(path: Path, client: TurnkeeperClient) -> None:
     from_format, to_format = FORMATS[vector["format"]]
     if vector["direction"] == "import-error":
         with pytest.raises(ConversionError):
-            from_format(vector["provider"], shape=vector["shape"])
+            from_format(vector["provider"], shape=vector["shape"], marks=marks(vector))
         return
     provider = vector["provider"]
     history = expected_history(vector)
     if vector["direction"] == "both":
-        got = from_format(provider, shape=vector["shape"])
+        got = from_format(provider, shape=vector["shape"], marks=marks(vector))
         assert json_format.MessageToDict(got) == json_format.MessageToDict(history)
+    assert turn_marks(history) == marks(vector)
     options = export_options(vector)
     assert to_format(history, **options) == provider
     estimate = client.estimate_tokens(history_service_pb2.EstimateTokensRequest(history=history))

@@ -2,7 +2,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import { type CallOptions, type Client, type Interceptor } from "@connectrpc/connect";
 import { TrimEventSubscription, type WatchOptions } from "./events.js";
 import { type RetryPolicy } from "./retry.js";
-import { HistoryService, type CapToolResultsRequestSchema, type CapToolResultsResponse, type CheckCapacityRequestSchema, type CheckCapacityResponse, type ClassifyProviderErrorRequestSchema, type ClassifyProviderErrorResponse, type EstimateTokensRequestSchema, type EstimateTokensResponse, type PrepareModelCallRequestSchema, type PrepareModelCallResponse, type ResolveBudgetRequestSchema, type ResolveBudgetResponse, type SweepOrphansRequestSchema, type SweepOrphansResponse, type TrimEventsRequestSchema, type TrimHistoryRequestSchema, type TrimHistoryResponse } from "./gen/turnkeeper/v1/history_service_pb.js";
+import { HistoryService, type CapToolResultsRequestSchema, type CapToolResultsResponse, type CheckCapacityRequestSchema, type CheckCapacityResponse, type ClassifyProviderErrorRequestSchema, type ClassifyProviderErrorResponse, type EstimateTokensRequestSchema, type EstimateTokensResponse, type PlanCompactionRequestSchema, type PlanCompactionResponse, type PrepareModelCallRequestSchema, type PrepareModelCallResponse, type ResolveBudgetRequestSchema, type ResolveBudgetResponse, type SweepOrphansRequestSchema, type SweepOrphansResponse, type TrimEventsRequestSchema, type TrimHistoryRequestSchema, type TrimHistoryResponse } from "./gen/turnkeeper/v1/history_service_pb.js";
 /** The server's message-size limit (64 MiB), used for both directions by default. */
 export declare const DEFAULT_MAX_MESSAGE_BYTES: number;
 /** The default deadline of a unary call. Every RPC is pure computation, so this is generous. */
@@ -76,6 +76,12 @@ export declare class TurnkeeperClient {
      * matched: the decision that starts reactive recovery (`prepareModelCall` with `overflowRecovery`).
      */
     classifyProviderError(request: MessageInitShape<typeof ClassifyProviderErrorRequestSchema>, options?: CallOptions): Promise<ClassifyProviderErrorResponse>;
+    /**
+     * Says what to condense instead of dropping it and the summary request that fits the summarizer's
+     * route (spec §15.3): a plan, or a refusal saying why there is none (not an error). It never calls
+     * a model: send `plan.summaryRequest`, then apply the plan with the answer (`applyCompaction`).
+     */
+    planCompaction(request: MessageInitShape<typeof PlanCompactionRequestSchema>, options?: CallOptions): Promise<PlanCompactionResponse>;
     /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */
     capToolResults(request: MessageInitShape<typeof CapToolResultsRequestSchema>, options?: CallOptions): Promise<CapToolResultsResponse>;
     /**

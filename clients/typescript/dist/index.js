@@ -3,7 +3,8 @@ export { ConversionError, TurnkeeperError, ERROR_DOMAIN, codeName } from "./erro
 export { TrimEventSubscription, isRetryableStreamError, backoffDelay, DEFAULT_MAX_BATCH_EVENTS, } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
-export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAISDK, fromAnthropic, fromOpenAI, fromOpenAIAgents, fromOpenAIResponses, toAISDK, toAnthropic, toOpenAI, toOpenAIAgents, toOpenAIResponses, MAX_CACHE_MARKS, } from "./convert/index.js";
+export { applyCompaction } from "./compaction.js";
+export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, fromAISDK, fromAnthropic, fromOpenAI, fromOpenAIAgents, fromOpenAIResponses, toAISDK, toAnthropic, toOpenAI, toOpenAIAgents, toOpenAIResponses, turnMarks, MAX_CACHE_MARKS, } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 // The turnkeeper.v1 contract: message types, their schemas (for create/fromJson/toJson) and enums.
 export * from "./gen/turnkeeper/v1/errors_pb.js";

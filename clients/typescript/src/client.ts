@@ -17,6 +17,8 @@ import {
   type ClassifyProviderErrorResponse,
   type EstimateTokensRequestSchema,
   type EstimateTokensResponse,
+  type PlanCompactionRequestSchema,
+  type PlanCompactionResponse,
   type PrepareModelCallRequestSchema,
   type PrepareModelCallResponse,
   type ResolveBudgetRequestSchema,
@@ -155,6 +157,15 @@ export class TurnkeeperClient {
     options?: CallOptions,
   ): Promise<ClassifyProviderErrorResponse> {
     return this.unary(options, (o) => this.raw.classifyProviderError(request, o));
+  }
+
+  /**
+   * Says what to condense instead of dropping it and the summary request that fits the summarizer's
+   * route (spec §15.3): a plan, or a refusal saying why there is none (not an error). It never calls
+   * a model: send `plan.summaryRequest`, then apply the plan with the answer (`applyCompaction`).
+   */
+  planCompaction(request: MessageInitShape<typeof PlanCompactionRequestSchema>, options?: CallOptions): Promise<PlanCompactionResponse> {
+    return this.unary(options, (o) => this.raw.planCompaction(request, o));
   }
 
   /** Applies the `max_tool_result_chars` cap to tool results as they are recorded. */

@@ -12,6 +12,7 @@ export type { WatchOptions, BackoffOptions } from "./events.js";
 export { DEFAULT_RETRY_POLICY, RETRYABLE_CODES } from "./retry.js";
 export type { RetryPolicy } from "./retry.js";
 export { reportedUsageOf } from "./usage.js";
+export { applyCompaction } from "./compaction.js";
 export {
   CARRIER_PREFIX,
   DEFAULT_BREADCRUMB,
@@ -25,9 +26,10 @@ export {
   toOpenAI,
   toOpenAIAgents,
   toOpenAIResponses,
+  turnMarks,
   MAX_CACHE_MARKS,
 } from "./convert/index.js";
-export type { AnthropicExportOptions, ConvertOptions, ProviderJson, Shape } from "./convert/index.js";
+export type { AnthropicExportOptions, ConvertOptions, ProviderJson, Shape, TurnMarks } from "./convert/index.js";
 export { Code } from "@connectrpc/connect";
 export type { CallOptions } from "@connectrpc/connect";
 

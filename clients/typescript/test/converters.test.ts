@@ -26,6 +26,7 @@ import {
   type AnthropicExportOptions,
   type ConvertOptions,
   type History,
+  turnMarks,
   type TurnkeeperClient,
 } from "../src/index.js";
 import { conformanceDir, tcpClient } from "./support.js";
@@ -50,6 +51,15 @@ interface Vector {
   estimate?: { totalTokens: number };
   /** Anthropic only: the cache breakpoints and lifetime of spec §14, passed to every export. */
   exportOptions?: { cacheBreakpoints?: number[]; cacheLifetime?: string };
+  /** The spec §15 marks no provider format carries, passed to every import; `turnMarks` gives them back. */
+  marks?: { summary?: boolean; pinnedTurns?: number[] };
+}
+
+/** The vector's `marks` with the defaults filled in, as {@link turnMarks} returns them. */
+function marksOf(vector: Vector): { summary: boolean; pinnedTurns: number[] } {
+  const marks = vector.marks ?? {};
+  assert.ok(Object.keys(marks).every((key) => key === "summary" || key === "pinnedTurns"));
+  return { summary: marks.summary ?? false, pinnedTurns: marks.pinnedTurns ?? [] };
 }
 
 /** The vector's `exportOptions` as the converters take them (the lifetime by its proto enum name). */
@@ -91,11 +101,13 @@ describe("converter vectors", () => {
     test(vector.name, async () => {
       const [from, to] = FORMATS[vector.format] ?? assert.fail(`unknown format ${vector.format}`);
       if (vector.direction === "import-error") {
-        assert.throws(() => from(vector.provider, { shape: vector.shape }), ConversionError);
+        assert.throws(() => from(vector.provider, { shape: vector.shape, marks: marksOf(vector) }), ConversionError);
         return;
       }
       const history = fromJson(HistorySchema, vector.history ?? null);
-      if (vector.direction === "both") assert.deepStrictEqual(asJson(from(vector.provider, { shape: vector.shape })), asJson(history));
+      const marks = marksOf(vector);
+      if (vector.direction === "both") assert.deepStrictEqual(asJson(from(vector.provider, { shape: vector.shape, marks })), asJson(history));
+      assert.deepStrictEqual(turnMarks(history), marks);
       const options = exportOptions(vector);
       assert.deepStrictEqual(to(history, options), vector.provider);
       const estimate = await client.estimateTokens({ history });

@@ -127,13 +127,17 @@ def project(history: history_pb2.History, keep_turns: int) -> Projected:
     if kept_from <= 0:
         return unchanged
 
-    # Rows before the first boundary (the leading system rows, the breadcrumb) are copied.
+    # Rows before the first boundary (the leading system rows, the summary row of §15.2, the
+    # breadcrumb) are copied: the summary row is never projected.
     sources = list(range(boundaries[0]))
     summaries: dict[int, int] = {}  # output index -> N
     collapsed: list[CollapsedTurn] = []
     left_out = 0
     for start, stop in pairwise(boundaries[: kept_from + 1]):
-        closing = stop - 1 if stop - 1 > start and steps[stop - 1].reply else None
+        # A pinned turn of the fixed prefix ends with its breadcrumb (§15.1): the closing reply
+        # is the row before it.
+        last = stop - 2 if steps[stop - 1].kind is RowKind.BREADCRUMB else stop - 1
+        closing = last if last > start and steps[last].reply else None
         drained = [
             i
             for i in range(start + 1, stop)

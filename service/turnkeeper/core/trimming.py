@@ -7,8 +7,9 @@ candidate cut is judged from running sums, so each operation is one O(n) pass.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import Protocol, TypeVar
 
 from turnkeeper.core.rows import Pricing, Row, RowKind
@@ -56,18 +57,21 @@ class Layout:
         return range(start, stop)
 
 
-def fixed_prefix_breadcrumb(rows: Sequence[Row], head: int) -> int | None:
-    """The breadcrumb of the fixed prefix (§15.1): the first breadcrumb at or after `head` when
-    every row between holds only whole pinned turns, that is, either nothing stands between, or
-    at least one turn boundary does and every turn boundary between is pinned (rows before the
-    first of them belong to its turn). None when there is no such breadcrumb."""
+def fixed_prefix_breadcrumb(marks: Iterable[tuple[RowKind, bool]]) -> int | None:
+    """Where the breadcrumb of the fixed prefix stands (§15.1), counted from the row after the
+    leading system rows and the summary row (`marks` gives each row's kind and pin from there).
+
+    It is the first breadcrumb when every row before it holds only whole pinned turns: either
+    nothing stands before it, or at least one turn boundary does and every turn boundary before
+    it is pinned (rows before the first of them belong to its turn). None when there is no such
+    breadcrumb. Reads no further than the first breadcrumb or the first unpinned boundary.
+    """
     seen_boundary = False
-    for i in range(head, len(rows)):
-        row = rows[i]
-        if row.kind is RowKind.BREADCRUMB:
-            return i if i == head or seen_boundary else None
-        if row.is_turn_boundary:
-            if not row.pinned:
+    for i, (kind, pinned) in enumerate(marks):
+        if kind is RowKind.BREADCRUMB:
+            return i if i == 0 or seen_boundary else None
+        if kind is RowKind.USER:
+            if not pinned:
                 return None
             seen_boundary = True
     return None
@@ -80,7 +84,8 @@ def layout(rows: Sequence[Row]) -> Layout:
     head = system_rows
     if head < len(rows) and rows[head].kind is RowKind.SUMMARY:
         head += 1
-    crumb = fixed_prefix_breadcrumb(rows, head)
+    offset = fixed_prefix_breadcrumb((row.kind, row.pinned) for row in islice(rows, head, None))
+    crumb = None if offset is None else head + offset
     prefix = head if crumb is None else crumb + 1
     boundaries = [i for i in range(prefix, len(rows)) if rows[i].is_turn_boundary]
     pinned = [rows[b].pinned for b in boundaries]

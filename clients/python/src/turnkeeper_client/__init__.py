@@ -10,12 +10,14 @@ from .aio import AsyncTrimWatch, AsyncTurnkeeperClient
 from .compaction import apply_compaction
 from .convert import (
     ConversionError,
+    TurnMarks,
     from_anthropic,
     from_openai,
     from_openai_responses,
     to_anthropic,
     to_openai,
     to_openai_responses,
+    turn_marks,
 )
 from .errors import (
     ClientError,
@@ -41,6 +43,7 @@ __all__ = [
     "PreconditionViolation",
     "RetryPolicy",
     "TrimWatch",
+    "TurnMarks",
     "TurnkeeperClient",
     "TurnkeeperError",
     "apply_compaction",
@@ -54,4 +57,5 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "to_openai_responses",
+    "turn_marks",
 ]

@@ -11,6 +11,22 @@ export interface ConvertOptions {
     shape?: Shape;
     /** User texts right after the leading system rows that mark the breadcrumb (default: the server's). */
     breadcrumbTexts?: readonly string[];
+    /** The spec §15 marks kept beside the provider JSON ({@link turnMarks}), set on the rows imported. */
+    marks?: TurnMarks;
+}
+/**
+ * The spec §15 marks of a history, which no provider format can carry: a provider refuses a key it
+ * does not know, so the summary row and a pinned turn's user row export as plain user messages, and
+ * the runtime keeps these marks beside the provider JSON.
+ */
+export interface TurnMarks {
+    /** The first row after the leading system rows is the summary row (§15.2). */
+    readonly summary?: boolean;
+    /**
+     * The pinned turns (§15.1) by their 0-based position among the history's turns, ascending; a turn
+     * starts at a real user row (not the summary, the breadcrumb or a `[Tool results]` carrier).
+     */
+    readonly pinnedTurns?: readonly number[];
 }
 /**
  * What the converters take: parsed JSON, or the same values as the SDKs type them (the `openai` and
@@ -73,8 +89,20 @@ export interface FlatRow {
     skeleton: JsonObject | undefined;
 }
 export type DefaultSkeleton = (row: FlatRow, previous: FlatRow | undefined) => JsonObject;
-/** Fills content, marks the breadcrumb, drops skeletons equal to the default and builds the history. */
+/** Fills content, sets the caller's marks, marks the breadcrumb, drops skeletons equal to the default and builds the history. */
 export declare function finish(rows: Row[], format: string, defaultSkeleton: DefaultSkeleton, options: ConvertOptions | undefined): History;
+/** A real user row (spec §0): a turn boundary, the only row a pin may mark (§15.1). */
+export declare function startsTurn(message: ChatMessage): boolean;
+/**
+ * The summary and pinned-turn marks of a history, to keep beside its provider JSON and pass back as
+ * `marks` when importing it again. A mark no provider position can name (a pin on a row that starts
+ * no turn, a summary row anywhere but right after the leading system rows) throws
+ * {@link ConversionError}: the server refuses such a history too.
+ */
+export declare function turnMarks(history: History): {
+    summary: boolean;
+    pinnedTurns: number[];
+};
 /** The provider rows a history stands for, in order, with their `format` skeletons. */
 export declare function flatRows(history: History, format: string): FlatRow[];
 /** Reads a row's priced text back in the order the skeleton's slots name it. */
@@ -104,7 +132,7 @@ export declare class Streams {
 }
 /** Images of a tool row or a `[Tool results]` carrier are attachments; other user rows' are markers. */
 export declare function imagesAreAttachments(message: ChatMessage): boolean;
-/** A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier. */
+/** A user row whose `[IMAGE:]` markers are plain text: the breadcrumb, the summary row (priced as text, spec §15.2) or a carrier. */
 export declare function markerTextRow(message: ChatMessage): boolean;
 /** The concatenated `text` of the parts whose type is one of `types`. */
 export declare function partTexts(parts: JsonObject[], types: readonly string[]): string;

@@ -31,6 +31,23 @@ export interface ConvertOptions {
   shape?: Shape;
   /** User texts right after the leading system rows that mark the breadcrumb (default: the server's). */
   breadcrumbTexts?: readonly string[];
+  /** The spec §15 marks kept beside the provider JSON ({@link turnMarks}), set on the rows imported. */
+  marks?: TurnMarks;
+}
+
+/**
+ * The spec §15 marks of a history, which no provider format can carry: a provider refuses a key it
+ * does not know, so the summary row and a pinned turn's user row export as plain user messages, and
+ * the runtime keeps these marks beside the provider JSON.
+ */
+export interface TurnMarks {
+  /** The first row after the leading system rows is the summary row (§15.2). */
+  readonly summary?: boolean;
+  /**
+   * The pinned turns (§15.1) by their 0-based position among the history's turns, ascending; a turn
+   * starts at a real user row (not the summary, the breadcrumb or a `[Tool results]` carrier).
+   */
+  readonly pinnedTurns?: readonly number[];
 }
 
 /**
@@ -244,7 +261,7 @@ export interface FlatRow {
 
 export type DefaultSkeleton = (row: FlatRow, previous: FlatRow | undefined) => JsonObject;
 
-/** Fills content, marks the breadcrumb, drops skeletons equal to the default and builds the history. */
+/** Fills content, sets the caller's marks, marks the breadcrumb, drops skeletons equal to the default and builds the history. */
 export function finish(
   rows: Row[],
   format: string,
@@ -252,7 +269,7 @@ export function finish(
   options: ConvertOptions | undefined,
 ): History {
   for (const row of rows) row.message.content = row.joined();
-  markBreadcrumb(rows, options?.breadcrumbTexts ?? [DEFAULT_BREADCRUMB]);
+  applyMarks(rows, options?.marks ?? {}, options?.breadcrumbTexts ?? [DEFAULT_BREADCRUMB]);
   let previous: FlatRow | undefined;
   for (const row of rows) {
     if (!jsonEqual(row.skeleton, defaultSkeleton({ message: row.message, reasoning: undefined, skeleton: undefined }, previous))) {
@@ -263,14 +280,71 @@ export function finish(
   return buildHistory(rows, options?.shape ?? "chat");
 }
 
-function markBreadcrumb(rows: Row[], texts: readonly string[]): void {
-  for (const { message } of rows) {
-    if (message.role === Role.SYSTEM) continue;
-    if (message.role === Role.USER && texts.includes(message.content) && message.attachments.length === 0) {
-      message.breadcrumb = true;
+/** A real user row (spec §0): a turn boundary, the only row a pin may mark (§15.1). */
+export function startsTurn(message: ChatMessage): boolean {
+  return message.role === Role.USER && !message.breadcrumb && !message.summary && !isCarrier(message.content);
+}
+
+/**
+ * The summary and pinned-turn marks of a history, to keep beside its provider JSON and pass back as
+ * `marks` when importing it again. A mark no provider position can name (a pin on a row that starts
+ * no turn, a summary row anywhere but right after the leading system rows) throws
+ * {@link ConversionError}: the server refuses such a history too.
+ */
+export function turnMarks(history: History): { summary: boolean; pinnedTurns: number[] } {
+  const rows = flatRows(history, "").map((row) => row.message);
+  const first = rows.findIndex((row) => row.role !== Role.SYSTEM);
+  const pinnedTurns: number[] = [];
+  let turn = 0;
+  rows.forEach((row, i) => {
+    if (row.summary && i !== first) throw new ConversionError(`rows[${i}]: a summary row stands nowhere but right after the system rows`);
+    if (startsTurn(row)) {
+      if (row.pinned) pinnedTurns.push(turn);
+      turn++;
+    } else if (row.pinned) {
+      throw new ConversionError(`rows[${i}]: pinned, but only a real user row starts a turn`);
     }
-    return;
+  });
+  return { summary: rows[first]?.summary ?? false, pinnedTurns };
+}
+
+/**
+ * Sets the caller's marks and finds the breadcrumb. Provider formats have no breadcrumb flag: a user
+ * row with a known breadcrumb text is the breadcrumb the server inserted when it stands where one may
+ * (spec §7, §15.1): right after the leading system rows, the summary row and the pinned turns before
+ * it. Turns are counted without it, so the pins are set on the same walk.
+ */
+function applyMarks(rows: Row[], marks: TurnMarks, texts: readonly string[]): void {
+  let leading = 0;
+  while (leading < rows.length && rows[leading]?.message.role === Role.SYSTEM) leading++;
+  const afterSystem = rows.slice(leading).map((row) => row.message);
+  if (marks.summary === true) {
+    const first = afterSystem[0];
+    if (first === undefined || first.role !== Role.USER || first.attachments.length > 0 || isCarrier(first.content)) {
+      throw new ConversionError("marks.summary: the first message after the system messages is no plain user message");
+    }
+    first.summary = true;
   }
+  const pinned = new Set(marks.pinnedTurns ?? []);
+  let turn = 0;
+  let crumbMayFollow = true;
+  for (const message of afterSystem) {
+    if (message.summary) continue;
+    const isCrumbText = message.role === Role.USER && texts.includes(message.content) && message.attachments.length === 0;
+    if (crumbMayFollow && isCrumbText) {
+      message.breadcrumb = true;
+      crumbMayFollow = false;
+    } else if (startsTurn(message)) {
+      message.pinned = pinned.has(turn);
+      crumbMayFollow = crumbMayFollow && message.pinned;
+      turn++;
+    } else if (turn === 0) {
+      // Rows before the first real user row belong to the first turn (spec §0).
+      crumbMayFollow = false;
+    }
+  }
+  const missing = (marks.pinnedTurns ?? []).find((n) => !(Number.isInteger(n) && n >= 0 && n < turn));
+  if (missing !== undefined) throw new ConversionError(`marks.pinnedTurns: turn ${missing} does not exist (the history has ${turn})`);
 }
 
 function buildHistory(rows: Row[], shape: Shape): History {
@@ -433,9 +507,9 @@ export function imagesAreAttachments(message: ChatMessage): boolean {
   return message.role === Role.TOOL || (message.role === Role.USER && isCarrier(message.content));
 }
 
-/** A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier. */
+/** A user row whose `[IMAGE:]` markers are plain text: the breadcrumb, the summary row (priced as text, spec §15.2) or a carrier. */
 export function markerTextRow(message: ChatMessage): boolean {
-  return message.breadcrumb || isCarrier(message.content);
+  return message.breadcrumb || message.summary || isCarrier(message.content);
 }
 
 /** The concatenated `text` of the parts whose type is one of `types`. */

@@ -5,5 +5,5 @@ export { fromOpenAIAgents, toOpenAIAgents } from "./openai_agents.js";
 export { fromAISDK, toAISDK } from "./ai_sdk.js";
 export { fromAnthropic, toAnthropic, MAX_CACHE_MARKS } from "./anthropic.js";
 export type { AnthropicExportOptions } from "./anthropic.js";
-export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, canonicalJson } from "./common.js";
-export type { ConvertOptions, ProviderJson, Shape } from "./common.js";
+export { CARRIER_PREFIX, DEFAULT_BREADCRUMB, canonicalJson, turnMarks } from "./common.js";
+export type { ConvertOptions, ProviderJson, Shape, TurnMarks } from "./common.js";

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from turnkeeper.core.rows import TOOL_RESULTS_PREFIX, RowKind, classify_chat
+from turnkeeper.core.trimming import fixed_prefix_breadcrumb
 from turnkeeper.server.contract.errors import Reason, Violation, Violations, violation
 from turnkeeper.v1 import errors_pb2, history_pb2
 
@@ -41,6 +43,8 @@ class HistoryRule(enum.StrEnum):
     RESULT_ID = "result_id"
     MESSAGE_REQUIRED = "message_required"
     TOOL_EXCHANGE_SUMMARY = "tool_exchange_summary"
+    PINNED = "pinned"
+    SUMMARY = "summary"
 
 
 # Every rule but TOO_MANY_ROWS, whose description names the row counts (`_too_many_rows`).
@@ -68,7 +72,8 @@ HISTORY_RULES: dict[HistoryRule, tuple[Reason, str]] = {
     HistoryRule.BREADCRUMB_ROLE: (INVALID_HISTORY, "Only a user row can be the breadcrumb."),
     HistoryRule.BREADCRUMB_PLACE: (
         INVALID_HISTORY,
-        "The breadcrumb must directly follow the leading system rows, and there can be only one.",
+        "The breadcrumb must directly follow the leading system rows, the summary row and the "
+        "pinned turns before it, and there can be only one.",
     ),
     HistoryRule.RESULTS_REQUIRED: (
         INVALID_HISTORY,
@@ -85,6 +90,15 @@ HISTORY_RULES: dict[HistoryRule, tuple[Reason, str]] = {
     HistoryRule.TOOL_EXCHANGE_SUMMARY: (
         INVALID_HISTORY,
         "Only an assistant row without tool calls can be a tool-exchange summary.",
+    ),
+    HistoryRule.PINNED: (
+        INVALID_HISTORY,
+        "Only a real user row can be pinned: it pins its whole turn.",
+    ),
+    HistoryRule.SUMMARY: (
+        INVALID_HISTORY,
+        "The summary row must be a user row directly after the leading system rows, before any "
+        "breadcrumb, and there can be only one.",
     ),
 }
 
@@ -122,10 +136,28 @@ def _tool_call_violations(
             out.append(_rule(HistoryRule.CALL_NAME, f"{path}[{j}].name"))
 
 
+class _Slots(NamedTuple):
+    """Where the marked rows of the fixed prefix may stand (§15.1, §15.2), as row indices."""
+
+    summary: int
+    """Right after the leading system rows."""
+    breadcrumb: int
+    """`fixed_prefix_breadcrumb` after them and the summary row; -1 when no place is valid."""
+
+
+def _slots(kinds: Sequence[RowKind], pins: Sequence[bool]) -> _Slots:
+    system_rows = _leading_run(kind is RowKind.SYSTEM for kind in kinds)
+    head = system_rows
+    if head < len(kinds) and kinds[head] is RowKind.SUMMARY:
+        head += 1
+    offset = fixed_prefix_breadcrumb((kinds[i], pins[i]) for i in range(head, len(kinds)))
+    return _Slots(system_rows, -1 if offset is None else head + offset)
+
+
 def _chat_row_violations(
-    row: history_pb2.ChatMessage, path: str, crumb_slot: bool, out: Violations
+    row: history_pb2.ChatMessage, path: str, index: int, slots: _Slots, out: Violations
 ) -> None:
-    """One chat row. `crumb_slot`: the row directly follows the leading run of system rows."""
+    """One chat row, at `index` of the history."""
     role = row.role
     if role not in _ROLES:
         out.append(_rule(HistoryRule.ROLE, f"{path}.role"))
@@ -141,8 +173,12 @@ def _chat_row_violations(
     if row.breadcrumb:
         if role != history_pb2.ROLE_USER:
             out.append(_rule(HistoryRule.BREADCRUMB_ROLE, f"{path}.breadcrumb"))
-        elif not crumb_slot:
+        elif index != slots.breadcrumb:
             out.append(_rule(HistoryRule.BREADCRUMB_PLACE, f"{path}.breadcrumb"))
+    if row.pinned and classify_chat(row) is not RowKind.USER:
+        out.append(_rule(HistoryRule.PINNED, f"{path}.pinned"))
+    if row.summary and (role != history_pb2.ROLE_USER or index != slots.summary):
+        out.append(_rule(HistoryRule.SUMMARY, f"{path}.summary"))
     # The mark is the projection's own (§13.1): a summary stands for calls, so it carries none.
     if row.tool_exchange_summary and (
         role != history_pb2.ROLE_ASSISTANT or row.tool_calls or row.breadcrumb
@@ -151,11 +187,11 @@ def _chat_row_violations(
 
 
 def _conversation_row_violations(
-    row: history_pb2.ConversationMessage, path: str, crumb_slot: bool, out: Violations
+    row: history_pb2.ConversationMessage, path: str, index: int, slots: _Slots, out: Violations
 ) -> None:
     kind = row.WhichOneof("message")
     if kind == "chat":
-        _chat_row_violations(row.chat, f"{path}.chat", crumb_slot, out)
+        _chat_row_violations(row.chat, f"{path}.chat", index, slots, out)
     elif kind == "assistant_tool_calls":
         _tool_call_violations(
             row.assistant_tool_calls.tool_calls, f"{path}.assistant_tool_calls.tool_calls", out
@@ -198,18 +234,19 @@ def history_violations(history: history_pb2.History, path: str, max_rows: int) -
         out.append(_too_many_rows(path, count, max_rows))
         return out
     base = f"{path}.{shape}.messages"
-    system = history_pb2.ROLE_SYSTEM
-    # The only place a breadcrumb may sit is the row right after the leading system rows.
+    # The summary row and the breadcrumb each have one place they may stand (§15.1, §15.2).
     if shape == "chat":
         chat_rows = history.chat.messages
-        crumb_slot = _leading_run(row.role == system for row in chat_rows)
+        slots = _slots([classify_chat(row) for row in chat_rows], [row.pinned for row in chat_rows])
         for i, chat_row in enumerate(chat_rows):
-            _chat_row_violations(chat_row, f"{base}[{i}]", i == crumb_slot, out)
+            _chat_row_violations(chat_row, f"{base}[{i}]", i, slots, out)
     else:
         rows = history.conversation.messages
-        crumb_slot = _leading_run(
-            row.WhichOneof("message") == "chat" and row.chat.role == system for row in rows
+        chats = [row.chat if row.WhichOneof("message") == "chat" else None for row in rows]
+        slots = _slots(
+            [RowKind.ASSISTANT if chat is None else classify_chat(chat) for chat in chats],
+            [chat is not None and chat.pinned for chat in chats],
         )
         for i, row in enumerate(rows):
-            _conversation_row_violations(row, f"{base}[{i}]", i == crumb_slot, out)
+            _conversation_row_violations(row, f"{base}[{i}]", i, slots, out)
     return out

@@ -10,8 +10,10 @@ from ._common import (
     DEFAULT_BREADCRUMB,
     ConversionError,
     Shape,
+    TurnMarks,
     chat_rows,
     plain_json,
+    turn_marks,
 )
 from .anthropic import AnthropicConversation, from_anthropic, to_anthropic
 from .openai_chat import from_openai, to_openai
@@ -26,6 +28,7 @@ __all__ = [
     "ConversionError",
     "Format",
     "Shape",
+    "TurnMarks",
     "chat_rows",
     "detect_format",
     "from_anthropic",
@@ -34,6 +37,7 @@ __all__ = [
     "to_anthropic",
     "to_openai",
     "to_openai_responses",
+    "turn_marks",
 ]
 
 _PROTO_KEYS = frozenset({"history", "chat", "conversation"})

@@ -184,18 +184,70 @@ class Row:
 DefaultSkeleton = Callable[["FlatRow", "FlatRow | None"], JSONObject]
 
 
+@dataclass(frozen=True)
+class TurnMarks:
+    """The spec §15 marks of a history, which no provider format can carry: a provider refuses a
+    key it does not know, so the summary row and a pinned turn's user row export as plain user
+    messages, and the runtime keeps these marks beside the provider JSON.
+
+    `summary`: the first row after the leading system rows is the summary row (§15.2).
+    `pinned_turns`: the pinned turns (§15.1) by their 0-based position among the history's turns,
+    ascending; a turn starts at a real user row (not the summary, the breadcrumb or a
+    `[Tool results]` carrier). `turn_marks(history)` reads them from a history; the import
+    functions take them as `marks=` and set them on the rows they make.
+    """
+
+    summary: bool = False
+    pinned_turns: tuple[int, ...] = ()
+
+
+def starts_turn(message: history_pb2.ChatMessage) -> bool:
+    """A real user row (spec §0): a turn boundary, the only row a pin may mark (§15.1)."""
+    return (
+        message.role == history_pb2.ROLE_USER
+        and not message.breadcrumb
+        and not message.summary
+        and not is_carrier(message.content)
+    )
+
+
+def turn_marks(history: history_pb2.History) -> TurnMarks:
+    """The summary and pinned-turn marks of a history, to keep beside its provider JSON and pass
+    back as `marks=` when importing it again. A mark no provider position can name (a pin on a row
+    that starts no turn, a summary row anywhere but right after the leading system rows) is a
+    `ConversionError`: the server refuses such a history too."""
+    rows = [row.message for row in flat_rows(history, "")]
+    first = next((i for i, row in enumerate(rows) if row.role != history_pb2.ROLE_SYSTEM), None)
+    pinned: list[int] = []
+    turn = 0
+    for i, row in enumerate(rows):
+        if row.summary and i != first:
+            raise ConversionError(
+                f"rows[{i}]: a summary row stands nowhere but right after the system rows"
+            )
+        if starts_turn(row):
+            if row.pinned:
+                pinned.append(turn)
+            turn += 1
+        elif row.pinned:
+            raise ConversionError(f"rows[{i}]: pinned, but only a real user row starts a turn")
+    return TurnMarks(first is not None and rows[first].summary, tuple(pinned))
+
+
 def finish(
     rows: Sequence[Row],
     fmt: str,
     default_skeleton: DefaultSkeleton,
     breadcrumb_texts: Iterable[str],
     shape: Shape,
+    marks: TurnMarks | None = None,
 ) -> history_pb2.History:
-    """Fills content, marks the breadcrumb, drops skeletons that say nothing (equal to what the
-    converter makes of the row without one) and builds the history in the asked shape."""
+    """Fills content, sets the caller's marks, marks the breadcrumb, drops skeletons that say
+    nothing (equal to what the converter makes of the row without one) and builds the history in
+    the asked shape."""
     for row in rows:
         row.message.content = row.joined()
-    _mark_breadcrumb(rows, breadcrumb_texts)
+    _apply_marks(rows, marks or TurnMarks(), breadcrumb_texts)
     previous: FlatRow | None = None
     for row in rows:
         if row.skeleton != default_skeleton(FlatRow(row.message, None, None), previous):
@@ -204,21 +256,55 @@ def finish(
     return _build_history(rows, shape)
 
 
-def _mark_breadcrumb(rows: Sequence[Row], breadcrumb_texts: Iterable[str]) -> None:
-    """Provider formats have no breadcrumb flag: a user row right after the leading system rows
-    whose text is a known breadcrumb text is the breadcrumb the server inserted."""
+def _apply_marks(rows: Sequence[Row], marks: TurnMarks, breadcrumb_texts: Iterable[str]) -> None:
+    """Sets the caller's marks and finds the breadcrumb. Provider formats have no breadcrumb flag:
+    a user row with a known breadcrumb text is the breadcrumb the server inserted when it stands
+    where one may (spec §7, §15.1): right after the leading system rows, the summary row and the
+    pinned turns before it. Turns are counted without it, so the pins are set on the same walk."""
     texts = frozenset(breadcrumb_texts)
-    for row in rows:
-        message = row.message
-        if message.role == history_pb2.ROLE_SYSTEM:
-            continue
+    leading = 0
+    while leading < len(rows) and rows[leading].message.role == history_pb2.ROLE_SYSTEM:
+        leading += 1
+    after_system = [row.message for row in rows[leading:]]
+    if marks.summary:
+        first = after_system[0] if after_system else None
         if (
+            first is None
+            or first.role != history_pb2.ROLE_USER
+            or first.attachments
+            or is_carrier(first.content)
+        ):
+            raise ConversionError(
+                "marks.summary: the first message after the system messages is no plain user "
+                "message"
+            )
+        first.summary = True
+    pinned = frozenset(marks.pinned_turns)
+    turn = 0
+    crumb_may_follow = True
+    for message in after_system:
+        if message.summary:
+            continue
+        is_crumb_text = (
             message.role == history_pb2.ROLE_USER
             and message.content in texts
             and not message.attachments
-        ):
+        )
+        if crumb_may_follow and is_crumb_text:
             message.breadcrumb = True
-        return
+            crumb_may_follow = False
+        elif starts_turn(message):
+            message.pinned = turn in pinned
+            crumb_may_follow = crumb_may_follow and message.pinned
+            turn += 1
+        elif turn == 0:
+            # Rows before the first real user row belong to the first turn (spec §0).
+            crumb_may_follow = False
+    missing = [n for n in marks.pinned_turns if not 0 <= n < turn]
+    if missing:
+        raise ConversionError(
+            f"marks.pinned_turns: turn {missing[0]} does not exist (the history has {turn})"
+        )
 
 
 def _build_history(rows: Sequence[Row], shape: Shape) -> history_pb2.History:
@@ -414,5 +500,6 @@ def user_images_are_attachments(message: history_pb2.ChatMessage) -> bool:
 
 
 def marker_text_row(message: history_pb2.ChatMessage) -> bool:
-    """A user row whose `[IMAGE:]` markers are plain text: the breadcrumb or a carrier."""
-    return message.breadcrumb or is_carrier(message.content)
+    """A user row whose `[IMAGE:]` markers are plain text: the breadcrumb, the summary row (priced
+    as text, spec §15.2) or a carrier."""
+    return message.breadcrumb or message.summary or is_carrier(message.content)

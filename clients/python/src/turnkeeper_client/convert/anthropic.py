@@ -21,6 +21,7 @@ from ._common import (
     Row,
     Shape,
     Streams,
+    TurnMarks,
     attachment_url,
     canonical_json,
     data_url,
@@ -78,6 +79,7 @@ def from_anthropic(
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
+    marks: TurnMarks | None = None,
 ) -> history_pb2.History:
     """Converts an Anthropic Messages request (`system` and `messages`; other keys are the
     caller's and are not read), or a bare `messages` array, to a History. Messages and blocks
@@ -86,6 +88,7 @@ def from_anthropic(
 
     `breadcrumb_texts`: a user row right after the system rows with one of these texts is marked
     as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).
+    `marks`: the summary and pinned-turn marks kept beside the provider JSON (`turn_marks`).
     """
     rows: list[Row] = []
     request = plain_json(request)
@@ -111,7 +114,7 @@ def from_anthropic(
             rows.append(_import_assistant(message, where))
         else:
             raise ConversionError(f"{where}.role: unsupported role {role!r}")
-    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape, marks)
 
 
 def _import_system_block(raw: object, where: str) -> Row:

@@ -29,6 +29,7 @@ from ._common import (
     Row,
     Shape,
     Streams,
+    TurnMarks,
     attachment_from_url,
     attachment_url,
     canonical_json,
@@ -86,10 +87,11 @@ def from_langchain(
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
+    marks: TurnMarks | None = None,
 ) -> history_pb2.History:
     """Converts LangChain messages (system, human, AI with tool calls, tool) to a History."""
     rows = [_import(message, f"messages[{i}]") for i, message in enumerate(messages)]
-    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape, marks)
 
 
 def _import(message: BaseMessage, where: str) -> Row:

@@ -18,6 +18,7 @@ from ._common import (
     Row,
     Shape,
     Streams,
+    TurnMarks,
     attachment_from_url,
     attachment_url,
     expect_list,
@@ -68,6 +69,7 @@ def from_openai(
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
+    marks: TurnMarks | None = None,
 ) -> history_pb2.History:
     """Converts Chat Completions `messages` (or a request object holding them) to a History.
     The messages may be dicts, their `model_dump()`s or the OpenAI SDK's objects (a
@@ -75,12 +77,13 @@ def from_openai(
 
     `breadcrumb_texts`: a user row right after the leading system rows with one of these texts is
     marked as the breadcrumb (pass the profile's `breadcrumb_text` if it sets one; `()` disables).
+    `marks`: the summary and pinned-turn marks kept beside the provider JSON (`turn_marks`).
     """
     messages = plain_json(messages)
     if isinstance(messages, Mapping):
         messages = expect_list(messages.get("messages"), "messages")
     rows = [_import_message(m, f"messages[{i}]") for i, m in enumerate(messages)]
-    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape, marks)
 
 
 def _import_message(raw: object, where: str) -> Row:

@@ -21,6 +21,7 @@ from ._common import (
     Row,
     Shape,
     Streams,
+    TurnMarks,
     attachment_from_url,
     attachment_url,
     canonical_json,
@@ -98,11 +99,14 @@ def from_openai_responses(
     *,
     shape: Shape = "chat",
     breadcrumb_texts: Iterable[str] = (DEFAULT_BREADCRUMB,),
+    marks: TurnMarks | None = None,
 ) -> history_pb2.History:
     """Converts Responses input items (or a request object holding them as `input`) to a History:
     one row per item. Items may be dicts, their `model_dump()`s or the OpenAI SDK's objects (a
     response's `output` items); a key whose value is None is absent. `breadcrumb_texts` as in
-    `from_openai`."""
+    `from_openai`.
+    `marks`: the summary and pinned-turn marks kept beside the provider JSON (`turn_marks`).
+    """
     items = plain_json(items)
     if isinstance(items, Mapping):
         items = expect_list(items.get("input"), "input")
@@ -110,7 +114,7 @@ def from_openai_responses(
         [_import_item(item, f"input[{i}]") for i, item in enumerate(items)],
         [_item_type(item) for item in items],
     )
-    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape)
+    return finish(rows, FORMAT, default_skeleton, breadcrumb_texts, shape, marks)
 
 
 def _item_type(item: object) -> object:
