@@ -79,6 +79,19 @@ class Plan:
     @property
     def cut_drop_target(self) -> int:
         """The drop the grid rounded the minimal cut up to; 0 with the minimal cut."""
+    @property
+    def kept_in_drop(self) -> list[tuple[int, int]]:
+        """The pinned turns inside the drop that are kept, as ascending (start, stop) row
+        ranges (§15.1)."""
+    @property
+    def breadcrumb_from(self) -> int | None:
+        """The input index of the breadcrumb written at `breadcrumb_at` when it is moved."""
+    @property
+    def pinned_turns(self) -> int:
+        """The pinned turns in the output (§15.1)."""
+    @property
+    def pinned_tokens(self) -> int:
+        """Their estimate, in tokens."""
 
 @final
 class OrphanKind:
@@ -126,8 +139,29 @@ class NativeHistory:
     def plan_row_count(self, keep: int) -> Plan:
         """`keep`: the row limit in effect (`trimming.rows_to_keep`), never 0."""
     def apply(
-        self, drop_start: int, drop_stop: int, breadcrumb: bool, breadcrumb_text: str
-    ) -> NativeHistory: ...
+        self,
+        drop: tuple[int, int],
+        kept_in_drop: list[tuple[int, int]],
+        breadcrumb: bool,
+        breadcrumb_from: int | None,
+        breadcrumb_text: str,
+    ) -> NativeHistory:
+        """The history after a plan (§15.1 order): the rows of `drop` (start, stop) out but the pinned turns
+        `kept_in_drop`; a breadcrumb when asked, the input's at `breadcrumb_from` or a new one."""
+    def summary_request(self, stop: int, instruction: str) -> NativeHistory:
+        """§15.3's summary request: rows 0 to `stop` (exclusive), then one user row holding
+        `instruction`."""
+    @property
+    def pinned_tokens(self) -> int:
+        """The estimate of the pinned turns (§15.1)."""
+    @property
+    def fixed_floor_tokens(self) -> int:
+        """The leading system rows, the summary row and every pinned turn but the newest."""
+    @property
+    def summary_row(self) -> int | None:
+        """The index of the §15.2 summary row, if any."""
+    def turn_spans(self) -> list[tuple[int, int, bool]]:
+        """Every turn (§15.1), oldest first, as (start, stop, pinned)."""
     def sweep(self) -> tuple[NativeHistory, list[Removal]]: ...
     @property
     def rows(self) -> int: ...

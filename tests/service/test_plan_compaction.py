@@ -1,5 +1,4 @@
-"""PlanCompaction (spec §15.3) through a real server (Python engine until the native one has
-§15): it answers, its plan reaches subscribers of meter updates as a compaction update, and a
+"""PlanCompaction (spec §15.3) through a real server, on each engine: it answers, its plan reaches subscribers of meter updates as a compaction update, and a
 runtime token acts for its own runtime only, as with PrepareModelCall."""
 
 from __future__ import annotations
@@ -26,8 +25,10 @@ def bearer(who: str) -> tuple[tuple[str, str]]:
     return (("authorization", f"Bearer {TOKENS[who][0]}"),)
 
 
-@pytest.fixture
-async def stub(tmp_path: Path) -> AsyncIterator[history_service_pb2_grpc.HistoryServiceStub]:
+@pytest.fixture(params=["native", "python"])
+async def stub(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> AsyncIterator[history_service_pb2_grpc.HistoryServiceStub]:
     path = tmp_path / "tokens.toml"
     path.write_text(
         "".join(
@@ -35,7 +36,7 @@ async def stub(tmp_path: Path) -> AsyncIterator[history_service_pb2_grpc.History
             for token, runtime, extra in TOKENS.values()
         )
     )
-    config = ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path), engine="python")
+    config = ServerConfig(listen=("127.0.0.1:0",), auth_tokens=str(path), engine=request.param)
     sidecar = Sidecar(config)
     await sidecar.start()
     try:
@@ -45,7 +46,7 @@ async def stub(tmp_path: Path) -> AsyncIterator[history_service_pb2_grpc.History
         await sidecar.stop(grace=0)
 
 
-def request(runtime_id: str) -> svc.PlanCompactionRequest:
+def plan_request(runtime_id: str) -> svc.PlanCompactionRequest:
     """§11's history (a 104-token system row, ten turns of two 104-token rows), budget 2,000:
     the budget trim drops one turn, which the plan condenses."""
     rows = [history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content=ROW)]
@@ -71,7 +72,7 @@ async def test_a_plan_reaches_meter_subscribers_as_a_compaction_update(
         svc.TrimEventsRequest(include_meter_updates=True), metadata=bearer("fleet")
     )
     assert (await meters.read()).WhichOneof("item") == "heartbeat"
-    response = await stub.PlanCompaction(request(""), metadata=bearer("a"), timeout=5)
+    response = await stub.PlanCompaction(plan_request(""), metadata=bearer("a"), timeout=5)
     plan = response.plan
     assert [(r.start, r.end) for r in plan.condensed_rows] == [(1, 3)]
     assert (plan.condensed_turns, plan.saved_tokens) == (1, 208 - 8)
@@ -91,8 +92,8 @@ async def test_a_runtime_token_cannot_plan_for_another_runtime(
     stub: history_service_pb2_grpc.HistoryServiceStub,
 ) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await stub.PlanCompaction(request("someone-else"), metadata=bearer("a"), timeout=5)
+        await stub.PlanCompaction(plan_request("someone-else"), metadata=bearer("a"), timeout=5)
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     with pytest.raises(grpc.aio.AioRpcError) as unauthenticated:
-        await stub.PlanCompaction(request("runtime-a"), timeout=5)
+        await stub.PlanCompaction(plan_request("runtime-a"), timeout=5)
     assert unauthenticated.value.code() == grpc.StatusCode.UNAUTHENTICATED

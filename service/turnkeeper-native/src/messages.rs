@@ -4,6 +4,7 @@
 //! it reads, counts its items against the request-item limit, and becomes one `Row`.
 
 use crate::conventions::Conventions;
+use crate::plan::PrefixWalk;
 use crate::pricing::{strip_sent_images, text_tokens};
 use crate::rows::{Marks, Row, RowBytes, RowKind};
 use crate::rules::{Rule, Violations};
@@ -123,6 +124,8 @@ pub(crate) struct ChatState {
     attachments: u32,
     breadcrumb: bool,
     exchange_summary: bool,
+    pinned: bool,
+    summary: bool,
 }
 
 impl ChatState {
@@ -136,6 +139,8 @@ impl ChatState {
             attachments: 0,
             breadcrumb: false,
             exchange_summary: false,
+            pinned: false,
+            summary: false,
         }
     }
 
@@ -156,6 +161,8 @@ impl ChatState {
                 (1, VARINT) => self.role = f.value as u32 as i32,
                 (6, VARINT) => self.breadcrumb = f.value != 0,
                 (8, VARINT) => self.exchange_summary = f.value != 0,
+                (9, VARINT) => self.pinned = f.value != 0,
+                (10, VARINT) => self.summary = f.value != 0,
                 (2, LEN) => self.content = Text::of(buf, &f)?,
                 (3, LEN) => self.tool_call_id = Text::of(buf, &f)?,
                 (4, LEN) => self.calls.read(buf, &f, depth + 1, ids, items)?,
@@ -177,10 +184,17 @@ impl ChatState {
         Ok(())
     }
 
-    fn kind(&self, buf: &[u8], conventions: &Conventions) -> RowKind {
+    /// Whether the row is marked pinned (valid only on a real user row).
+    pub(crate) fn pinned(&self) -> bool {
+        self.pinned
+    }
+
+    pub(crate) fn kind(&self, buf: &[u8], conventions: &Conventions) -> RowKind {
         let roles = &conventions.roles;
         let prefix = conventions.tool_results_prefix.as_str();
         match self.role {
+            // A row marked both is invalid (§15.2); the summary mark is read first.
+            r if r == roles.user && self.summary => RowKind::Summary,
             r if r == roles.user && self.breadcrumb => RowKind::Breadcrumb,
             r if r == roles.user && self.content.str(buf).starts_with(prefix) => RowKind::Carrier,
             r if r == roles.user => RowKind::User,
@@ -239,6 +253,7 @@ impl ChatState {
                         .str(buf)
                         .starts_with(conventions.parse_error_prefix.as_str()),
                 tool_step: false,
+                pinned: kind == RowKind::User && self.pinned,
             },
         }
     }
@@ -434,7 +449,7 @@ pub(crate) fn chat_violations(
     conventions: &Conventions,
     chat: &ChatState,
     path: impl Fn() -> String,
-    crumb_slot: bool,
+    slots: Slots,
     out: &mut Violations,
 ) {
     let roles = &conventions.roles;
@@ -459,15 +474,59 @@ pub(crate) fn chat_violations(
     if chat.breadcrumb {
         if chat.role != roles.user {
             out.add(Rule::BreadcrumbRole, || format!("{}.breadcrumb", path()));
-        } else if !crumb_slot {
+        } else if !slots.breadcrumb {
             out.add(Rule::BreadcrumbPlace, || format!("{}.breadcrumb", path()));
         }
+    }
+    // A pin on any row but a real user row would split its turn's exchange (§15.1).
+    if chat.pinned && kind != RowKind::User {
+        out.add(Rule::Pinned, || format!("{}.pinned", path()));
+    }
+    // One summary row, a user row, right after the leading system rows (§15.2).
+    if chat.summary && (chat.role != roles.user || chat.breadcrumb || !slots.summary) {
+        out.add(Rule::Summary, || format!("{}.summary", path()));
     }
     let plain_assistant = chat.role == roles.assistant && chat.calls.count == 0;
     if chat.exchange_summary && (!plain_assistant || chat.breadcrumb) {
         out.add(Rule::ToolExchangeSummary, || {
             format!("{}.tool_exchange_summary", path())
         });
+    }
+}
+
+/// Where a row may stand, from the rows before it (§15.1, §15.2).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Slots {
+    /// Every row before is a system row: the summary row's only place.
+    pub(crate) summary: bool,
+    /// The row is the breadcrumb of the fixed prefix (`PrefixWalk`): the breadcrumb's place.
+    pub(crate) breadcrumb: bool,
+}
+
+/// The placement rules' view of the rows read so far (`_slots` in history_rules.py).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Placement {
+    all_system: bool,
+    walk: PrefixWalk,
+}
+
+impl Placement {
+    pub(crate) const START: Placement = Placement {
+        all_system: true,
+        walk: PrefixWalk::START,
+    };
+
+    /// Where the next row, of `kind` and `pinned`, stands; called once for every row.
+    pub(crate) fn next(&mut self, kind: RowKind, pinned: bool) -> Slots {
+        let summary = self.all_system;
+        // The walk starts after the leading system rows and the summary row that follows them.
+        let in_head = summary && matches!(kind, RowKind::System | RowKind::Summary);
+        let breadcrumb = !in_head && self.walk.is_breadcrumb(kind, pinned);
+        self.all_system &= kind == RowKind::System;
+        Slots {
+            summary,
+            breadcrumb,
+        }
     }
 }
 

@@ -44,7 +44,13 @@ impl Span {
     /// which has no tool activity (the history rule keeps calls off a summary): it is copied, as
     /// §13.1 asks of exactly one summary.
     fn collapsing(rows: &[Row], start: usize, stop: usize) -> Option<Span> {
-        let closing = (stop > start && is_closing_reply(&rows[stop - 1])).then_some(stop - 1);
+        // A pinned turn of the fixed prefix ends with its breadcrumb (§15.1): the closing reply
+        // is the row before it.
+        let last = match stop.checked_sub(1) {
+            Some(i) if rows[i].kind == RowKind::Breadcrumb => i.checked_sub(1),
+            last => last,
+        };
+        let closing = last.filter(|&i| i >= start && is_closing_reply(&rows[i]));
         let drained_stop = closing.unwrap_or(stop);
         let mut drained = 0;
         let mut first: Option<&Row> = None;

@@ -14,7 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::conventions::{self, Prices, Roles};
 use crate::items::{self, FieldRule};
-use crate::plan::{self, Plan};
+use crate::plan::{self, Layout, Plan};
 use crate::rules::{self, Rule};
 use crate::scan::{scan_counted, ItemLimit, Refusal};
 use crate::sweep::OrphanKind;
@@ -194,6 +194,28 @@ impl NativeHistory {
     }
 
     #[getter]
+    fn pinned_tokens(&self) -> u64 {
+        self.working.pinned_tokens()
+    }
+
+    #[getter]
+    fn fixed_floor_tokens(&self) -> u64 {
+        self.working.fixed_floor_tokens()
+    }
+
+    /// The index of the §15.2 summary row, if any.
+    #[getter]
+    fn summary_row(&self) -> Option<usize> {
+        Layout::of(&self.working.history.rows).summary
+    }
+
+    /// Every turn (§15.1), oldest first, as (start, stop, pinned).
+    fn turn_spans(&self) -> Vec<(usize, usize, bool)> {
+        let rows = &self.working.history.rows;
+        Layout::of(rows).turn_spans(rows)
+    }
+
+    #[getter]
     fn rows(&self) -> usize {
         self.working.history.rows.len()
     }
@@ -292,19 +314,35 @@ impl NativeHistory {
         guarded(|| plan::row_count(&w.history.rows, &w.tokens, keep))
     }
 
-    /// The history after a plan: rows `drop_start..drop_stop` out, a breadcrumb if asked.
+    /// The history after a plan (§15.1 order): the rows of `drop` (start, stop) out but the
+    /// pinned turns `kept_in_drop`, then a breadcrumb if asked, the input's at `breadcrumb_from`
+    /// or new.
     fn apply(
         &self,
         py: Python<'_>,
-        drop_start: usize,
-        drop_stop: usize,
+        drop: (usize, usize),
+        kept_in_drop: Vec<(usize, usize)>,
         breadcrumb: bool,
+        breadcrumb_from: Option<usize>,
         breadcrumb_text: &str,
     ) -> PyResult<NativeHistory> {
+        let (drop_start, drop_stop) = drop;
         let w = &self.working;
+        let rows = w.history.rows.len();
+        let mut at = drop_start;
+        let inside = kept_in_drop.iter().all(|&(s, e)| {
+            let ordered = at <= s && s <= e;
+            at = e;
+            ordered
+        });
+        let crumb_inside = breadcrumb_from.is_none_or(|c| breadcrumb && c < rows);
+        if !inside || at > drop_stop || drop_stop > rows || !crumb_inside {
+            return Err(PyRuntimeError::new_err("a plan outside the history"));
+        }
         let plan = Plan {
             drop_start,
             drop_stop,
+            // Only whether there is one matters to `apply`.
             breadcrumb_at: breadcrumb.then_some(drop_start),
             dropped_turns: 0,
             kept_turns: 0,
@@ -313,13 +351,28 @@ impl NativeHistory {
             target_tokens: 0,
             cut_step: 0,
             cut_drop_target: 0,
+            kept_in_drop,
+            breadcrumb_from,
+            pinned_turns: 0,
+            pinned_tokens: 0,
         };
-        if drop_start > drop_stop || drop_stop > w.history.rows.len() {
-            return Err(PyRuntimeError::new_err("a plan outside the history"));
-        }
         let text = breadcrumb_text.to_owned();
         let applied = py.detach(|| guarded(|| w.apply(&plan, &text)))?;
         Ok(self.with(py, applied))
+    }
+
+    /// §15.3's summary request: rows `0..stop`, then one user row holding `instruction`.
+    fn summary_request(
+        &self,
+        py: Python<'_>,
+        stop: usize,
+        instruction: &str,
+    ) -> PyResult<NativeHistory> {
+        let w = &self.working;
+        let conventions = &self.conventions.get().0;
+        let request =
+            py.detach(|| guarded(|| w.summary_request(stop, instruction, conventions)))?;
+        Ok(self.with(py, request))
     }
 
     /// The swept history and its removals, in input order.

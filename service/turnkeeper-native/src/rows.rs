@@ -10,6 +10,9 @@ pub enum RowKind {
     User,
     Carrier,
     Breadcrumb,
+    /// The summary row of §15.2: a user row that stands for the turns it replaced, no turn
+    /// boundary, priced as text.
+    Summary,
     Assistant,
     Tool,
 }
@@ -53,6 +56,8 @@ pub struct Marks {
     pub parse_error: bool,
     /// An `AssistantToolCalls` row: never a closing reply, even without calls (§13.1).
     pub tool_step: bool,
+    /// A real user row marked `pinned` (§15.1): its whole turn survives every trim.
+    pub pinned: bool,
 }
 
 impl Row {
@@ -63,6 +68,11 @@ impl Row {
     /// A turn boundary the §13.1 projection and §13.4 clearing start a turn at.
     pub fn is_retention_boundary(&self) -> bool {
         self.kind == RowKind::User && !self.marks.parse_error
+    }
+
+    /// A turn boundary that pins its turn (§15.1).
+    pub fn pins_its_turn(&self) -> bool {
+        self.kind == RowKind::User && self.marks.pinned
     }
 
     /// The tool calls the row makes.

@@ -20,10 +20,12 @@ pub enum Rule {
     ResultId,
     MessageRequired,
     ToolExchangeSummary,
+    Pinned,
+    Summary,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 14] = [
+    pub const ALL: [Rule; 16] = [
         Rule::HistoryRequired,
         Rule::TooManyRows,
         Rule::Role,
@@ -38,6 +40,8 @@ impl Rule {
         Rule::ResultId,
         Rule::MessageRequired,
         Rule::ToolExchangeSummary,
+        Rule::Pinned,
+        Rule::Summary,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +60,8 @@ impl Rule {
             Rule::ResultId => "result_id",
             Rule::MessageRequired => "message_required",
             Rule::ToolExchangeSummary => "tool_exchange_summary",
+            Rule::Pinned => "pinned",
+            Rule::Summary => "summary",
         }
     }
 }

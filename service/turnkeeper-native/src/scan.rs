@@ -15,7 +15,7 @@
 use crate::conventions::Conventions;
 use crate::items::{self, ItemSchema};
 use crate::messages::{
-    chat_violations, CallsState, ChatState, Halt, Member, ResultsState, Scanned, Tally,
+    chat_violations, CallsState, ChatState, Halt, Member, Placement, ResultsState, Scanned, Tally,
 };
 use crate::rows::{History, Marks, Row, RowBytes, RowKind, Shape};
 use crate::rules::{Rule, Violations};
@@ -139,8 +139,8 @@ struct Scanner<'a> {
     /// Payloads of the current shape's list occurrences (merged in order).
     list_payloads: Vec<Field>,
     violations: Violations,
-    /// Every row so far is a system row: the next row is the breadcrumb's only place.
-    all_system_before: bool,
+    /// Where the next row may stand (the breadcrumb, the summary row).
+    placement: Placement,
     items: Tally,
 }
 
@@ -158,7 +158,7 @@ impl<'a> Scanner<'a> {
             },
             list_payloads: Vec::new(),
             violations: Violations::new(conventions.max_named_violations),
-            all_system_before: true,
+            placement: Placement::START,
             items: Tally::UNLIMITED,
         }
     }
@@ -213,35 +213,36 @@ impl<'a> Scanner<'a> {
             }
             self.items.take(1)?;
             let i = self.history.rows.len();
-            let crumb_slot = self.all_system_before;
             let row = match self.history.shape {
-                Some(Shape::Conversation) => self.conversation_row(&field, i, crumb_slot)?,
+                Some(Shape::Conversation) => self.conversation_row(&field, i)?,
                 _ => {
                     let mut chat = ChatState::new(self.history.ids.len());
                     let ids = &mut self.history.ids;
                     chat.merge(self.buf, &field, 3, ids, &mut self.items)?;
+                    let kind = chat.kind(self.buf, self.conventions);
+                    let slots = self.placement.next(kind, chat.pinned());
                     chat_violations(
                         self.buf,
                         self.conventions,
                         &chat,
                         || format!("history.chat.messages[{i}]"),
-                        crumb_slot,
+                        slots,
                         &mut self.violations,
                     );
                     chat.finish(self.buf, self.conventions, &mut self.history.ids, &field)
                 }
             };
-            self.all_system_before = self.all_system_before && row.kind == RowKind::System;
             self.history.rows.push(row);
         }
         Ok(())
     }
 
     /// A ConversationMessage occurrence (depth 3); its member is one level deeper.
-    fn conversation_row(&mut self, occurrence: &Field, i: usize, crumb_slot: bool) -> Scanned<Row> {
+    fn conversation_row(&mut self, occurrence: &Field, i: usize) -> Scanned<Row> {
         let buf = self.buf;
         let conventions = self.conventions;
         let out = &mut self.violations;
+        let placement = &mut self.placement;
         let path = || format!("history.conversation.messages[{i}]");
         let ids = &mut self.history.ids;
         let items = &mut self.items;
@@ -275,18 +276,22 @@ impl<'a> Scanner<'a> {
         Ok(match member {
             Member::Chat(chat) => {
                 let chat_path = || format!("{}.chat", path());
-                chat_violations(buf, conventions, &chat, chat_path, crumb_slot, out);
+                let slots = placement.next(chat.kind(buf, conventions), chat.pinned());
+                chat_violations(buf, conventions, &chat, chat_path, slots, out);
                 chat.finish(buf, conventions, ids, occurrence)
             }
             Member::Calls(calls) => {
+                placement.next(RowKind::Assistant, false);
                 calls.violations(|| format!("{}.assistant_tool_calls", path()), out);
                 calls.finish(occurrence)
             }
             Member::Results(results) => {
+                placement.next(RowKind::Tool, false);
                 results.violations(|| format!("{}.tool_results", path()), out);
                 results.finish(occurrence)
             }
             Member::None => {
+                placement.next(RowKind::Assistant, false);
                 out.add(Rule::MessageRequired, || format!("{}.message", path()));
                 Row {
                     kind: RowKind::Assistant,

@@ -2,9 +2,9 @@
 //! (`turnkeeper/core/working.py`), and written back as response bytes: kept rows are copied
 //! from the request, never re-encoded.
 
-use crate::conventions::Prices;
-use crate::plan::Plan;
-use crate::pricing::text_tokens;
+use crate::conventions::{Conventions, Prices};
+use crate::plan::{Layout, Plan};
+use crate::pricing::{strip_sent_images, text_tokens};
 use crate::rows::{History, Marks, Row, RowBytes, RowKind, Shape};
 use crate::sweep::{self, OrphanKind};
 use crate::wire::{self, put_len, put_len_header, put_uint, varint_len, Field, Reader, LEN};
@@ -79,30 +79,48 @@ impl Working {
             .count() as u64
     }
 
-    /// The output of a plan: rows outside `drop`, a new breadcrumb where planned.
+    /// The output of a plan (§15.1 order): the rows before `drop`, the pinned turns kept inside
+    /// it, the breadcrumb (the input's, moved, or a new one) where planned, the rows after it.
     pub fn apply(&self, plan: &Plan, breadcrumb_text: &str) -> Working {
         if !plan.trimmed() {
             return self.clone();
         }
         let (start, stop) = (plan.drop_start, plan.drop_stop);
-        let keep = |v: &[u64], crumb: u64| -> Vec<u64> {
-            let mut out = Vec::with_capacity(v.len() - (stop - start) + 1);
-            out.extend_from_slice(&v[..start]);
-            if plan.breadcrumb_at.is_some() {
-                out.push(crumb);
-            }
-            out.extend_from_slice(&v[stop..]);
-            out
-        };
-        let tokens = keep(&self.tokens, self.prices.price_text(breadcrumb_text));
-        let images = keep(&self.images, 0);
+        let crumb = plan.breadcrumb_at.map(|_| match plan.breadcrumb_from {
+            Some(from) => (
+                self.history.rows[from].clone(),
+                self.tokens[from],
+                self.images[from],
+            ),
+            None => (
+                self.breadcrumb_row(breadcrumb_text),
+                self.prices.price_text(breadcrumb_text),
+                0,
+            ),
+        });
+        let kept: usize = plan.kept_in_drop.iter().map(|(s, e)| e - s).sum();
+        let len = self.history.rows.len() - (stop - start) + kept + usize::from(crumb.is_some());
+        let mut rows = Vec::with_capacity(len);
+        let mut tokens = Vec::with_capacity(len);
+        let mut images = Vec::with_capacity(len);
         let old = &self.history.rows;
-        let mut rows = Vec::with_capacity(old.len() - (stop - start) + 1);
-        rows.extend_from_slice(&old[..start]);
-        if plan.breadcrumb_at.is_some() {
-            rows.push(self.breadcrumb_row(breadcrumb_text));
+        let mut copy = |from: usize, to: usize| {
+            rows.extend_from_slice(&old[from..to]);
+            tokens.extend_from_slice(&self.tokens[from..to]);
+            images.extend_from_slice(&self.images[from..to]);
+        };
+        copy(0, start);
+        for &(from, to) in &plan.kept_in_drop {
+            copy(from, to);
+        }
+        if let Some((row, cost, sent)) = crumb {
+            rows.push(row);
+            tokens.push(cost);
+            images.push(sent);
         }
         rows.extend_from_slice(&old[stop..]);
+        tokens.extend_from_slice(&self.tokens[stop..]);
+        images.extend_from_slice(&self.images[stop..]);
         let history = History {
             rows,
             ..self.history_without_rows()
@@ -113,6 +131,83 @@ impl Working {
             images,
             prices: self.prices,
         }
+    }
+
+    /// The estimate of the pinned turns (§15.1).
+    pub fn pinned_tokens(&self) -> u64 {
+        let turns = Layout::of(&self.history.rows).pinned_turns(&self.history.rows);
+        turns
+            .iter()
+            .map(|&(s, e)| self.tokens[s..e].iter().sum::<u64>())
+            .sum()
+    }
+
+    /// §15.1's fixed floor: the leading system rows, the summary row and every pinned turn but
+    /// the newest turn.
+    pub fn fixed_floor_tokens(&self) -> u64 {
+        let rows = &self.history.rows;
+        let lay = Layout::of(rows);
+        let newest = rows.iter().rposition(Row::is_turn_boundary);
+        let head = lay.system_rows + usize::from(lay.summary.is_some());
+        let pinned = lay.pinned_turns(rows).into_iter();
+        let older = pinned.filter(|&(s, e)| newest.is_none_or(|b| !(s..e).contains(&b)));
+        let turns: u64 = older
+            .map(|(s, e)| self.tokens[s..e].iter().sum::<u64>())
+            .sum();
+        self.tokens[..head].iter().sum::<u64>() + turns
+    }
+
+    /// §15.3's summary request: rows `0..stop` as they are, then one user row holding
+    /// `instruction`, encoded as protobuf encodes `ChatMessage(role=ROLE_USER, content=...)`;
+    /// priced anew, as the new row becomes the current turn's start.
+    pub fn summary_request(
+        &self,
+        stop: usize,
+        instruction: &str,
+        conventions: &Conventions,
+    ) -> Working {
+        let stop = stop.min(self.history.rows.len());
+        let mut chat = Vec::with_capacity(instruction.len() + 8);
+        put_uint(&mut chat, 1, i64::from(conventions.roles.user) as u64);
+        if !instruction.is_empty() {
+            put_len(&mut chat, 2, instruction.as_bytes());
+        }
+        let (nbytes, images) = strip_sent_images(instruction);
+        let end = self.history.ids.len();
+        let row = Row {
+            kind: RowKind::User,
+            provider_rows: 1,
+            text_bytes: nbytes,
+            text_tokens: text_tokens(nbytes),
+            marker_images: images,
+            attachments: 0,
+            bytes: RowBytes::Owned(self.in_shape(&chat).into()),
+            calls: (end, end),
+            results: (end, end),
+            marks: Marks::default(),
+        };
+        let mut rows = Vec::with_capacity(stop + 1);
+        rows.extend_from_slice(&self.history.rows[..stop]);
+        rows.push(row);
+        let history = History {
+            rows,
+            ..self.history_without_rows()
+        };
+        Working::of(history, self.prices)
+    }
+
+    /// A chat row's bytes as an entry of this history's messages list: in the conversation
+    /// shape, the `chat` member of a ConversationMessage.
+    pub(crate) fn in_shape(&self, chat: &[u8]) -> Vec<u8> {
+        let mut bytes = Vec::with_capacity(chat.len() + 12);
+        if self.history.shape == Some(Shape::Conversation) {
+            let mut member = Vec::with_capacity(chat.len() + 6);
+            put_len(&mut member, 1, chat);
+            put_len(&mut bytes, 1, &member);
+        } else {
+            put_len(&mut bytes, 1, chat);
+        }
+        bytes
     }
 
     /// The number of leading system rows (§9 layout).
@@ -152,14 +247,7 @@ impl Working {
         let mut chat = vec![0x08, 0x02];
         put_len(&mut chat, 2, text.as_bytes());
         chat.extend_from_slice(&[0x30, 0x01]);
-        let mut bytes = Vec::with_capacity(chat.len() + 12);
-        if self.history.shape == Some(Shape::Conversation) {
-            let mut member = Vec::with_capacity(chat.len() + 6);
-            put_len(&mut member, 1, &chat);
-            put_len(&mut bytes, 1, &member);
-        } else {
-            put_len(&mut bytes, 1, &chat);
-        }
+        let bytes = self.in_shape(&chat);
         let nbytes = text.len() as u64;
         let end = self.history.ids.len();
         Row {
@@ -586,6 +674,10 @@ mod tests {
             target_tokens: 0,
             cut_step: 0,
             cut_drop_target: 0,
+            kept_in_drop: Vec::new(),
+            breadcrumb_from: None,
+            pinned_turns: 0,
+            pinned_tokens: 0,
         };
         let trimmed = w.apply(&plan, "earlier turns dropped");
         use RowKind::*;

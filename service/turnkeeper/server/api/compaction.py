@@ -6,7 +6,7 @@ It runs the preparation's own steps (rpcs.py: resolve, sweep, turn limit, projec
 trim), so it condenses exactly the turns a `PrepareModelCall` of the same request would drop now.
 Those are the oldest unpinned turns (every trim keeps pinned ones, §15.1), so the turns the
 preparation lost are counted, then found in the swept history projected whole: the request the
-preparation would send without this call's cut.
+preparation would send without this call's cut, which the summary request is cut from.
 """
 
 from __future__ import annotations
@@ -35,19 +35,15 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
     """§15.3's plan, or the refusal that says why there is none; the plan is published as a
     compaction update for subscribers that opted in to meter updates."""
     view, resolved, summarizer = _resolve(request, source)
-    resolution, limits = resolved.resolution, resolved.limits
+    resolution = resolved.resolution
     response = svc.PlanCompactionResponse()
     response.resolution.CopyFrom(resolution)
     swept, removals = view.sweep()  # §10.2
-    _, limited = apply_turn_limit(swept, resolution, limits)
-    projected, _ = limited.project(resolution.keep_tool_context_turns)
-    extras = request_extras(request)
-    budget_plan = budget_trim(request, projected, resolution, limits, extras)[0]
-    # The turns the preparation lost, to the turn limit or the budget trim: the oldest unpinned.
-    lost = swept.turns - projected.apply(budget_plan, limits.breadcrumb_text).turns
-    if lost <= 0:
+    lost = _lost_turns(request, swept, resolved)
+    if not lost:
         response.refusal.reason = NOTHING_TO_CONDENSE
         return Reply(response.SerializeToString())
+    # The request the preparation would send without this call's cut.
     whole, projection = swept.project(resolution.keep_tool_context_turns)
     spans = whole.turn_spans()
     candidates = [span for span in spans if not span.pinned][:lost]
@@ -61,15 +57,15 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
         if request.HasField("summary_output_tokens")
         else DEFAULT_SUMMARY_OUTPUT_TOKENS
     )
+    extras = request_extras(request)
     priced_extras = extras.hook_tokens + extras.schema_tokens
     capacity = summarizer.resolution.capacity.safety_tokens
-    instruction_tokens = price_text(instruction)
+    added = price_text(instruction) + priced_extras + output_tokens
 
     def request_tokens(turns: int) -> int:
         """The summary request through the `turns` oldest candidates, with everything the
         summarizer's pre-flight adds, priced without building it."""
-        last = candidates[turns - 1].rows.stop - 1
-        return whole.tokens_through(last) + instruction_tokens + priced_extras + output_tokens
+        return whole.tokens_through(candidates[turns - 1].rows.stop - 1) + added
 
     condensed_turns = _longest_fitting(
         len(candidates), lambda turns: request_tokens(turns) <= capacity
@@ -86,11 +82,12 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
     if saved < request.min_saved_tokens:
         refusal = response.refusal
         refusal.reason = NO_SAVING
-        refusal.saved_tokens = saved
+        refusal.saved_tokens = saturate(saved)
         refusal.min_saved_tokens = request.min_saved_tokens
         return Reply(response.SerializeToString())
-    summary_request = whole.summary_request(stop, instruction)
     plan = response.plan
+    summary_request = whole.summary_request(stop, instruction)
+    plan.summary_request.CopyFrom(_history(summary_request))
     removed = removed_rows(removals)
     plan.condensed_rows.extend(
         _input_range(rows, projection.collapsed, removed) for rows in condensed
@@ -100,7 +97,6 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
         for span in spans
         if span.pinned and span.rows.start < stop
     )
-    plan.summary_request.CopyFrom(_history(summary_request))
     plan.summary_output_tokens = output_tokens
     plan.summary_request_tokens = saturate(summary_request.total_tokens + priced_extras)
     plan.summarizer_resolution.CopyFrom(summarizer.resolution)
@@ -113,6 +109,18 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
     )
     caller = request.caller if request.HasField("caller") else None
     return Reply(response.SerializeToString(), (), (caller, resolution.route, planned, None))
+
+
+def _lost_turns(request: svc.PlanCompactionRequest, swept: HistoryView, resolved: Resolved) -> int:
+    """The turns the preparation's trims drop now (§15.3 step 1): its turn limit, then its budget
+    trim of the projection, with the low water's grid and the room of §12, calibrated by
+    reported usage when given. Every trim keeps pinned turns, so these are the oldest unpinned
+    turns, and the prepared history has that many turns fewer."""
+    resolution, limits = resolved.resolution, resolved.limits
+    _, limited = apply_turn_limit(swept, resolution, limits)
+    projected, _ = limited.project(resolution.keep_tool_context_turns)
+    plan = budget_trim(request, projected, resolution, limits, request_extras(request))[0]
+    return max(swept.turns - projected.apply(plan, limits.breadcrumb_text).turns, 0)
 
 
 def _resolve(

@@ -35,6 +35,7 @@ from turnkeeper.server.engine.protocol import (
     CollapsedTurn,
     HistorySource,
     Projection,
+    TurnSpan,
 )
 from turnkeeper.v1 import history_pb2, trim_pb2
 
@@ -80,6 +81,10 @@ def _plan(plan: _native.Plan) -> TrimPlan:
         plan.target_tokens,
         plan.cut_step,
         plan.cut_drop_target,
+        tuple(range(start, stop) for start, stop in plan.kept_in_drop),
+        plan.breadcrumb_from,
+        plan.pinned_turns,
+        plan.pinned_tokens,
     )
 
 
@@ -127,11 +132,15 @@ class NativeHistoryView:
         return _plan(self.native.plan_row_count(rows_to_keep(limit)))
 
     def apply(self, plan: TrimPlan, breadcrumb_text: str) -> NativeHistoryView:
-        drop = plan.drop
-        if not drop:
+        if not plan.trimmed:
             return self
+        drop = plan.drop
         applied = self.native.apply(
-            drop.start, drop.stop, plan.breadcrumb_at is not None, breadcrumb_text
+            (drop.start, drop.stop),
+            [(kept.start, kept.stop) for kept in plan.kept_in_drop],
+            plan.breadcrumb_at is not None,
+            plan.breadcrumb_from,
+            breadcrumb_text,
         )
         return NativeHistoryView(applied)
 
@@ -168,6 +177,26 @@ class NativeHistoryView:
         native, turns, rows_left_out = projected
         collapsed = tuple(CollapsedTurn(*turn) for turn in turns)
         return NativeHistoryView(native), Projection(collapsed, rows_left_out)
+
+    @property
+    def pinned_tokens(self) -> int:
+        return self.native.pinned_tokens
+
+    @property
+    def fixed_floor_tokens(self) -> int:
+        return self.native.fixed_floor_tokens
+
+    @property
+    def summary_row(self) -> int | None:
+        return self.native.summary_row
+
+    def turn_spans(self) -> tuple[TurnSpan, ...]:
+        return tuple(
+            TurnSpan(range(start, stop), pinned) for start, stop, pinned in self.native.turn_spans()
+        )
+
+    def summary_request(self, stop: int, instruction: str) -> NativeHistoryView:
+        return NativeHistoryView(self.native.summary_request(max(stop, 0), instruction))
 
     def clear_tool_results(
         self, keep_newest: int, stop_tokens: int
