@@ -174,6 +174,14 @@ func (c *Client) ClassifyProviderError(ctx context.Context, req *turnkeeperv1.Cl
 	return unary(c, ctx, c.stub.ClassifyProviderError, req, opts)
 }
 
+// PlanCompaction says what to condense instead of dropping it (spec §15.3) and hands over a
+// summary request that fits the summarizer's route. It never calls a model: send
+// plan.SummaryRequest, then build the new history with ApplyCompaction. A response without a plan
+// carries its CompactionRefusal (nothing to condense, too large, no saving); that is not an error.
+func (c *Client) PlanCompaction(ctx context.Context, req *turnkeeperv1.PlanCompactionRequest, opts ...grpc.CallOption) (*turnkeeperv1.PlanCompactionResponse, error) {
+	return unary(c, ctx, c.stub.PlanCompaction, req, opts)
+}
+
 // CapToolResults applies the max_tool_result_chars cap to tool results being recorded.
 func (c *Client) CapToolResults(ctx context.Context, req *turnkeeperv1.CapToolResultsRequest, opts ...grpc.CallOption) (*turnkeeperv1.CapToolResultsResponse, error) {
 	return unary(c, ctx, c.stub.CapToolResults, req, opts)

@@ -68,6 +68,7 @@ var unaryRPCs = map[string]rpc{
 	"SweepOrphans":          unaryRPC((*turnkeeper.Client).SweepOrphans),
 	"CapToolResults":        unaryRPC((*turnkeeper.Client).CapToolResults),
 	"ClassifyProviderError": unaryRPC((*turnkeeper.Client).ClassifyProviderError),
+	"PlanCompaction":        unaryRPC((*turnkeeper.Client).PlanCompaction),
 }
 
 // TestWrapperCoversEveryUnaryRPC fails when the contract gains a unary RPC the wrapper lacks.

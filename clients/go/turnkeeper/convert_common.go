@@ -43,6 +43,8 @@ type ConvertOptions struct {
 	// BreadcrumbTexts are the user texts right after the leading system rows that mark the breadcrumb;
 	// nil means the server's default text.
 	BreadcrumbTexts []string
+	// Marks are the summary and pinned-turn marks kept beside the provider JSON (TurnMarksOf).
+	Marks TurnMarks
 }
 
 type object = map[string]any
@@ -348,7 +350,8 @@ type flatRow struct {
 
 type defaultSkeletonFunc func(row flatRow, previous *flatRow) (object, error)
 
-// finish fills content, marks the breadcrumb, drops skeletons equal to the default and builds the history.
+// finish fills content, sets the caller's marks (TurnMarks) and the breadcrumb, drops skeletons
+// equal to the default and builds the history.
 func finish(rows []*importRow, format string, defaults defaultSkeletonFunc, opts ConvertOptions) (*turnkeeperv1.History, error) {
 	for _, row := range rows {
 		row.message.Content = row.joined("")
@@ -357,15 +360,8 @@ func finish(rows []*importRow, format string, defaults defaultSkeletonFunc, opts
 	if texts == nil {
 		texts = []string{DefaultBreadcrumb}
 	}
-	for _, row := range rows {
-		m := row.message
-		if m.GetRole() == turnkeeperv1.Role_ROLE_SYSTEM {
-			continue
-		}
-		if m.GetRole() == turnkeeperv1.Role_ROLE_USER && slices.Contains(texts, m.GetContent()) && len(m.GetAttachments()) == 0 {
-			m.Breadcrumb = true
-		}
-		break
+	if err := applyMarks(rows, opts.Marks, texts); err != nil {
+		return nil, err
 	}
 	var previous *flatRow
 	for _, row := range rows {
@@ -617,8 +613,10 @@ func imagesAreAttachments(m *turnkeeperv1.ChatMessage) bool {
 	return m.GetRole() == turnkeeperv1.Role_ROLE_TOOL || (m.GetRole() == turnkeeperv1.Role_ROLE_USER && isCarrier(m.GetContent()))
 }
 
+// markerTextRow says whether a user row's [IMAGE:] markers are plain text: the breadcrumb, the
+// summary row (priced as text, spec §15.2) or a carrier.
 func markerTextRow(m *turnkeeperv1.ChatMessage) bool {
-	return m.GetBreadcrumb() || isCarrier(m.GetContent())
+	return m.GetBreadcrumb() || m.GetSummary() || isCarrier(m.GetContent())
 }
 
 // partTexts concatenates the `text` of the parts whose type is one of types.

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -65,12 +66,27 @@ func (e *exportOptions) options(t *testing.T) []turnkeeper.AnthropicOption {
 	return options
 }
 
+// vectorMarks is a vector's optional `marks`: the spec §15 marks kept beside the provider JSON.
+type vectorMarks struct {
+	Summary     bool  `json:"summary"`
+	PinnedTurns []int `json:"pinnedTurns"`
+}
+
+// turnMarks are the marks as the imports take them; no `marks` is no summary and no pins.
+func (m *vectorMarks) turnMarks() turnkeeper.TurnMarks {
+	if m == nil {
+		return turnkeeper.TurnMarks{}
+	}
+	return turnkeeper.TurnMarks{Summary: m.Summary, PinnedTurns: m.PinnedTurns}
+}
+
 type converterVector struct {
 	Name      string           `json:"name"`
 	Format    string           `json:"format"`
 	Shape     turnkeeper.Shape `json:"shape"`
 	Direction string           `json:"direction"`
 	Export    *exportOptions   `json:"exportOptions"`
+	Marks     *vectorMarks     `json:"marks"`
 	Provider  json.RawMessage  `json:"provider"`
 	History   json.RawMessage  `json:"history"`
 	Estimate  struct {
@@ -129,7 +145,7 @@ func TestConverterVectors(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown format %q", v.Format)
 			}
-			opts := turnkeeper.ConvertOptions{Shape: v.Shape}
+			opts := turnkeeper.ConvertOptions{Shape: v.Shape, Marks: v.Marks.turnMarks()}
 			if v.Direction == "import-error" {
 				_, err := conv.from(v.Provider, opts)
 				var conversion *turnkeeper.ConversionError
@@ -150,6 +166,13 @@ func TestConverterVectors(t *testing.T) {
 				if diff := cmp.Diff(history, got, protocmp.Transform()); diff != "" {
 					t.Errorf("import (-want +got):\n%s", diff)
 				}
+			}
+			marks, err := turnkeeper.TurnMarksOf(history)
+			if err != nil {
+				t.Fatalf("turn marks: %v", err)
+			}
+			if diff := cmp.Diff(v.Marks.turnMarks(), marks, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("turn marks (-want +got):\n%s", diff)
 			}
 			out, err := conv.to(history, v.Export.options(t)...)
 			if err != nil {

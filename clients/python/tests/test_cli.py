@@ -23,11 +23,13 @@ from turnkeeper.v1 import history_service_pb2 as svc
 
 from turnkeeper_client import (
     TurnkeeperClient,
+    TurnMarks,
     _render,
     cli,
     from_anthropic,
     from_openai,
     to_anthropic,
+    turn_marks,
 )
 from turnkeeper_client.convert import to_openai
 
@@ -775,4 +777,137 @@ def test_prepare_collapses_old_tool_context_and_says_where_the_marks_go(
     ).stdout
     assert "tool ctx   K 1: tool rows of the running turn and 1 completed turn before it; R 2" in (
         resolved
+    )
+
+
+def _compaction_files(tmp_path: Path) -> tuple[Path, dict[str, Any]]:
+    request = anthropic_request(three_turns())
+    path = tmp_path / "anthropic.json"
+    path.write_text(json.dumps(request))
+    return path, request
+
+
+def test_compact_matches_the_client_and_emits_the_summary_request(
+    endpoints: Endpoints, files: dict[str, Path], client: TurnkeeperClient, tmp_path: Path
+) -> None:
+    path, request = _compaction_files(tmp_path)
+    profiles = profile_pb2.Profiles()
+    json_format.Parse(files["profiles"].read_text(), profiles)
+    history = from_anthropic(request, marks=TurnMarks(pinned_turns=(0,)))
+    expected = client.plan_compaction(
+        svc.PlanCompactionRequest(
+            history=history,
+            profiles=profiles,
+            summary_output_tokens=50,
+            instruction="Summarize.",
+            caller=trim_pb2.CallerContext(session_id="cli-compact"),
+        )
+    )
+    assert expected.HasField("plan"), expected
+    args = ["compact", str(path), "--profiles", str(files["profiles"]), "--pin-turn", "0"]
+    args += ["--summary-output-tokens", "50", "--instruction", "Summarize."]
+    args += ["--session", "cli-compact"]
+    as_json = run(endpoints, *args, "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json_format.Parse(as_json.stdout, svc.PlanCompactionResponse()) == expected
+    text = run(endpoints, *args).stdout
+    plan = expected.plan
+    assert text.startswith(
+        f"plan: condense 1 turn = input rows [3, 5); saves {plan.saved_tokens} tokens\n"
+    )
+    assert "pinned turns kept after the summary: input rows [1, 3)\n" in text
+    assert f"summary request: {plan.summary_request_tokens} tokens" in text
+    assert "[pinned]" in text
+    emitted = json.loads(run(endpoints, *args, "--emit", "anthropic").stdout)
+    assert emitted["model"] == "claude-test"
+    assert emitted["messages"][-1] == {"role": "user", "content": "Summarize."}
+    assert from_anthropic(emitted, marks=turn_marks(plan.summary_request)) == plan.summary_request
+
+
+def test_compact_without_a_plan_exits_3_with_the_refusal(
+    endpoints: Endpoints, files: dict[str, Path], tmp_path: Path
+) -> None:
+    path, _ = _compaction_files(tmp_path)
+    args = ["compact", str(path), "--profiles", str(files["profiles"])]
+    # The default 2,000 reserved output tokens exceed the 400-token window on their own.
+    too_large = run(endpoints, *args)
+    assert too_large.returncode == 3, too_large.stderr
+    assert too_large.stdout.startswith("no plan: too large (the smallest summary request needs ")
+    assert "the summarizer's capacity is 400)" in too_large.stdout
+    emitted = run(endpoints, *args, "--emit", "openai")
+    assert (emitted.returncode, emitted.stdout) == (3, "")
+    assert emitted.stderr.startswith("no plan: too large")
+    nothing = run(endpoints, "compact", str(files["openai"]), "--summary-output-tokens", "1")
+    assert nothing.returncode == 3, nothing.stderr
+    assert nothing.stdout.startswith("no plan: nothing to condense\n")
+
+
+def test_compact_usage_errors_exit_2(endpoints: Endpoints, files: dict[str, Path]) -> None:
+    for argv, message in (
+        (["--summarizer-model", "m"], "--summarizer-model needs --summarizer-provider"),
+        (["--summary-output-tokens", "-1"], "--summary-output-tokens must not be negative"),
+        (["--min-saved-tokens", "-5"], "--min-saved-tokens must not be negative"),
+    ):
+        result = run(endpoints, "compact", str(files["openai"]), *argv)
+        assert result.returncode == 2, argv
+        assert message in result.stderr
+    marked_proto = run(endpoints, "compact", str(files["proto"]), "--pin-turn", "0")
+    assert marked_proto.returncode == 2
+    assert "--summary-row and --pin-turn are for provider JSON" in marked_proto.stderr
+    missing = run(endpoints, "estimate", str(files["openai"]), "--pin-turn", "7")
+    assert missing.returncode == 2
+    assert "marks.pinned_turns: turn 7 does not exist (the history has 3)" in missing.stderr
+
+
+def test_compaction_request_flags() -> None:
+    argv = ["compact", "h.json", "--summarizer-provider", "small", "--summarizer-model", "mini"]
+    argv += ["--summary-output-tokens", "300", "--min-saved-tokens", "10", "--low-water", "0.5"]
+    args = cli._parser().parse_args(argv)
+    loaded = cli.Loaded(three_turns(), "proto", {})
+    request = cli._compaction_request(args, loaded)
+    assert request.summarizer_selection.session_switch.provider == "small"
+    assert request.summarizer_selection.session_switch.model == "mini"
+    assert (request.summary_output_tokens, request.min_saved_tokens) == (300, 10)
+    assert request.profiles.runtime.history_trim_low_water == 0.5
+    unset = cli._compaction_request(cli._parser().parse_args(["compact", "h.json"]), loaded)
+    assert not unset.HasField("summary_output_tokens")
+    assert not unset.HasField("summarizer_selection") and unset.instruction == ""
+
+
+def test_pins_and_the_summary_row_are_rendered() -> None:
+    rows = [
+        history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="sys"),
+        history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="so far", summary=True),
+        history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="task", pinned=True),
+    ]
+    history = history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+    response = svc.TrimHistoryResponse(
+        outcome=svc.TrimOutcome(
+            trimmed=True,
+            pinned_turns=1,
+            pinned_tokens=6,
+            kept_in_dropped_range=[trim_pb2.IndexRange(start=2, end=4)],
+        ),
+        history_trimmed=trim_pb2.HistoryTrimmed(
+            reason=trim_pb2.TRIM_REASON_TOKEN_BUDGET, pinned_turns=2, pinned_tokens=40
+        ),
+        history=history,
+    )
+    text = _render.trim(response)
+    assert "\nkept 1 pinned turn (6 tokens)\n" in text
+    assert "\npinned input rows kept from the dropped range: [2, 4)\n" in text
+    assert ", kept 2 pinned turns (40 tokens)" in text
+    assert 'user      [summary] "so far"' in text
+    assert 'user      [pinned] "task"' in text
+    unpinned = _render.trim(svc.TrimHistoryResponse(outcome=svc.TrimOutcome(trimmed=True)))
+    assert "pinned" not in unpinned
+    prepared = svc.PrepareModelCallResponse(trims=[response.history_trimmed], history=history)
+    assert ", kept 2 pinned turns (40 tokens)" in _render.prepare(prepared)
+    refusal = svc.PlanCompactionResponse(
+        refusal=svc.CompactionRefusal(
+            reason=svc.COMPACTION_REFUSAL_REASON_NO_SAVING, saved_tokens=3, min_saved_tokens=10
+        )
+    )
+    assert _render.compaction(refusal) == (
+        "no plan: no saving (it would save 3 tokens, the minimum is 10)"
     )

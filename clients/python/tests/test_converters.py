@@ -16,6 +16,9 @@ from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
 
 from turnkeeper_client import ClientError, ConversionError, TurnkeeperClient, TurnkeeperError
 from turnkeeper_client.convert import (
+    DEFAULT_BREADCRUMB,
+    TurnMarks,
+    chat_rows,
     detect_format,
     from_anthropic,
     from_openai,
@@ -23,6 +26,7 @@ from turnkeeper_client.convert import (
     to_anthropic,
     to_openai,
     to_openai_responses,
+    turn_marks,
 )
 from turnkeeper_client.convert._common import split_markers
 
@@ -466,3 +470,63 @@ def test_a_cache_breakpoint_outside_the_history_is_refused(index: int) -> None:
     history = chat(row(ROLE.ROLE_USER, "q"), row(ROLE.ROLE_ASSISTANT, "a"))
     with pytest.raises(ConversionError, match=re.escape("cache_breakpoints[1]")):
         to_anthropic(history, cache_breakpoints=[1, index])
+
+
+def _chat(*rows: history_pb2.ChatMessage) -> history_pb2.History:
+    return history_pb2.History(chat=history_pb2.ChatHistory(messages=rows))
+
+
+SYSTEM = history_pb2.ChatMessage(role=history_pb2.ROLE_SYSTEM, content="sys")
+
+
+def test_a_summary_rows_markers_stay_text_on_export() -> None:
+    """The summary row is priced as text (spec §15.2): its `[IMAGE:]` markers are no images."""
+    text = "Saw [IMAGE:https://example.com/a.png] earlier."
+    summary = history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content=text, summary=True)
+    history = _chat(SYSTEM, summary)
+    assert to_openai(history)[1] == {"role": "user", "content": text}
+    assert to_anthropic(history)["messages"] == [{"role": "user", "content": text}]
+    assert to_openai_responses(history)[1] == {"role": "user", "content": text}
+    assert from_openai(to_openai(history), marks=TurnMarks(summary=True)) == history
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (
+            [history_pb2.ChatMessage(role=history_pb2.ROLE_ASSISTANT, content="a", pinned=True)],
+            "rows[1]: pinned, but only a real user row starts a turn",
+        ),
+        (
+            [
+                history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="q"),
+                history_pb2.ChatMessage(role=history_pb2.ROLE_USER, content="s", summary=True),
+            ],
+            "rows[2]: a summary row stands nowhere but right after the system rows",
+        ),
+    ],
+)
+def test_turn_marks_refuse_what_no_position_names(
+    rows: list[history_pb2.ChatMessage], message: str
+) -> None:
+    with pytest.raises(ConversionError, match=re.escape(message)):
+        turn_marks(_chat(SYSTEM, *rows))
+
+
+def test_turn_marks_count_turns_from_real_user_rows() -> None:
+    """The summary, the breadcrumb and a `[Tool results]` carrier start no turn."""
+    user = history_pb2.ROLE_USER
+    history = _chat(
+        SYSTEM,
+        history_pb2.ChatMessage(role=user, content="so far", summary=True),
+        history_pb2.ChatMessage(role=user, content="task", pinned=True),
+        history_pb2.ChatMessage(role=user, content=DEFAULT_BREADCRUMB, breadcrumb=True),
+        history_pb2.ChatMessage(role=user, content="q1"),
+        history_pb2.ChatMessage(role=user, content="[Tool results] 42"),
+        history_pb2.ChatMessage(role=user, content="q2", pinned=True),
+    )
+    assert turn_marks(history) == TurnMarks(summary=True, pinned_turns=(0, 2))
+    assert from_openai(to_openai(history), marks=turn_marks(history)) == history
+    # Without the pin, the breadcrumb after it is no breadcrumb position: it is a plain turn.
+    unpinned = from_openai(to_openai(history), marks=TurnMarks(summary=True))
+    assert not chat_rows(unpinned)[3].breadcrumb

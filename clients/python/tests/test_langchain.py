@@ -24,7 +24,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from turnkeeper.v1 import history_pb2, history_service_pb2, profile_pb2, trim_pb2
 
 from turnkeeper_client import AsyncTurnkeeperClient, ConversionError, TurnkeeperClient
-from turnkeeper_client.convert import DEFAULT_BREADCRUMB
+from turnkeeper_client.convert import DEFAULT_BREADCRUMB, Shape, TurnMarks, chat_rows, turn_marks
 from turnkeeper_client.convert.langchain import (
     atrim_messages,
     from_langchain,
@@ -373,3 +373,32 @@ def test_a_tool_exchange_summary_is_a_plain_ai_message_and_comes_back_unmarked()
     assert back.chat.messages[1] == history_pb2.ChatMessage(
         role=history_pb2.ROLE_ASSISTANT, content=summary
     )
+
+
+@pytest.mark.parametrize("shape", ["chat", "conversation"])
+def test_turn_marks_ride_beside_the_messages(shape: Shape) -> None:
+    messages: list[BaseMessage] = [
+        SystemMessage("sys"),
+        HumanMessage("Summary: the report is half done."),
+        HumanMessage("Write the report."),
+        AIMessage("On it."),
+        HumanMessage(DEFAULT_BREADCRUMB),
+        HumanMessage("Add a chart."),
+        AIMessage("Added."),
+    ]
+    marks = TurnMarks(summary=True, pinned_turns=(0,))
+    history = from_langchain(messages, shape=shape, marks=marks)
+    rows = chat_rows(history)
+    assert [(r.summary, r.pinned, r.breadcrumb) for r in rows] == [
+        (False, False, False),
+        (True, False, False),
+        (False, True, False),
+        (False, False, False),
+        (False, False, True),
+        (False, False, False),
+        (False, False, False),
+    ]
+    # The LangChain side stays plain messages: the marks come back from the history.
+    assert to_langchain(history) == messages
+    assert turn_marks(history) == marks
+    assert from_langchain(messages, shape=shape) != history

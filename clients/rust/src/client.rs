@@ -21,9 +21,9 @@ use crate::pb::history_service_client::HistoryServiceClient;
 use crate::pb::{
     CapToolResultsRequest, CapToolResultsResponse, CheckCapacityRequest, CheckCapacityResponse,
     ClassifyProviderErrorRequest, ClassifyProviderErrorResponse, EstimateTokensRequest,
-    EstimateTokensResponse, PrepareModelCallRequest, PrepareModelCallResponse,
-    ResolveBudgetRequest, ResolveBudgetResponse, SweepOrphansRequest, SweepOrphansResponse,
-    TrimEventsRequest, TrimHistoryRequest, TrimHistoryResponse,
+    EstimateTokensResponse, PlanCompactionRequest, PlanCompactionResponse, PrepareModelCallRequest,
+    PrepareModelCallResponse, ResolveBudgetRequest, ResolveBudgetResponse, SweepOrphansRequest,
+    SweepOrphansResponse, TrimEventsRequest, TrimHistoryRequest, TrimHistoryResponse,
 };
 use crate::retry::RetryPolicy;
 
@@ -472,6 +472,14 @@ impl Client {
         /// Says whether a provider error is a context-window overflow (spec §10.4) and which
         /// phrase matched: the decision that starts reactive recovery (`overflow_recovery`).
         classify_provider_error(ClassifyProviderErrorRequest) -> ClassifyProviderErrorResponse
+    }
+    unary! {
+        /// Says what to condense instead of dropping it (spec §15.3) and hands over a summary
+        /// request that fits the summarizer's route. It never calls a model: send the plan's
+        /// `summary_request`, then build the new history with
+        /// [`apply_compaction`](crate::apply_compaction). A response without a plan carries its
+        /// `CompactionRefusal` (nothing to condense, too large, no saving); that is not an error.
+        plan_compaction(PlanCompactionRequest) -> PlanCompactionResponse
     }
 
     /// Subscribes to the `TrimEvents` feed with the default [`ReconnectPolicy`].

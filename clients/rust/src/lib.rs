@@ -19,11 +19,14 @@
 //! - Failures are an [`Error`]; an RPC failure decodes turnkeeper's `ErrorInfo` reason, the
 //!   `BadRequest` field violations and the `CapacityReport` ([`RpcError`]).
 //! - [`Client::trim_events`] returns a [`TrimEventStream`] that resumes after the last cursor.
+//! - [`Client::plan_compaction`] says what to condense (spec §15.3); [`apply_compaction`]
+//!   builds the history from the plan and the summarizer's answer.
 //! - [`convert`] turns OpenAI Chat Completions, OpenAI Responses and Anthropic Messages JSON
 //!   into histories and back, losslessly.
 //! - [`pb`] holds the generated contract types; [`FILE_DESCRIPTOR_SET`] describes them.
 
 mod client;
+mod compaction;
 pub mod convert;
 mod credentials;
 mod error;
@@ -38,6 +41,7 @@ pub use client::{
     Client, ConnectOptions, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_TIMEOUT,
     Target,
 };
+pub use compaction::apply_compaction;
 pub use error::{ConversionError, ERROR_DOMAIN, Error, Result, RpcError};
 pub use events::{DEFAULT_MAX_BATCH_EVENTS, FeedItem, ReconnectPolicy, TrimEventStream};
 pub use retry::{RETRYABLE_CODES, RetryPolicy};

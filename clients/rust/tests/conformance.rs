@@ -173,6 +173,7 @@ impl Runner {
             "CheckCapacity" => self.check(vector, |r| client.check_capacity(r)).await,
             "SweepOrphans" => self.check(vector, |r| client.sweep_orphans(r)).await,
             "CapToolResults" => self.check(vector, |r| client.cap_tool_results(r)).await,
+            "PlanCompaction" => self.check(vector, |r| client.plan_compaction(r)).await,
             "ClassifyProviderError" => {
                 self.check(vector, |r| client.classify_provider_error(r))
                     .await

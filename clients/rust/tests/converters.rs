@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use prost_reflect::{DescriptorPool, DeserializeOptions, DynamicMessage};
 use serde_json::{Value, json};
-use turnkeeper_client::convert::{self, AnthropicExportOptions, ConvertOptions, Shape};
+use turnkeeper_client::convert::{self, AnthropicExportOptions, ConvertOptions, Shape, TurnMarks};
 use turnkeeper_client::pb::{self, CacheLifetime, History};
 use turnkeeper_client::{Client, ConversionError, FILE_DESCRIPTOR_SET};
 
@@ -93,6 +93,28 @@ fn export_options(vector: &Value) -> AnthropicExportOptions {
         .cache_lifetime(lifetime)
 }
 
+/// A vector's optional `marks`: the spec §15 marks kept beside the provider JSON (none: no
+/// summary, no pins).
+fn vector_marks(vector: &Value) -> TurnMarks {
+    let Some(marks) = vector.get("marks") else {
+        return TurnMarks::default();
+    };
+    let given = marks.as_object().expect("`marks` is an object");
+    assert!(
+        given.keys().all(|k| k == "summary" || k == "pinnedTurns"),
+        "unknown key in `marks`: {marks}"
+    );
+    TurnMarks {
+        summary: marks["summary"].as_bool().unwrap_or(false),
+        pinned_turns: marks["pinnedTurns"]
+            .as_array()
+            .map_or_else(Vec::new, |turns| {
+                let turn = |t: &Value| usize::try_from(t.as_u64().expect("a turn")).expect("turn");
+                turns.iter().map(turn).collect()
+            }),
+    }
+}
+
 fn options(shape: &str) -> ConvertOptions {
     ConvertOptions {
         shape: if shape == "conversation" {
@@ -120,7 +142,10 @@ async fn converter_vectors() {
             .expect("vector JSON");
         let name = vector["name"].as_str().expect("name");
         let (from, to) = converter(vector["format"].as_str().expect("format"));
-        let opts = options(vector["shape"].as_str().expect("shape"));
+        let opts = ConvertOptions {
+            marks: vector_marks(&vector),
+            ..options(vector["shape"].as_str().expect("shape"))
+        };
         let provider = &vector["provider"];
         let direction = vector["direction"].as_str().expect("direction");
         let export = export_options(&vector);
@@ -133,6 +158,8 @@ async fn converter_vectors() {
             let got = from(provider, &opts).unwrap_or_else(|e| panic!("{name}: import: {e}"));
             assert_eq!(got, history, "{name}: import");
         }
+        let marks = convert::turn_marks(&history).unwrap_or_else(|e| panic!("{name}: marks: {e}"));
+        assert_eq!(marks, opts.marks, "{name}: turn marks");
         let out = to(&history, &export).unwrap_or_else(|e| panic!("{name}: export: {e}"));
         assert_eq!(&out, provider, "{name}: export");
         let estimate = client

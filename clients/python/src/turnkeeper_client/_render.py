@@ -36,6 +36,7 @@ def _enum(enum_name: str, prefix: str, value: int) -> str:
         "GapCause": events_pb2.GapCause,
         "OrphanKind": trim_pb2.OrphanKind,
         "PhraseSource": svc.PhraseSource,
+        "CompactionRefusalReason": svc.CompactionRefusalReason,
     }[enum_name]
     try:
         name = descriptor.Name(value)  # type: ignore[arg-type]
@@ -52,6 +53,10 @@ def _preview(text: str) -> str:
 def _chat_row(row: history_pb2.ChatMessage) -> str:
     role = _enum("Role", "ROLE_", row.role)
     flags = []
+    if row.summary:
+        flags.append("summary")
+    if row.pinned:
+        flags.append("pinned")
     if row.breadcrumb:
         flags.append("breadcrumb")
     if row.tool_exchange_summary:
@@ -204,6 +209,11 @@ def _clearing(clearing: trim_pb2.ToolResultClearing) -> str:
     )
 
 
+def _pinned(turns: int, tokens: int) -> str:
+    """The pinned turns a trim kept (spec §15.1); empty when nothing is pinned."""
+    return f"{_plural(turns, 'pinned turn')} ({tokens} tokens)" if turns else ""
+
+
 def _grid_cut(step: int, target: int, unit: str) -> str:
     """The low-water grid cut of spec §11.2: the step and the drop it rounded up to."""
     return f"grid cut: step {_plural(step, unit)}, drop target {_plural(target, unit)}"
@@ -220,6 +230,8 @@ def history_trimmed(event: trim_pb2.HistoryTrimmed) -> str:
     )
     if event.target_tokens:
         text += f" (target {event.target_tokens})"
+    if event.pinned_turns:
+        text += f", kept {_pinned(event.pinned_turns, event.pinned_tokens)}"
     if event.turn_limit:
         text += f" (turn limit {event.turn_limit})"
     if event.cut_step:
@@ -262,6 +274,11 @@ def trim(response: svc.TrimHistoryResponse) -> str:
     if outcome.target_tokens:
         head += f" (target {outcome.target_tokens})"
     lines = [head]
+    if outcome.pinned_turns:
+        lines.append(f"kept {_pinned(outcome.pinned_turns, outcome.pinned_tokens)}")
+    if outcome.kept_in_dropped_range:
+        kept = ", ".join(f"[{r.start}, {r.end})" for r in outcome.kept_in_dropped_range)
+        lines.append(f"pinned input rows kept from the dropped range: {kept}")
     if outcome.cut_step:
         # Only token-budget trims have a token target; the turn-count grid counts turns.
         unit = "token" if outcome.target_tokens else "turn"
@@ -337,6 +354,50 @@ def prepare(response: svc.PrepareModelCallResponse) -> str:
         else "cache breakpoints: none"
     )
     lines.extend(_history_lines(response.history, breakpoints))
+    return "\n".join(lines)
+
+
+def _ranges(ranges: Sequence[trim_pb2.IndexRange]) -> str:
+    return ", ".join(f"[{r.start}, {r.end})" for r in ranges)
+
+
+def compaction(response: svc.PlanCompactionResponse) -> str:
+    """A PlanCompaction answer (spec §15.3): the plan and its summary request, or the refusal."""
+    lines = []
+    if response.HasField("plan"):
+        plan = response.plan
+        lines.append(
+            f"plan: condense {_plural(plan.condensed_turns, 'turn')} = input rows "
+            f"{_ranges(plan.condensed_rows)}; saves {plan.saved_tokens} tokens"
+        )
+        if plan.pinned_turns:
+            lines.append(
+                f"pinned turns kept after the summary: input rows {_ranges(plan.pinned_turns)}"
+            )
+        summarizer = plan.summarizer_resolution
+        lines.append(
+            f"summary request: {plan.summary_request_tokens} tokens with hooks and tools, "
+            f"{plan.summary_output_tokens} reserved for the summary; summarizer route "
+            f"{_route(summarizer.route)}, capacity {_capacity(summarizer.capacity)}"
+        )
+        lines.extend(_history_lines(plan.summary_request))
+    else:
+        refusal = response.refusal
+        reason = _enum("CompactionRefusalReason", "COMPACTION_REFUSAL_REASON_", refusal.reason)
+        text = f"no plan: {reason}"
+        if refusal.reason == svc.COMPACTION_REFUSAL_REASON_TOO_LARGE:
+            text += (
+                f" (the smallest summary request needs {refusal.request_tokens} tokens, the "
+                f"summarizer's capacity is {refusal.capacity_tokens})"
+            )
+        elif refusal.reason == svc.COMPACTION_REFUSAL_REASON_NO_SAVING:
+            text += (
+                f" (it would save {refusal.saved_tokens} tokens, the minimum is "
+                f"{refusal.min_saved_tokens})"
+            )
+        lines.append(text)
+    if response.HasField("resolution"):
+        lines.append(_limits(response.resolution))
     return "\n".join(lines)
 
 

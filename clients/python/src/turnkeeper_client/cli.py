@@ -1,7 +1,8 @@
 """`turnkeeper`: every RPC of the contract on histories on disk; watch trim events.
 
 Exit codes: 0 success, 1 the server returned an error, 2 bad usage or unreadable input,
-3 `check`: the request does not fit, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
+3 `check`: the request does not fit, `compact`: there is no plan (the refusal says why),
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .convert import (
     DEFAULT_BREADCRUMB,
     ConversionError,
     Format,
+    TurnMarks,
     detect_format,
     from_anthropic,
     from_openai,
@@ -145,6 +147,20 @@ def _source_options() -> argparse.ArgumentParser:
         default="",
         metavar="TEXT",
         help="the profile's breadcrumb text: recognised in the input, and used by explicit trims",
+    )
+    group.add_argument(
+        "--summary-row",
+        action="store_true",
+        help="OpenAI/Anthropic input: the first message after the system messages is the summary "
+        "row (spec §15.2), which provider JSON cannot mark",
+    )
+    group.add_argument(
+        "--pin-turn",
+        type=_uint32,
+        action="append",
+        default=[],
+        metavar="N",
+        help="OpenAI/Anthropic input: pin turn N (0-based, spec §15.1), repeatable",
     )
     return source
 
@@ -290,12 +306,64 @@ def _add_history_commands(commands: _Commands, options: _Options) -> None:
     )
     _runtime_flags(prepare)
 
+    _add_compact_command(commands, options)
+
     commands.add_parser(
         "check",
         parents=[connection, source, profiles, extras],
         help="capacity pre-flight of a prepared request (CheckCapacity)",
         description="Does the request fit the model's capacity? Exit 0 when it fits, 3 when not.",
     )
+
+
+def _add_compact_command(commands: _Commands, options: _Options) -> None:
+    compact = commands.add_parser(
+        "compact",
+        parents=[
+            options.connection,
+            options.source,
+            options.profiles,
+            options.caller,
+            options.extras,
+        ],
+        help="plan a compaction of a history (PlanCompaction)",
+        description="What to condense instead of dropping it (spec §15.3): the plan and its "
+        "summary request, or why there is none (exit 3). The server never calls a model: send "
+        "the summary request (--emit prints it) and apply the plan with the answer.",
+    )
+    compact.add_argument(
+        "--summarizer-provider",
+        metavar="ALIAS",
+        help="the summarizer's route: summarizer_selection.session_switch.provider (default: the "
+        "call's own route)",
+    )
+    compact.add_argument(
+        "--summarizer-model", metavar="MODEL", help="summarizer_selection.session_switch.model"
+    )
+    compact.add_argument(
+        "--summary-output-tokens",
+        type=int,
+        metavar="TOKENS",
+        help="output tokens reserved for the summary (server default 2,000)",
+    )
+    compact.add_argument(
+        "--instruction",
+        metavar="TEXT",
+        help="the user row ending the summary request (default: the runtime profile's "
+        "summary_instruction, else the spec's text)",
+    )
+    compact.add_argument(
+        "--min-saved-tokens",
+        type=int,
+        metavar="TOKENS",
+        help="refuse a plan that saves less (NO_SAVING; default 0)",
+    )
+    compact.add_argument(
+        "--emit",
+        choices=("openai", "openai_responses", "anthropic", "proto"),
+        help="print only the plan's summary request, in this format (JSON)",
+    )
+    _runtime_flags(compact)
 
 
 def _add_tool_commands(commands: _Commands, options: _Options) -> None:
@@ -437,21 +505,26 @@ def _breadcrumbs(args: argparse.Namespace) -> tuple[str, ...]:
 
 def _load_input(args: argparse.Namespace) -> Loaded:
     data = _read_json(args.file)
+    marks = TurnMarks(args.summary_row, tuple(sorted(set(args.pin_turn))))
     try:
         fmt: Format = detect_format(data) if args.format == "auto" else args.format
+        options: dict[str, Any] = {
+            "shape": args.shape,
+            "breadcrumb_texts": _breadcrumbs(args),
+            "marks": marks,
+        }
         if fmt == "openai":
-            history = from_openai(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args))
-            return Loaded(history, fmt, data)
+            return Loaded(from_openai(data, **options), fmt, data)
         if fmt == "openai_responses":
-            history = from_openai_responses(
-                data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args)
-            )
-            return Loaded(history, fmt, data)
+            return Loaded(from_openai_responses(data, **options), fmt, data)
         if fmt == "anthropic":
-            history = from_anthropic(data, shape=args.shape, breadcrumb_texts=_breadcrumbs(args))
-            return Loaded(history, fmt, data)
+            return Loaded(from_anthropic(data, **options), fmt, data)
     except ConversionError as error:
         raise UsageError(f"{args.file}: {error}") from error
+    if marks != TurnMarks():
+        raise UsageError(
+            "--summary-row and --pin-turn are for provider JSON: proto JSON marks rows"
+        )
     if not isinstance(data, dict):
         raise UsageError(f"{args.file}: proto JSON must be an object")
     history = history_pb2.History()
@@ -496,7 +569,12 @@ _RUNTIME_FLAGS = (
 
 def _set_runtime_flags(
     args: argparse.Namespace,
-    request: svc.ResolveBudgetRequest | svc.TrimHistoryRequest | svc.PrepareModelCallRequest,
+    request: (
+        svc.ResolveBudgetRequest
+        | svc.TrimHistoryRequest
+        | svc.PrepareModelCallRequest
+        | svc.PlanCompactionRequest
+    ),
 ) -> None:
     """--low-water, --keep-tool-context-turns and --keep-running-turn-tool-results into the
     explicit limits when the request has them, else into the runtime profile (the defaults when
@@ -524,7 +602,7 @@ def _set_caller(args: argparse.Namespace, caller: trim_pb2.CallerContext) -> Non
 
 def _set_extras(
     args: argparse.Namespace,
-    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
+    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest | svc.PlanCompactionRequest,
 ) -> None:
     """Hook texts, tool schemas and reserved output, added to what a request file gave."""
     if args.reserved_output is not None:
@@ -661,7 +739,7 @@ def _cmd_trim(args: argparse.Namespace) -> int:
 def _preflight_request(
     args: argparse.Namespace,
     loaded: Loaded,
-    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest,
+    request: svc.PrepareModelCallRequest | svc.CheckCapacityRequest | svc.PlanCompactionRequest,
 ) -> None:
     """The request file, the profiles flags and the pre-flight inputs, for prepare and check."""
     _request_from(args, loaded, request)
@@ -686,6 +764,47 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     else:
         _print_message(args, response, _render.prepare(response))
     return 0
+
+
+def _compaction_request(args: argparse.Namespace, loaded: Loaded) -> svc.PlanCompactionRequest:
+    request = svc.PlanCompactionRequest()
+    _preflight_request(args, loaded, request)
+    _set_runtime_flags(args, request)
+    _set_caller(args, request.caller)
+    if args.summarizer_model and not args.summarizer_provider:
+        raise UsageError("--summarizer-model needs --summarizer-provider")
+    if args.summarizer_provider:
+        switch = request.summarizer_selection.session_switch
+        switch.provider = args.summarizer_provider
+        switch.model = args.summarizer_model or ""
+    for flag, value in (
+        ("--summary-output-tokens", args.summary_output_tokens),
+        ("--min-saved-tokens", args.min_saved_tokens),
+    ):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} must not be negative")
+    if args.summary_output_tokens is not None:
+        request.summary_output_tokens = args.summary_output_tokens
+    if args.min_saved_tokens is not None:
+        request.min_saved_tokens = args.min_saved_tokens
+    if args.instruction is not None:
+        request.instruction = args.instruction
+    return request
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    loaded = _load_input(args)
+    request = _compaction_request(args, loaded)
+    with _connect(args) as client:
+        response = client.plan_compaction(request)
+    has_plan = response.HasField("plan")
+    if args.emit and has_plan:
+        _emit(args, response.plan.summary_request, loaded)
+    elif args.emit:
+        print(_render.compaction(response), file=sys.stderr)
+    else:
+        _print_message(args, response, _render.compaction(response))
+    return 0 if has_plan else EXIT_DOES_NOT_FIT
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -798,6 +917,7 @@ _COMMANDS = {
     "trim": _cmd_trim,
     "prepare": _cmd_prepare,
     "check": _cmd_check,
+    "compact": _cmd_compact,
     "sweep": _cmd_sweep,
     "cap": _cmd_cap,
     "classify": _cmd_classify,

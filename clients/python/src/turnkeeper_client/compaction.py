@@ -8,7 +8,7 @@ client ships this function and holds it to tests/conformance/compaction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from turnkeeper.v1 import history_pb2, history_service_pb2, trim_pb2
 
@@ -17,6 +17,17 @@ from .errors import ConversionError
 __all__ = ["apply_compaction"]
 
 Row = TypeVar("Row", history_pb2.ChatMessage, history_pb2.ConversationMessage)
+
+
+class Kept(NamedTuple):
+    """The rows a plan keeps besides the summary row."""
+
+    leading: int
+    """The leading system rows, kept first."""
+    pinned: list[int]
+    """The pinned rows kept after the summary row, as input indices in order."""
+    end: int
+    """The end of the condensed rows: every row from here on is kept."""
 
 
 def apply_compaction(
@@ -66,16 +77,16 @@ def _leading_system_rows(rows: Sequence[history_pb2.ChatMessage | None]) -> int:
     return count
 
 
-def _assemble(rows: Sequence[Row], kept: tuple[int, list[int], int], summary: Row) -> list[Row]:
-    leading, pinned, end = kept
-    return [*rows[:leading], summary, *(rows[i] for i in pinned), *rows[end:]]
+def _assemble(rows: Sequence[Row], kept: Kept, summary: Row) -> list[Row]:
+    out = list(rows[: kept.leading])
+    out.append(summary)
+    out.extend(rows[i] for i in kept.pinned)
+    out.extend(rows[kept.end :])
+    return out
 
 
-def _kept_indices(
-    leading: int, total: int, plan: history_service_pb2.CompactionPlan
-) -> tuple[int, list[int], int]:
-    """The leading system row count, the pinned rows kept (input indices, in order) and the end
-    of the condensed rows, after checking that the plan's ranges fit the history."""
+def _kept_indices(leading: int, total: int, plan: history_service_pb2.CompactionPlan) -> Kept:
+    """The rows to keep, after checking that the plan's ranges fit the history."""
     if not plan.condensed_rows:
         raise ConversionError("plan.condensed_rows: empty; a plan condenses at least one row")
     condensed = _checked_ranges(plan.condensed_rows, "plan.condensed_rows", leading, total)
@@ -88,7 +99,7 @@ def _kept_indices(
                     f"plan.pinned_turns[{i}]: overlaps the condensed rows "
                     f"[{rows.start}, {rows.end})"
                 )
-    return leading, [row for turn in pinned for row in range(turn.start, turn.end)], end
+    return Kept(leading, [row for turn in pinned for row in range(turn.start, turn.end)], end)
 
 
 def _checked_ranges(

@@ -7,6 +7,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
+use super::marks::{TurnMarks, apply_marks};
 use crate::error::ConversionError;
 use crate::pb::{
     AssistantToolCalls, Attachment, ChatHistory, ChatMessage, ConversationHistory,
@@ -41,6 +42,8 @@ pub struct ConvertOptions {
     /// User texts right after the leading system rows that mark the breadcrumb; `None` means the
     /// server's default text.
     pub breadcrumb_texts: Option<Vec<String>>,
+    /// The summary and pinned-turn marks kept beside the provider JSON ([`turn_marks`](super::turn_marks)).
+    pub marks: TurnMarks,
 }
 
 /// The stream a skeleton slot takes priced text from (one field except on conversation steps).
@@ -343,15 +346,7 @@ pub(crate) fn finish(
         .breadcrumb_texts
         .as_deref()
         .unwrap_or(&default_texts);
-    if let Some(row) = rows
-        .iter_mut()
-        .find(|r| role_of(&r.message) != Role::System)
-    {
-        let m = &mut row.message;
-        if role_of(m) == Role::User && texts.contains(&m.content) && m.attachments.is_empty() {
-            m.breadcrumb = true;
-        }
-    }
+    apply_marks(&mut rows, &options.marks, texts)?;
     let mut previous: Option<FlatRow> = None;
     for row in &mut rows {
         let plain = FlatRow {
@@ -723,8 +718,10 @@ pub(crate) fn images_are_attachments(m: &ChatMessage) -> bool {
     role_of(m) == Role::Tool || (role_of(m) == Role::User && is_carrier(&m.content))
 }
 
+/// A user row whose `[IMAGE:]` markers are plain text: the breadcrumb, the summary row (priced as
+/// text, spec §15.2) or a carrier.
 pub(crate) fn marker_text_row(m: &ChatMessage) -> bool {
-    m.breadcrumb || is_carrier(&m.content)
+    m.breadcrumb || m.summary || is_carrier(&m.content)
 }
 
 pub(crate) fn role(m: &ChatMessage) -> Role {

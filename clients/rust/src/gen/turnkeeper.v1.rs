@@ -479,6 +479,12 @@ pub struct HistoryTrimmed {
     /// The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise.
     #[prost(message, optional, tag = "20")]
     pub clearing: ::core::option::Option<ToolResultClearing>,
+    /// The pinned turns in the output (spec §15.1): every trim keeps them.
+    #[prost(uint32, tag = "21")]
+    pub pinned_turns: u32,
+    /// The estimate of the pinned turns in the output, in tokens.
+    #[prost(uint64, tag = "22")]
+    pub pinned_tokens: u64,
 }
 impl ::prost::Name for HistoryTrimmed {
     const NAME: &'static str = "HistoryTrimmed";
@@ -500,7 +506,8 @@ pub struct ToolContextCollapse {
     /// The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
     #[prost(uint32, tag = "2")]
     pub rows_left_out: u32,
-    /// The estimate of the turn-limited history minus that of its projection, in tokens.
+    /// The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+    /// estimates no less (a summary can cost more than a short exchange it stands for).
     #[prost(uint64, tag = "3")]
     pub saved_tokens: u64,
 }
@@ -575,6 +582,11 @@ pub struct RecoveryReport {
     /// The resolved route, when profiles were supplied.
     #[prost(message, optional, tag = "11")]
     pub route: ::core::option::Option<Route>,
+    /// The fixed floor (spec §15.1): the leading system rows, the summary row and every pinned turn but the newest turn,
+    /// which no recovery removes, in tokens. Equal to `system_floor_tokens` when nothing is pinned and there is no
+    /// summary row.
+    #[prost(uint64, tag = "12")]
+    pub fixed_floor_tokens: u64,
 }
 impl ::prost::Name for RecoveryReport {
     const NAME: &'static str = "RecoveryReport";
@@ -1029,7 +1041,8 @@ impl ::prost::Name for TrimEvent {
         "type.googleapis.com/turnkeeper.v1.TrimEvent".into()
     }
 }
-/// MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+/// MeterUpdate is the context meter of one successful PrepareModelCall, or the plan of one PlanCompaction, for
+/// subscribers that opted in (spec §10.5, §15.3).
 /// It is not a trim: it never counts as a trim event in heartbeats or gaps.
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1052,6 +1065,12 @@ pub struct MeterUpdate {
     /// What the call's projection collapsed (spec §13.3); absent when nothing was collapsed.
     #[prost(message, optional, tag = "6")]
     pub collapse: ::core::option::Option<ToolContextCollapse>,
+    /// The estimate of the pinned turns in the prepared request (spec §15.1); 0 when nothing is pinned.
+    #[prost(uint64, tag = "7")]
+    pub pinned_tokens: u64,
+    /// Set instead of `meter` when the update reports a PlanCompaction that returned a plan: what the plan would save.
+    #[prost(message, optional, tag = "8")]
+    pub compaction: ::core::option::Option<CompactionPlanned>,
 }
 impl ::prost::Name for MeterUpdate {
     const NAME: &'static str = "MeterUpdate";
@@ -1061,6 +1080,31 @@ impl ::prost::Name for MeterUpdate {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.MeterUpdate".into()
+    }
+}
+/// CompactionPlanned is a compaction plan PlanCompaction returned (spec §15.3), as subscribers see it. Whether the
+/// runtime applies it is the runtime's: the sidecar is stateless.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CompactionPlanned {
+    /// The turns the plan condenses.
+    #[prost(uint32, tag = "1")]
+    pub condensed_turns: u32,
+    /// What the plan saves, as `CompactionPlan.saved_tokens`.
+    #[prost(uint64, tag = "2")]
+    pub saved_tokens: u64,
+    /// The estimate of the summary request, as `CompactionPlan.summary_request_tokens`.
+    #[prost(uint64, tag = "3")]
+    pub summary_request_tokens: u64,
+}
+impl ::prost::Name for CompactionPlanned {
+    const NAME: &'static str = "CompactionPlanned";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.CompactionPlanned".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.CompactionPlanned".into()
     }
 }
 /// Heartbeat tells an idle subscriber that the stream is alive.
@@ -1255,6 +1299,15 @@ pub struct ChatMessage {
     /// assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
     #[prost(bool, tag = "8")]
     pub tool_exchange_summary: bool,
+    /// True on a real user row (a turn boundary) whose whole turn every trim keeps (spec §15.1): the pinned turns that
+    /// stand before a cut move ahead of the breadcrumb. A pin on any other row is INVALID_ARGUMENT.
+    #[prost(bool, tag = "9")]
+    pub pinned: bool,
+    /// True on the summary row (spec §15.2): a user row whose content the runtime wrote from a summarizer's answer
+    /// (PlanCompaction). At most one, right after the leading system rows and before any breadcrumb; it belongs to the
+    /// fixed prefix, is never a turn boundary, never dropped and never projected, and is priced as text.
+    #[prost(bool, tag = "10")]
+    pub summary: bool,
 }
 impl ::prost::Name for ChatMessage {
     const NAME: &'static str = "ChatMessage";
@@ -1591,6 +1644,9 @@ pub struct RuntimeProfile {
     /// PrepareModelCall only: TrimHistory never clears.
     #[prost(uint32, optional, tag = "12")]
     pub keep_running_turn_tool_results: ::core::option::Option<u32>,
+    /// The instruction PlanCompaction ends a summary request with (spec §15.3); empty means the spec's default text.
+    #[prost(string, tag = "13")]
+    pub summary_instruction: ::prost::alloc::string::String,
 }
 impl ::prost::Name for RuntimeProfile {
     const NAME: &'static str = "RuntimeProfile";
@@ -1935,7 +1991,7 @@ impl ::prost::Name for TrimHistoryRequest {
 }
 /// TrimOutcome is what a trim did, reported on every path.
 #[allow(clippy::all)]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct TrimOutcome {
     /// True when rows were dropped.
     #[prost(bool, tag = "1")]
@@ -1958,7 +2014,8 @@ pub struct TrimOutcome {
     /// The token target used: the budget (reported-usage trims included), or the recovery target; 0 for count-based trims.
     #[prost(uint64, tag = "7")]
     pub target_tokens: u64,
-    /// The input rows dropped, as a half-open index range; absent when nothing was dropped.
+    /// The input rows dropped, as a half-open index range from the first to one past the last; absent when nothing was
+    /// dropped. Pinned turns inside it are kept (`kept_in_dropped_range`), and a breadcrumb inside it is moved.
     #[prost(message, optional, tag = "8")]
     pub dropped_range: ::core::option::Option<IndexRange>,
     /// The output index of the inserted breadcrumb; absent when none was inserted.
@@ -1981,6 +2038,16 @@ pub struct TrimOutcome {
     /// boundary reaches it, only the newest turn is kept and this is the target the cut fell short of.
     #[prost(uint64, tag = "13")]
     pub cut_drop_target: u64,
+    /// The pinned turns in the output (spec §15.1): every trim keeps them.
+    #[prost(uint32, tag = "14")]
+    pub pinned_turns: u32,
+    /// The estimate of the pinned turns in the output, in tokens.
+    #[prost(uint64, tag = "15")]
+    pub pinned_tokens: u64,
+    /// The pinned turns inside `dropped_range` that the trim kept, as ascending input row ranges (spec §15.1): they
+    /// move ahead of the breadcrumb. Empty when nothing inside the range is pinned.
+    #[prost(message, repeated, tag = "16")]
+    pub kept_in_dropped_range: ::prost::alloc::vec::Vec<IndexRange>,
 }
 impl ::prost::Name for TrimOutcome {
     const NAME: &'static str = "TrimOutcome";
@@ -2131,6 +2198,164 @@ impl ::prost::Name for PrepareModelCallResponse {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.PrepareModelCallResponse".into()
+    }
+}
+/// PlanCompactionRequest asks for a compaction plan. It carries what PrepareModelCallRequest carries, under the same
+/// field names and numbers, plus the summarizer's route and the summary's budget.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PlanCompactionRequest {
+    /// The history as the runtime holds it.
+    #[prost(message, optional, tag = "1")]
+    pub history: ::core::option::Option<History>,
+    /// The profiles and route selection of the call the runtime is preparing.
+    #[prost(message, optional, tag = "2")]
+    pub profiles: ::core::option::Option<Profiles>,
+    /// Who asked; copied into the published compaction update.
+    #[prost(message, optional, tag = "3")]
+    pub caller: ::core::option::Option<CallerContext>,
+    /// Texts that hooks inject into the request, each priced like a row, as in the pre-flight.
+    #[prost(string, repeated, tag = "5")]
+    pub hook_texts: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The tool schemas sent with the request, as JSON text, each priced like a row, as in the pre-flight.
+    #[prost(string, repeated, tag = "6")]
+    pub tool_schemas: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// Output tokens the preparation reserves within the capacity (spec §12).
+    #[prost(uint64, tag = "7")]
+    pub reserved_output_tokens: u64,
+    /// The previous request's provider-reported usage, as in PrepareModelCallRequest (spec §10.3).
+    #[prost(message, optional, tag = "8")]
+    pub reported_usage: ::core::option::Option<ReportedUsage>,
+    /// The route of the summary request; unset means the call's own route.
+    #[prost(message, optional, tag = "20")]
+    pub summarizer_selection: ::core::option::Option<RouteSelection>,
+    /// The output tokens to reserve for the summary. Unset means 2,000.
+    #[prost(uint64, optional, tag = "21")]
+    pub summary_output_tokens: ::core::option::Option<u64>,
+    /// The instruction that ends the summary request; empty means `RuntimeProfile.summary_instruction`, or else the
+    /// spec's default text.
+    #[prost(string, tag = "22")]
+    pub instruction: ::prost::alloc::string::String,
+    /// The smallest saving a plan must bring, in tokens; a smaller one is refused with NO_SAVING. Unset means 0.
+    #[prost(uint64, tag = "23")]
+    pub min_saved_tokens: u64,
+}
+impl ::prost::Name for PlanCompactionRequest {
+    const NAME: &'static str = "PlanCompactionRequest";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.PlanCompactionRequest".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.PlanCompactionRequest".into()
+    }
+}
+/// CompactionRefusal is why there is no plan, with the sizes that decided it.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct CompactionRefusal {
+    /// Why there is no plan.
+    #[prost(enumeration = "CompactionRefusalReason", tag = "1")]
+    pub reason: i32,
+    /// For TOO_LARGE: the smallest summary request's estimate, hook texts, tool schemas and reserved output included.
+    #[prost(uint64, tag = "2")]
+    pub request_tokens: u64,
+    /// For TOO_LARGE: the summarizer route's capacity it was compared with (the known window or the safety window).
+    #[prost(uint64, tag = "3")]
+    pub capacity_tokens: u64,
+    /// For NO_SAVING: what the plan would have saved, in tokens (0 when it would save nothing).
+    #[prost(uint64, tag = "4")]
+    pub saved_tokens: u64,
+    /// For NO_SAVING: the minimum the request asked for.
+    #[prost(uint64, tag = "5")]
+    pub min_saved_tokens: u64,
+}
+impl ::prost::Name for CompactionRefusal {
+    const NAME: &'static str = "CompactionRefusal";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.CompactionRefusal".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.CompactionRefusal".into()
+    }
+}
+/// CompactionPlan is what to condense and the request that condenses it (spec §15.3).
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct CompactionPlan {
+    /// The input rows condensed, as ascending half-open ranges of the request's own history: the old summary row and
+    /// every unpinned turn condensed, with the rows between them; pinned turns split the ranges.
+    #[prost(message, repeated, tag = "1")]
+    pub condensed_rows: ::prost::alloc::vec::Vec<IndexRange>,
+    /// The pinned turns that stand before the end of the condensed rows, as input row ranges in order: the applied
+    /// history keeps them, right after the new summary row.
+    #[prost(message, repeated, tag = "2")]
+    pub pinned_turns: ::prost::alloc::vec::Vec<IndexRange>,
+    /// The summary request: the fixed prefix, any breadcrumb as it stands, the turns as the preparation would project
+    /// them, through the last turn to condense, then one user row holding the instruction.
+    #[prost(message, optional, tag = "3")]
+    pub summary_request: ::core::option::Option<History>,
+    /// The output tokens reserved for the summary.
+    #[prost(uint64, tag = "4")]
+    pub summary_output_tokens: u64,
+    /// The estimate of `summary_request` plus the hook texts and tool schemas, as the pre-flight prices them.
+    #[prost(uint64, tag = "5")]
+    pub summary_request_tokens: u64,
+    /// The summarizer route's resolution: its route, capacity and budget.
+    #[prost(message, optional, tag = "6")]
+    pub summarizer_resolution: ::core::option::Option<Resolution>,
+    /// The estimate of the condensed rows as projected (the old summary included) minus `summary_output_tokens`; 0
+    /// when that is negative.
+    #[prost(uint64, tag = "7")]
+    pub saved_tokens: u64,
+    /// The turns condensed (the old summary row is not a turn).
+    #[prost(uint32, tag = "8")]
+    pub condensed_turns: u32,
+}
+impl ::prost::Name for CompactionPlan {
+    const NAME: &'static str = "CompactionPlan";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.CompactionPlan".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.CompactionPlan".into()
+    }
+}
+/// PlanCompactionResponse is a compaction plan, or why there is none.
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct PlanCompactionResponse {
+    /// The resolution of the call's own route, which decided what the preparation would drop.
+    #[prost(message, optional, tag = "3")]
+    pub resolution: ::core::option::Option<Resolution>,
+    /// The plan or the refusal. Exactly one is set.
+    #[prost(oneof = "plan_compaction_response::Result", tags = "1, 2")]
+    pub result: ::core::option::Option<plan_compaction_response::Result>,
+}
+/// Nested message and enum types in `PlanCompactionResponse`.
+pub mod plan_compaction_response {
+    /// The plan or the refusal. Exactly one is set.
+    #[allow(clippy::all)]
+    #[derive(Clone, PartialEq, ::prost::Oneof)]
+    pub enum Result {
+        /// What to condense and the summary request.
+        #[prost(message, tag = "1")]
+        Plan(super::CompactionPlan),
+        /// Why there is no plan.
+        #[prost(message, tag = "2")]
+        Refusal(super::CompactionRefusal),
+    }
+}
+impl ::prost::Name for PlanCompactionResponse {
+    const NAME: &'static str = "PlanCompactionResponse";
+    const PACKAGE: &'static str = "turnkeeper.v1";
+    fn full_name() -> ::prost::alloc::string::String {
+        "turnkeeper.v1.PlanCompactionResponse".into()
+    }
+    fn type_url() -> ::prost::alloc::string::String {
+        "type.googleapis.com/turnkeeper.v1.PlanCompactionResponse".into()
     }
 }
 /// CheckCapacityRequest asks whether a prepared request fits the model's capacity.
@@ -2421,6 +2646,46 @@ impl ::prost::Name for TrimEventsResponse {
     }
     fn type_url() -> ::prost::alloc::string::String {
         "type.googleapis.com/turnkeeper.v1.TrimEventsResponse".into()
+    }
+}
+/// CompactionRefusalReason says why PlanCompaction returned no plan.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]
+#[repr(i32)]
+pub enum CompactionRefusalReason {
+    /// Not set; never returned by the server.
+    Unspecified = 0,
+    /// No trim of the preparation drops a turn now, so there is nothing to condense.
+    NothingToCondense = 1,
+    /// Not even the oldest turn to condense makes a summary request that fits the summarizer's route.
+    TooLarge = 2,
+    /// The plan would save less than `min_saved_tokens`.
+    NoSaving = 3,
+}
+impl CompactionRefusalReason {
+    /// String value of the enum field names used in the ProtoBuf definition.
+    ///
+    /// The values are not transformed in any way and thus are considered stable
+    /// (if the ProtoBuf definition does not change) and safe for programmatic use.
+    pub fn as_str_name(&self) -> &'static str {
+        match self {
+            Self::Unspecified => "COMPACTION_REFUSAL_REASON_UNSPECIFIED",
+            Self::NothingToCondense => "COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE",
+            Self::TooLarge => "COMPACTION_REFUSAL_REASON_TOO_LARGE",
+            Self::NoSaving => "COMPACTION_REFUSAL_REASON_NO_SAVING",
+        }
+    }
+    /// Creates an enum from field names used in the ProtoBuf definition.
+    pub fn from_str_name(value: &str) -> ::core::option::Option<Self> {
+        match value {
+            "COMPACTION_REFUSAL_REASON_UNSPECIFIED" => Some(Self::Unspecified),
+            "COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE" => {
+                Some(Self::NothingToCondense)
+            }
+            "COMPACTION_REFUSAL_REASON_TOO_LARGE" => Some(Self::TooLarge),
+            "COMPACTION_REFUSAL_REASON_NO_SAVING" => Some(Self::NoSaving),
+            _ => None,
+        }
     }
 }
 /// PhraseSource says where a matched overflow phrase comes from.
@@ -2761,6 +3026,36 @@ pub mod history_service_client {
                         "turnkeeper.v1.HistoryService",
                         "ClassifyProviderError",
                     ),
+                );
+            self.inner.unary(req, path, codec).await
+        }
+        /// PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+        /// drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+        /// a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+        /// the response says why (nothing to condense, too large, no saving); that is not an error.
+        pub async fn plan_compaction(
+            &mut self,
+            request: impl tonic::IntoRequest<super::PlanCompactionRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::PlanCompactionResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/turnkeeper.v1.HistoryService/PlanCompaction",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("turnkeeper.v1.HistoryService", "PlanCompaction"),
                 );
             self.inner.unary(req, path, codec).await
         }

@@ -147,7 +147,8 @@ func (x *TrimEvent) GetTrimmed() *HistoryTrimmed {
 	return nil
 }
 
-// MeterUpdate is the context meter of one successful PrepareModelCall, for subscribers that opted in (spec §10.5).
+// MeterUpdate is the context meter of one successful PrepareModelCall, or the plan of one PlanCompaction, for
+// subscribers that opted in (spec §10.5, §15.3).
 // It is not a trim: it never counts as a trim event in heartbeats or gaps.
 type MeterUpdate struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -162,7 +163,11 @@ type MeterUpdate struct {
 	// The meter of the prepared request.
 	Meter *ContextMeter `protobuf:"bytes,5,opt,name=meter,proto3" json:"meter,omitempty"`
 	// What the call's projection collapsed (spec §13.3); absent when nothing was collapsed.
-	Collapse      *ToolContextCollapse `protobuf:"bytes,6,opt,name=collapse,proto3" json:"collapse,omitempty"`
+	Collapse *ToolContextCollapse `protobuf:"bytes,6,opt,name=collapse,proto3" json:"collapse,omitempty"`
+	// The estimate of the pinned turns in the prepared request (spec §15.1); 0 when nothing is pinned.
+	PinnedTokens uint64 `protobuf:"varint,7,opt,name=pinned_tokens,json=pinnedTokens,proto3" json:"pinned_tokens,omitempty"`
+	// Set instead of `meter` when the update reports a PlanCompaction that returned a plan: what the plan would save.
+	Compaction    *CompactionPlanned `protobuf:"bytes,8,opt,name=compaction,proto3" json:"compaction,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -239,6 +244,85 @@ func (x *MeterUpdate) GetCollapse() *ToolContextCollapse {
 	return nil
 }
 
+func (x *MeterUpdate) GetPinnedTokens() uint64 {
+	if x != nil {
+		return x.PinnedTokens
+	}
+	return 0
+}
+
+func (x *MeterUpdate) GetCompaction() *CompactionPlanned {
+	if x != nil {
+		return x.Compaction
+	}
+	return nil
+}
+
+// CompactionPlanned is a compaction plan PlanCompaction returned (spec §15.3), as subscribers see it. Whether the
+// runtime applies it is the runtime's: the sidecar is stateless.
+type CompactionPlanned struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The turns the plan condenses.
+	CondensedTurns uint32 `protobuf:"varint,1,opt,name=condensed_turns,json=condensedTurns,proto3" json:"condensed_turns,omitempty"`
+	// What the plan saves, as `CompactionPlan.saved_tokens`.
+	SavedTokens uint64 `protobuf:"varint,2,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
+	// The estimate of the summary request, as `CompactionPlan.summary_request_tokens`.
+	SummaryRequestTokens uint64 `protobuf:"varint,3,opt,name=summary_request_tokens,json=summaryRequestTokens,proto3" json:"summary_request_tokens,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *CompactionPlanned) Reset() {
+	*x = CompactionPlanned{}
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionPlanned) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionPlanned) ProtoMessage() {}
+
+func (x *CompactionPlanned) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionPlanned.ProtoReflect.Descriptor instead.
+func (*CompactionPlanned) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CompactionPlanned) GetCondensedTurns() uint32 {
+	if x != nil {
+		return x.CondensedTurns
+	}
+	return 0
+}
+
+func (x *CompactionPlanned) GetSavedTokens() uint64 {
+	if x != nil {
+		return x.SavedTokens
+	}
+	return 0
+}
+
+func (x *CompactionPlanned) GetSummaryRequestTokens() uint64 {
+	if x != nil {
+		return x.SummaryRequestTokens
+	}
+	return 0
+}
+
 // Heartbeat tells an idle subscriber that the stream is alive.
 type Heartbeat struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -256,7 +340,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +352,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[2]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +365,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{2}
+	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Heartbeat) GetCursor() string {
@@ -323,7 +407,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[3]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +419,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_events_proto_msgTypes[3]
+	mi := &file_turnkeeper_v1_events_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +432,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{3}
+	return file_turnkeeper_v1_events_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Gap) GetCause() GapCause {
@@ -387,14 +471,22 @@ const file_turnkeeper_v1_events_proto_rawDesc = "" +
 	"\tTrimEvent\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x127\n" +
-	"\atrimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\atrimmed\"\xaa\x02\n" +
+	"\atrimmed\x18\x03 \x01(\v2\x1d.turnkeeper.v1.HistoryTrimmedR\atrimmed\"\x91\x03\n" +
 	"\vMeterUpdate\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x124\n" +
 	"\x06caller\x18\x03 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12*\n" +
 	"\x05route\x18\x04 \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x121\n" +
 	"\x05meter\x18\x05 \x01(\v2\x1b.turnkeeper.v1.ContextMeterR\x05meter\x12>\n" +
-	"\bcollapse\x18\x06 \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\"z\n" +
+	"\bcollapse\x18\x06 \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\x12#\n" +
+	"\rpinned_tokens\x18\a \x01(\x04R\fpinnedTokens\x12@\n" +
+	"\n" +
+	"compaction\x18\b \x01(\v2 .turnkeeper.v1.CompactionPlannedR\n" +
+	"compaction\"\x95\x01\n" +
+	"\x11CompactionPlanned\x12'\n" +
+	"\x0fcondensed_turns\x18\x01 \x01(\rR\x0econdensedTurns\x12!\n" +
+	"\fsaved_tokens\x18\x02 \x01(\x04R\vsavedTokens\x124\n" +
+	"\x16summary_request_tokens\x18\x03 \x01(\x04R\x14summaryRequestTokens\"z\n" +
 	"\tHeartbeat\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12%\n" +
@@ -425,35 +517,37 @@ func file_turnkeeper_v1_events_proto_rawDescGZIP() []byte {
 }
 
 var file_turnkeeper_v1_events_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_turnkeeper_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_turnkeeper_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_turnkeeper_v1_events_proto_goTypes = []any{
 	(GapCause)(0),                 // 0: turnkeeper.v1.GapCause
 	(*TrimEvent)(nil),             // 1: turnkeeper.v1.TrimEvent
 	(*MeterUpdate)(nil),           // 2: turnkeeper.v1.MeterUpdate
-	(*Heartbeat)(nil),             // 3: turnkeeper.v1.Heartbeat
-	(*Gap)(nil),                   // 4: turnkeeper.v1.Gap
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
-	(*HistoryTrimmed)(nil),        // 6: turnkeeper.v1.HistoryTrimmed
-	(*CallerContext)(nil),         // 7: turnkeeper.v1.CallerContext
-	(*Route)(nil),                 // 8: turnkeeper.v1.Route
-	(*ContextMeter)(nil),          // 9: turnkeeper.v1.ContextMeter
-	(*ToolContextCollapse)(nil),   // 10: turnkeeper.v1.ToolContextCollapse
+	(*CompactionPlanned)(nil),     // 3: turnkeeper.v1.CompactionPlanned
+	(*Heartbeat)(nil),             // 4: turnkeeper.v1.Heartbeat
+	(*Gap)(nil),                   // 5: turnkeeper.v1.Gap
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*HistoryTrimmed)(nil),        // 7: turnkeeper.v1.HistoryTrimmed
+	(*CallerContext)(nil),         // 8: turnkeeper.v1.CallerContext
+	(*Route)(nil),                 // 9: turnkeeper.v1.Route
+	(*ContextMeter)(nil),          // 10: turnkeeper.v1.ContextMeter
+	(*ToolContextCollapse)(nil),   // 11: turnkeeper.v1.ToolContextCollapse
 }
 var file_turnkeeper_v1_events_proto_depIdxs = []int32{
-	5,  // 0: turnkeeper.v1.TrimEvent.time:type_name -> google.protobuf.Timestamp
-	6,  // 1: turnkeeper.v1.TrimEvent.trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
-	5,  // 2: turnkeeper.v1.MeterUpdate.time:type_name -> google.protobuf.Timestamp
-	7,  // 3: turnkeeper.v1.MeterUpdate.caller:type_name -> turnkeeper.v1.CallerContext
-	8,  // 4: turnkeeper.v1.MeterUpdate.route:type_name -> turnkeeper.v1.Route
-	9,  // 5: turnkeeper.v1.MeterUpdate.meter:type_name -> turnkeeper.v1.ContextMeter
-	10, // 6: turnkeeper.v1.MeterUpdate.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
-	5,  // 7: turnkeeper.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
-	0,  // 8: turnkeeper.v1.Gap.cause:type_name -> turnkeeper.v1.GapCause
-	9,  // [9:9] is the sub-list for method output_type
-	9,  // [9:9] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	6,  // 0: turnkeeper.v1.TrimEvent.time:type_name -> google.protobuf.Timestamp
+	7,  // 1: turnkeeper.v1.TrimEvent.trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
+	6,  // 2: turnkeeper.v1.MeterUpdate.time:type_name -> google.protobuf.Timestamp
+	8,  // 3: turnkeeper.v1.MeterUpdate.caller:type_name -> turnkeeper.v1.CallerContext
+	9,  // 4: turnkeeper.v1.MeterUpdate.route:type_name -> turnkeeper.v1.Route
+	10, // 5: turnkeeper.v1.MeterUpdate.meter:type_name -> turnkeeper.v1.ContextMeter
+	11, // 6: turnkeeper.v1.MeterUpdate.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
+	3,  // 7: turnkeeper.v1.MeterUpdate.compaction:type_name -> turnkeeper.v1.CompactionPlanned
+	6,  // 8: turnkeeper.v1.Heartbeat.time:type_name -> google.protobuf.Timestamp
+	0,  // 9: turnkeeper.v1.Gap.cause:type_name -> turnkeeper.v1.GapCause
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_events_proto_init() }
@@ -469,7 +563,7 @@ func file_turnkeeper_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_events_proto_rawDesc), len(file_turnkeeper_v1_events_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -271,8 +271,15 @@ type ChatMessage struct {
 	// (spec §13.1). Only allowed on assistant rows without tool calls. A summary row a runtime sends back is an
 	// assistant row like any other, never a turn boundary, and a turn holding only it is not collapsed again.
 	ToolExchangeSummary bool `protobuf:"varint,8,opt,name=tool_exchange_summary,json=toolExchangeSummary,proto3" json:"tool_exchange_summary,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// True on a real user row (a turn boundary) whose whole turn every trim keeps (spec §15.1): the pinned turns that
+	// stand before a cut move ahead of the breadcrumb. A pin on any other row is INVALID_ARGUMENT.
+	Pinned bool `protobuf:"varint,9,opt,name=pinned,proto3" json:"pinned,omitempty"`
+	// True on the summary row (spec §15.2): a user row whose content the runtime wrote from a summarizer's answer
+	// (PlanCompaction). At most one, right after the leading system rows and before any breadcrumb; it belongs to the
+	// fixed prefix, is never a turn boundary, never dropped and never projected, and is priced as text.
+	Summary       bool `protobuf:"varint,10,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChatMessage) Reset() {
@@ -357,6 +364,20 @@ func (x *ChatMessage) GetPassthrough() *structpb.Struct {
 func (x *ChatMessage) GetToolExchangeSummary() bool {
 	if x != nil {
 		return x.ToolExchangeSummary
+	}
+	return false
+}
+
+func (x *ChatMessage) GetPinned() bool {
+	if x != nil {
+		return x.Pinned
+	}
+	return false
+}
+
+func (x *ChatMessage) GetSummary() bool {
+	if x != nil {
+		return x.Summary
 	}
 	return false
 }
@@ -868,7 +889,7 @@ const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"media_type\x18\x01 \x01(\tR\tmediaType\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04data\x12\x12\n" +
 	"\x03uri\x18\x03 \x01(\tH\x00R\x03uriB\b\n" +
-	"\x06source\"\xf6\x02\n" +
+	"\x06source\"\xa8\x03\n" +
 	"\vChatMessage\x12'\n" +
 	"\x04role\x18\x01 \x01(\x0e2\x13.turnkeeper.v1.RoleR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12 \n" +
@@ -881,7 +902,10 @@ const file_turnkeeper_v1_history_proto_rawDesc = "" +
 	"breadcrumb\x18\x06 \x01(\bR\n" +
 	"breadcrumb\x129\n" +
 	"\vpassthrough\x18\a \x01(\v2\x17.google.protobuf.StructR\vpassthrough\x122\n" +
-	"\x15tool_exchange_summary\x18\b \x01(\bR\x13toolExchangeSummary\"\xb9\x01\n" +
+	"\x15tool_exchange_summary\x18\b \x01(\bR\x13toolExchangeSummary\x12\x16\n" +
+	"\x06pinned\x18\t \x01(\bR\x06pinned\x12\x18\n" +
+	"\asummary\x18\n" +
+	" \x01(\bR\asummary\"\xb9\x01\n" +
 	"\x12AssistantToolCalls\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x126\n" +
 	"\n" +

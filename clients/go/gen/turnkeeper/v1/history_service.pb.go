@@ -22,6 +22,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CompactionRefusalReason says why PlanCompaction returned no plan.
+type CompactionRefusalReason int32
+
+const (
+	// Not set; never returned by the server.
+	CompactionRefusalReason_COMPACTION_REFUSAL_REASON_UNSPECIFIED CompactionRefusalReason = 0
+	// No trim of the preparation drops a turn now, so there is nothing to condense.
+	CompactionRefusalReason_COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE CompactionRefusalReason = 1
+	// Not even the oldest turn to condense makes a summary request that fits the summarizer's route.
+	CompactionRefusalReason_COMPACTION_REFUSAL_REASON_TOO_LARGE CompactionRefusalReason = 2
+	// The plan would save less than `min_saved_tokens`.
+	CompactionRefusalReason_COMPACTION_REFUSAL_REASON_NO_SAVING CompactionRefusalReason = 3
+)
+
+// Enum value maps for CompactionRefusalReason.
+var (
+	CompactionRefusalReason_name = map[int32]string{
+		0: "COMPACTION_REFUSAL_REASON_UNSPECIFIED",
+		1: "COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE",
+		2: "COMPACTION_REFUSAL_REASON_TOO_LARGE",
+		3: "COMPACTION_REFUSAL_REASON_NO_SAVING",
+	}
+	CompactionRefusalReason_value = map[string]int32{
+		"COMPACTION_REFUSAL_REASON_UNSPECIFIED":         0,
+		"COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE": 1,
+		"COMPACTION_REFUSAL_REASON_TOO_LARGE":           2,
+		"COMPACTION_REFUSAL_REASON_NO_SAVING":           3,
+	}
+)
+
+func (x CompactionRefusalReason) Enum() *CompactionRefusalReason {
+	p := new(CompactionRefusalReason)
+	*p = x
+	return p
+}
+
+func (x CompactionRefusalReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CompactionRefusalReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_turnkeeper_v1_history_service_proto_enumTypes[0].Descriptor()
+}
+
+func (CompactionRefusalReason) Type() protoreflect.EnumType {
+	return &file_turnkeeper_v1_history_service_proto_enumTypes[0]
+}
+
+func (x CompactionRefusalReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CompactionRefusalReason.Descriptor instead.
+func (CompactionRefusalReason) EnumDescriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{0}
+}
+
 // PhraseSource says where a matched overflow phrase comes from.
 type PhraseSource int32
 
@@ -59,11 +116,11 @@ func (x PhraseSource) String() string {
 }
 
 func (PhraseSource) Descriptor() protoreflect.EnumDescriptor {
-	return file_turnkeeper_v1_history_service_proto_enumTypes[0].Descriptor()
+	return file_turnkeeper_v1_history_service_proto_enumTypes[1].Descriptor()
 }
 
 func (PhraseSource) Type() protoreflect.EnumType {
-	return &file_turnkeeper_v1_history_service_proto_enumTypes[0]
+	return &file_turnkeeper_v1_history_service_proto_enumTypes[1]
 }
 
 func (x PhraseSource) Number() protoreflect.EnumNumber {
@@ -72,7 +129,7 @@ func (x PhraseSource) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PhraseSource.Descriptor instead.
 func (PhraseSource) EnumDescriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{0}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{1}
 }
 
 // EstimateTokensRequest asks for the token estimate of a history.
@@ -529,7 +586,8 @@ type TrimOutcome struct {
 	TokensAfter uint64 `protobuf:"varint,6,opt,name=tokens_after,json=tokensAfter,proto3" json:"tokens_after,omitempty"`
 	// The token target used: the budget (reported-usage trims included), or the recovery target; 0 for count-based trims.
 	TargetTokens uint64 `protobuf:"varint,7,opt,name=target_tokens,json=targetTokens,proto3" json:"target_tokens,omitempty"`
-	// The input rows dropped, as a half-open index range; absent when nothing was dropped.
+	// The input rows dropped, as a half-open index range from the first to one past the last; absent when nothing was
+	// dropped. Pinned turns inside it are kept (`kept_in_dropped_range`), and a breadcrumb inside it is moved.
 	DroppedRange *IndexRange `protobuf:"bytes,8,opt,name=dropped_range,json=droppedRange,proto3" json:"dropped_range,omitempty"`
 	// The output index of the inserted breadcrumb; absent when none was inserted.
 	BreadcrumbIndex *uint32 `protobuf:"varint,9,opt,name=breadcrumb_index,json=breadcrumbIndex,proto3,oneof" json:"breadcrumb_index,omitempty"`
@@ -546,8 +604,15 @@ type TrimOutcome struct {
 	// `ceil(j0 / step) x step` turns for a turn-count trim (spec §11.2). 0 when `cut_step` is 0. When no turn
 	// boundary reaches it, only the newest turn is kept and this is the target the cut fell short of.
 	CutDropTarget uint64 `protobuf:"varint,13,opt,name=cut_drop_target,json=cutDropTarget,proto3" json:"cut_drop_target,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The pinned turns in the output (spec §15.1): every trim keeps them.
+	PinnedTurns uint32 `protobuf:"varint,14,opt,name=pinned_turns,json=pinnedTurns,proto3" json:"pinned_turns,omitempty"`
+	// The estimate of the pinned turns in the output, in tokens.
+	PinnedTokens uint64 `protobuf:"varint,15,opt,name=pinned_tokens,json=pinnedTokens,proto3" json:"pinned_tokens,omitempty"`
+	// The pinned turns inside `dropped_range` that the trim kept, as ascending input row ranges (spec §15.1): they
+	// move ahead of the breadcrumb. Empty when nothing inside the range is pinned.
+	KeptInDroppedRange []*IndexRange `protobuf:"bytes,16,rep,name=kept_in_dropped_range,json=keptInDroppedRange,proto3" json:"kept_in_dropped_range,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *TrimOutcome) Reset() {
@@ -669,6 +734,27 @@ func (x *TrimOutcome) GetCutDropTarget() uint64 {
 		return x.CutDropTarget
 	}
 	return 0
+}
+
+func (x *TrimOutcome) GetPinnedTurns() uint32 {
+	if x != nil {
+		return x.PinnedTurns
+	}
+	return 0
+}
+
+func (x *TrimOutcome) GetPinnedTokens() uint64 {
+	if x != nil {
+		return x.PinnedTokens
+	}
+	return 0
+}
+
+func (x *TrimOutcome) GetKeptInDroppedRange() []*IndexRange {
+	if x != nil {
+		return x.KeptInDroppedRange
+	}
+	return nil
 }
 
 // TrimHistoryResponse is the trimmed history and what the trim did.
@@ -1046,6 +1132,435 @@ func (x *PrepareModelCallResponse) GetClearing() *ToolResultClearing {
 	return nil
 }
 
+// PlanCompactionRequest asks for a compaction plan. It carries what PrepareModelCallRequest carries, under the same
+// field names and numbers, plus the summarizer's route and the summary's budget.
+type PlanCompactionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The history as the runtime holds it.
+	History *History `protobuf:"bytes,1,opt,name=history,proto3" json:"history,omitempty"`
+	// The profiles and route selection of the call the runtime is preparing.
+	Profiles *Profiles `protobuf:"bytes,2,opt,name=profiles,proto3" json:"profiles,omitempty"`
+	// Who asked; copied into the published compaction update.
+	Caller *CallerContext `protobuf:"bytes,3,opt,name=caller,proto3" json:"caller,omitempty"`
+	// Texts that hooks inject into the request, each priced like a row, as in the pre-flight.
+	HookTexts []string `protobuf:"bytes,5,rep,name=hook_texts,json=hookTexts,proto3" json:"hook_texts,omitempty"`
+	// The tool schemas sent with the request, as JSON text, each priced like a row, as in the pre-flight.
+	ToolSchemas []string `protobuf:"bytes,6,rep,name=tool_schemas,json=toolSchemas,proto3" json:"tool_schemas,omitempty"`
+	// Output tokens the preparation reserves within the capacity (spec §12).
+	ReservedOutputTokens uint64 `protobuf:"varint,7,opt,name=reserved_output_tokens,json=reservedOutputTokens,proto3" json:"reserved_output_tokens,omitempty"`
+	// The previous request's provider-reported usage, as in PrepareModelCallRequest (spec §10.3).
+	ReportedUsage *ReportedUsage `protobuf:"bytes,8,opt,name=reported_usage,json=reportedUsage,proto3" json:"reported_usage,omitempty"`
+	// The route of the summary request; unset means the call's own route.
+	SummarizerSelection *RouteSelection `protobuf:"bytes,20,opt,name=summarizer_selection,json=summarizerSelection,proto3" json:"summarizer_selection,omitempty"`
+	// The output tokens to reserve for the summary. Unset means 2,000.
+	SummaryOutputTokens *uint64 `protobuf:"varint,21,opt,name=summary_output_tokens,json=summaryOutputTokens,proto3,oneof" json:"summary_output_tokens,omitempty"`
+	// The instruction that ends the summary request; empty means `RuntimeProfile.summary_instruction`, or else the
+	// spec's default text.
+	Instruction string `protobuf:"bytes,22,opt,name=instruction,proto3" json:"instruction,omitempty"`
+	// The smallest saving a plan must bring, in tokens; a smaller one is refused with NO_SAVING. Unset means 0.
+	MinSavedTokens uint64 `protobuf:"varint,23,opt,name=min_saved_tokens,json=minSavedTokens,proto3" json:"min_saved_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PlanCompactionRequest) Reset() {
+	*x = PlanCompactionRequest{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanCompactionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanCompactionRequest) ProtoMessage() {}
+
+func (x *PlanCompactionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanCompactionRequest.ProtoReflect.Descriptor instead.
+func (*PlanCompactionRequest) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PlanCompactionRequest) GetHistory() *History {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetProfiles() *Profiles {
+	if x != nil {
+		return x.Profiles
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetCaller() *CallerContext {
+	if x != nil {
+		return x.Caller
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetHookTexts() []string {
+	if x != nil {
+		return x.HookTexts
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetToolSchemas() []string {
+	if x != nil {
+		return x.ToolSchemas
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetReservedOutputTokens() uint64 {
+	if x != nil {
+		return x.ReservedOutputTokens
+	}
+	return 0
+}
+
+func (x *PlanCompactionRequest) GetReportedUsage() *ReportedUsage {
+	if x != nil {
+		return x.ReportedUsage
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetSummarizerSelection() *RouteSelection {
+	if x != nil {
+		return x.SummarizerSelection
+	}
+	return nil
+}
+
+func (x *PlanCompactionRequest) GetSummaryOutputTokens() uint64 {
+	if x != nil && x.SummaryOutputTokens != nil {
+		return *x.SummaryOutputTokens
+	}
+	return 0
+}
+
+func (x *PlanCompactionRequest) GetInstruction() string {
+	if x != nil {
+		return x.Instruction
+	}
+	return ""
+}
+
+func (x *PlanCompactionRequest) GetMinSavedTokens() uint64 {
+	if x != nil {
+		return x.MinSavedTokens
+	}
+	return 0
+}
+
+// CompactionRefusal is why there is no plan, with the sizes that decided it.
+type CompactionRefusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why there is no plan.
+	Reason CompactionRefusalReason `protobuf:"varint,1,opt,name=reason,proto3,enum=turnkeeper.v1.CompactionRefusalReason" json:"reason,omitempty"`
+	// For TOO_LARGE: the smallest summary request's estimate, hook texts, tool schemas and reserved output included.
+	RequestTokens uint64 `protobuf:"varint,2,opt,name=request_tokens,json=requestTokens,proto3" json:"request_tokens,omitempty"`
+	// For TOO_LARGE: the summarizer route's capacity it was compared with (the known window or the safety window).
+	CapacityTokens uint64 `protobuf:"varint,3,opt,name=capacity_tokens,json=capacityTokens,proto3" json:"capacity_tokens,omitempty"`
+	// For NO_SAVING: what the plan would have saved, in tokens (0 when it would save nothing).
+	SavedTokens uint64 `protobuf:"varint,4,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
+	// For NO_SAVING: the minimum the request asked for.
+	MinSavedTokens uint64 `protobuf:"varint,5,opt,name=min_saved_tokens,json=minSavedTokens,proto3" json:"min_saved_tokens,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CompactionRefusal) Reset() {
+	*x = CompactionRefusal{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionRefusal) ProtoMessage() {}
+
+func (x *CompactionRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionRefusal.ProtoReflect.Descriptor instead.
+func (*CompactionRefusal) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CompactionRefusal) GetReason() CompactionRefusalReason {
+	if x != nil {
+		return x.Reason
+	}
+	return CompactionRefusalReason_COMPACTION_REFUSAL_REASON_UNSPECIFIED
+}
+
+func (x *CompactionRefusal) GetRequestTokens() uint64 {
+	if x != nil {
+		return x.RequestTokens
+	}
+	return 0
+}
+
+func (x *CompactionRefusal) GetCapacityTokens() uint64 {
+	if x != nil {
+		return x.CapacityTokens
+	}
+	return 0
+}
+
+func (x *CompactionRefusal) GetSavedTokens() uint64 {
+	if x != nil {
+		return x.SavedTokens
+	}
+	return 0
+}
+
+func (x *CompactionRefusal) GetMinSavedTokens() uint64 {
+	if x != nil {
+		return x.MinSavedTokens
+	}
+	return 0
+}
+
+// CompactionPlan is what to condense and the request that condenses it (spec §15.3).
+type CompactionPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The input rows condensed, as ascending half-open ranges of the request's own history: the old summary row and
+	// every unpinned turn condensed, with the rows between them; pinned turns split the ranges.
+	CondensedRows []*IndexRange `protobuf:"bytes,1,rep,name=condensed_rows,json=condensedRows,proto3" json:"condensed_rows,omitempty"`
+	// The pinned turns that stand before the end of the condensed rows, as input row ranges in order: the applied
+	// history keeps them, right after the new summary row.
+	PinnedTurns []*IndexRange `protobuf:"bytes,2,rep,name=pinned_turns,json=pinnedTurns,proto3" json:"pinned_turns,omitempty"`
+	// The summary request: the fixed prefix, any breadcrumb as it stands, the turns as the preparation would project
+	// them, through the last turn to condense, then one user row holding the instruction.
+	SummaryRequest *History `protobuf:"bytes,3,opt,name=summary_request,json=summaryRequest,proto3" json:"summary_request,omitempty"`
+	// The output tokens reserved for the summary.
+	SummaryOutputTokens uint64 `protobuf:"varint,4,opt,name=summary_output_tokens,json=summaryOutputTokens,proto3" json:"summary_output_tokens,omitempty"`
+	// The estimate of `summary_request` plus the hook texts and tool schemas, as the pre-flight prices them.
+	SummaryRequestTokens uint64 `protobuf:"varint,5,opt,name=summary_request_tokens,json=summaryRequestTokens,proto3" json:"summary_request_tokens,omitempty"`
+	// The summarizer route's resolution: its route, capacity and budget.
+	SummarizerResolution *Resolution `protobuf:"bytes,6,opt,name=summarizer_resolution,json=summarizerResolution,proto3" json:"summarizer_resolution,omitempty"`
+	// The estimate of the condensed rows as projected (the old summary included) minus `summary_output_tokens`; 0
+	// when that is negative.
+	SavedTokens uint64 `protobuf:"varint,7,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
+	// The turns condensed (the old summary row is not a turn).
+	CondensedTurns uint32 `protobuf:"varint,8,opt,name=condensed_turns,json=condensedTurns,proto3" json:"condensed_turns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CompactionPlan) Reset() {
+	*x = CompactionPlan{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompactionPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompactionPlan) ProtoMessage() {}
+
+func (x *CompactionPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompactionPlan.ProtoReflect.Descriptor instead.
+func (*CompactionPlan) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CompactionPlan) GetCondensedRows() []*IndexRange {
+	if x != nil {
+		return x.CondensedRows
+	}
+	return nil
+}
+
+func (x *CompactionPlan) GetPinnedTurns() []*IndexRange {
+	if x != nil {
+		return x.PinnedTurns
+	}
+	return nil
+}
+
+func (x *CompactionPlan) GetSummaryRequest() *History {
+	if x != nil {
+		return x.SummaryRequest
+	}
+	return nil
+}
+
+func (x *CompactionPlan) GetSummaryOutputTokens() uint64 {
+	if x != nil {
+		return x.SummaryOutputTokens
+	}
+	return 0
+}
+
+func (x *CompactionPlan) GetSummaryRequestTokens() uint64 {
+	if x != nil {
+		return x.SummaryRequestTokens
+	}
+	return 0
+}
+
+func (x *CompactionPlan) GetSummarizerResolution() *Resolution {
+	if x != nil {
+		return x.SummarizerResolution
+	}
+	return nil
+}
+
+func (x *CompactionPlan) GetSavedTokens() uint64 {
+	if x != nil {
+		return x.SavedTokens
+	}
+	return 0
+}
+
+func (x *CompactionPlan) GetCondensedTurns() uint32 {
+	if x != nil {
+		return x.CondensedTurns
+	}
+	return 0
+}
+
+// PlanCompactionResponse is a compaction plan, or why there is none.
+type PlanCompactionResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plan or the refusal. Exactly one is set.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*PlanCompactionResponse_Plan
+	//	*PlanCompactionResponse_Refusal
+	Result isPlanCompactionResponse_Result `protobuf_oneof:"result"`
+	// The resolution of the call's own route, which decided what the preparation would drop.
+	Resolution    *Resolution `protobuf:"bytes,3,opt,name=resolution,proto3" json:"resolution,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanCompactionResponse) Reset() {
+	*x = PlanCompactionResponse{}
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanCompactionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanCompactionResponse) ProtoMessage() {}
+
+func (x *PlanCompactionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanCompactionResponse.ProtoReflect.Descriptor instead.
+func (*PlanCompactionResponse) Descriptor() ([]byte, []int) {
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PlanCompactionResponse) GetResult() isPlanCompactionResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *PlanCompactionResponse) GetPlan() *CompactionPlan {
+	if x != nil {
+		if x, ok := x.Result.(*PlanCompactionResponse_Plan); ok {
+			return x.Plan
+		}
+	}
+	return nil
+}
+
+func (x *PlanCompactionResponse) GetRefusal() *CompactionRefusal {
+	if x != nil {
+		if x, ok := x.Result.(*PlanCompactionResponse_Refusal); ok {
+			return x.Refusal
+		}
+	}
+	return nil
+}
+
+func (x *PlanCompactionResponse) GetResolution() *Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
+type isPlanCompactionResponse_Result interface {
+	isPlanCompactionResponse_Result()
+}
+
+type PlanCompactionResponse_Plan struct {
+	// What to condense and the summary request.
+	Plan *CompactionPlan `protobuf:"bytes,1,opt,name=plan,proto3,oneof"`
+}
+
+type PlanCompactionResponse_Refusal struct {
+	// Why there is no plan.
+	Refusal *CompactionRefusal `protobuf:"bytes,2,opt,name=refusal,proto3,oneof"`
+}
+
+func (*PlanCompactionResponse_Plan) isPlanCompactionResponse_Result() {}
+
+func (*PlanCompactionResponse_Refusal) isPlanCompactionResponse_Result() {}
+
 // CheckCapacityRequest asks whether a prepared request fits the model's capacity.
 type CheckCapacityRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1065,7 +1580,7 @@ type CheckCapacityRequest struct {
 
 func (x *CheckCapacityRequest) Reset() {
 	*x = CheckCapacityRequest{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[10]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1592,7 @@ func (x *CheckCapacityRequest) String() string {
 func (*CheckCapacityRequest) ProtoMessage() {}
 
 func (x *CheckCapacityRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[10]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1605,7 @@ func (x *CheckCapacityRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckCapacityRequest.ProtoReflect.Descriptor instead.
 func (*CheckCapacityRequest) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{10}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CheckCapacityRequest) GetHistory() *History {
@@ -1141,7 +1656,7 @@ type CheckCapacityResponse struct {
 
 func (x *CheckCapacityResponse) Reset() {
 	*x = CheckCapacityResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[11]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1668,7 @@ func (x *CheckCapacityResponse) String() string {
 func (*CheckCapacityResponse) ProtoMessage() {}
 
 func (x *CheckCapacityResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[11]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1681,7 @@ func (x *CheckCapacityResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckCapacityResponse.ProtoReflect.Descriptor instead.
 func (*CheckCapacityResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{11}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CheckCapacityResponse) GetReport() *CapacityReport {
@@ -1194,7 +1709,7 @@ type SweepOrphansRequest struct {
 
 func (x *SweepOrphansRequest) Reset() {
 	*x = SweepOrphansRequest{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[12]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1721,7 @@ func (x *SweepOrphansRequest) String() string {
 func (*SweepOrphansRequest) ProtoMessage() {}
 
 func (x *SweepOrphansRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[12]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1734,7 @@ func (x *SweepOrphansRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepOrphansRequest.ProtoReflect.Descriptor instead.
 func (*SweepOrphansRequest) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{12}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SweepOrphansRequest) GetHistory() *History {
@@ -1242,7 +1757,7 @@ type SweepOrphansResponse struct {
 
 func (x *SweepOrphansResponse) Reset() {
 	*x = SweepOrphansResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[13]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1769,7 @@ func (x *SweepOrphansResponse) String() string {
 func (*SweepOrphansResponse) ProtoMessage() {}
 
 func (x *SweepOrphansResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[13]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1782,7 @@ func (x *SweepOrphansResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SweepOrphansResponse.ProtoReflect.Descriptor instead.
 func (*SweepOrphansResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{13}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SweepOrphansResponse) GetHistory() *History {
@@ -1300,7 +1815,7 @@ type CapToolResultsRequest struct {
 
 func (x *CapToolResultsRequest) Reset() {
 	*x = CapToolResultsRequest{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[14]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1827,7 @@ func (x *CapToolResultsRequest) String() string {
 func (*CapToolResultsRequest) ProtoMessage() {}
 
 func (x *CapToolResultsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[14]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1840,7 @@ func (x *CapToolResultsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapToolResultsRequest.ProtoReflect.Descriptor instead.
 func (*CapToolResultsRequest) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{14}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CapToolResultsRequest) GetContents() []string {
@@ -1362,7 +1877,7 @@ type CapToolResultsResponse struct {
 
 func (x *CapToolResultsResponse) Reset() {
 	*x = CapToolResultsResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[15]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1889,7 @@ func (x *CapToolResultsResponse) String() string {
 func (*CapToolResultsResponse) ProtoMessage() {}
 
 func (x *CapToolResultsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[15]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1902,7 @@ func (x *CapToolResultsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CapToolResultsResponse.ProtoReflect.Descriptor instead.
 func (*CapToolResultsResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{15}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CapToolResultsResponse) GetResults() []*CappedToolResult {
@@ -1421,7 +1936,7 @@ type ClassifyProviderErrorRequest struct {
 
 func (x *ClassifyProviderErrorRequest) Reset() {
 	*x = ClassifyProviderErrorRequest{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1948,7 @@ func (x *ClassifyProviderErrorRequest) String() string {
 func (*ClassifyProviderErrorRequest) ProtoMessage() {}
 
 func (x *ClassifyProviderErrorRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[16]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1961,7 @@ func (x *ClassifyProviderErrorRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyProviderErrorRequest.ProtoReflect.Descriptor instead.
 func (*ClassifyProviderErrorRequest) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{16}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClassifyProviderErrorRequest) GetMessage() string {
@@ -1486,7 +2001,7 @@ type ClassifyProviderErrorResponse struct {
 
 func (x *ClassifyProviderErrorResponse) Reset() {
 	*x = ClassifyProviderErrorResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1498,7 +2013,7 @@ func (x *ClassifyProviderErrorResponse) String() string {
 func (*ClassifyProviderErrorResponse) ProtoMessage() {}
 
 func (x *ClassifyProviderErrorResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[17]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1511,7 +2026,7 @@ func (x *ClassifyProviderErrorResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClassifyProviderErrorResponse.ProtoReflect.Descriptor instead.
 func (*ClassifyProviderErrorResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{17}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClassifyProviderErrorResponse) GetOverflow() bool {
@@ -1564,7 +2079,7 @@ type TrimEventsRequest struct {
 
 func (x *TrimEventsRequest) Reset() {
 	*x = TrimEventsRequest{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[18]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +2091,7 @@ func (x *TrimEventsRequest) String() string {
 func (*TrimEventsRequest) ProtoMessage() {}
 
 func (x *TrimEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[18]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +2104,7 @@ func (x *TrimEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimEventsRequest.ProtoReflect.Descriptor instead.
 func (*TrimEventsRequest) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{18}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TrimEventsRequest) GetSessionIds() []string {
@@ -1654,7 +2169,7 @@ type TrimEventsBatch struct {
 
 func (x *TrimEventsBatch) Reset() {
 	*x = TrimEventsBatch{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +2181,7 @@ func (x *TrimEventsBatch) String() string {
 func (*TrimEventsBatch) ProtoMessage() {}
 
 func (x *TrimEventsBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[19]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +2194,7 @@ func (x *TrimEventsBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimEventsBatch.ProtoReflect.Descriptor instead.
 func (*TrimEventsBatch) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{19}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TrimEventsBatch) GetItems() []*TrimEventsResponse {
@@ -1708,7 +2223,7 @@ type TrimEventsResponse struct {
 
 func (x *TrimEventsResponse) Reset() {
 	*x = TrimEventsResponse{}
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[20]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +2235,7 @@ func (x *TrimEventsResponse) String() string {
 func (*TrimEventsResponse) ProtoMessage() {}
 
 func (x *TrimEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[20]
+	mi := &file_turnkeeper_v1_history_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +2248,7 @@ func (x *TrimEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrimEventsResponse.ProtoReflect.Descriptor instead.
 func (*TrimEventsResponse) Descriptor() ([]byte, []int) {
-	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{20}
+	return file_turnkeeper_v1_history_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TrimEventsResponse) GetItem() isTrimEventsResponse_Item {
@@ -1866,7 +2381,7 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\bprofiles\x18\x05 \x01(\v2\x17.turnkeeper.v1.ProfilesH\x00R\bprofiles\x124\n" +
 	"\x06caller\x18\x06 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12C\n" +
 	"\x0ereported_usage\x18\a \x01(\v2\x1c.turnkeeper.v1.ReportedUsageR\rreportedUsageB\b\n" +
-	"\x06limits\"\xcd\x04\n" +
+	"\x06limits\"\xe3\x05\n" +
 	"\vTrimOutcome\x12\x18\n" +
 	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x12)\n" +
 	"\x10dropped_messages\x18\x02 \x01(\rR\x0fdroppedMessages\x12#\n" +
@@ -1882,7 +2397,10 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	" \x01(\x0e2\x1a.turnkeeper.v1.CountSourceR\vcountSource\x12A\n" +
 	"\vcalibration\x18\v \x01(\v2\x1f.turnkeeper.v1.UsageCalibrationR\vcalibration\x12\x19\n" +
 	"\bcut_step\x18\f \x01(\x04R\acutStep\x12&\n" +
-	"\x0fcut_drop_target\x18\r \x01(\x04R\rcutDropTargetB\x13\n" +
+	"\x0fcut_drop_target\x18\r \x01(\x04R\rcutDropTarget\x12!\n" +
+	"\fpinned_turns\x18\x0e \x01(\rR\vpinnedTurns\x12#\n" +
+	"\rpinned_tokens\x18\x0f \x01(\x04R\fpinnedTokens\x12L\n" +
+	"\x15kept_in_dropped_range\x18\x10 \x03(\v2\x19.turnkeeper.v1.IndexRangeR\x12keptInDroppedRangeB\x13\n" +
 	"\x11_breadcrumb_index\"\xbb\x02\n" +
 	"\x13TrimHistoryResponse\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x124\n" +
@@ -1924,7 +2442,43 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	" \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\x12+\n" +
 	"\x11cache_breakpoints\x18\v \x03(\rR\x10cacheBreakpoints\x12,\n" +
 	"\x12dropped_input_rows\x18\f \x03(\rR\x10droppedInputRows\x12=\n" +
-	"\bclearing\x18\r \x01(\v2!.turnkeeper.v1.ToolResultClearingR\bclearing\"\xf5\x01\n" +
+	"\bclearing\x18\r \x01(\v2!.turnkeeper.v1.ToolResultClearingR\bclearing\"\xfb\x04\n" +
+	"\x15PlanCompactionRequest\x120\n" +
+	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x123\n" +
+	"\bprofiles\x18\x02 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\x124\n" +
+	"\x06caller\x18\x03 \x01(\v2\x1c.turnkeeper.v1.CallerContextR\x06caller\x12\x1d\n" +
+	"\n" +
+	"hook_texts\x18\x05 \x03(\tR\thookTexts\x12!\n" +
+	"\ftool_schemas\x18\x06 \x03(\tR\vtoolSchemas\x124\n" +
+	"\x16reserved_output_tokens\x18\a \x01(\x04R\x14reservedOutputTokens\x12C\n" +
+	"\x0ereported_usage\x18\b \x01(\v2\x1c.turnkeeper.v1.ReportedUsageR\rreportedUsage\x12P\n" +
+	"\x14summarizer_selection\x18\x14 \x01(\v2\x1d.turnkeeper.v1.RouteSelectionR\x13summarizerSelection\x127\n" +
+	"\x15summary_output_tokens\x18\x15 \x01(\x04H\x00R\x13summaryOutputTokens\x88\x01\x01\x12 \n" +
+	"\vinstruction\x18\x16 \x01(\tR\vinstruction\x12(\n" +
+	"\x10min_saved_tokens\x18\x17 \x01(\x04R\x0eminSavedTokensB\x18\n" +
+	"\x16_summary_output_tokensJ\x04\b\x04\x10\x05R\x11overflow_recovery\"\xf0\x01\n" +
+	"\x11CompactionRefusal\x12>\n" +
+	"\x06reason\x18\x01 \x01(\x0e2&.turnkeeper.v1.CompactionRefusalReasonR\x06reason\x12%\n" +
+	"\x0erequest_tokens\x18\x02 \x01(\x04R\rrequestTokens\x12'\n" +
+	"\x0fcapacity_tokens\x18\x03 \x01(\x04R\x0ecapacityTokens\x12!\n" +
+	"\fsaved_tokens\x18\x04 \x01(\x04R\vsavedTokens\x12(\n" +
+	"\x10min_saved_tokens\x18\x05 \x01(\x04R\x0eminSavedTokens\"\xd7\x03\n" +
+	"\x0eCompactionPlan\x12@\n" +
+	"\x0econdensed_rows\x18\x01 \x03(\v2\x19.turnkeeper.v1.IndexRangeR\rcondensedRows\x12<\n" +
+	"\fpinned_turns\x18\x02 \x03(\v2\x19.turnkeeper.v1.IndexRangeR\vpinnedTurns\x12?\n" +
+	"\x0fsummary_request\x18\x03 \x01(\v2\x16.turnkeeper.v1.HistoryR\x0esummaryRequest\x122\n" +
+	"\x15summary_output_tokens\x18\x04 \x01(\x04R\x13summaryOutputTokens\x124\n" +
+	"\x16summary_request_tokens\x18\x05 \x01(\x04R\x14summaryRequestTokens\x12N\n" +
+	"\x15summarizer_resolution\x18\x06 \x01(\v2\x19.turnkeeper.v1.ResolutionR\x14summarizerResolution\x12!\n" +
+	"\fsaved_tokens\x18\a \x01(\x04R\vsavedTokens\x12'\n" +
+	"\x0fcondensed_turns\x18\b \x01(\rR\x0econdensedTurns\"\xd0\x01\n" +
+	"\x16PlanCompactionResponse\x123\n" +
+	"\x04plan\x18\x01 \x01(\v2\x1d.turnkeeper.v1.CompactionPlanH\x00R\x04plan\x12<\n" +
+	"\arefusal\x18\x02 \x01(\v2 .turnkeeper.v1.CompactionRefusalH\x00R\arefusal\x129\n" +
+	"\n" +
+	"resolution\x18\x03 \x01(\v2\x19.turnkeeper.v1.ResolutionR\n" +
+	"resolutionB\b\n" +
+	"\x06result\"\xf5\x01\n" +
 	"\x14CheckCapacityRequest\x120\n" +
 	"\ahistory\x18\x01 \x01(\v2\x16.turnkeeper.v1.HistoryR\ahistory\x123\n" +
 	"\bprofiles\x18\x02 \x01(\v2\x17.turnkeeper.v1.ProfilesR\bprofiles\x12\x1d\n" +
@@ -1977,11 +2531,16 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\x03gap\x18\x03 \x01(\v2\x12.turnkeeper.v1.GapH\x00R\x03gap\x12?\n" +
 	"\fmeter_update\x18\x04 \x01(\v2\x1a.turnkeeper.v1.MeterUpdateH\x00R\vmeterUpdate\x126\n" +
 	"\x05batch\x18\x05 \x01(\v2\x1e.turnkeeper.v1.TrimEventsBatchH\x00R\x05batchB\x06\n" +
-	"\x04item*e\n" +
+	"\x04item*\xc9\x01\n" +
+	"\x17CompactionRefusalReason\x12)\n" +
+	"%COMPACTION_REFUSAL_REASON_UNSPECIFIED\x10\x00\x121\n" +
+	"-COMPACTION_REFUSAL_REASON_NOTHING_TO_CONDENSE\x10\x01\x12'\n" +
+	"#COMPACTION_REFUSAL_REASON_TOO_LARGE\x10\x02\x12'\n" +
+	"#COMPACTION_REFUSAL_REASON_NO_SAVING\x10\x03*e\n" +
 	"\fPhraseSource\x12\x1d\n" +
 	"\x19PHRASE_SOURCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16PHRASE_SOURCE_BUILT_IN\x10\x01\x12\x1a\n" +
-	"\x16PHRASE_SOURCE_OPERATOR\x10\x022\xe3\x06\n" +
+	"\x16PHRASE_SOURCE_OPERATOR\x10\x022\xc2\a\n" +
 	"\x0eHistoryService\x12]\n" +
 	"\x0eEstimateTokens\x12$.turnkeeper.v1.EstimateTokensRequest\x1a%.turnkeeper.v1.EstimateTokensResponse\x12Z\n" +
 	"\rResolveBudget\x12#.turnkeeper.v1.ResolveBudgetRequest\x1a$.turnkeeper.v1.ResolveBudgetResponse\x12T\n" +
@@ -1990,7 +2549,8 @@ const file_turnkeeper_v1_history_service_proto_rawDesc = "" +
 	"\rCheckCapacity\x12#.turnkeeper.v1.CheckCapacityRequest\x1a$.turnkeeper.v1.CheckCapacityResponse\x12W\n" +
 	"\fSweepOrphans\x12\".turnkeeper.v1.SweepOrphansRequest\x1a#.turnkeeper.v1.SweepOrphansResponse\x12]\n" +
 	"\x0eCapToolResults\x12$.turnkeeper.v1.CapToolResultsRequest\x1a%.turnkeeper.v1.CapToolResultsResponse\x12r\n" +
-	"\x15ClassifyProviderError\x12+.turnkeeper.v1.ClassifyProviderErrorRequest\x1a,.turnkeeper.v1.ClassifyProviderErrorResponse\x12S\n" +
+	"\x15ClassifyProviderError\x12+.turnkeeper.v1.ClassifyProviderErrorRequest\x1a,.turnkeeper.v1.ClassifyProviderErrorResponse\x12]\n" +
+	"\x0ePlanCompaction\x12$.turnkeeper.v1.PlanCompactionRequest\x1a%.turnkeeper.v1.PlanCompactionResponse\x12S\n" +
 	"\n" +
 	"TrimEvents\x12 .turnkeeper.v1.TrimEventsRequest\x1a!.turnkeeper.v1.TrimEventsResponse0\x01B\xc9\x01\n" +
 	"\x11com.turnkeeper.v1B\x13HistoryServiceProtoP\x01ZJgithub.com/turnkeeper/turnkeeper/clients/go/gen/turnkeeper/v1;turnkeeperv1\xa2\x02\x03TXX\xaa\x02\rTurnkeeper.V1\xca\x02\rTurnkeeper\\V1\xe2\x02\x19Turnkeeper\\V1\\GPBMetadata\xea\x02\x0eTurnkeeper::V1b\x06proto3"
@@ -2007,133 +2567,155 @@ func file_turnkeeper_v1_history_service_proto_rawDescGZIP() []byte {
 	return file_turnkeeper_v1_history_service_proto_rawDescData
 }
 
-var file_turnkeeper_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_turnkeeper_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_turnkeeper_v1_history_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_turnkeeper_v1_history_service_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_turnkeeper_v1_history_service_proto_goTypes = []any{
-	(PhraseSource)(0),                     // 0: turnkeeper.v1.PhraseSource
-	(*EstimateTokensRequest)(nil),         // 1: turnkeeper.v1.EstimateTokensRequest
-	(*EstimateTokensResponse)(nil),        // 2: turnkeeper.v1.EstimateTokensResponse
-	(*ResolveBudgetRequest)(nil),          // 3: turnkeeper.v1.ResolveBudgetRequest
-	(*ResolveBudgetResponse)(nil),         // 4: turnkeeper.v1.ResolveBudgetResponse
-	(*ExplicitLimits)(nil),                // 5: turnkeeper.v1.ExplicitLimits
-	(*TrimHistoryRequest)(nil),            // 6: turnkeeper.v1.TrimHistoryRequest
-	(*TrimOutcome)(nil),                   // 7: turnkeeper.v1.TrimOutcome
-	(*TrimHistoryResponse)(nil),           // 8: turnkeeper.v1.TrimHistoryResponse
-	(*PrepareModelCallRequest)(nil),       // 9: turnkeeper.v1.PrepareModelCallRequest
-	(*PrepareModelCallResponse)(nil),      // 10: turnkeeper.v1.PrepareModelCallResponse
-	(*CheckCapacityRequest)(nil),          // 11: turnkeeper.v1.CheckCapacityRequest
-	(*CheckCapacityResponse)(nil),         // 12: turnkeeper.v1.CheckCapacityResponse
-	(*SweepOrphansRequest)(nil),           // 13: turnkeeper.v1.SweepOrphansRequest
-	(*SweepOrphansResponse)(nil),          // 14: turnkeeper.v1.SweepOrphansResponse
-	(*CapToolResultsRequest)(nil),         // 15: turnkeeper.v1.CapToolResultsRequest
-	(*CapToolResultsResponse)(nil),        // 16: turnkeeper.v1.CapToolResultsResponse
-	(*ClassifyProviderErrorRequest)(nil),  // 17: turnkeeper.v1.ClassifyProviderErrorRequest
-	(*ClassifyProviderErrorResponse)(nil), // 18: turnkeeper.v1.ClassifyProviderErrorResponse
-	(*TrimEventsRequest)(nil),             // 19: turnkeeper.v1.TrimEventsRequest
-	(*TrimEventsBatch)(nil),               // 20: turnkeeper.v1.TrimEventsBatch
-	(*TrimEventsResponse)(nil),            // 21: turnkeeper.v1.TrimEventsResponse
-	(*History)(nil),                       // 22: turnkeeper.v1.History
-	(*MessageEstimate)(nil),               // 23: turnkeeper.v1.MessageEstimate
-	(*Profiles)(nil),                      // 24: turnkeeper.v1.Profiles
-	(*Resolution)(nil),                    // 25: turnkeeper.v1.Resolution
-	(TrimMode)(0),                         // 26: turnkeeper.v1.TrimMode
-	(CallerPath)(0),                       // 27: turnkeeper.v1.CallerPath
-	(*CallerContext)(nil),                 // 28: turnkeeper.v1.CallerContext
-	(*ReportedUsage)(nil),                 // 29: turnkeeper.v1.ReportedUsage
-	(*IndexRange)(nil),                    // 30: turnkeeper.v1.IndexRange
-	(CountSource)(0),                      // 31: turnkeeper.v1.CountSource
-	(*UsageCalibration)(nil),              // 32: turnkeeper.v1.UsageCalibration
-	(*HistoryTrimmed)(nil),                // 33: turnkeeper.v1.HistoryTrimmed
-	(*RecoveryReport)(nil),                // 34: turnkeeper.v1.RecoveryReport
-	(*OrphanRemoval)(nil),                 // 35: turnkeeper.v1.OrphanRemoval
-	(*CapacityReport)(nil),                // 36: turnkeeper.v1.CapacityReport
-	(*ContextMeter)(nil),                  // 37: turnkeeper.v1.ContextMeter
-	(*InputCostEstimate)(nil),             // 38: turnkeeper.v1.InputCostEstimate
-	(*ToolContextCollapse)(nil),           // 39: turnkeeper.v1.ToolContextCollapse
-	(*ToolResultClearing)(nil),            // 40: turnkeeper.v1.ToolResultClearing
-	(*CappedToolResult)(nil),              // 41: turnkeeper.v1.CappedToolResult
-	(TrimReason)(0),                       // 42: turnkeeper.v1.TrimReason
-	(*durationpb.Duration)(nil),           // 43: google.protobuf.Duration
-	(*TrimEvent)(nil),                     // 44: turnkeeper.v1.TrimEvent
-	(*Heartbeat)(nil),                     // 45: turnkeeper.v1.Heartbeat
-	(*Gap)(nil),                           // 46: turnkeeper.v1.Gap
-	(*MeterUpdate)(nil),                   // 47: turnkeeper.v1.MeterUpdate
+	(CompactionRefusalReason)(0),          // 0: turnkeeper.v1.CompactionRefusalReason
+	(PhraseSource)(0),                     // 1: turnkeeper.v1.PhraseSource
+	(*EstimateTokensRequest)(nil),         // 2: turnkeeper.v1.EstimateTokensRequest
+	(*EstimateTokensResponse)(nil),        // 3: turnkeeper.v1.EstimateTokensResponse
+	(*ResolveBudgetRequest)(nil),          // 4: turnkeeper.v1.ResolveBudgetRequest
+	(*ResolveBudgetResponse)(nil),         // 5: turnkeeper.v1.ResolveBudgetResponse
+	(*ExplicitLimits)(nil),                // 6: turnkeeper.v1.ExplicitLimits
+	(*TrimHistoryRequest)(nil),            // 7: turnkeeper.v1.TrimHistoryRequest
+	(*TrimOutcome)(nil),                   // 8: turnkeeper.v1.TrimOutcome
+	(*TrimHistoryResponse)(nil),           // 9: turnkeeper.v1.TrimHistoryResponse
+	(*PrepareModelCallRequest)(nil),       // 10: turnkeeper.v1.PrepareModelCallRequest
+	(*PrepareModelCallResponse)(nil),      // 11: turnkeeper.v1.PrepareModelCallResponse
+	(*PlanCompactionRequest)(nil),         // 12: turnkeeper.v1.PlanCompactionRequest
+	(*CompactionRefusal)(nil),             // 13: turnkeeper.v1.CompactionRefusal
+	(*CompactionPlan)(nil),                // 14: turnkeeper.v1.CompactionPlan
+	(*PlanCompactionResponse)(nil),        // 15: turnkeeper.v1.PlanCompactionResponse
+	(*CheckCapacityRequest)(nil),          // 16: turnkeeper.v1.CheckCapacityRequest
+	(*CheckCapacityResponse)(nil),         // 17: turnkeeper.v1.CheckCapacityResponse
+	(*SweepOrphansRequest)(nil),           // 18: turnkeeper.v1.SweepOrphansRequest
+	(*SweepOrphansResponse)(nil),          // 19: turnkeeper.v1.SweepOrphansResponse
+	(*CapToolResultsRequest)(nil),         // 20: turnkeeper.v1.CapToolResultsRequest
+	(*CapToolResultsResponse)(nil),        // 21: turnkeeper.v1.CapToolResultsResponse
+	(*ClassifyProviderErrorRequest)(nil),  // 22: turnkeeper.v1.ClassifyProviderErrorRequest
+	(*ClassifyProviderErrorResponse)(nil), // 23: turnkeeper.v1.ClassifyProviderErrorResponse
+	(*TrimEventsRequest)(nil),             // 24: turnkeeper.v1.TrimEventsRequest
+	(*TrimEventsBatch)(nil),               // 25: turnkeeper.v1.TrimEventsBatch
+	(*TrimEventsResponse)(nil),            // 26: turnkeeper.v1.TrimEventsResponse
+	(*History)(nil),                       // 27: turnkeeper.v1.History
+	(*MessageEstimate)(nil),               // 28: turnkeeper.v1.MessageEstimate
+	(*Profiles)(nil),                      // 29: turnkeeper.v1.Profiles
+	(*Resolution)(nil),                    // 30: turnkeeper.v1.Resolution
+	(TrimMode)(0),                         // 31: turnkeeper.v1.TrimMode
+	(CallerPath)(0),                       // 32: turnkeeper.v1.CallerPath
+	(*CallerContext)(nil),                 // 33: turnkeeper.v1.CallerContext
+	(*ReportedUsage)(nil),                 // 34: turnkeeper.v1.ReportedUsage
+	(*IndexRange)(nil),                    // 35: turnkeeper.v1.IndexRange
+	(CountSource)(0),                      // 36: turnkeeper.v1.CountSource
+	(*UsageCalibration)(nil),              // 37: turnkeeper.v1.UsageCalibration
+	(*HistoryTrimmed)(nil),                // 38: turnkeeper.v1.HistoryTrimmed
+	(*RecoveryReport)(nil),                // 39: turnkeeper.v1.RecoveryReport
+	(*OrphanRemoval)(nil),                 // 40: turnkeeper.v1.OrphanRemoval
+	(*CapacityReport)(nil),                // 41: turnkeeper.v1.CapacityReport
+	(*ContextMeter)(nil),                  // 42: turnkeeper.v1.ContextMeter
+	(*InputCostEstimate)(nil),             // 43: turnkeeper.v1.InputCostEstimate
+	(*ToolContextCollapse)(nil),           // 44: turnkeeper.v1.ToolContextCollapse
+	(*ToolResultClearing)(nil),            // 45: turnkeeper.v1.ToolResultClearing
+	(*RouteSelection)(nil),                // 46: turnkeeper.v1.RouteSelection
+	(*CappedToolResult)(nil),              // 47: turnkeeper.v1.CappedToolResult
+	(TrimReason)(0),                       // 48: turnkeeper.v1.TrimReason
+	(*durationpb.Duration)(nil),           // 49: google.protobuf.Duration
+	(*TrimEvent)(nil),                     // 50: turnkeeper.v1.TrimEvent
+	(*Heartbeat)(nil),                     // 51: turnkeeper.v1.Heartbeat
+	(*Gap)(nil),                           // 52: turnkeeper.v1.Gap
+	(*MeterUpdate)(nil),                   // 53: turnkeeper.v1.MeterUpdate
 }
 var file_turnkeeper_v1_history_service_proto_depIdxs = []int32{
-	22, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
-	23, // 1: turnkeeper.v1.EstimateTokensResponse.messages:type_name -> turnkeeper.v1.MessageEstimate
-	24, // 2: turnkeeper.v1.ResolveBudgetRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	25, // 3: turnkeeper.v1.ResolveBudgetResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	22, // 4: turnkeeper.v1.TrimHistoryRequest.history:type_name -> turnkeeper.v1.History
-	26, // 5: turnkeeper.v1.TrimHistoryRequest.mode:type_name -> turnkeeper.v1.TrimMode
-	27, // 6: turnkeeper.v1.TrimHistoryRequest.caller_path:type_name -> turnkeeper.v1.CallerPath
-	5,  // 7: turnkeeper.v1.TrimHistoryRequest.explicit_limits:type_name -> turnkeeper.v1.ExplicitLimits
-	24, // 8: turnkeeper.v1.TrimHistoryRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	28, // 9: turnkeeper.v1.TrimHistoryRequest.caller:type_name -> turnkeeper.v1.CallerContext
-	29, // 10: turnkeeper.v1.TrimHistoryRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
-	30, // 11: turnkeeper.v1.TrimOutcome.dropped_range:type_name -> turnkeeper.v1.IndexRange
-	31, // 12: turnkeeper.v1.TrimOutcome.count_source:type_name -> turnkeeper.v1.CountSource
-	32, // 13: turnkeeper.v1.TrimOutcome.calibration:type_name -> turnkeeper.v1.UsageCalibration
-	22, // 14: turnkeeper.v1.TrimHistoryResponse.history:type_name -> turnkeeper.v1.History
-	7,  // 15: turnkeeper.v1.TrimHistoryResponse.outcome:type_name -> turnkeeper.v1.TrimOutcome
-	33, // 16: turnkeeper.v1.TrimHistoryResponse.history_trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
-	25, // 17: turnkeeper.v1.TrimHistoryResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	34, // 18: turnkeeper.v1.TrimHistoryResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
-	22, // 19: turnkeeper.v1.PrepareModelCallRequest.history:type_name -> turnkeeper.v1.History
-	24, // 20: turnkeeper.v1.PrepareModelCallRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	28, // 21: turnkeeper.v1.PrepareModelCallRequest.caller:type_name -> turnkeeper.v1.CallerContext
-	29, // 22: turnkeeper.v1.PrepareModelCallRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
-	22, // 23: turnkeeper.v1.PrepareModelCallResponse.history:type_name -> turnkeeper.v1.History
-	25, // 24: turnkeeper.v1.PrepareModelCallResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	35, // 25: turnkeeper.v1.PrepareModelCallResponse.orphans_removed:type_name -> turnkeeper.v1.OrphanRemoval
-	33, // 26: turnkeeper.v1.PrepareModelCallResponse.trims:type_name -> turnkeeper.v1.HistoryTrimmed
-	36, // 27: turnkeeper.v1.PrepareModelCallResponse.capacity_report:type_name -> turnkeeper.v1.CapacityReport
-	34, // 28: turnkeeper.v1.PrepareModelCallResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
-	37, // 29: turnkeeper.v1.PrepareModelCallResponse.context_meter:type_name -> turnkeeper.v1.ContextMeter
-	38, // 30: turnkeeper.v1.PrepareModelCallResponse.input_cost:type_name -> turnkeeper.v1.InputCostEstimate
-	39, // 31: turnkeeper.v1.PrepareModelCallResponse.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
-	40, // 32: turnkeeper.v1.PrepareModelCallResponse.clearing:type_name -> turnkeeper.v1.ToolResultClearing
-	22, // 33: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
-	24, // 34: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	36, // 35: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
-	25, // 36: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
-	22, // 37: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
-	22, // 38: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
-	35, // 39: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
-	24, // 40: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
-	41, // 41: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
-	0,  // 42: turnkeeper.v1.ClassifyProviderErrorResponse.phrase_source:type_name -> turnkeeper.v1.PhraseSource
-	42, // 43: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
-	43, // 44: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	21, // 45: turnkeeper.v1.TrimEventsBatch.items:type_name -> turnkeeper.v1.TrimEventsResponse
-	44, // 46: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
-	45, // 47: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
-	46, // 48: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
-	47, // 49: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
-	20, // 50: turnkeeper.v1.TrimEventsResponse.batch:type_name -> turnkeeper.v1.TrimEventsBatch
-	1,  // 51: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
-	3,  // 52: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
-	6,  // 53: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
-	9,  // 54: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
-	11, // 55: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
-	13, // 56: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
-	15, // 57: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
-	17, // 58: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
-	19, // 59: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
-	2,  // 60: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
-	4,  // 61: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
-	8,  // 62: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
-	10, // 63: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
-	12, // 64: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
-	14, // 65: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
-	16, // 66: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
-	18, // 67: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
-	21, // 68: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
-	60, // [60:69] is the sub-list for method output_type
-	51, // [51:60] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	27, // 0: turnkeeper.v1.EstimateTokensRequest.history:type_name -> turnkeeper.v1.History
+	28, // 1: turnkeeper.v1.EstimateTokensResponse.messages:type_name -> turnkeeper.v1.MessageEstimate
+	29, // 2: turnkeeper.v1.ResolveBudgetRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	30, // 3: turnkeeper.v1.ResolveBudgetResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	27, // 4: turnkeeper.v1.TrimHistoryRequest.history:type_name -> turnkeeper.v1.History
+	31, // 5: turnkeeper.v1.TrimHistoryRequest.mode:type_name -> turnkeeper.v1.TrimMode
+	32, // 6: turnkeeper.v1.TrimHistoryRequest.caller_path:type_name -> turnkeeper.v1.CallerPath
+	6,  // 7: turnkeeper.v1.TrimHistoryRequest.explicit_limits:type_name -> turnkeeper.v1.ExplicitLimits
+	29, // 8: turnkeeper.v1.TrimHistoryRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	33, // 9: turnkeeper.v1.TrimHistoryRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	34, // 10: turnkeeper.v1.TrimHistoryRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	35, // 11: turnkeeper.v1.TrimOutcome.dropped_range:type_name -> turnkeeper.v1.IndexRange
+	36, // 12: turnkeeper.v1.TrimOutcome.count_source:type_name -> turnkeeper.v1.CountSource
+	37, // 13: turnkeeper.v1.TrimOutcome.calibration:type_name -> turnkeeper.v1.UsageCalibration
+	35, // 14: turnkeeper.v1.TrimOutcome.kept_in_dropped_range:type_name -> turnkeeper.v1.IndexRange
+	27, // 15: turnkeeper.v1.TrimHistoryResponse.history:type_name -> turnkeeper.v1.History
+	8,  // 16: turnkeeper.v1.TrimHistoryResponse.outcome:type_name -> turnkeeper.v1.TrimOutcome
+	38, // 17: turnkeeper.v1.TrimHistoryResponse.history_trimmed:type_name -> turnkeeper.v1.HistoryTrimmed
+	30, // 18: turnkeeper.v1.TrimHistoryResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	39, // 19: turnkeeper.v1.TrimHistoryResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
+	27, // 20: turnkeeper.v1.PrepareModelCallRequest.history:type_name -> turnkeeper.v1.History
+	29, // 21: turnkeeper.v1.PrepareModelCallRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	33, // 22: turnkeeper.v1.PrepareModelCallRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	34, // 23: turnkeeper.v1.PrepareModelCallRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	27, // 24: turnkeeper.v1.PrepareModelCallResponse.history:type_name -> turnkeeper.v1.History
+	30, // 25: turnkeeper.v1.PrepareModelCallResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	40, // 26: turnkeeper.v1.PrepareModelCallResponse.orphans_removed:type_name -> turnkeeper.v1.OrphanRemoval
+	38, // 27: turnkeeper.v1.PrepareModelCallResponse.trims:type_name -> turnkeeper.v1.HistoryTrimmed
+	41, // 28: turnkeeper.v1.PrepareModelCallResponse.capacity_report:type_name -> turnkeeper.v1.CapacityReport
+	39, // 29: turnkeeper.v1.PrepareModelCallResponse.recovery:type_name -> turnkeeper.v1.RecoveryReport
+	42, // 30: turnkeeper.v1.PrepareModelCallResponse.context_meter:type_name -> turnkeeper.v1.ContextMeter
+	43, // 31: turnkeeper.v1.PrepareModelCallResponse.input_cost:type_name -> turnkeeper.v1.InputCostEstimate
+	44, // 32: turnkeeper.v1.PrepareModelCallResponse.collapse:type_name -> turnkeeper.v1.ToolContextCollapse
+	45, // 33: turnkeeper.v1.PrepareModelCallResponse.clearing:type_name -> turnkeeper.v1.ToolResultClearing
+	27, // 34: turnkeeper.v1.PlanCompactionRequest.history:type_name -> turnkeeper.v1.History
+	29, // 35: turnkeeper.v1.PlanCompactionRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	33, // 36: turnkeeper.v1.PlanCompactionRequest.caller:type_name -> turnkeeper.v1.CallerContext
+	34, // 37: turnkeeper.v1.PlanCompactionRequest.reported_usage:type_name -> turnkeeper.v1.ReportedUsage
+	46, // 38: turnkeeper.v1.PlanCompactionRequest.summarizer_selection:type_name -> turnkeeper.v1.RouteSelection
+	0,  // 39: turnkeeper.v1.CompactionRefusal.reason:type_name -> turnkeeper.v1.CompactionRefusalReason
+	35, // 40: turnkeeper.v1.CompactionPlan.condensed_rows:type_name -> turnkeeper.v1.IndexRange
+	35, // 41: turnkeeper.v1.CompactionPlan.pinned_turns:type_name -> turnkeeper.v1.IndexRange
+	27, // 42: turnkeeper.v1.CompactionPlan.summary_request:type_name -> turnkeeper.v1.History
+	30, // 43: turnkeeper.v1.CompactionPlan.summarizer_resolution:type_name -> turnkeeper.v1.Resolution
+	14, // 44: turnkeeper.v1.PlanCompactionResponse.plan:type_name -> turnkeeper.v1.CompactionPlan
+	13, // 45: turnkeeper.v1.PlanCompactionResponse.refusal:type_name -> turnkeeper.v1.CompactionRefusal
+	30, // 46: turnkeeper.v1.PlanCompactionResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	27, // 47: turnkeeper.v1.CheckCapacityRequest.history:type_name -> turnkeeper.v1.History
+	29, // 48: turnkeeper.v1.CheckCapacityRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	41, // 49: turnkeeper.v1.CheckCapacityResponse.report:type_name -> turnkeeper.v1.CapacityReport
+	30, // 50: turnkeeper.v1.CheckCapacityResponse.resolution:type_name -> turnkeeper.v1.Resolution
+	27, // 51: turnkeeper.v1.SweepOrphansRequest.history:type_name -> turnkeeper.v1.History
+	27, // 52: turnkeeper.v1.SweepOrphansResponse.history:type_name -> turnkeeper.v1.History
+	40, // 53: turnkeeper.v1.SweepOrphansResponse.removals:type_name -> turnkeeper.v1.OrphanRemoval
+	29, // 54: turnkeeper.v1.CapToolResultsRequest.profiles:type_name -> turnkeeper.v1.Profiles
+	47, // 55: turnkeeper.v1.CapToolResultsResponse.results:type_name -> turnkeeper.v1.CappedToolResult
+	1,  // 56: turnkeeper.v1.ClassifyProviderErrorResponse.phrase_source:type_name -> turnkeeper.v1.PhraseSource
+	48, // 57: turnkeeper.v1.TrimEventsRequest.reasons:type_name -> turnkeeper.v1.TrimReason
+	49, // 58: turnkeeper.v1.TrimEventsRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	26, // 59: turnkeeper.v1.TrimEventsBatch.items:type_name -> turnkeeper.v1.TrimEventsResponse
+	50, // 60: turnkeeper.v1.TrimEventsResponse.event:type_name -> turnkeeper.v1.TrimEvent
+	51, // 61: turnkeeper.v1.TrimEventsResponse.heartbeat:type_name -> turnkeeper.v1.Heartbeat
+	52, // 62: turnkeeper.v1.TrimEventsResponse.gap:type_name -> turnkeeper.v1.Gap
+	53, // 63: turnkeeper.v1.TrimEventsResponse.meter_update:type_name -> turnkeeper.v1.MeterUpdate
+	25, // 64: turnkeeper.v1.TrimEventsResponse.batch:type_name -> turnkeeper.v1.TrimEventsBatch
+	2,  // 65: turnkeeper.v1.HistoryService.EstimateTokens:input_type -> turnkeeper.v1.EstimateTokensRequest
+	4,  // 66: turnkeeper.v1.HistoryService.ResolveBudget:input_type -> turnkeeper.v1.ResolveBudgetRequest
+	7,  // 67: turnkeeper.v1.HistoryService.TrimHistory:input_type -> turnkeeper.v1.TrimHistoryRequest
+	10, // 68: turnkeeper.v1.HistoryService.PrepareModelCall:input_type -> turnkeeper.v1.PrepareModelCallRequest
+	16, // 69: turnkeeper.v1.HistoryService.CheckCapacity:input_type -> turnkeeper.v1.CheckCapacityRequest
+	18, // 70: turnkeeper.v1.HistoryService.SweepOrphans:input_type -> turnkeeper.v1.SweepOrphansRequest
+	20, // 71: turnkeeper.v1.HistoryService.CapToolResults:input_type -> turnkeeper.v1.CapToolResultsRequest
+	22, // 72: turnkeeper.v1.HistoryService.ClassifyProviderError:input_type -> turnkeeper.v1.ClassifyProviderErrorRequest
+	12, // 73: turnkeeper.v1.HistoryService.PlanCompaction:input_type -> turnkeeper.v1.PlanCompactionRequest
+	24, // 74: turnkeeper.v1.HistoryService.TrimEvents:input_type -> turnkeeper.v1.TrimEventsRequest
+	3,  // 75: turnkeeper.v1.HistoryService.EstimateTokens:output_type -> turnkeeper.v1.EstimateTokensResponse
+	5,  // 76: turnkeeper.v1.HistoryService.ResolveBudget:output_type -> turnkeeper.v1.ResolveBudgetResponse
+	9,  // 77: turnkeeper.v1.HistoryService.TrimHistory:output_type -> turnkeeper.v1.TrimHistoryResponse
+	11, // 78: turnkeeper.v1.HistoryService.PrepareModelCall:output_type -> turnkeeper.v1.PrepareModelCallResponse
+	17, // 79: turnkeeper.v1.HistoryService.CheckCapacity:output_type -> turnkeeper.v1.CheckCapacityResponse
+	19, // 80: turnkeeper.v1.HistoryService.SweepOrphans:output_type -> turnkeeper.v1.SweepOrphansResponse
+	21, // 81: turnkeeper.v1.HistoryService.CapToolResults:output_type -> turnkeeper.v1.CapToolResultsResponse
+	23, // 82: turnkeeper.v1.HistoryService.ClassifyProviderError:output_type -> turnkeeper.v1.ClassifyProviderErrorResponse
+	15, // 83: turnkeeper.v1.HistoryService.PlanCompaction:output_type -> turnkeeper.v1.PlanCompactionResponse
+	26, // 84: turnkeeper.v1.HistoryService.TrimEvents:output_type -> turnkeeper.v1.TrimEventsResponse
+	75, // [75:85] is the sub-list for method output_type
+	65, // [65:75] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_turnkeeper_v1_history_service_proto_init() }
@@ -2153,8 +2735,13 @@ func file_turnkeeper_v1_history_service_proto_init() {
 	}
 	file_turnkeeper_v1_history_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_turnkeeper_v1_history_service_proto_msgTypes[8].OneofWrappers = []any{}
-	file_turnkeeper_v1_history_service_proto_msgTypes[16].OneofWrappers = []any{}
-	file_turnkeeper_v1_history_service_proto_msgTypes[20].OneofWrappers = []any{
+	file_turnkeeper_v1_history_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_turnkeeper_v1_history_service_proto_msgTypes[13].OneofWrappers = []any{
+		(*PlanCompactionResponse_Plan)(nil),
+		(*PlanCompactionResponse_Refusal)(nil),
+	}
+	file_turnkeeper_v1_history_service_proto_msgTypes[20].OneofWrappers = []any{}
+	file_turnkeeper_v1_history_service_proto_msgTypes[24].OneofWrappers = []any{
 		(*TrimEventsResponse_Event)(nil),
 		(*TrimEventsResponse_Heartbeat)(nil),
 		(*TrimEventsResponse_Gap)(nil),
@@ -2166,8 +2753,8 @@ func file_turnkeeper_v1_history_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_turnkeeper_v1_history_service_proto_rawDesc), len(file_turnkeeper_v1_history_service_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   21,
+			NumEnums:      2,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

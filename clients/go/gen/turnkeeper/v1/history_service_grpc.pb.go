@@ -27,6 +27,7 @@ const (
 	HistoryService_SweepOrphans_FullMethodName          = "/turnkeeper.v1.HistoryService/SweepOrphans"
 	HistoryService_CapToolResults_FullMethodName        = "/turnkeeper.v1.HistoryService/CapToolResults"
 	HistoryService_ClassifyProviderError_FullMethodName = "/turnkeeper.v1.HistoryService/ClassifyProviderError"
+	HistoryService_PlanCompaction_FullMethodName        = "/turnkeeper.v1.HistoryService/PlanCompaction"
 	HistoryService_TrimEvents_FullMethodName            = "/turnkeeper.v1.HistoryService/TrimEvents"
 )
 
@@ -63,6 +64,11 @@ type HistoryServiceClient interface {
 	// ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
 	// that starts reactive recovery.
 	ClassifyProviderError(ctx context.Context, in *ClassifyProviderErrorRequest, opts ...grpc.CallOption) (*ClassifyProviderErrorResponse, error)
+	// PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+	// drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+	// a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+	// the response says why (nothing to condense, too large, no saving); that is not an error.
+	PlanCompaction(ctx context.Context, in *PlanCompactionRequest, opts ...grpc.CallOption) (*PlanCompactionResponse, error)
 	// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
 	// and, for subscribers that opt in, a context meter update per prepared model call.
 	TrimEvents(ctx context.Context, in *TrimEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TrimEventsResponse], error)
@@ -156,6 +162,16 @@ func (c *historyServiceClient) ClassifyProviderError(ctx context.Context, in *Cl
 	return out, nil
 }
 
+func (c *historyServiceClient) PlanCompaction(ctx context.Context, in *PlanCompactionRequest, opts ...grpc.CallOption) (*PlanCompactionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanCompactionResponse)
+	err := c.cc.Invoke(ctx, HistoryService_PlanCompaction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *historyServiceClient) TrimEvents(ctx context.Context, in *TrimEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TrimEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &HistoryService_ServiceDesc.Streams[0], HistoryService_TrimEvents_FullMethodName, cOpts...)
@@ -208,6 +224,11 @@ type HistoryServiceServer interface {
 	// ClassifyProviderError says whether a provider error is a context-window overflow (spec §10.4), the decision
 	// that starts reactive recovery.
 	ClassifyProviderError(context.Context, *ClassifyProviderErrorRequest) (*ClassifyProviderErrorResponse, error)
+	// PlanCompaction says what to condense instead of dropping it (spec §15.3): the turns the preparation's trims would
+	// drop now, with the existing summary row, and a summary request that fits the summarizer's route. It never calls
+	// a model: the runtime sends the request and applies the plan with the summarizer's answer. When there is no plan
+	// the response says why (nothing to condense, too large, no saving); that is not an error.
+	PlanCompaction(context.Context, *PlanCompactionRequest) (*PlanCompactionResponse, error)
 	// TrimEvents streams every HistoryTrimmed published by trims on event-emitting paths, with heartbeats and gap notices,
 	// and, for subscribers that opt in, a context meter update per prepared model call.
 	TrimEvents(*TrimEventsRequest, grpc.ServerStreamingServer[TrimEventsResponse]) error
@@ -244,6 +265,9 @@ func (UnimplementedHistoryServiceServer) CapToolResults(context.Context, *CapToo
 }
 func (UnimplementedHistoryServiceServer) ClassifyProviderError(context.Context, *ClassifyProviderErrorRequest) (*ClassifyProviderErrorResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ClassifyProviderError not implemented")
+}
+func (UnimplementedHistoryServiceServer) PlanCompaction(context.Context, *PlanCompactionRequest) (*PlanCompactionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlanCompaction not implemented")
 }
 func (UnimplementedHistoryServiceServer) TrimEvents(*TrimEventsRequest, grpc.ServerStreamingServer[TrimEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method TrimEvents not implemented")
@@ -413,6 +437,24 @@ func _HistoryService_ClassifyProviderError_Handler(srv interface{}, ctx context.
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HistoryService_PlanCompaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanCompactionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HistoryServiceServer).PlanCompaction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HistoryService_PlanCompaction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HistoryServiceServer).PlanCompaction(ctx, req.(*PlanCompactionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _HistoryService_TrimEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(TrimEventsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -462,6 +504,10 @@ var HistoryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ClassifyProviderError",
 			Handler:    _HistoryService_ClassifyProviderError_Handler,
+		},
+		{
+			MethodName: "PlanCompaction",
+			Handler:    _HistoryService_PlanCompaction_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

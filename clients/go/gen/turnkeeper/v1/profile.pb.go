@@ -232,8 +232,10 @@ type RuntimeProfile struct {
 	// at a time, never the newest R, until the request fits (spec §13.4). Unset keeps the running turn whole.
 	// PrepareModelCall only: TrimHistory never clears.
 	KeepRunningTurnToolResults *uint32 `protobuf:"varint,12,opt,name=keep_running_turn_tool_results,json=keepRunningTurnToolResults,proto3,oneof" json:"keep_running_turn_tool_results,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// The instruction PlanCompaction ends a summary request with (spec §15.3); empty means the spec's default text.
+	SummaryInstruction string `protobuf:"bytes,13,opt,name=summary_instruction,json=summaryInstruction,proto3" json:"summary_instruction,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RuntimeProfile) Reset() {
@@ -348,6 +350,13 @@ func (x *RuntimeProfile) GetKeepRunningTurnToolResults() uint32 {
 		return *x.KeepRunningTurnToolResults
 	}
 	return 0
+}
+
+func (x *RuntimeProfile) GetSummaryInstruction() string {
+	if x != nil {
+		return x.SummaryInstruction
+	}
+	return ""
 }
 
 // ProviderProfile describes one configured provider alias and the model it is configured for.
@@ -707,7 +716,7 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x0fClassifierRoute\x12\x12\n" +
 	"\x04hint\x18\x01 \x01(\tR\x04hint\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x14\n" +
-	"\x05model\x18\x03 \x01(\tR\x05model\"\xf6\x06\n" +
+	"\x05model\x18\x03 \x01(\tR\x05model\"\xa7\a\n" +
 	"\x0eRuntimeProfile\x121\n" +
 	"\x12max_context_tokens\x18\x01 \x01(\x04H\x00R\x10maxContextTokens\x88\x01\x01\x127\n" +
 	"\x15context_compact_ratio\x18\x02 \x01(\x01H\x01R\x13contextCompactRatio\x88\x01\x01\x12F\n" +
@@ -721,7 +730,8 @@ const file_turnkeeper_v1_profile_proto_rawDesc = "" +
 	"\x16history_trim_low_water\x18\n" +
 	" \x01(\x01H\x04R\x13historyTrimLowWater\x88\x01\x01\x12:\n" +
 	"\x17keep_tool_context_turns\x18\v \x01(\rH\x05R\x14keepToolContextTurns\x88\x01\x01\x12G\n" +
-	"\x1ekeep_running_turn_tool_results\x18\f \x01(\rH\x06R\x1akeepRunningTurnToolResults\x88\x01\x01B\x15\n" +
+	"\x1ekeep_running_turn_tool_results\x18\f \x01(\rH\x06R\x1akeepRunningTurnToolResults\x88\x01\x01\x12/\n" +
+	"\x13summary_instruction\x18\r \x01(\tR\x12summaryInstructionB\x15\n" +
 	"\x13_max_context_tokensB\x18\n" +
 	"\x16_context_compact_ratioB\x17\n" +
 	"\x15_max_history_messagesB\x18\n" +

@@ -675,7 +675,11 @@ type HistoryTrimmed struct {
 	// nothing was collapsed. The trim's counts are of the history it was given: the projection.
 	Collapse *ToolContextCollapse `protobuf:"bytes,19,opt,name=collapse,proto3" json:"collapse,omitempty"`
 	// The tool results cleared, for a `TRIM_REASON_TOOL_RESULTS_CLEARED` trim (spec §13.4); absent otherwise.
-	Clearing      *ToolResultClearing `protobuf:"bytes,20,opt,name=clearing,proto3" json:"clearing,omitempty"`
+	Clearing *ToolResultClearing `protobuf:"bytes,20,opt,name=clearing,proto3" json:"clearing,omitempty"`
+	// The pinned turns in the output (spec §15.1): every trim keeps them.
+	PinnedTurns uint32 `protobuf:"varint,21,opt,name=pinned_turns,json=pinnedTurns,proto3" json:"pinned_turns,omitempty"`
+	// The estimate of the pinned turns in the output, in tokens.
+	PinnedTokens  uint64 `protobuf:"varint,22,opt,name=pinned_tokens,json=pinnedTokens,proto3" json:"pinned_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,6 +854,20 @@ func (x *HistoryTrimmed) GetClearing() *ToolResultClearing {
 	return nil
 }
 
+func (x *HistoryTrimmed) GetPinnedTurns() uint32 {
+	if x != nil {
+		return x.PinnedTurns
+	}
+	return 0
+}
+
+func (x *HistoryTrimmed) GetPinnedTokens() uint64 {
+	if x != nil {
+		return x.PinnedTokens
+	}
+	return 0
+}
+
 // ToolContextCollapse is what the projection of a prepared request left out (spec §13.1, §13.3).
 type ToolContextCollapse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -857,7 +875,8 @@ type ToolContextCollapse struct {
 	CollapsedTurns uint32 `protobuf:"varint,1,opt,name=collapsed_turns,json=collapsedTurns,proto3" json:"collapsed_turns,omitempty"`
 	// The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
 	RowsLeftOut uint32 `protobuf:"varint,2,opt,name=rows_left_out,json=rowsLeftOut,proto3" json:"rows_left_out,omitempty"`
-	// The estimate of the turn-limited history minus that of its projection, in tokens.
+	// The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+	// estimates no less (a summary can cost more than a short exchange it stands for).
 	SavedTokens   uint64 `protobuf:"varint,3,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -996,9 +1015,13 @@ type RecoveryReport struct {
 	// True when `budget_tokens` is positive and the system floor alone is at least that budget.
 	SystemFloorReachesBudget bool `protobuf:"varint,10,opt,name=system_floor_reaches_budget,json=systemFloorReachesBudget,proto3" json:"system_floor_reaches_budget,omitempty"`
 	// The resolved route, when profiles were supplied.
-	Route         *Route `protobuf:"bytes,11,opt,name=route,proto3" json:"route,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Route *Route `protobuf:"bytes,11,opt,name=route,proto3" json:"route,omitempty"`
+	// The fixed floor (spec §15.1): the leading system rows, the summary row and every pinned turn but the newest turn,
+	// which no recovery removes, in tokens. Equal to `system_floor_tokens` when nothing is pinned and there is no
+	// summary row.
+	FixedFloorTokens uint64 `protobuf:"varint,12,opt,name=fixed_floor_tokens,json=fixedFloorTokens,proto3" json:"fixed_floor_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RecoveryReport) Reset() {
@@ -1106,6 +1129,13 @@ func (x *RecoveryReport) GetRoute() *Route {
 		return x.Route
 	}
 	return nil
+}
+
+func (x *RecoveryReport) GetFixedFloorTokens() uint64 {
+	if x != nil {
+		return x.FixedFloorTokens
+	}
+	return 0
 }
 
 // ContextMeter is how full the prepared request makes the resolved route's context (spec §10.5).
@@ -1635,7 +1665,7 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\n" +
 	"IndexRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\rR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\rR\x03end\"\x9c\a\n" +
+	"\x03end\x18\x02 \x01(\rR\x03end\"\xe4\a\n" +
 	"\x0eHistoryTrimmed\x121\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x19.turnkeeper.v1.TrimReasonR\x06reason\x12+\n" +
 	"\x11overflow_recovery\x18\x02 \x01(\bR\x10overflowRecovery\x12)\n" +
@@ -1659,14 +1689,16 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\bcut_step\x18\x11 \x01(\x04R\acutStep\x12&\n" +
 	"\x0fcut_drop_target\x18\x12 \x01(\x04R\rcutDropTarget\x12>\n" +
 	"\bcollapse\x18\x13 \x01(\v2\".turnkeeper.v1.ToolContextCollapseR\bcollapse\x12=\n" +
-	"\bclearing\x18\x14 \x01(\v2!.turnkeeper.v1.ToolResultClearingR\bclearing\"\x85\x01\n" +
+	"\bclearing\x18\x14 \x01(\v2!.turnkeeper.v1.ToolResultClearingR\bclearing\x12!\n" +
+	"\fpinned_turns\x18\x15 \x01(\rR\vpinnedTurns\x12#\n" +
+	"\rpinned_tokens\x18\x16 \x01(\x04R\fpinnedTokens\"\x85\x01\n" +
 	"\x13ToolContextCollapse\x12'\n" +
 	"\x0fcollapsed_turns\x18\x01 \x01(\rR\x0ecollapsedTurns\x12\"\n" +
 	"\rrows_left_out\x18\x02 \x01(\rR\vrowsLeftOut\x12!\n" +
 	"\fsaved_tokens\x18\x03 \x01(\x04R\vsavedTokens\"`\n" +
 	"\x12ToolResultClearing\x12'\n" +
 	"\x0fresults_cleared\x18\x01 \x01(\rR\x0eresultsCleared\x12!\n" +
-	"\fsaved_tokens\x18\x02 \x01(\x04R\vsavedTokens\"\xdb\x03\n" +
+	"\fsaved_tokens\x18\x02 \x01(\x04R\vsavedTokens\"\x89\x04\n" +
 	"\x0eRecoveryReport\x12\x18\n" +
 	"\atrimmed\x18\x01 \x01(\bR\atrimmed\x128\n" +
 	"\ablocker\x18\x02 \x01(\x0e2\x1e.turnkeeper.v1.RecoveryBlockerR\ablocker\x12'\n" +
@@ -1680,7 +1712,8 @@ const file_turnkeeper_v1_trim_proto_rawDesc = "" +
 	"\rbudget_tokens\x18\t \x01(\x04R\fbudgetTokens\x12=\n" +
 	"\x1bsystem_floor_reaches_budget\x18\n" +
 	" \x01(\bR\x18systemFloorReachesBudget\x12*\n" +
-	"\x05route\x18\v \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\"\xde\x01\n" +
+	"\x05route\x18\v \x01(\v2\x14.turnkeeper.v1.RouteR\x05route\x12,\n" +
+	"\x12fixed_floor_tokens\x18\f \x01(\x04R\x10fixedFloorTokens\"\xde\x01\n" +
 	"\fContextMeter\x12\x1f\n" +
 	"\vused_tokens\x18\x01 \x01(\x04R\n" +
 	"usedTokens\x12#\n" +
