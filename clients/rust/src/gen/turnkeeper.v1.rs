@@ -500,7 +500,8 @@ pub struct ToolContextCollapse {
     /// The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
     #[prost(uint32, tag = "2")]
     pub rows_left_out: u32,
-    /// The estimate of the turn-limited history minus that of its projection, in tokens.
+    /// The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+    /// estimates no less (a summary can cost more than a short exchange it stands for).
     #[prost(uint64, tag = "3")]
     pub saved_tokens: u64,
 }

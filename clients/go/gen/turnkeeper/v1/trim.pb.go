@@ -857,7 +857,8 @@ type ToolContextCollapse struct {
 	CollapsedTurns uint32 `protobuf:"varint,1,opt,name=collapsed_turns,json=collapsedTurns,proto3" json:"collapsed_turns,omitempty"`
 	// The rows left out: every drained row of a collapsed turn (each summary stands in place of some of them).
 	RowsLeftOut uint32 `protobuf:"varint,2,opt,name=rows_left_out,json=rowsLeftOut,proto3" json:"rows_left_out,omitempty"`
-	// The estimate of the turn-limited history minus that of its projection, in tokens.
+	// The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+	// estimates no less (a summary can cost more than a short exchange it stands for).
 	SavedTokens   uint64 `protobuf:"varint,3,opt,name=saved_tokens,json=savedTokens,proto3" json:"saved_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

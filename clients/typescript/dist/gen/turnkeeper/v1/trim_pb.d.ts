@@ -285,7 +285,8 @@ export type ToolContextCollapse = Message<"turnkeeper.v1.ToolContextCollapse"> &
      */
     rowsLeftOut: number;
     /**
-     * The estimate of the turn-limited history minus that of its projection, in tokens.
+     * The estimate of the turn-limited history minus that of its projection, in tokens; 0 when the projection
+     * estimates no less (a summary can cost more than a short exchange it stands for).
      *
      * @generated from field: uint64 saved_tokens = 3;
      */
