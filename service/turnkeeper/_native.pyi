@@ -7,6 +7,7 @@ from typing import final
 
 __all__ = [
     "HISTORY_RULES",
+    "CollapsedTurns",
     "Conventions",
     "ItemSchema",
     "NativeHistory",
@@ -112,6 +113,14 @@ class Removal:
     def row_removed(self) -> bool: ...
 
 @final
+class CollapsedTurns:
+    """The turns a projection collapsed, oldest first, each read as (input start, input stop,
+    output start, output stop) when asked for."""
+
+    def __len__(self) -> int: ...
+    def __getitem__(self, index: int, /) -> tuple[int, int, int, int]: ...
+
+@final
 class NativeHistory:
     """A valid history with its row view and prices."""
 
@@ -174,12 +183,9 @@ class NativeHistory:
         """The number of leading system rows."""
     def tokens_through(self, index: int) -> int:
         """The estimate of rows 0 through `index` (every row when it is past the end)."""
-    def project(
-        self, keep_turns: int
-    ) -> tuple[NativeHistory, list[tuple[int, int, int, int]], int] | None:
-        """The §13.1 projection with K = `keep_turns`: the projected history, each collapsed
-        turn as (input start, input stop, output start, output stop), the rows left out; None
-        when no turn collapses."""
+    def project(self, keep_turns: int) -> tuple[NativeHistory, CollapsedTurns, int] | None:
+        """The §13.1 projection with K = `keep_turns`: the projected history, its collapsed
+        turns, the rows left out; None when no turn collapses."""
     def clear_tool_results(
         self, keep_newest: int, stop_tokens: int
     ) -> tuple[NativeHistory, int] | None:

@@ -911,3 +911,54 @@ def test_pins_and_the_summary_row_are_rendered() -> None:
     assert _render.compaction(refusal) == (
         "no plan: no saving (it would save 3 tokens, the minimum is 10)"
     )
+
+
+def test_prepare_emits_anthropic_with_the_cache_breakpoints_and_the_route_lifetime(
+    endpoints: Endpoints, tmp_path: Path
+) -> None:
+    """Spec §14 through `prepare --emit anthropic`: the returned breakpoints become
+    `cache_control` marks with the lifetime of the route's provider profile."""
+    path = tmp_path / "history.json"
+    path.write_text(json_format.MessageToJson(_tool_context_history(4)))
+    profiles = tmp_path / "profiles.json"
+    provider = {"alias": "p", "model": "m", "contextWindow": "100000"}
+    profiles.write_text(
+        json.dumps(
+            {
+                "runtime": {"defaultProvider": "p"},
+                "providers": [{**provider, "cacheLifetime": "CACHE_LIFETIME_ONE_HOUR"}],
+            }
+        )
+    )
+    flags = ("prepare", str(path), "--profiles", str(profiles))
+    prepared = json_format.Parse(
+        run(endpoints, *flags, "--json").stdout, svc.PrepareModelCallResponse()
+    )
+    assert list(prepared.cache_breakpoints) == [0, 6, 19]
+    result = run(endpoints, *flags, "--emit", "anthropic")
+    assert result.returncode == 0, result.stderr
+    request = json.loads(result.stdout)
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    assert request["system"] == [{"type": "text", "text": "sys", "cache_control": mark}]
+    assert request["messages"][5]["content"] == [
+        {"type": "text", "text": "a2", "cache_control": mark}
+    ]
+    assert request["messages"][-1]["content"][-1]["cache_control"] == mark
+    assert sum(json.dumps(m).count("cache_control") for m in request["messages"]) == 2
+    plain = json.loads(run(endpoints, *flags, "--emit", "openai").stdout)
+    assert "cache_control" not in json.dumps(plain)
+
+
+def test_the_cache_lifetime_is_the_route_provider_profiles() -> None:
+    one_hour = profile_pb2.CACHE_LIFETIME_ONE_HOUR
+    profiles = profile_pb2.Profiles(
+        providers=[
+            profile_pb2.ProviderProfile(alias="p", model="other", cache_lifetime=one_hour),
+            profile_pb2.ProviderProfile(alias="q", cache_lifetime=one_hour),
+        ]
+    )
+    route = resolution_pb2.Route
+    assert cli._cache_lifetime(route(provider="q", model="m"), profiles) == one_hour
+    unspecified = profile_pb2.CACHE_LIFETIME_UNSPECIFIED
+    assert cli._cache_lifetime(route(provider="p", model="m"), profiles) == unspecified
+    assert cli._cache_lifetime(route(provider="q", model="m"), None) == unspecified

@@ -171,6 +171,33 @@ impl NativeHistory {
 /// stop), `protocol.CollapsedTurn`'s fields in order.
 type CollapsedTuple = (usize, usize, usize, usize);
 
+/// The turns a projection collapsed, oldest first, read one at a time: a long history collapses
+/// a turn every few rows, and a call reads its newest one and, only when a trim dropped turns,
+/// the ones before the cut.
+#[pyclass(frozen, sequence, module = "turnkeeper._native")]
+struct CollapsedTurns {
+    turns: Vec<crate::projection::CollapsedTurn>,
+}
+
+#[pymethods]
+impl CollapsedTurns {
+    fn __len__(&self) -> usize {
+        self.turns.len()
+    }
+
+    fn __getitem__(&self, index: isize) -> PyResult<CollapsedTuple> {
+        let len = self.turns.len() as isize;
+        let at = if index < 0 { index + len } else { index };
+        if at < 0 || at >= len {
+            return Err(pyo3::exceptions::PyIndexError::new_err(
+                "collapsed turn index out of range",
+            ));
+        }
+        let c = &self.turns[at as usize];
+        Ok((c.input_start, c.input_stop, c.output_start, c.output_stop))
+    }
+}
+
 #[pymethods]
 impl NativeHistory {
     #[getter]
@@ -240,14 +267,13 @@ impl NativeHistory {
         &self,
         py: Python<'_>,
         keep_turns: u64,
-    ) -> PyResult<Option<(NativeHistory, Vec<CollapsedTuple>, usize)>> {
+    ) -> PyResult<Option<(NativeHistory, CollapsedTurns, usize)>> {
         let w = &self.working;
         let conventions = &self.conventions.get().0;
         let projected = py.detach(|| guarded(|| w.project(keep_turns, conventions)))?;
         Ok(projected.map(|p| {
-            let turns = p.collapsed.iter();
-            let turns = turns.map(|c| (c.input_start, c.input_stop, c.output_start, c.output_stop));
-            (self.with(py, p.working), turns.collect(), p.rows_left_out)
+            let turns = CollapsedTurns { turns: p.collapsed };
+            (self.with(py, p.working), turns, p.rows_left_out)
         }))
     }
 
@@ -538,6 +564,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Scan>()?;
     m.add_class::<Violation>()?;
     m.add_class::<NativeHistory>()?;
+    m.add_class::<CollapsedTurns>()?;
     m.add_class::<Plan>()?;
     m.add_class::<Removal>()?;
     m.add_class::<OrphanKind>()?;

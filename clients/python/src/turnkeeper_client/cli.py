@@ -21,7 +21,7 @@ from typing import Any, NoReturn, TypeAlias
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
-from turnkeeper.v1 import history_pb2, profile_pb2, trim_pb2
+from turnkeeper.v1 import history_pb2, profile_pb2, resolution_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
 from . import _render
@@ -660,16 +660,42 @@ _EXPORTERS: dict[str, Callable[[history_pb2.History], Any]] = {
 }
 
 
-def _emit(args: argparse.Namespace, history: history_pb2.History, loaded: Loaded) -> None:
+def _emit(
+    args: argparse.Namespace,
+    history: history_pb2.History,
+    loaded: Loaded,
+    prepared: svc.PrepareModelCallResponse | None = None,
+    profiles: profile_pb2.Profiles | None = None,
+) -> None:
+    """Prints the history in the --emit format; a prepared Anthropic request carries the
+    preparation's cache breakpoints with the route's cache lifetime (spec §14)."""
     if args.emit == "proto":
         print(_render.proto_json(history))
         return
     try:
-        converted = _EXPORTERS[args.emit](history)
+        if args.emit == "anthropic" and prepared is not None:
+            converted: Any = to_anthropic(
+                history,
+                cache_breakpoints=prepared.cache_breakpoints,
+                cache_lifetime=_cache_lifetime(prepared.resolution.route, profiles),
+            )
+        else:
+            converted = _EXPORTERS[args.emit](history)
     except ConversionError as error:
         raise UsageError(f"cannot emit {args.emit}: {error}") from error
     output = _with_request_fields(args.emit, converted, loaded)
     print(json.dumps(output, indent=2, ensure_ascii=False))
+
+
+def _cache_lifetime(
+    route: resolution_pb2.Route, profiles: profile_pb2.Profiles | None
+) -> profile_pb2.CacheLifetime.ValueType:
+    """The route's provider profile's cache lifetime, under the rule of its other model metadata
+    (the profile's `model` empty or the route's)."""
+    for provider in profiles.providers if profiles is not None else ():
+        if provider.alias == route.provider and provider.model in ("", route.model):
+            return provider.cache_lifetime
+    return profile_pb2.CACHE_LIFETIME_UNSPECIFIED
 
 
 def _cmd_estimate(args: argparse.Namespace) -> int:
@@ -760,7 +786,8 @@ def _cmd_prepare(args: argparse.Namespace) -> int:
     with _connect(args) as client:
         response = client.prepare_model_call(request)
     if args.emit:
-        _emit(args, response.history, loaded)
+        profiles = request.profiles if request.HasField("profiles") else None
+        _emit(args, response.history, loaded, response, profiles)
     else:
         _print_message(args, response, _render.prepare(response))
     return 0

@@ -12,8 +12,9 @@ prices, the violation cap) is defined here in Python and handed to the engine on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, overload
 
 from google.protobuf.message import DecodeError, Message
 
@@ -86,6 +87,28 @@ def _plan(plan: _native.Plan) -> TrimPlan:
         plan.pinned_turns,
         plan.pinned_tokens,
     )
+
+
+class _CollapsedTurns(Sequence[CollapsedTurn]):
+    """The extension's collapsed turns, each made a `CollapsedTurn` when read: a call reads its
+    newest one, and the others only when a trim dropped turns."""
+
+    __slots__ = ("_turns",)
+
+    def __init__(self, turns: _native.CollapsedTurns) -> None:
+        self._turns = turns
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    @overload
+    def __getitem__(self, index: int) -> CollapsedTurn: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[CollapsedTurn]: ...
+    def __getitem__(self, index: int | slice) -> CollapsedTurn | Sequence[CollapsedTurn]:
+        if isinstance(index, slice):
+            return [CollapsedTurn(*self._turns[i]) for i in range(len(self))[index]]
+        return CollapsedTurn(*self._turns[index])
 
 
 @dataclass(slots=True)  # not frozen, like responses.Reply: built per call
@@ -179,8 +202,7 @@ class NativeHistoryView:
         if projected is None:
             return self, NO_PROJECTION
         native, turns, rows_left_out = projected
-        collapsed = tuple(CollapsedTurn(*turn) for turn in turns)
-        return NativeHistoryView(native), Projection(collapsed, rows_left_out)
+        return NativeHistoryView(native), Projection(_CollapsedTurns(turns), rows_left_out)
 
     @property
     def pinned_tokens(self) -> int:

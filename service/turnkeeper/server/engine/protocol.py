@@ -8,6 +8,7 @@ that is not history work, and every error they raise is built by the same code.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias, TypeVar
 
@@ -31,7 +32,7 @@ class Projection:
     """What a §13.1 projection did: the turns it collapsed, oldest first, and the rows it left
     out (every drained row of a collapsed turn; each summary stands in place of some of them)."""
 
-    collapsed: tuple[CollapsedTurn, ...]
+    collapsed: Sequence[CollapsedTurn]
     rows_left_out: int
 
 
