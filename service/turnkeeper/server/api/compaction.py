@@ -108,9 +108,7 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
         summary_request_tokens=plan.summary_request_tokens,
     )
     caller = request.caller if request.HasField("caller") else None
-    return Reply(
-        response.SerializeToString(), (), (caller, resolution.route, planned, None, 0)
-    )
+    return Reply(response.SerializeToString(), (), (caller, resolution.route, planned, None, 0))
 
 
 def _lost_turns(request: svc.PlanCompactionRequest, swept: HistoryView, resolved: Resolved) -> int:

@@ -29,8 +29,9 @@ MeterParts: TypeAlias = tuple[
 ]
 """What a meter update is made of (`meter_update`): a prepared call's meter, its collapse (§13.3)
 when the projection collapsed anything and the pinned tokens it sends (§15.1), or a compaction
-plan in place of the meter (§15.3). The update itself is built only when the feed wants one (subscribers opted in): building it costs more than the rest of
-the meter's work in a call (docs/benchmarks.md, "Figures behind the api/ comments")."""
+plan in place of the meter (§15.3). The update itself is built only when the feed wants one
+(subscribers opted in): building it costs more than the rest of the meter's work in a call
+(docs/benchmarks.md, "Figures behind the api/ comments")."""
 
 
 # Built per call and never changed, but not frozen: a frozen dataclass's __init__ sets every
