@@ -290,9 +290,16 @@ impl Working {
 
     /// The orphan sweep: the swept history (re-priced) and the removals in input order.
     pub fn sweep(&self, buf: &[u8]) -> wire::Result<(Working, Vec<Removal>)> {
+        let swept = self.sweep_changes(buf)?;
+        Ok(swept.unwrap_or_else(|| (self.clone(), Vec::new())))
+    }
+
+    /// The orphan sweep, or None when it removes nothing: the history is then its own sweep,
+    /// and a caller that can share it need not copy its rows.
+    pub fn sweep_changes(&self, buf: &[u8]) -> wire::Result<Option<(Working, Vec<Removal>)>> {
         let orphans = sweep::find(buf, &self.history);
         if orphans.is_empty() {
-            return Ok((self.clone(), Vec::new()));
+            return Ok(None);
         }
         let none = Vec::new();
         let mut removals = Vec::new();
@@ -332,7 +339,7 @@ impl Working {
             ids,
             ..self.history_without_rows()
         };
-        Ok((Working::of(history, self.prices), removals))
+        Ok(Some((Working::of(history, self.prices), removals)))
     }
 
     /// The row without the given results and calls (positions), or None when nothing worth
