@@ -155,6 +155,7 @@ impl<'a> Scanner<'a> {
                 history_unknown: Vec::new(),
                 list_unknown: Vec::new(),
                 ids: Vec::new(),
+                written: Vec::new(),
             },
             list_payloads: Vec::new(),
             violations: Violations::new(conventions.max_named_violations),

@@ -263,6 +263,7 @@ impl Working {
             history_unknown: self.history.history_unknown.clone(),
             list_unknown: self.history.list_unknown.clone(),
             ids: self.history.ids.clone(),
+            written: self.history.written.clone(),
         }
     }
 
@@ -468,10 +469,7 @@ impl Working {
         };
         put(&header);
         for row in &self.history.rows {
-            match &row.bytes {
-                RowBytes::Request(s, e) => put(&buf[*s..*e]),
-                RowBytes::Owned(v) => put(&v[..]),
-            }
+            put(self.history.row_bytes(buf, row));
         }
         for r in self
             .history
@@ -486,12 +484,7 @@ impl Working {
 
     /// The tags and lengths of field 1 and of the shape field in it, and the shape's payload size.
     fn history_field_header(&self) -> (Vec<u8>, usize) {
-        let row_bytes = |row: &Row| -> usize {
-            match &row.bytes {
-                RowBytes::Request(s, e) => e - s,
-                RowBytes::Owned(v) => v.len(),
-            }
-        };
+        let row_bytes = |row: &Row| self.history.row_len(row);
         let list_len: usize = self.history.rows.iter().map(row_bytes).sum::<usize>()
             + spans_len(&self.history.list_unknown);
         let shape_number = match self.history.shape {
