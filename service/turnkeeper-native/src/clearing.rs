@@ -68,7 +68,7 @@ impl Working {
             if seen >= clearable || total <= stop_tokens {
                 break;
             }
-            let read = ResultRow::read(row_bytes(buf, row), row, self.history.shape)?;
+            let read = ResultRow::read(self.history.row_bytes(buf, row), row, self.history.shape)?;
             let sent = i >= current_from;
             let mut texts: Vec<Option<String>> = Vec::with_capacity(read.results.len());
             let mut repriced = row.clone();
@@ -142,13 +142,6 @@ fn results_in(row: &Row) -> u64 {
         RowKind::Tool => u64::from(row.provider_rows),
         RowKind::Carrier => 1,
         _ => 0,
-    }
-}
-
-fn row_bytes<'a>(buf: &'a [u8], row: &'a Row) -> &'a [u8] {
-    match &row.bytes {
-        RowBytes::Request(s, e) => &buf[*s..*e],
-        RowBytes::Owned(v) => v,
     }
 }
 
@@ -367,7 +360,8 @@ mod tests {
 
     fn content_of(w: &Working, buf: &[u8], i: usize, kind: RowKind) -> String {
         let row = &w.history.rows[i];
-        let read = ResultRow::read(row_bytes(buf, row), row, w.history.shape).expect("reads");
+        let read =
+            ResultRow::read(w.history.row_bytes(buf, row), row, w.history.shape).expect("reads");
         assert_eq!(row.kind, kind);
         read.content(&read.results[0]).to_owned()
     }
@@ -448,8 +442,12 @@ mod tests {
             .expect("clears");
         assert_eq!(n, 1);
         let row = &cleared.history.rows[2];
-        let read =
-            ResultRow::read(row_bytes(&buf, row), row, cleared.history.shape).expect("reads");
+        let read = ResultRow::read(
+            cleared.history.row_bytes(&buf, row),
+            row,
+            cleared.history.shape,
+        )
+        .expect("reads");
         let text = "[Tool result cleared to fit the context window: 200 characters]";
         assert_eq!(read.content(&read.results[0]), text);
         assert_eq!(read.content(&read.results[1]), "short");

@@ -70,6 +70,14 @@ impl Text {
     fn is_empty(self) -> bool {
         self.1 == self.0
     }
+    fn bytes(self, buf: &[u8]) -> &[u8] {
+        &buf[self.0..self.1]
+    }
+    /// Whether the text begins with `prefix`: compared as bytes, which is what `str::starts_with`
+    /// does, so the text, validated when it was read, is not validated again.
+    fn starts_with(self, buf: &[u8], prefix: &str) -> bool {
+        self.bytes(buf).starts_with(prefix.as_bytes())
+    }
     fn str(self, buf: &[u8]) -> &str {
         // Validated as UTF-8 when it was read; a failure here is a bug and prices as empty.
         std::str::from_utf8(&buf[self.0..self.1]).unwrap_or_default()
@@ -196,7 +204,7 @@ impl ChatState {
             // A row marked both is invalid (§15.2); the summary mark is read first.
             r if r == roles.user && self.summary => RowKind::Summary,
             r if r == roles.user && self.breadcrumb => RowKind::Breadcrumb,
-            r if r == roles.user && self.content.str(buf).starts_with(prefix) => RowKind::Carrier,
+            r if r == roles.user && self.content.starts_with(buf, prefix) => RowKind::Carrier,
             r if r == roles.user => RowKind::User,
             r if r == roles.system => RowKind::System,
             r if r == roles.tool => RowKind::Tool,
@@ -204,15 +212,17 @@ impl ChatState {
         }
     }
 
+    /// The row, of `kind` (what `kind` gave: the caller classified it for the placement rules
+    /// already, and the content is not read again for it).
     pub(crate) fn finish(
         self,
         buf: &[u8],
         conventions: &Conventions,
+        kind: RowKind,
         ids: &mut Vec<(usize, usize)>,
         occurrence: &Field,
     ) -> Row {
         let roles = &conventions.roles;
-        let kind = self.kind(buf, conventions);
         let (mut nbytes, images) = if kind == RowKind::User {
             strip_sent_images(self.content.str(buf))
         } else {
@@ -250,8 +260,7 @@ impl ChatState {
                 parse_error: kind == RowKind::User
                     && self
                         .content
-                        .str(buf)
-                        .starts_with(conventions.parse_error_prefix.as_str()),
+                        .starts_with(buf, conventions.parse_error_prefix.as_str()),
                 tool_step: false,
                 pinned: kind == RowKind::User && self.pinned,
             },
@@ -444,10 +453,11 @@ impl ResultsState {
     }
 }
 
+/// The rules of one chat row; `kind` is what `ChatState::kind` gave for it.
 pub(crate) fn chat_violations(
-    buf: &[u8],
     conventions: &Conventions,
     chat: &ChatState,
+    kind: RowKind,
     path: impl Fn() -> String,
     slots: Slots,
     out: &mut Violations,
@@ -467,7 +477,6 @@ pub(crate) fn chat_violations(
                 .violations(|| format!("{}.tool_calls", path()), out);
         }
     }
-    let kind = chat.kind(buf, conventions);
     if chat.attachments > 0 && !matches!(kind, RowKind::Tool | RowKind::Carrier) {
         out.add(Rule::Attachments, || format!("{}.attachments", path()));
     }

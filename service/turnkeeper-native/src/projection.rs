@@ -4,6 +4,8 @@
 //! (a collapsed turn lies before the last real user row, so no kept row changes turn); only the
 //! summaries are written and priced.
 
+use std::sync::Arc;
+
 use crate::conventions::Conventions;
 use crate::pricing::text_tokens;
 use crate::rows::{History, Marks, Row, RowBytes, RowKind};
@@ -97,7 +99,7 @@ impl Working {
             .collect();
         let kept = usize::try_from(keep_turns.saturating_add(1)).unwrap_or(usize::MAX);
         let older = boundaries.len().checked_sub(kept).filter(|&n| n > 0)?;
-        let mut out = Projected::with_capacity(rows.len());
+        let mut out = Projected::new(self);
         let mut collapsed = Vec::new();
         let mut rows_left_out = 0;
         let mut copied = 0;
@@ -132,6 +134,7 @@ impl Working {
         out.copy(self, copied, rows.len());
         let history = History {
             rows: out.rows,
+            written: out.written,
             ..self.history_without_rows()
         };
         let working = Working {
@@ -148,8 +151,14 @@ impl Working {
     }
 
     /// A tool-exchange summary: an assistant chat row with `tool_exchange_summary: true`, as
-    /// protobuf encodes it (fields by number), and its price.
-    fn exchange_summary_row(&self, calls: usize, conventions: &Conventions) -> (Row, u64) {
+    /// protobuf encodes it (fields by number), and its price; its bytes are `written`, once for
+    /// every summary of that many calls.
+    fn exchange_summary_row(
+        &self,
+        calls: usize,
+        written: usize,
+        conventions: &Conventions,
+    ) -> (Row, Vec<u8>, u64) {
         let (before, after) = &conventions.exchange_summary;
         let text = format!("{before}{calls}{after}");
         let mut chat = Vec::with_capacity(text.len() + 8);
@@ -167,12 +176,12 @@ impl Working {
             text_tokens: text_tokens(nbytes),
             marker_images: 0,
             attachments: 0,
-            bytes: RowBytes::Owned(bytes.into()),
+            bytes: RowBytes::Written(written),
             calls: (end, end),
             results: (end, end),
             marks: Marks::default(),
         };
-        (row, self.prices.price_text(&text))
+        (row, bytes, self.prices.price_text(&text))
     }
 }
 
@@ -181,16 +190,20 @@ struct Projected {
     rows: Vec<Row>,
     tokens: Vec<u64>,
     images: Vec<u64>,
+    /// The history's written bytes, then the summaries' (`RowBytes::Written`).
+    written: Vec<Arc<[u8]>>,
     /// The summaries written so far, by their count of calls, with their prices.
     summaries: Vec<(usize, Row, u64)>,
 }
 
 impl Projected {
-    fn with_capacity(n: usize) -> Projected {
+    fn new(from: &Working) -> Projected {
+        let n = from.history.rows.len();
         Projected {
             rows: Vec::with_capacity(n),
             tokens: Vec::with_capacity(n),
             images: Vec::with_capacity(n),
+            written: from.history.written.clone(),
             summaries: Vec::new(),
         }
     }
@@ -209,7 +222,9 @@ impl Projected {
         let (row, tokens) = match known {
             Some((_, row, tokens)) => (row.clone(), *tokens),
             None => {
-                let (row, tokens) = from.exchange_summary_row(calls, conventions);
+                let at = self.written.len();
+                let (row, bytes, tokens) = from.exchange_summary_row(calls, at, conventions);
+                self.written.push(bytes.into());
                 self.summaries.push((calls, row.clone(), tokens));
                 (row, tokens)
             }
@@ -281,10 +296,14 @@ mod tests {
         summary.extend_from_slice(&[0x40, 0x01]);
         let mut element = Vec::new();
         put_len(&mut element, 1, &summary);
-        let RowBytes::Owned(written) = &p.working.history.rows[2].bytes else {
+        let RowBytes::Written(_) = &p.working.history.rows[2].bytes else {
             panic!("a summary is written, not copied")
         };
-        assert_eq!(&written[..], &element[..]);
+        let written = p
+            .working
+            .history
+            .row_bytes(&buf, &p.working.history.rows[2]);
+        assert_eq!(written, &element[..]);
         assert_eq!(p.working.tokens[2], conventions().prices.price_text(text));
         // Kept rows keep their prices; the projection re-reads as it is priced, and projects to
         // itself.

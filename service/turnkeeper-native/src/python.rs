@@ -6,7 +6,7 @@
 //! which the server answers with INTERNAL.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -143,7 +143,7 @@ impl Scan {
             taken.ok_or_else(|| PyRuntimeError::new_err("the view of this scan was taken"))?;
         Ok(NativeHistory {
             raw: self.raw.clone_ref(py),
-            working,
+            working: Arc::new(working),
             conventions: self.conventions.clone_ref(py),
         })
     }
@@ -153,12 +153,18 @@ impl Scan {
 #[pyclass(frozen, module = "turnkeeper._native")]
 struct NativeHistory {
     raw: Py<PyBytes>,
-    working: Working,
+    /// Shared by the views that hold the same history: a sweep that removes nothing gives a
+    /// view of this one without copying its rows.
+    working: Arc<Working>,
     conventions: Py<Conventions>,
 }
 
 impl NativeHistory {
     fn with(&self, py: Python<'_>, working: Working) -> NativeHistory {
+        self.sharing(py, Arc::new(working))
+    }
+
+    fn sharing(&self, py: Python<'_>, working: Arc<Working>) -> NativeHistory {
         NativeHistory {
             raw: self.raw.clone_ref(py),
             working,
@@ -410,9 +416,12 @@ impl NativeHistory {
     fn sweep(&self, py: Python<'_>) -> PyResult<(NativeHistory, Vec<Removal>)> {
         let buf = self.raw.as_bytes(py);
         let w = &self.working;
-        let swept = py.detach(|| guarded(|| w.sweep(buf)))?;
-        let (working, removals) = swept
+        let swept = py.detach(|| guarded(|| w.sweep_changes(buf)))?;
+        let swept = swept
             .map_err(|_| PyRuntimeError::new_err("a scanned row no longer decodes (a bug)"))?;
+        let Some((working, removals)) = swept else {
+            return Ok((self.sharing(py, Arc::clone(&self.working)), Vec::new()));
+        };
         let removals = removals
             .into_iter()
             .map(|r| Removal {

@@ -24,12 +24,16 @@ pub enum Shape {
 }
 
 /// Where a row's bytes are: a range of the request, or bytes the engine wrote (breadcrumb,
-/// repaired row, summary, cleared row), shared by the histories made from it. Either is the
+/// repaired row, summary, cleared row), shared by the histories made from it. Each is the
 /// row's whole occurrence in the messages list, tag included.
 #[derive(Debug, Clone)]
 pub enum RowBytes {
     Request(usize, usize),
     Owned(Arc<[u8]>),
+    /// Bytes written once and stood for by many rows (the projection's tool-exchange
+    /// summaries): an index into `History::written`, so that copying or dropping such a row
+    /// touches no reference count.
+    Written(usize),
 }
 
 /// One row of the view; `calls` and `results` index `History::ids`.
@@ -91,4 +95,26 @@ pub struct History {
     pub list_unknown: Vec<(usize, usize)>,
     /// Tool-call and tool-result ids (string ranges in the request) that rows refer to.
     pub ids: Vec<(usize, usize)>,
+    /// The bytes `RowBytes::Written` rows refer to.
+    pub written: Vec<Arc<[u8]>>,
+}
+
+impl History {
+    /// A row's bytes: its range of the request `buf`, or what the engine wrote for it.
+    pub fn row_bytes<'a>(&'a self, buf: &'a [u8], row: &'a Row) -> &'a [u8] {
+        match &row.bytes {
+            RowBytes::Request(s, e) => &buf[*s..*e],
+            RowBytes::Owned(v) => v,
+            RowBytes::Written(i) => &self.written[*i],
+        }
+    }
+
+    /// The length of a row's bytes.
+    pub fn row_len(&self, row: &Row) -> usize {
+        match &row.bytes {
+            RowBytes::Request(s, e) => e - s,
+            RowBytes::Owned(v) => v.len(),
+            RowBytes::Written(i) => self.written[*i].len(),
+        }
+    }
 }

@@ -155,6 +155,7 @@ impl<'a> Scanner<'a> {
                 history_unknown: Vec::new(),
                 list_unknown: Vec::new(),
                 ids: Vec::new(),
+                written: Vec::new(),
             },
             list_payloads: Vec::new(),
             violations: Violations::new(conventions.max_named_violations),
@@ -222,14 +223,20 @@ impl<'a> Scanner<'a> {
                     let kind = chat.kind(self.buf, self.conventions);
                     let slots = self.placement.next(kind, chat.pinned());
                     chat_violations(
-                        self.buf,
                         self.conventions,
                         &chat,
+                        kind,
                         || format!("history.chat.messages[{i}]"),
                         slots,
                         &mut self.violations,
                     );
-                    chat.finish(self.buf, self.conventions, &mut self.history.ids, &field)
+                    chat.finish(
+                        self.buf,
+                        self.conventions,
+                        kind,
+                        &mut self.history.ids,
+                        &field,
+                    )
                 }
             };
             self.history.rows.push(row);
@@ -276,9 +283,10 @@ impl<'a> Scanner<'a> {
         Ok(match member {
             Member::Chat(chat) => {
                 let chat_path = || format!("{}.chat", path());
-                let slots = placement.next(chat.kind(buf, conventions), chat.pinned());
-                chat_violations(buf, conventions, &chat, chat_path, slots, out);
-                chat.finish(buf, conventions, ids, occurrence)
+                let kind = chat.kind(buf, conventions);
+                let slots = placement.next(kind, chat.pinned());
+                chat_violations(conventions, &chat, kind, chat_path, slots, out);
+                chat.finish(buf, conventions, kind, ids, occurrence)
             }
             Member::Calls(calls) => {
                 placement.next(RowKind::Assistant, false);

@@ -2,7 +2,7 @@
 //! one forward pass; a row whose calls wait on a later `[Tool results]` carrier is settled
 //! when its turn ends.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::rows::{History, RowKind};
 
@@ -37,30 +37,105 @@ impl Orphans {
     }
 }
 
+/// A row whose calls wait for their results. Its calls are a range of `History::ids`; which
+/// of them are answered is a bit per position. A row with many calls also gets a table from
+/// each id to its positions, so that looking a result up stays cheap; a row with few (nearly
+/// every row) is searched in place, without allocating.
 struct Caller<'a> {
     index: usize,
-    calls: Vec<&'a [u8]>,
-    call_set: HashSet<&'a [u8]>,
-    answered: HashSet<&'a [u8]>,
+    calls: &'a [(usize, usize)],
+    answered: Answered<'a>,
 }
 
-impl Caller<'_> {
+/// The calls of one row that a result has answered, by position.
+enum Answered<'a> {
+    Few(u64),
+    Many {
+        answered: Vec<bool>,
+        positions: HashMap<&'a [u8], Vec<usize>>,
+    },
+}
+
+impl<'a> Caller<'a> {
+    fn new(buf: &'a [u8], index: usize, calls: &'a [(usize, usize)]) -> Caller<'a> {
+        let answered = if calls.len() <= 64 {
+            Answered::Few(0)
+        } else {
+            let mut positions: HashMap<&[u8], Vec<usize>> = HashMap::new();
+            for (j, &range) in calls.iter().enumerate() {
+                positions.entry(id(buf, range)).or_default().push(j);
+            }
+            Answered::Many {
+                answered: vec![false; calls.len()],
+                positions,
+            }
+        };
+        Caller {
+            index,
+            calls,
+            answered,
+        }
+    }
+
+    /// Marks every call with the result's id answered; false when the row makes no such call.
+    /// The ids are compared as the sets of ids did: every position with that id is answered.
+    fn answer(&mut self, buf: &[u8], result: &[u8]) -> bool {
+        match &mut self.answered {
+            Answered::Few(bits) => {
+                let mut found = false;
+                for (j, &range) in self.calls.iter().enumerate() {
+                    if id(buf, range) == result {
+                        *bits |= 1 << j;
+                        found = true;
+                    }
+                }
+                found
+            }
+            Answered::Many {
+                answered,
+                positions,
+            } => match positions.get(result) {
+                Some(at) => {
+                    for &j in at {
+                        answered[j] = true;
+                    }
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    fn is_answered(&self, j: usize) -> bool {
+        match &self.answered {
+            Answered::Few(bits) => bits & (1 << j) != 0,
+            Answered::Many { answered, .. } => answered[j],
+        }
+    }
+
     fn unanswered(&self) -> Vec<usize> {
         (0..self.calls.len())
-            .filter(|&j| !self.answered.contains(self.calls[j]))
+            .filter(|&j| !self.is_answered(j))
             .collect()
+    }
+
+    fn all_answered(&self) -> bool {
+        (0..self.calls.len()).all(|j| self.is_answered(j))
     }
 }
 
+fn id(buf: &[u8], range: (usize, usize)) -> &[u8] {
+    &buf[range.0..range.1]
+}
+
 pub fn find(buf: &[u8], history: &History) -> Orphans {
-    let id = |range: (usize, usize)| &buf[range.0..range.1];
     let mut orphans = Orphans::default();
     let mut caller: Option<Caller> = None;
     let mut waiting: Vec<Caller> = Vec::new();
 
     fn close_run<'a>(caller: &mut Option<Caller<'a>>, waiting: &mut Vec<Caller<'a>>) {
         if let Some(c) = caller.take() {
-            if !c.unanswered().is_empty() {
+            if !c.all_answered() {
                 waiting.push(c);
             }
         }
@@ -78,11 +153,11 @@ pub fn find(buf: &[u8], history: &History) -> Orphans {
         let results = &history.ids[row.results.0..row.results.1];
         if !results.is_empty() {
             for (j, &result) in results.iter().enumerate() {
-                match caller.as_mut() {
-                    Some(c) if c.call_set.contains(id(result)) => {
-                        c.answered.insert(id(result));
-                    }
-                    _ => orphans.results.entry(i).or_default().push(j),
+                let answered = caller
+                    .as_mut()
+                    .is_some_and(|c| c.answer(buf, id(buf, result)));
+                if !answered {
+                    orphans.results.entry(i).or_default().push(j);
                 }
             }
             continue;
@@ -90,17 +165,9 @@ pub fn find(buf: &[u8], history: &History) -> Orphans {
         close_run(&mut caller, &mut waiting);
         match row.kind {
             RowKind::Assistant => {
-                let calls: Vec<&[u8]> = history.ids[row.calls.0..row.calls.1]
-                    .iter()
-                    .map(|&r| id(r))
-                    .collect();
+                let calls = &history.ids[row.calls.0..row.calls.1];
                 if !calls.is_empty() {
-                    caller = Some(Caller {
-                        index: i,
-                        call_set: calls.iter().copied().collect(),
-                        calls,
-                        answered: HashSet::new(),
-                    });
+                    caller = Some(Caller::new(buf, i, calls));
                 }
             }
             RowKind::Carrier => settle(&mut waiting, &mut orphans, true),

@@ -263,6 +263,7 @@ impl Working {
             history_unknown: self.history.history_unknown.clone(),
             list_unknown: self.history.list_unknown.clone(),
             ids: self.history.ids.clone(),
+            written: self.history.written.clone(),
         }
     }
 
@@ -290,9 +291,16 @@ impl Working {
 
     /// The orphan sweep: the swept history (re-priced) and the removals in input order.
     pub fn sweep(&self, buf: &[u8]) -> wire::Result<(Working, Vec<Removal>)> {
+        let swept = self.sweep_changes(buf)?;
+        Ok(swept.unwrap_or_else(|| (self.clone(), Vec::new())))
+    }
+
+    /// The orphan sweep, or None when it removes nothing: the history is then its own sweep,
+    /// and a caller that can share it need not copy its rows.
+    pub fn sweep_changes(&self, buf: &[u8]) -> wire::Result<Option<(Working, Vec<Removal>)>> {
         let orphans = sweep::find(buf, &self.history);
         if orphans.is_empty() {
-            return Ok((self.clone(), Vec::new()));
+            return Ok(None);
         }
         let none = Vec::new();
         let mut removals = Vec::new();
@@ -332,7 +340,7 @@ impl Working {
             ids,
             ..self.history_without_rows()
         };
-        Ok((Working::of(history, self.prices), removals))
+        Ok(Some((Working::of(history, self.prices), removals)))
     }
 
     /// The row without the given results and calls (positions), or None when nothing worth
@@ -461,10 +469,7 @@ impl Working {
         };
         put(&header);
         for row in &self.history.rows {
-            match &row.bytes {
-                RowBytes::Request(s, e) => put(&buf[*s..*e]),
-                RowBytes::Owned(v) => put(&v[..]),
-            }
+            put(self.history.row_bytes(buf, row));
         }
         for r in self
             .history
@@ -479,12 +484,7 @@ impl Working {
 
     /// The tags and lengths of field 1 and of the shape field in it, and the shape's payload size.
     fn history_field_header(&self) -> (Vec<u8>, usize) {
-        let row_bytes = |row: &Row| -> usize {
-            match &row.bytes {
-                RowBytes::Request(s, e) => e - s,
-                RowBytes::Owned(v) => v.len(),
-            }
-        };
+        let row_bytes = |row: &Row| self.history.row_len(row);
         let list_len: usize = self.history.rows.iter().map(row_bytes).sum::<usize>()
             + spans_len(&self.history.list_unknown);
         let shape_number = match self.history.shape {
