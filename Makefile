@@ -144,6 +144,7 @@ bench: $(NATIVE_STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	$(PY) bench/bench_engine.py
 	$(PY) bench/bench_sweep.py
+	$(PY) bench/bench_projection.py
 	$(PY) bench/bench_sidecar.py
 	$(PY) bench/bench_fixed_cost.py
 	$(PY) bench/bench_servicer.py
