@@ -35,10 +35,12 @@ def load_example() -> types.ModuleType:
 example = load_example()
 
 
-@pytest.fixture(scope="module")
-def client(python_engine_server: Any) -> Iterator[TurnkeeperClient]:
-    # The Python engine until the native one has spec §15.
-    with TurnkeeperClient.connect(python_engine_server.address) as connected:
+@pytest.fixture(scope="module", params=["native", "python"])
+def client(request: pytest.FixtureRequest) -> Iterator[TurnkeeperClient]:
+    """A client of each engine's session server in turn: the whole session runs on both."""
+    fixture = "live_server" if request.param == "native" else "python_engine_server"
+    server = request.getfixturevalue(fixture)
+    with TurnkeeperClient.connect(server.address) as connected:
         yield connected
 
 
