@@ -20,11 +20,22 @@ QUESTIONS = [f"Question {n}: what do the records say about subject {n}?" for n i
 MODEL = "scripted-model"
 
 
+KEEP_EVERY_TURNS_TOOLS = 100
+"""A keep_tool_context_turns above the session's turn count: nothing is collapsed."""
+
+
 def profiles() -> profile_pb2.Profiles:
-    """The budget bounds the history; the model's window (larger) bounds the whole request."""
+    """The budget bounds the history; the model's window (larger) bounds the whole request.
+
+    The session is scripted to outgrow its budget so every adapter's trim shows: every turn keeps
+    its tool context (K above the turn count, spec §13.1), else collapsing the old turns' lookups
+    alone would fit it."""
     return profile_pb2.Profiles(
         runtime=profile_pb2.RuntimeProfile(
-            max_context_tokens=BUDGET_TOKENS, default_provider="scripted", default_model=MODEL
+            max_context_tokens=BUDGET_TOKENS,
+            default_provider="scripted",
+            default_model=MODEL,
+            keep_tool_context_turns=KEEP_EVERY_TURNS_TOOLS,
         ),
         providers=[
             profile_pb2.ProviderProfile(alias="scripted", model=MODEL, context_window=16_000)
