@@ -417,7 +417,10 @@ def test_prepare_matches_the_client_and_emits_the_request(
     emitted = json.loads(run(endpoints, *args, "--emit", "anthropic").stdout)
     assert (emitted["model"], emitted["max_tokens"]) == ("claude-test", 512)
     assert emitted["tools"] == request["tools"]
-    assert from_anthropic(emitted) == expected.history
+    # The prepared history, with cache_control on the rows the preparation returned (§14).
+    assert expected.cache_breakpoints
+    marked = to_anthropic(expected.history, cache_breakpoints=expected.cache_breakpoints)
+    assert (emitted["system"], emitted["messages"]) == (marked["system"], marked["messages"])
 
 
 def test_prepare_that_cannot_fit_fails_with_the_capacity_report(
