@@ -22,7 +22,13 @@ from turnkeeper.server.api.responses import Reply
 from turnkeeper.server.api.rpcs import apply_turn_limit, budget_trim, removed_rows, valid_view
 from turnkeeper.server.api.trim_limits import Resolved, valid_resolution
 from turnkeeper.server.contract import validation
-from turnkeeper.server.engine.protocol import CollapsedTurn, HistorySource, HistoryView, TurnSpan
+from turnkeeper.server.engine.protocol import (
+    CollapsedTurn,
+    HistorySource,
+    HistoryView,
+    Projection,
+    TurnSpan,
+)
 from turnkeeper.v1 import events_pb2, history_pb2, trim_pb2
 from turnkeeper.v1 import history_service_pb2 as svc
 
@@ -39,12 +45,13 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
     response = svc.PlanCompactionResponse()
     response.resolution.CopyFrom(resolution)
     swept, removals = view.sweep()  # §10.2
-    lost = _lost_turns(request, swept, resolved)
+    lost, untrimmed = _lost_turns(request, swept, resolved)
     if not lost:
         response.refusal.reason = NOTHING_TO_CONDENSE
         return Reply(response.SerializeToString())
-    # The request the preparation would send without this call's cut.
-    whole, projection = swept.project(resolution.keep_tool_context_turns)
+    # The request the preparation would send without this call's cut: its own projection when
+    # the turn limit dropped nothing.
+    whole, projection = untrimmed or swept.project(resolution.keep_tool_context_turns)
     spans = whole.turn_spans()
     candidates = [span for span in spans if not span.pinned][:lost]
     instruction = (
@@ -111,16 +118,20 @@ def plan_compaction(request: svc.PlanCompactionRequest, source: HistorySource) -
     return Reply(response.SerializeToString(), (), (caller, resolution.route, planned, None, 0))
 
 
-def _lost_turns(request: svc.PlanCompactionRequest, swept: HistoryView, resolved: Resolved) -> int:
+def _lost_turns(
+    request: svc.PlanCompactionRequest, swept: HistoryView, resolved: Resolved
+) -> tuple[int, tuple[HistoryView, Projection] | None]:
     """The turns the preparation's trims drop now (§15.3 step 1): its turn limit, then its budget
     trim of the projection, with the low water's grid and the room of §12, calibrated by
     reported usage when given. Every trim keeps pinned turns, so these are the oldest unpinned
-    turns, and the prepared history has that many turns fewer."""
+    turns, and the prepared history has that many turns fewer. With them, the projection of the
+    swept history when the turn limit left it whole (None when it dropped turns)."""
     resolution, limits = resolved.resolution, resolved.limits
-    _, limited = apply_turn_limit(swept, resolution, limits)
-    projected, _ = limited.project(resolution.keep_tool_context_turns)
+    turn_step, limited = apply_turn_limit(swept, resolution, limits)
+    projected, projection = limited.project(resolution.keep_tool_context_turns)
     plan = budget_trim(request, projected, resolution, limits, request_extras(request))[0]
-    return max(swept.turns - projected.apply(plan, limits.breadcrumb_text).turns, 0)
+    lost = max(swept.turns - projected.apply(plan, limits.breadcrumb_text).turns, 0)
+    return lost, None if turn_step[0].trimmed else (projected, projection)
 
 
 def _resolve(
